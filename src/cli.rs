@@ -1,0 +1,290 @@
+//! The command line: argument parsing, output formats and exit codes.
+//!
+//! Owns what the user sees on the terminal. Decisions live in the library modules; this module
+//! only calls them and prints. Exit codes: 0 success, 1 failure, 2 invalid config.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::json;
+
+use crate::config::{self, Config, ConfigError};
+use crate::windows::Opening;
+
+/// Exit code for an invalid config file.
+pub const EXIT_INVALID_CONFIG: u8 = 2;
+
+/// rollboot reboots a Kubernetes cluster's nodes one after another, safely and unattended.
+#[derive(Debug, Parser)]
+#[command(name = "rollboot", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "ROLLBOOT_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Output format of a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Human-readable text.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a config file and print the next maintenance openings.
+    CheckConfig {
+        /// The YAML config file.
+        file: PathBuf,
+        /// Compute openings from this instant (RFC 3339) instead of now.
+        #[arg(long, value_parser = parse_instant)]
+        from: Option<DateTime<Utc>>,
+        /// How many openings to print.
+        #[arg(long, default_value_t = 5)]
+        next: usize,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.to_utc())
+        .map_err(|e| format!("`{s}` is not an RFC 3339 instant such as 2026-03-29T00:00:00Z: {e}"))
+}
+
+/// Runs the parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::CheckConfig {
+            file,
+            from,
+            next,
+            output,
+        } => check_config(&file, from.unwrap_or_else(Utc::now), next, output),
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+fn check_config(
+    file: &std::path::Path,
+    from: DateTime<Utc>,
+    next: usize,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let config = match config::load_file(file) {
+        Ok(c) => c,
+        Err(e @ ConfigError::Invalid { .. }) => {
+            if output == Output::Json {
+                let doc = json!({"valid": false, "file": file, "errors": e.problems()});
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                eprintln!("{e}");
+            }
+            return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let openings = config.schedule().openings(from, next);
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Json => {
+            let openings: Vec<_> = openings.iter().map(|o| opening_json(&config, o)).collect();
+            let doc = json!({
+                "valid": true,
+                "file": file,
+                "from": from,
+                "allowedNow": config.schedule().is_allowed(from),
+                "openings": openings,
+                "config": &config,
+            });
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        }
+        Output::Text => {
+            writeln!(out, "{}: valid", file.display())?;
+            write_summary(&mut out, &config)?;
+            writeln!(
+                out,
+                "\nmaintenance {} at {}",
+                if config.schedule().is_allowed(from) {
+                    "allowed"
+                } else {
+                    "not allowed"
+                },
+                from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )?;
+            writeln!(out, "next {} openings:", openings.len())?;
+            for o in &openings {
+                writeln!(out, "  {}", opening_text(&config, o))?;
+            }
+            if openings.is_empty() {
+                writeln!(out, "  (none in the look-ahead horizon)")?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn zone_of(config: &Config, o: &Opening) -> Option<chrono_tz::Tz> {
+    let w = config.windows.as_ref()?.get(o.window)?;
+    w.timezone.parse().ok()
+}
+
+fn is_unbounded(t: DateTime<Utc>) -> bool {
+    t == DateTime::<Utc>::MAX_UTC
+}
+
+fn opening_json(config: &Config, o: &Opening) -> serde_json::Value {
+    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut v = json!({
+        "start": fmt(o.start),
+        "end": if is_unbounded(o.end) { serde_json::Value::Null } else { fmt(o.end).into() },
+        "window": o.window,
+    });
+    if let Some(tz) = zone_of(config, o) {
+        v["timezone"] = tz.name().into();
+        v["startLocal"] = o.start.with_timezone(&tz).to_rfc3339().into();
+        if !is_unbounded(o.end) {
+            v["endLocal"] = o.end.with_timezone(&tz).to_rfc3339().into();
+        }
+    }
+    v
+}
+
+fn opening_text(config: &Config, o: &Opening) -> String {
+    let utc = |t: DateTime<Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+    if is_unbounded(o.end) {
+        return format!("{} -> (no end: no window configured)", utc(o.start));
+    }
+    let mut s = format!(
+        "{} -> {}  ({})",
+        utc(o.start),
+        utc(o.end),
+        crate::config::Duration::from_millis((o.end - o.start).num_milliseconds())
+    );
+    if let Some(tz) = zone_of(config, o) {
+        let local = |t: DateTime<Utc>| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string();
+        s.push_str(&format!(
+            "  window {}: {} -> {} {}",
+            o.window,
+            local(o.start),
+            local(o.end),
+            tz.name()
+        ));
+    }
+    s
+}
+
+fn write_summary(out: &mut impl Write, c: &Config) -> std::io::Result<()> {
+    match &c.windows {
+        None => writeln!(out, "windows:      none (maintenance allowed at any time)")?,
+        Some(ws) => {
+            for (i, w) in ws.iter().enumerate() {
+                writeln!(
+                    out,
+                    "window {i}:     `{}` for {} ({})",
+                    w.schedule, w.duration, w.timezone
+                )?;
+            }
+        }
+    }
+    writeln!(out, "blackouts:    {}", c.blackouts.len())?;
+    write!(
+        out,
+        "concurrency:  {} node(s) at once",
+        c.concurrency.max_nodes
+    )?;
+    if let Some((key, n)) = c.group_limit() {
+        write!(out, ", {n} per `{key}`")?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "nodes:        {} ({})",
+        if c.nodes.selector.is_empty() {
+            "all"
+        } else {
+            &c.nodes.selector
+        },
+        match c.nodes.order {
+            config::NodeOrder::OldestFlag => "oldest flag first",
+            config::NodeOrder::Name => "by name",
+        }
+    )?;
+    writeln!(
+        out,
+        "drain:        timeout {}, retry every {}, {} evictions at once{}{}",
+        c.drain.timeout,
+        c.drain.eviction_retry_interval,
+        c.drain.concurrent_evictions,
+        if c.drain.force_delete_after_timeout {
+            ", FORCE-DELETES after timeout"
+        } else {
+            ""
+        },
+        if c.drain.evict_unreplicated {
+            ", evicts unreplicated pods"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        out,
+        "reboot:       {} method, timeout {}, sentinel {}",
+        match c.reboot.method {
+            config::RebootMethod::Command => "command",
+            config::RebootMethod::Signal => "signal",
+        },
+        c.reboot.timeout,
+        match &c.reboot.sentinel_command {
+            Some(cmd) => format!("command `{}`", cmd.join(" ")),
+            None => format!("file {}", c.reboot.sentinel_file),
+        }
+    )?;
+    writeln!(
+        out,
+        "leases:       lock {}/{}, leader {}/{} ({} lease, {} renew deadline)",
+        c.lock.namespace,
+        c.lock.name,
+        c.leader.namespace,
+        c.leader.name,
+        c.leader.lease_duration,
+        c.leader.renew_deadline
+    )?;
+    writeln!(
+        out,
+        "failures:     rollout halts after {} failed node(s)",
+        c.failures.max_failures + 1
+    )
+}

@@ -1,0 +1,653 @@
+//! Reading and validating a config file: bytes in, a [`Config`] or every [`Problem`] out.
+//!
+//! Structural problems (YAML syntax, an unknown key, a wrong type, a duplicate key) come from
+//! the YAML deserializer, which stops at the first. Every other rule is checked afterwards on
+//! the typed model, and all its problems are reported together; each is located in the file by
+//! re-walking the document to the problem's key path (see [`locate`]).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Serialize;
+
+use super::{Config, Duration, RebootMethod};
+use crate::selector::Selector;
+use crate::windows::{Blackout, Schedule, Window};
+
+/// Largest config file accepted: a config is a few KiB; anything bigger is a mistake.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// One thing wrong in a config file, located where YAML allows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Key path such as `windows[1].timezone`; empty for the whole document.
+    pub path: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, "{l}:{c}: ")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Why a config could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read at all (missing, no permission...).
+    #[error("{}: cannot read the config file: {cause}", file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The OS error.
+        cause: std::io::Error,
+    },
+    /// A directory was given where a file was expected.
+    #[error("{}: is a directory; give the path of a YAML config file", file.display())]
+    IsDirectory {
+        /// The path.
+        file: PathBuf,
+    },
+    /// The file's content is not a valid config.
+    #[error("{}: invalid config:\n{}", file.display(), list(problems))]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+}
+
+impl ConfigError {
+    /// The problems, when the content was at fault (as opposed to reading it).
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            ConfigError::Invalid { problems, .. } => problems,
+            _ => &[],
+        }
+    }
+}
+
+fn list(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Reads, parses and validates a config file.
+pub fn load_file(file: &Path) -> Result<Config, ConfigError> {
+    let read = |cause| ConfigError::Read {
+        file: file.to_path_buf(),
+        cause,
+    };
+    let meta = std::fs::metadata(file).map_err(read)?;
+    if meta.is_dir() {
+        return Err(ConfigError::IsDirectory {
+            file: file.to_path_buf(),
+        });
+    }
+    let whole = |message: String| ConfigError::Invalid {
+        file: file.to_path_buf(),
+        problems: vec![Problem {
+            path: String::new(),
+            line: None,
+            column: None,
+            message,
+        }],
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(whole(format!(
+            "the file is {} bytes; a config file may be at most {} bytes (1 MiB)",
+            meta.len(),
+            MAX_CONFIG_BYTES
+        )));
+    }
+    let bytes = std::fs::read(file).map_err(read)?;
+    if bytes.contains(&0) {
+        return Err(whole(
+            "the file contains NUL bytes: it is binary, not a YAML text file".into(),
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        whole(format!(
+            "the file is not UTF-8 text (invalid byte at offset {}): it is not a YAML config",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    parse_str(&text).map_err(|problems| ConfigError::Invalid {
+        file: file.to_path_buf(),
+        problems,
+    })
+}
+
+/// Parses and validates config text. On failure, every problem found.
+pub fn parse_str(text: &str) -> Result<Config, Vec<Problem>> {
+    if text.trim().is_empty()
+        || text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Err(vec![Problem {
+            path: String::new(),
+            line: None,
+            column: None,
+            message:
+                "the file is empty; write `{}` for all defaults, or start from config/rollboot.yaml"
+                    .into(),
+        }]);
+    }
+    let mut config: Config = yaml_serde::from_str(text).map_err(|e| vec![structural(e)])?;
+    let mut problems = Vec::new();
+    validate(&mut config, &mut |path: String, message: String| {
+        let (line, column) = locate(text, &path).unzip();
+        problems.push(Problem {
+            path,
+            line,
+            column,
+            message,
+        });
+    });
+    // Reported in file order, the way a person fixes them; unlocated ones last.
+    problems.sort_by_key(|p| (p.line.is_none(), p.line, p.column));
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Turns a deserializer error into a Problem, splitting off the key path and the location
+/// that the YAML library folds into its message.
+fn structural(e: yaml_serde::Error) -> Problem {
+    let loc = e.location();
+    let mut message = e.to_string();
+    if let Some(l) = &loc {
+        for suffix in [
+            format!(" at line {} column {}", l.line(), l.column()),
+            format!(" at position {}", l.index()),
+        ] {
+            if let Some(m) = message.strip_suffix(&suffix) {
+                message = m.to_string();
+            }
+        }
+    }
+    let mut path = String::new();
+    if let Some((head, rest)) = message.split_once(": ") {
+        // Serde's own messages ("invalid type: ...") contain spaces before the colon; a key path never does.
+        if !head.contains(' ') {
+            path = head.to_string();
+            message = rest.to_string();
+        }
+    }
+    if let Some(field) = message
+        .strip_prefix("unknown field `")
+        .and_then(|m| m.split('`').next())
+    {
+        // Point the path at the offending key itself, not at the mapping that holds it.
+        path = if path.is_empty() {
+            field.to_string()
+        } else {
+            format!("{path}.{field}")
+        };
+    }
+    if message.starts_with("unknown field") {
+        message.push_str(" (keys are camelCase and checked strictly: see config/rollboot.yaml)");
+    }
+    Problem {
+        path,
+        line: loc.as_ref().map(|l| l.line()),
+        column: loc.as_ref().map(|l| l.column()),
+        message,
+    }
+}
+
+/// Checks every rule the types cannot express and compiles the string fields. `report` gets
+/// each problem with its key path; checking goes on after a problem so all are reported.
+fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
+    let positive = |path: &str, d: Duration, report: &mut dyn FnMut(String, String)| {
+        if !d.is_positive() {
+            report(
+                path.to_string(),
+                format!("must be a positive duration, got `{d}`"),
+            );
+        }
+    };
+
+    let mut windows = Vec::new();
+    if let Some(list) = &config.windows {
+        if list.is_empty() {
+            report(
+                "windows".into(),
+                "is an empty list, which would mean maintenance never happens: list at least one window, or remove the key to allow maintenance at any time".into(),
+            );
+        }
+        for (i, w) in list.iter().enumerate() {
+            let tz = match chrono_tz::Tz::from_str(&w.timezone) {
+                Ok(tz) => Some(tz),
+                Err(_) => {
+                    report(
+                        format!("windows[{i}].timezone"),
+                        format!(
+                            "unknown time zone `{}`: expected an IANA name such as `UTC`, `Europe/Berlin` or `America/New_York`",
+                            w.timezone
+                        ),
+                    );
+                    None
+                }
+            };
+            positive(&format!("windows[{i}].duration"), w.duration, report);
+            // The cron expression is checked even when the zone is wrong, so both are reported.
+            match Window::new(
+                &w.schedule,
+                w.duration
+                    .to_chrono()
+                    .max(chrono::Duration::milliseconds(1)),
+                tz.unwrap_or(chrono_tz::UTC),
+            ) {
+                Ok(win) if tz.is_some() && w.duration.is_positive() => windows.push(win),
+                Ok(_) => {}
+                Err(e) => report(format!("windows[{i}].schedule"), e.to_string()),
+            }
+        }
+    }
+
+    let mut blackouts = Vec::new();
+    for (i, b) in config.blackouts.iter().enumerate() {
+        if b.from >= b.to {
+            report(
+                format!("blackouts[{i}]"),
+                format!(
+                    "`from` ({}) must be before `to` ({})",
+                    b.from.to_rfc3339(),
+                    b.to.to_rfc3339()
+                ),
+            );
+        } else {
+            blackouts.push(Blackout {
+                from: b.from.to_utc(),
+                to: b.to.to_utc(),
+            });
+        }
+    }
+
+    let c = &config.concurrency;
+    if c.max_nodes == 0 {
+        report(
+            "concurrency.maxNodes".into(),
+            "must be at least 1 (to pause rollboot, take the lock instead)".into(),
+        );
+    }
+    match (&c.group_by, c.max_nodes_per_group) {
+        (None, Some(_)) => report(
+            "concurrency.maxNodesPerGroup".into(),
+            "needs `groupBy`: the label key whose values form the groups".into(),
+        ),
+        (Some(_), Some(0)) => report(
+            "concurrency.maxNodesPerGroup".into(),
+            "must be at least 1".into(),
+        ),
+        (Some(key), _) => {
+            if let Err(e) = Selector::parse(key) {
+                report(
+                    "concurrency.groupBy".into(),
+                    format!("not a label key: {e}"),
+                );
+            }
+        }
+        _ => {}
+    }
+
+    let selector = |path: &str, text: &str, report: &mut dyn FnMut(String, String)| {
+        Selector::parse(text).unwrap_or_else(|e| {
+            report(path.to_string(), e.to_string());
+            Selector::everything()
+        })
+    };
+    config.compiled.node_selector = selector("nodes.selector", &config.nodes.selector, report);
+    config.compiled.pod_selector =
+        selector("drain.podSelector", &config.drain.pod_selector, report);
+    config.compiled.blocking_pod_selectors = config
+        .blockers
+        .pod_selectors
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let path = format!("blockers.podSelectors[{i}]");
+            let sel = selector(&path, s, report);
+            if sel.is_empty() {
+                report(
+                    path,
+                    "an empty selector matches every pod and would block forever".into(),
+                );
+            }
+            sel
+        })
+        .collect();
+
+    let d = &config.drain;
+    positive("drain.timeout", d.timeout, report);
+    positive(
+        "drain.evictionRetryInterval",
+        d.eviction_retry_interval,
+        report,
+    );
+    if d.concurrent_evictions == 0 {
+        report(
+            "drain.concurrentEvictions".into(),
+            "must be at least 1".into(),
+        );
+    }
+    if let Some(g) = d.grace_period {
+        if g.as_millis() < 0 {
+            report(
+                "drain.gracePeriod".into(),
+                format!("must not be negative, got `{g}`"),
+            );
+        }
+    }
+
+    let r = &config.reboot;
+    positive("reboot.timeout", r.timeout, report);
+    positive("reboot.checkPeriod", r.check_period, report);
+    if r.sentinel_file.is_empty() && r.sentinel_command.is_none() {
+        report(
+            "reboot.sentinelFile".into(),
+            "is empty and no `sentinelCommand` is set: the agent could never notice a needed reboot".into(),
+        );
+    }
+    if let Some(cmd) = &r.sentinel_command {
+        if cmd.is_empty() || cmd[0].is_empty() {
+            report(
+                "reboot.sentinelCommand".into(),
+                "must be a non-empty argv list such as [\"/usr/bin/needs-restarting\", \"-r\"]"
+                    .into(),
+            );
+        }
+    }
+    if r.method == RebootMethod::Command && (r.command.is_empty() || r.command[0].is_empty()) {
+        report(
+            "reboot.command".into(),
+            "must be a non-empty argv list when `method` is `command`".into(),
+        );
+    }
+    if !(1..=64).contains(&r.signal) {
+        report(
+            "reboot.signal".into(),
+            format!("must be a signal number from 1 to 64, got {}", r.signal),
+        );
+    }
+
+    positive("healthGate.timeout", config.health_gate.timeout, report);
+
+    if let Some(p) = &config.blockers.prometheus {
+        if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
+            report(
+                "blockers.prometheus.url".into(),
+                format!(
+                    "`{}` is not an http:// or https:// URL of a Prometheus server",
+                    p.url
+                ),
+            );
+        }
+        if let Some(f) = &p.alert_filter {
+            if let Err(e) = regex::Regex::new(f) {
+                report(
+                    "blockers.prometheus.alertFilter".into(),
+                    format!("not a valid regular expression: {e}"),
+                );
+            }
+        }
+    }
+
+    for (section, ns, name) in [
+        ("lock", &config.lock.namespace, &config.lock.name),
+        ("leader", &config.leader.namespace, &config.leader.name),
+    ] {
+        if !is_dns_label(ns) {
+            report(format!("{section}.namespace"), format!("`{ns}` is not a valid namespace name (lowercase letters, digits and `-`, at most 63)"));
+        }
+        if !is_dns_subdomain(name) {
+            report(format!("{section}.name"), format!("`{name}` is not a valid Lease name (lowercase letters, digits, `-` and `.`, at most 253)"));
+        }
+    }
+    if config.lock.namespace == config.leader.namespace && config.lock.name == config.leader.name {
+        report(
+            "lock.name".into(),
+            "must differ from `leader.name`: the lock and leader election are two Leases".into(),
+        );
+    }
+    let l = &config.leader;
+    positive("leader.leaseDuration", l.lease_duration, report);
+    positive("leader.renewDeadline", l.renew_deadline, report);
+    positive("leader.retryPeriod", l.retry_period, report);
+    if l.renew_deadline >= l.lease_duration {
+        report(
+            "leader.renewDeadline".into(),
+            format!(
+                "must be shorter than `leaseDuration` ({}), so a leader that cannot renew stops acting before another can take over",
+                l.lease_duration
+            ),
+        );
+    }
+    if l.retry_period >= l.renew_deadline {
+        report(
+            "leader.retryPeriod".into(),
+            format!(
+                "must be shorter than `renewDeadline` ({}), so a leader gets more than one try to renew",
+                l.renew_deadline
+            ),
+        );
+    }
+
+    config.compiled.schedule = Some(Arc::new(match &config.windows {
+        None => Schedule::always_open(blackouts),
+        Some(_) => Schedule::new(windows, blackouts),
+    }));
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The line and column (1-based) of the node at a key path like `windows[1].timezone`.
+///
+/// The YAML library does not expose node positions, but it does attach the position of the
+/// node being read to any error raised while reading it; so the document is walked again and
+/// a marker error is raised exactly at the path. A config file is a few KiB, and this runs
+/// only for files that are already invalid.
+pub(crate) fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
+    let segments = parse_path(path)?;
+    let err = Probe {
+        target: &segments,
+        depth: 0,
+    }
+    .deserialize(yaml_serde::Deserializer::from_str(text))
+    .err()?;
+    if !err.to_string().contains(PROBE_HIT) {
+        return None;
+    }
+    err.location().map(|l| (l.line(), l.column()))
+}
+
+const PROBE_HIT: &str = "\u{1}probe-hit";
+
+/// Fails on whatever node it is asked to read.
+struct Hit;
+
+impl<'de> Visitor<'de> for Hit {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML node")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(PROBE_HIT))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(PROBE_HIT))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(PROBE_HIT))
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+fn parse_path(path: &str) -> Option<Vec<Segment>> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (key, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            out.push(Segment::Key(key.to_string()));
+        }
+        while let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            out.push(Segment::Index(r[..end].parse().ok()?));
+            rest = &r[end + 1..];
+        }
+    }
+    Some(out)
+}
+
+struct Probe<'a> {
+    target: &'a [Segment],
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Probe<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.depth == self.target.len() {
+            // Raised from inside the node's own visit, so the error carries that node's position.
+            return d.deserialize_any(Hit);
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Probe<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML node")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<yaml_serde::Value>()? {
+            let hit =
+                matches!(&self.target[self.depth], Segment::Key(k) if key.as_str() == Some(k));
+            if hit {
+                map.next_value_seed(Probe {
+                    target: self.target,
+                    depth: self.depth + 1,
+                })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        loop {
+            let hit = matches!(self.target[self.depth], Segment::Index(n) if n == i);
+            let more = if hit {
+                seq.next_element_seed(Probe {
+                    target: self.target,
+                    depth: self.depth + 1,
+                })?
+                .is_some()
+            } else {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_finds_nested_keys_and_list_items() {
+        let text = "windows:\n  - schedule: \"0 2 * * *\"\n    duration: 1h\n  - schedule: x\n    timezone: Mars/Base\n";
+        assert_eq!(locate(text, "windows[1].timezone"), Some((5, 15)));
+        assert_eq!(locate(text, "windows[0].duration"), Some((3, 15)));
+        assert_eq!(locate(text, "windows[1].schedule"), Some((4, 15)));
+        assert_eq!(locate(text, "windows[1]"), Some((4, 5)));
+        assert_eq!(locate(text, "windows[7]"), None);
+        assert_eq!(locate(text, "nothere"), None);
+    }
+}

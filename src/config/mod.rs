@@ -1,0 +1,388 @@
+//! The config file: one typed model of everything rollboot reads, its defaults, and its
+//! strict loading.
+//!
+//! Owns the YAML schema (camelCase keys, unknown keys rejected), the documented default of every
+//! field, and validation that names the file, key path, line and column of each problem. It must
+//! never touch the cluster or the clock: it turns bytes into a [`Config`] or into a list of
+//! [`Problem`]s, and every later part takes its settings from here.
+//!
+//! `config/rollboot.yaml` is the commented reference; a test checks it loads and that its
+//! values equal these defaults, so the two cannot drift apart.
+
+mod duration;
+mod load;
+
+pub use duration::{Duration, DurationError};
+pub use load::{load_file, parse_str, ConfigError, Problem, MAX_CONFIG_BYTES};
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::selector::Selector;
+use crate::windows::Schedule;
+
+/// Every setting of rollboot. Build it with [`load_file`] or [`parse_str`], which validate;
+/// `Config::default()` is the configuration of an empty mapping (`{}`).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    /// When new reboots may start. Absent: always. Present: a non-empty list.
+    #[serde(
+        deserialize_with = "present_list",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub windows: Option<Vec<WindowConfig>>,
+    /// Instants during which nothing new starts, even inside a window.
+    pub blackouts: Vec<BlackoutConfig>,
+    /// How many nodes may be in maintenance at once.
+    pub concurrency: Concurrency,
+    /// Which nodes rollboot may reboot, and in which order.
+    pub nodes: Nodes,
+    /// How a node is drained.
+    pub drain: Drain,
+    /// How a node is rebooted and how long it may take.
+    pub reboot: Reboot,
+    /// What must be healthy again before the next node starts.
+    pub health_gate: HealthGate,
+    /// Conditions that keep new reboots from starting.
+    pub blockers: Blockers,
+    /// The maintenance lock Lease.
+    pub lock: Lock,
+    /// Leader election among controller replicas.
+    pub leader: Leader,
+    /// What a failed node does to the rollout.
+    pub failures: Failures,
+    /// Validated, compiled forms of the string fields above.
+    #[serde(skip)]
+    compiled: Compiled,
+}
+
+/// One maintenance window: a cron start, a length, a zone.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WindowConfig {
+    /// Standard 5-field cron expression for the window's start (`0 2 * * mon-fri`).
+    pub schedule: String,
+    /// How long the window stays open after each start, in real elapsed time.
+    pub duration: Duration,
+    /// IANA time zone the schedule is read in. Default `UTC`.
+    #[serde(default = "utc")]
+    pub timezone: String,
+}
+
+/// A span of time `[from, to)` during which nothing new starts.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlackoutConfig {
+    /// RFC 3339 instant, inclusive.
+    pub from: chrono::DateTime<chrono::FixedOffset>,
+    /// RFC 3339 instant, exclusive.
+    pub to: chrono::DateTime<chrono::FixedOffset>,
+}
+
+/// Limits on nodes in maintenance at once.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Concurrency {
+    /// Nodes in flight at once, cluster-wide. Default 1.
+    pub max_nodes: u32,
+    /// Label key that groups nodes (such as `topology.kubernetes.io/zone`). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_by: Option<String>,
+    /// Nodes in flight at once within one group. Default 1 when `groupBy` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_nodes_per_group: Option<u32>,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency {
+            max_nodes: 1,
+            group_by: None,
+            max_nodes_per_group: None,
+        }
+    }
+}
+
+/// Which nodes are candidates.
+#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Nodes {
+    /// Label selector of the nodes rollboot may reboot. Default: all nodes.
+    pub selector: String,
+    /// Order in which flagged nodes are taken.
+    pub order: NodeOrder,
+}
+
+/// Order in which flagged nodes are taken.
+#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeOrder {
+    /// The node flagged longest ago first (the default).
+    #[default]
+    OldestFlag,
+    /// Alphabetical by node name.
+    Name,
+}
+
+/// Drain settings, with `kubectl drain` meanings.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Drain {
+    /// Longest a drain may take before the node fails. Default 15m.
+    pub timeout: Duration,
+    /// Wait between evictions refused by a PodDisruptionBudget. Default 5s, as kubectl.
+    pub eviction_retry_interval: Duration,
+    /// Evictions in flight at once for one node. Default 10.
+    pub concurrent_evictions: u32,
+    /// Leave DaemonSet pods alone (kubectl `--ignore-daemonsets`). Default true.
+    pub ignore_daemon_sets: bool,
+    /// Evict pods that use emptyDir volumes, losing that data (kubectl `--delete-emptydir-data`). Default false.
+    pub delete_empty_dir_data: bool,
+    /// Evict pods with no controller (kubectl `--force`): they are not recreated. Default false.
+    pub evict_unreplicated: bool,
+    /// Overrides each pod's termination grace period. Default: the pod's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_period: Option<Duration>,
+    /// Only pods matching this label selector are evicted. Default: all.
+    pub pod_selector: String,
+    /// When the timeout passes, delete the remaining pods even around their budgets. Default false.
+    pub force_delete_after_timeout: bool,
+}
+
+impl Default for Drain {
+    fn default() -> Self {
+        Drain {
+            timeout: Duration::from_mins(15),
+            eviction_retry_interval: Duration::from_secs(5),
+            concurrent_evictions: 10,
+            ignore_daemon_sets: true,
+            delete_empty_dir_data: false,
+            evict_unreplicated: false,
+            grace_period: None,
+            pod_selector: String::new(),
+            force_delete_after_timeout: false,
+        }
+    }
+}
+
+/// How the agent learns a reboot is needed and how it reboots.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Reboot {
+    /// Longest from the reboot request until the node is back with a new boot ID and Ready. Default 15m.
+    pub timeout: Duration,
+    /// A file whose existence means "reboot needed". Default `/var/run/reboot-required`.
+    pub sentinel_file: String,
+    /// A command (argv) whose exit status 0 means "reboot needed"; replaces `sentinelFile`. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sentinel_command: Option<Vec<String>>,
+    /// How often the agent checks the sentinel. Default 1m.
+    pub check_period: Duration,
+    /// How the agent reboots the host.
+    pub method: RebootMethod,
+    /// argv run for `method: command`. Default reboots the host through nsenter into PID 1.
+    pub command: Vec<String>,
+    /// Signal number sent to PID 1 for `method: signal`. Default 39 (SIGRTMIN+5: systemd's reboot).
+    pub signal: i32,
+}
+
+impl Default for Reboot {
+    fn default() -> Self {
+        Reboot {
+            timeout: Duration::from_mins(15),
+            sentinel_file: "/var/run/reboot-required".into(),
+            sentinel_command: None,
+            check_period: Duration::from_mins(1),
+            method: RebootMethod::Command,
+            command: [
+                "/usr/bin/nsenter",
+                "-m/proc/1/ns/mnt",
+                "--",
+                "/bin/systemctl",
+                "reboot",
+            ]
+            .map(String::from)
+            .to_vec(),
+            signal: 39,
+        }
+    }
+}
+
+/// How the agent reboots the host.
+#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RebootMethod {
+    /// Run `reboot.command`.
+    #[default]
+    Command,
+    /// Send `reboot.signal` to PID 1.
+    Signal,
+}
+
+/// What must be healthy again after a node returns, before the next one starts.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HealthGate {
+    /// Longest to wait for the budgets of the drained pods to be healthy again. Default 10m.
+    pub timeout: Duration,
+}
+
+impl Default for HealthGate {
+    fn default() -> Self {
+        HealthGate {
+            timeout: Duration::from_mins(10),
+        }
+    }
+}
+
+/// Conditions that keep new reboots from starting (in-flight nodes always finish).
+#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Blockers {
+    /// While any pod matches one of these label selectors, nothing new starts. Default: none.
+    pub pod_selectors: Vec<String>,
+    /// Nothing new starts while more than this many nodes (not in maintenance) are not Ready. Default 0.
+    pub max_unready_nodes: u32,
+    /// Nothing new starts while matching alerts fire in Prometheus. Default: not checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<Prometheus>,
+}
+
+/// A Prometheus server whose alerts block new reboots.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Prometheus {
+    /// Base URL, `http://` or `https://`.
+    pub url: String,
+    /// Regular expression of alert names to ignore. Default: none ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_filter: Option<String>,
+    /// Only firing alerts block (not pending ones). Default true.
+    #[serde(default = "yes")]
+    pub firing_only: bool,
+}
+
+/// The maintenance lock Lease.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Lock {
+    /// Namespace of the Lease. Default `rollboot-system`.
+    pub namespace: String,
+    /// Name of the Lease. Default `rollboot-lock`.
+    pub name: String,
+}
+
+impl Default for Lock {
+    fn default() -> Self {
+        Lock {
+            namespace: DEFAULT_NAMESPACE.into(),
+            name: "rollboot-lock".into(),
+        }
+    }
+}
+
+/// Leader election, with client-go's timings as defaults.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Leader {
+    /// Namespace of the Lease. Default `rollboot-system`.
+    pub namespace: String,
+    /// Name of the Lease. Default `rollboot-leader`.
+    pub name: String,
+    /// How long a lease is valid after a renewal. Default 15s.
+    pub lease_duration: Duration,
+    /// A leader that has not renewed within this stops acting. Default 10s.
+    pub renew_deadline: Duration,
+    /// Interval between attempts to take or renew. Default 2s.
+    pub retry_period: Duration,
+}
+
+impl Default for Leader {
+    fn default() -> Self {
+        Leader {
+            namespace: DEFAULT_NAMESPACE.into(),
+            name: "rollboot-leader".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What failures do to the rollout.
+#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Failures {
+    /// Failed nodes tolerated before nothing new starts. Default 0: one failure halts the rollout.
+    pub max_failures: u32,
+}
+
+/// Namespace rollboot's Leases live in unless configured.
+pub const DEFAULT_NAMESPACE: &str = "rollboot-system";
+
+/// Validated forms of the string fields, built once by the loader.
+#[derive(Debug, Default)]
+struct Compiled {
+    schedule: Option<std::sync::Arc<Schedule>>,
+    node_selector: Selector,
+    pod_selector: Selector,
+    blocking_pod_selectors: Vec<Selector>,
+}
+
+impl Config {
+    /// The maintenance schedule (windows and blackouts).
+    pub fn schedule(&self) -> &Schedule {
+        // The loader always sets it; `Config::default()` has no windows and no blackouts.
+        static ALWAYS: std::sync::OnceLock<Schedule> = std::sync::OnceLock::new();
+        match &self.compiled.schedule {
+            Some(s) => s,
+            None => ALWAYS.get_or_init(|| Schedule::always_open(Vec::new())),
+        }
+    }
+
+    /// Nodes rollboot may reboot.
+    pub fn node_selector(&self) -> &Selector {
+        &self.compiled.node_selector
+    }
+
+    /// Pods a drain evicts.
+    pub fn drain_pod_selector(&self) -> &Selector {
+        &self.compiled.pod_selector
+    }
+
+    /// Pods whose presence blocks new reboots.
+    pub fn blocking_pod_selectors(&self) -> &[Selector] {
+        &self.compiled.blocking_pod_selectors
+    }
+
+    /// The per-group limit: `(label key, nodes per group)` when `groupBy` is set.
+    pub fn group_limit(&self) -> Option<(&str, u32)> {
+        self.concurrency
+            .group_by
+            .as_deref()
+            .map(|k| (k, self.concurrency.max_nodes_per_group.unwrap_or(1)))
+    }
+}
+
+fn utc() -> String {
+    "UTC".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A key that, when present, must hold a list: `windows:` with nothing after it would
+/// otherwise silently mean "always open", the opposite of what its writer likely meant.
+fn present_list<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    match Option::<Vec<T>>::deserialize(d)? {
+        Some(v) => Ok(Some(v)),
+        None => Err(serde::de::Error::custom(
+            "is empty: list at least one window, or remove the key to allow maintenance at any time",
+        )),
+    }
+}

@@ -1,0 +1,12 @@
+//! rollboot reboots the nodes of a Kubernetes cluster one after another, safely and unattended.
+//!
+//! One module per part of the system (see `DESIGN.md` in the project's shared notes):
+//! - [`config`]: the config file, its defaults and its strict validation;
+//! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
+//! - [`selector`]: Kubernetes label selectors, pure;
+//! - [`cli`]: the command line, the only place that prints or picks exit codes.
+
+pub mod cli;
+pub mod config;
+pub mod selector;
+pub mod windows;
