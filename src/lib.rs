@@ -10,3 +10,10 @@ pub mod cli;
 pub mod config;
 pub mod selector;
 pub mod windows;
+
+pub mod controller;
+pub mod drain;
+pub mod lease;
+pub mod lock;
+pub mod node;
+pub mod time;

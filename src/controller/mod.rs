@@ -1,0 +1,3 @@
+//! The controller.
+pub mod decide;
+pub mod events;

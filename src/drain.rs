@@ -1,0 +1,866 @@
+//! Draining a node with `kubectl drain` semantics, through the Eviction API (policy/v1) only.
+//!
+//! Owns which pods a drain evicts ([`classify`], pure), the eviction loop (bounded concurrency;
+//! 429 retried after `evictionRetryInterval` or the server's Retry-After; 500 retried with an
+//! Event naming the overlapping budgets; 404 is success), and the wait until every evicted pod
+//! is gone or replaced (same name, new UID). It must never delete a pod around a
+//! PodDisruptionBudget unless `drain.forceDeleteAfterTimeout` says so, never list pods beyond
+//! the node being drained, and never act without re-checking leadership first. The Kubernetes
+//! calls sit behind [`DrainApi`] so the logic is tested without HTTP.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::config::Drain;
+use crate::lease::NotLeader;
+use crate::node::MIRROR_POD;
+use crate::selector::Selector;
+
+/// What a drain does with one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Evict it.
+    Evict,
+    /// Leave it.
+    Skip(&'static str),
+    /// It blocks the drain (the config does not allow evicting it).
+    Refuse(&'static str),
+}
+
+/// A pod's identity: namespace, name and UID.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+impl PodRef {
+    /// The identity of a pod.
+    pub fn of(p: &Pod) -> PodRef {
+        PodRef {
+            namespace: p.metadata.namespace.clone().unwrap_or_default(),
+            name: p.metadata.name.clone().unwrap_or_default(),
+            uid: p.metadata.uid.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The controller owner of a pod: (kind, name).
+pub fn controller_of(p: &Pod) -> Option<(&str, &str)> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (o.kind.as_str(), o.name.as_str()))
+}
+
+/// Decides, as `kubectl drain` does, what happens to `pod`. `daemon_set_exists` is asked only
+/// for a DaemonSet pod: a pod whose DaemonSet is gone is evicted like any other.
+pub fn classify(
+    pod: &Pod,
+    cfg: &Drain,
+    pod_selector: &Selector,
+    daemon_set_exists: bool,
+) -> Disposition {
+    let meta = &pod.metadata;
+    if meta.deletion_timestamp.is_some() {
+        return Disposition::Skip("already deleting");
+    }
+    if meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_POD))
+    {
+        return Disposition::Skip("mirror pod");
+    }
+    if !pod_selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new())) {
+        return Disposition::Skip("not matched by drain.podSelector");
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return Disposition::Evict;
+    }
+    let owner = controller_of(pod);
+    if let Some(("DaemonSet", _)) = owner {
+        if daemon_set_exists {
+            return if cfg.ignore_daemon_sets {
+                Disposition::Skip("DaemonSet pod")
+            } else {
+                Disposition::Refuse("DaemonSet pod (drain.ignoreDaemonSets is false)")
+            };
+        }
+    } else if owner.is_none() && !cfg.evict_unreplicated {
+        return Disposition::Refuse(
+            "has no controller and would not be recreated (drain.evictUnreplicated is false)",
+        );
+    }
+    let empty_dir = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some()));
+    if empty_dir && !cfg.delete_empty_dir_data {
+        return Disposition::Refuse(
+            "uses emptyDir data that eviction would lose (drain.deleteEmptyDirData is false)",
+        );
+    }
+    Disposition::Evict
+}
+
+/// The answer to one eviction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// Accepted: the pod is terminating.
+    Accepted,
+    /// 404: already gone.
+    Gone,
+    /// 429: a budget forbids it now.
+    Blocked {
+        /// The server's message (names the budget).
+        message: String,
+        /// Retry-After, when the server said.
+        retry_after: Option<Duration>,
+    },
+    /// 500: usually more than one budget covers the pod.
+    ServerError(String),
+}
+
+/// What can go wrong draining a node.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// Pods the config does not allow evicting.
+    #[error("node {node}: cannot drain: {}", .pods.join("; "))]
+    Refused {
+        /// Node.
+        node: String,
+        /// Each pod with the reason.
+        pods: Vec<String>,
+    },
+    /// The deadline passed.
+    #[error("node {node}: drain timed out with {} pod(s) left: {}", .pods.len(), .pods.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))]
+    Timeout {
+        /// Node.
+        node: String,
+        /// Pods not yet gone.
+        pods: Vec<PodRef>,
+    },
+    /// An API call failed.
+    #[error("node {node}: {what}: {source}")]
+    Api {
+        /// Node.
+        node: String,
+        /// What was being done, naming the object.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Leadership was lost: stop at once.
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
+}
+
+/// The Kubernetes calls a drain needs.
+pub trait DrainApi: Send + Sync {
+    /// The pods bound to `node` (field selector `spec.nodeName`).
+    fn list_pods(&self, node: &str) -> impl Future<Output = Result<Vec<Pod>, DrainError>> + Send;
+    /// Whether the DaemonSet `namespace/name` exists.
+    fn daemon_set_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, DrainError>> + Send;
+    /// Evicts the pod (with a UID precondition).
+    fn evict(
+        &self,
+        pod: &PodRef,
+        grace_seconds: Option<i64>,
+    ) -> impl Future<Output = Result<Evicted, DrainError>> + Send;
+    /// Deletes the pod (only after the timeout, when configured).
+    fn delete(&self, pod: &PodRef) -> impl Future<Output = Result<(), DrainError>> + Send;
+    /// The budgets in `namespace`.
+    fn budgets(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<PodDisruptionBudget>, DrainError>> + Send;
+    /// Records a Warning/Normal Event on the node.
+    fn event(&self, warning: bool, reason: &str, note: String) -> impl Future<Output = ()> + Send;
+    /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
+    /// Returns the pods still present.
+    fn wait_gone(
+        &self,
+        node: &str,
+        pods: &[PodRef],
+        deadline: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<PodRef>, DrainError>> + Send;
+}
+
+/// What a finished drain did, for the health gate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// The evicted pods.
+    pub evicted: Vec<PodRef>,
+    /// The budgets (`namespace/name`) covering them.
+    pub budgets: BTreeSet<String>,
+}
+
+/// True when the budget's selector matches the labels (a budget with no selector matches none).
+pub fn selector_matches(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    let Some(sel) = sel else { return false };
+    let ml = sel.match_labels.as_ref();
+    let me = sel.match_expressions.as_ref();
+    if ml.is_none_or(|m| m.is_empty()) && me.is_none_or(|m| m.is_empty()) {
+        return true;
+    }
+    ml.is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)))
+        && me.is_none_or(|es| {
+            es.iter().all(|e| {
+                let vals = e.values.as_deref().unwrap_or(&[]);
+                match e.operator.as_str() {
+                    "In" => labels.get(&e.key).is_some_and(|v| vals.contains(v)),
+                    "NotIn" => labels.get(&e.key).is_none_or(|v| !vals.contains(v)),
+                    "Exists" => labels.contains_key(&e.key),
+                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    _ => false,
+                }
+            })
+        })
+}
+
+/// Drains `node`: evicts what [`classify`] says, retrying refusals until `deadline`, then waits
+/// for the evicted pods to be gone. `ensure` re-checks leadership before every eviction.
+pub async fn drain<A: DrainApi>(
+    api: &A,
+    node: &str,
+    cfg: &Drain,
+    pod_selector: &Selector,
+    deadline: DateTime<Utc>,
+    ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
+) -> Result<Drained, DrainError> {
+    let pods = api.list_pods(node).await?;
+    let mut to_evict = Vec::new();
+    let mut refused = Vec::new();
+    for p in &pods {
+        let ds_exists = match (controller_of(p), p.metadata.namespace.as_deref()) {
+            (Some(("DaemonSet", name)), Some(ns)) => api.daemon_set_exists(ns, name).await?,
+            _ => false,
+        };
+        match classify(p, cfg, pod_selector, ds_exists) {
+            Disposition::Evict => to_evict.push(p),
+            Disposition::Skip(why) => {
+                tracing::debug!(node, pod = %PodRef::of(p), why, "not evicting")
+            }
+            Disposition::Refuse(why) => refused.push(format!("pod {}: {why}", PodRef::of(p))),
+        }
+    }
+    if !refused.is_empty() {
+        return Err(DrainError::Refused {
+            node: node.into(),
+            pods: refused,
+        });
+    }
+    // The budgets covering the evicted pods, per namespace, for the health gate and the Events.
+    let mut budgets = BTreeSet::new();
+    let mut by_ns: BTreeMap<String, Vec<PodDisruptionBudget>> = BTreeMap::new();
+    let mut covering: BTreeMap<PodRef, Vec<String>> = BTreeMap::new();
+    for p in &to_evict {
+        let r = PodRef::of(p);
+        if !by_ns.contains_key(&r.namespace) {
+            by_ns.insert(r.namespace.clone(), api.budgets(&r.namespace).await?);
+        }
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        let names: Vec<String> = by_ns[&r.namespace]
+            .iter()
+            .filter(|b| {
+                selector_matches(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
+            })
+            .map(|b| {
+                format!(
+                    "{}/{}",
+                    r.namespace,
+                    b.metadata.name.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        budgets.extend(names.iter().cloned());
+        covering.insert(r, names);
+    }
+    let grace = cfg.grace_period.map(|g| g.as_millis() / 1000);
+    let retry = cfg.eviction_retry_interval.to_std();
+    let refs: Vec<PodRef> = to_evict.iter().map(|p| PodRef::of(p)).collect();
+    let results: Vec<Result<Option<PodRef>, DrainError>> = futures::stream::iter(refs.iter().cloned())
+        .map(|pod| {
+            let covering = &covering;
+            async move {
+                let mut announced = false;
+                loop {
+                    ensure()?;
+                    let wait = match api.evict(&pod, grace).await? {
+                        Evicted::Accepted | Evicted::Gone => return Ok(None),
+                        Evicted::Blocked { message, retry_after } => {
+                            if !announced {
+                                announced = true;
+                                let names = covering.get(&pod).map(|v| v.join(", ")).unwrap_or_default();
+                                api.event(true, "EvictionBlocked", format!("evicting pod {pod} is blocked by PodDisruptionBudget {names}: {message}; retrying")).await;
+                            }
+                            retry_after.unwrap_or(retry)
+                        }
+                        Evicted::ServerError(message) => {
+                            let names = covering.get(&pod).map(|v| v.join(", ")).unwrap_or_default();
+                            api.event(true, "EvictionFailed", format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")).await;
+                            retry
+                        }
+                    };
+                    let left = (deadline - Utc::now()).to_std().unwrap_or_default();
+                    if left.is_zero() {
+                        return Ok(Some(pod));
+                    }
+                    tokio::time::sleep(wait.min(left)).await;
+                }
+            }
+        })
+        .buffer_unordered(cfg.concurrent_evictions.max(1) as usize)
+        .collect()
+        .await;
+    let mut stuck = Vec::new();
+    for r in results {
+        if let Some(p) = r? {
+            stuck.push(p);
+        }
+    }
+    if !stuck.is_empty() {
+        if !cfg.force_delete_after_timeout {
+            return Err(DrainError::Timeout {
+                node: node.into(),
+                pods: stuck,
+            });
+        }
+        for p in &stuck {
+            ensure()?;
+            api.event(true, "ForceDeleted", format!("deleting pod {p} around its budget: the drain timed out and drain.forceDeleteAfterTimeout is set")).await;
+            api.delete(p).await?;
+        }
+    }
+    let left = api.wait_gone(node, &refs, deadline).await?;
+    if !left.is_empty() {
+        if cfg.force_delete_after_timeout {
+            for p in &left {
+                ensure()?;
+                api.delete(p).await?;
+            }
+        } else {
+            return Err(DrainError::Timeout {
+                node: node.into(),
+                pods: left,
+            });
+        }
+    }
+    Ok(Drained {
+        evicted: refs,
+        budgets,
+    })
+}
+
+/// [`DrainApi`] over a kube client.
+pub struct KubeDrain {
+    /// The client.
+    pub client: kube::Client,
+    /// Records Events on the node.
+    pub events: crate::controller::events::Recorder,
+    /// The node drained.
+    pub node: String,
+}
+
+impl KubeDrain {
+    fn err(&self, what: String) -> impl FnOnce(kube::Error) -> DrainError + '_ {
+        move |source| DrainError::Api {
+            node: self.node.clone(),
+            what,
+            source,
+        }
+    }
+}
+
+impl DrainApi for KubeDrain {
+    async fn list_pods(&self, node: &str) -> Result<Vec<Pod>, DrainError> {
+        let api: kube::Api<Pod> = kube::Api::all(self.client.clone());
+        let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+        Ok(api
+            .list(&lp)
+            .await
+            .map_err(self.err("listing its pods".into()))?
+            .items)
+    }
+
+    async fn daemon_set_exists(&self, namespace: &str, name: &str) -> Result<bool, DrainError> {
+        let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        Ok(api
+            .get_metadata_opt(name)
+            .await
+            .map_err(self.err(format!("reading DaemonSet {namespace}/{name}")))?
+            .is_some())
+    }
+
+    async fn evict(&self, pod: &PodRef, grace_seconds: Option<i64>) -> Result<Evicted, DrainError> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), &pod.namespace);
+        let dp = kube::api::DeleteParams {
+            grace_period_seconds: grace_seconds.map(|g| g.max(0) as u32),
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let ep = kube::api::EvictParams {
+            delete_options: Some(dp),
+            ..Default::default()
+        };
+        match api.evict(&pod.name, &ep).await {
+            Ok(_) => Ok(Evicted::Accepted),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Evicted::Gone),
+            // A UID precondition failure: the pod was replaced, so ours is gone.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Evicted::Gone),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                let causes = s
+                    .details
+                    .as_ref()
+                    .map(|d| {
+                        d.causes
+                            .iter()
+                            .map(|c| c.message.clone())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .unwrap_or_default();
+                Ok(Evicted::Blocked {
+                    message: if causes.is_empty() {
+                        s.message.clone()
+                    } else {
+                        causes
+                    },
+                    retry_after: s
+                        .details
+                        .as_ref()
+                        .map(|d| d.retry_after_seconds)
+                        .filter(|s| *s > 0)
+                        .map(|s| Duration::from_secs(s.into())),
+                })
+            }
+            Err(kube::Error::Api(s)) if s.code >= 500 => {
+                Ok(Evicted::ServerError(s.message.clone()))
+            }
+            Err(e) => Err(self.err(format!("evicting pod {pod}"))(e)),
+        }
+    }
+
+    async fn delete(&self, pod: &PodRef) -> Result<(), DrainError> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), &pod.namespace);
+        let dp = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&pod.name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(e) => Err(self.err(format!("deleting pod {pod}"))(e)),
+        }
+    }
+
+    async fn budgets(&self, namespace: &str) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+        let api: kube::Api<PodDisruptionBudget> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        Ok(api
+            .list(&Default::default())
+            .await
+            .map_err(self.err(format!("listing PodDisruptionBudgets in {namespace}")))?
+            .items)
+    }
+
+    async fn event(&self, warning: bool, reason: &str, note: String) {
+        self.events.publish(&self.node, warning, reason, note).await;
+    }
+
+    async fn wait_gone(
+        &self,
+        node: &str,
+        pods: &[PodRef],
+        deadline: DateTime<Utc>,
+    ) -> Result<Vec<PodRef>, DrainError> {
+        use kube::runtime::watcher;
+        let wanted: BTreeSet<&PodRef> = pods.iter().collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let api: kube::Api<Pod> = kube::Api::all(self.client.clone());
+        let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let mut present: BTreeSet<PodRef> = BTreeSet::new();
+        let mut init: BTreeSet<PodRef> = BTreeSet::new();
+        let stream = watcher(api, cfg);
+        futures::pin_mut!(stream);
+        let left = |present: &BTreeSet<PodRef>| -> Vec<PodRef> {
+            present
+                .iter()
+                .filter(|p| wanted.contains(p))
+                .cloned()
+                .collect()
+        };
+        let until = (deadline - Utc::now()).to_std().unwrap_or_default();
+        let run = async {
+            while let Some(ev) = stream.try_next().await.map_err(|e| DrainError::Api {
+                node: node.into(),
+                what: "watching its pods".into(),
+                source: kube::Error::Service(Box::new(e)),
+            })? {
+                match ev {
+                    watcher::Event::Init => init.clear(),
+                    watcher::Event::InitApply(p) => {
+                        init.insert(PodRef::of(&p));
+                    }
+                    watcher::Event::InitDone => {
+                        present = std::mem::take(&mut init);
+                        if left(&present).is_empty() {
+                            return Ok(());
+                        }
+                    }
+                    watcher::Event::Apply(p) => {
+                        present.insert(PodRef::of(&p));
+                    }
+                    watcher::Event::Delete(p) => {
+                        present.remove(&PodRef::of(&p));
+                        if left(&present).is_empty() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            Ok::<(), DrainError>(())
+        };
+        match tokio::time::timeout(until, run).await {
+            Ok(r) => r.map(|_| Vec::new()),
+            Err(_) => Ok(left(&present)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, PodStatus, Volume};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+    use std::sync::Mutex;
+
+    fn pod(name: &str, owner: Option<&str>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("default".into());
+        p.metadata.uid = Some(format!("uid-{name}"));
+        p.metadata.labels = Some(BTreeMap::from([("app".to_string(), "web".to_string())]));
+        p.metadata.owner_references = owner.map(|kind| {
+            vec![OwnerReference {
+                kind: kind.into(),
+                name: "owner".into(),
+                controller: Some(true),
+                ..Default::default()
+            }]
+        });
+        p.spec = Some(PodSpec::default());
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn cfg() -> Drain {
+        Drain::default()
+    }
+
+    #[test]
+    fn mirror_daemonset_and_deleting_pods_are_skipped() {
+        let all = Selector::everything();
+        let mut mirror = pod("m", None);
+        mirror.metadata.annotations =
+            Some(BTreeMap::from([(MIRROR_POD.to_string(), "x".to_string())]));
+        assert_eq!(
+            classify(&mirror, &cfg(), &all, false),
+            Disposition::Skip("mirror pod")
+        );
+        assert!(matches!(
+            classify(&pod("d", Some("DaemonSet")), &cfg(), &all, true),
+            Disposition::Skip(_)
+        ));
+        let mut going = pod("g", Some("ReplicaSet"));
+        going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(
+            classify(&going, &cfg(), &all, false),
+            Disposition::Skip("already deleting")
+        );
+        assert_eq!(
+            classify(&pod("r", Some("ReplicaSet")), &cfg(), &all, false),
+            Disposition::Evict
+        );
+    }
+
+    #[test]
+    fn a_pod_of_a_deleted_daemonset_is_evicted() {
+        let p = pod("orphan", Some("DaemonSet"));
+        assert_eq!(
+            classify(&p, &cfg(), &Selector::everything(), false),
+            Disposition::Evict
+        );
+    }
+
+    #[test]
+    fn unreplicated_and_empty_dir_pods_need_the_config_to_allow_them() {
+        let all = Selector::everything();
+        assert!(matches!(
+            classify(&pod("bare", None), &cfg(), &all, false),
+            Disposition::Refuse(_)
+        ));
+        let c = Drain {
+            evict_unreplicated: true,
+            ..cfg()
+        };
+        assert_eq!(
+            classify(&pod("bare", None), &c, &all, false),
+            Disposition::Evict
+        );
+        let mut scratch = pod("scratch", Some("ReplicaSet"));
+        scratch.spec.as_mut().unwrap().volumes = Some(vec![Volume {
+            name: "tmp".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]);
+        assert!(matches!(
+            classify(&scratch, &cfg(), &all, false),
+            Disposition::Refuse(_)
+        ));
+        let c = Drain {
+            delete_empty_dir_data: true,
+            ..cfg()
+        };
+        assert_eq!(classify(&scratch, &c, &all, false), Disposition::Evict);
+        // A finished pod is removable whatever it is.
+        let mut done = pod("job", None);
+        done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        assert_eq!(classify(&done, &cfg(), &all, false), Disposition::Evict);
+    }
+
+    /// A fake API: a budget that refuses `blocked_for` evictions, then allows them.
+    struct Fake {
+        pods: Vec<Pod>,
+        blocked_for: Mutex<u32>,
+        evictions: Mutex<Vec<String>>,
+        deletions: Mutex<Vec<String>>,
+        events: Mutex<Vec<String>>,
+    }
+
+    impl Fake {
+        fn new(pods: Vec<Pod>, blocked_for: u32) -> Fake {
+            Fake {
+                pods,
+                blocked_for: Mutex::new(blocked_for),
+                evictions: Mutex::default(),
+                deletions: Mutex::default(),
+                events: Mutex::default(),
+            }
+        }
+    }
+
+    impl DrainApi for Fake {
+        async fn list_pods(&self, _node: &str) -> Result<Vec<Pod>, DrainError> {
+            Ok(self.pods.clone())
+        }
+        async fn daemon_set_exists(&self, _: &str, _: &str) -> Result<bool, DrainError> {
+            Ok(true)
+        }
+        async fn evict(&self, pod: &PodRef, _: Option<i64>) -> Result<Evicted, DrainError> {
+            self.evictions.lock().unwrap().push(pod.name.clone());
+            let mut b = self.blocked_for.lock().unwrap();
+            if *b > 0 {
+                *b -= 1;
+                return Ok(Evicted::Blocked {
+                    message:
+                        "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
+                            .into(),
+                    retry_after: Some(Duration::from_millis(5)),
+                });
+            }
+            Ok(Evicted::Accepted)
+        }
+        async fn delete(&self, pod: &PodRef) -> Result<(), DrainError> {
+            self.deletions.lock().unwrap().push(pod.name.clone());
+            Ok(())
+        }
+        async fn budgets(&self, _: &str) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+            let mut b = PodDisruptionBudget::default();
+            b.metadata.name = Some("web-pdb".into());
+            b.spec = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+                selector: Some(LabelSelector {
+                    match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            Ok(vec![b])
+        }
+        async fn event(&self, _: bool, reason: &str, note: String) {
+            self.events
+                .lock()
+                .unwrap()
+                .push(format!("{reason}: {note}"));
+        }
+        async fn wait_gone(
+            &self,
+            _: &str,
+            _: &[PodRef],
+            _: DateTime<Utc>,
+        ) -> Result<Vec<PodRef>, DrainError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn ok() -> Result<(), NotLeader> {
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_eviction_refused_by_a_budget_is_retried_and_named_in_an_event() {
+        let api = Fake::new(
+            vec![
+                pod("web-1", Some("ReplicaSet")),
+                pod("ds", Some("DaemonSet")),
+            ],
+            3,
+        );
+        let d = drain(
+            &api,
+            "n1",
+            &cfg(),
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::seconds(30),
+            &ok,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            api.evictions.lock().unwrap().len(),
+            4,
+            "three refusals then success"
+        );
+        assert!(api.deletions.lock().unwrap().is_empty());
+        let events = api.events.lock().unwrap();
+        assert_eq!(
+            events.len(),
+            1,
+            "one Event per blocked pod, not per retry: {events:?}"
+        );
+        assert!(events[0].contains("default/web-pdb"), "{events:?}");
+        assert_eq!(d.budgets, BTreeSet::from(["default/web-pdb".to_string()]));
+        assert_eq!(d.evicted.len(), 1, "the DaemonSet pod stays");
+    }
+
+    #[tokio::test]
+    async fn evicting_past_an_exhausted_budget_waits_and_never_deletes() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], u32::MAX);
+        let err = drain(
+            &api,
+            "n1",
+            &cfg(),
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::milliseconds(100),
+            &ok,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, DrainError::Timeout { ref pods, .. } if pods.len() == 1),
+            "{err}"
+        );
+        assert!(
+            api.deletions.lock().unwrap().is_empty(),
+            "nothing is deleted around a budget"
+        );
+    }
+
+    #[tokio::test]
+    async fn force_delete_after_timeout_deletes_only_when_configured() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], u32::MAX);
+        let c = Drain {
+            force_delete_after_timeout: true,
+            ..cfg()
+        };
+        drain(
+            &api,
+            "n1",
+            &c,
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::milliseconds(50),
+            &ok,
+        )
+        .await
+        .unwrap();
+        assert_eq!(*api.deletions.lock().unwrap(), ["web-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_drain_that_loses_leadership_stops_before_evicting() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+        let lost = || {
+            Err(NotLeader {
+                identity: "c-0".into(),
+            })
+        };
+        let err = drain(
+            &api,
+            "n1",
+            &cfg(),
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::seconds(5),
+            &lost,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, DrainError::NotLeader(_)));
+        assert!(api.evictions.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unreplicated_pod_fails_the_drain_before_any_eviction() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet")), pod("bare", None)], 0);
+        let err = drain(
+            &api,
+            "n1",
+            &cfg(),
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::seconds(5),
+            &ok,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, DrainError::Refused { .. }), "{err}");
+        assert!(api.evictions.lock().unwrap().is_empty());
+    }
+}

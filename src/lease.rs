@@ -1,0 +1,359 @@
+//! Leases (coordination.k8s.io/v1): optimistic writes, and leader election fenced by time.
+//!
+//! Owns the two ways rollboot writes a Lease — create with no `resourceVersion` (AlreadyExists
+//! means another writer won) and replace carrying the observed `resourceVersion` (409 means
+//! another writer won) — and the [`Elector`] that takes and renews the leader Lease with
+//! client-go's timings. A leader that has not renewed within its renew deadline stops acting at
+//! once, measured on the monotonic clock, so no pause or wall-clock jump can make two leaders
+//! act together. It must never write a Lease without the resourceVersion it read, and never
+//! take a Lease whose record it has not seen unchanged for a full lease duration.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use kube::api::{Api, PostParams};
+use kube::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::time;
+
+/// What can go wrong writing a Lease.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Another writer changed or created the Lease first.
+    #[error("lease {namespace}/{name}: another writer changed it first")]
+    Conflict {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The API refused or could not be reached.
+    #[error("lease {namespace}/{name}: {source}")]
+    Api {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// One named Lease and the optimistic writes on it.
+#[derive(Clone)]
+pub struct LeaseRef {
+    api: Api<Lease>,
+    namespace: String,
+    name: String,
+}
+
+impl LeaseRef {
+    /// The Lease `namespace/name`.
+    pub fn new(client: Client, namespace: &str, name: &str) -> LeaseRef {
+        LeaseRef {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Name of the Lease.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn err(&self, source: kube::Error) -> LeaseError {
+        match &source {
+            kube::Error::Api(s) if s.code == 409 => LeaseError::Conflict {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+            },
+            _ => LeaseError::Api {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                source,
+            },
+        }
+    }
+
+    /// The Lease, or `None` when it does not exist.
+    pub async fn get(&self) -> Result<Option<Lease>, LeaseError> {
+        self.api.get_opt(&self.name).await.map_err(|e| self.err(e))
+    }
+
+    /// Creates the Lease (no resourceVersion): [`LeaseError::Conflict`] when it already exists.
+    pub async fn create(&self, mut lease: Lease) -> Result<Lease, LeaseError> {
+        lease.metadata.name = Some(self.name.clone());
+        lease.metadata.namespace = Some(self.namespace.clone());
+        lease.metadata.resource_version = None;
+        self.api
+            .create(&PostParams::default(), &lease)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// Replaces the Lease; `lease` must carry the resourceVersion read: a 409 is
+    /// [`LeaseError::Conflict`].
+    pub async fn replace(&self, lease: &Lease) -> Result<Lease, LeaseError> {
+        debug_assert!(lease.metadata.resource_version.is_some());
+        self.api
+            .replace(&self.name, &PostParams::default(), lease)
+            .await
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// Leader election timings (client-go's defaults: 15 s, 10 s, 2 s).
+#[derive(Clone, Copy, Debug)]
+pub struct Timings {
+    /// How long a record is valid after a renewal, as seen by the others.
+    pub lease_duration: Duration,
+    /// The leader stops acting when it has not renewed within this.
+    pub renew_deadline: Duration,
+    /// Interval between attempts.
+    pub retry_period: Duration,
+}
+
+impl Timings {
+    /// From the config's `leader` section.
+    pub fn from_config(l: &crate::config::Leader) -> Timings {
+        Timings {
+            lease_duration: l.lease_duration.to_std(),
+            renew_deadline: l.renew_deadline.to_std(),
+            retry_period: l.retry_period.to_std(),
+        }
+    }
+}
+
+/// A replica's view of whether it leads: true only until the renew deadline of its last
+/// successful renewal, on the monotonic clock. Cheap to clone; check it before every write.
+#[derive(Clone)]
+pub struct Leadership {
+    until: Arc<Mutex<Option<Instant>>>,
+    changes: watch::Receiver<bool>,
+    identity: Arc<str>,
+}
+
+/// Returned by [`Leadership::ensure`] when this replica may not act.
+#[derive(Debug, thiserror::Error)]
+#[error("{identity} is not the leader (or missed its renew deadline): not acting")]
+pub struct NotLeader {
+    /// This replica's identity.
+    pub identity: String,
+}
+
+impl Leadership {
+    /// True while this replica leads and is within its renew deadline.
+    pub fn is_leader(&self) -> bool {
+        self.until
+            .lock()
+            .expect("leadership mutex")
+            .is_some_and(|u| Instant::now() < u)
+    }
+
+    /// `Ok` while leading; call right before every write that matters.
+    pub fn ensure(&self) -> Result<(), NotLeader> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(NotLeader {
+                identity: self.identity.to_string(),
+            })
+        }
+    }
+
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Waits until this replica leads.
+    pub async fn acquired(&mut self) {
+        let _ = self.changes.wait_for(|l| *l).await;
+    }
+
+    /// Waits until this replica stops leading (including by missing its renew deadline).
+    pub async fn lost(&self) {
+        let mut changes = self.changes.clone();
+        loop {
+            let until = *self.until.lock().expect("leadership mutex");
+            match until {
+                Some(u) if Instant::now() < u => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(u) => {}
+                        r = changes.changed() => if r.is_err() { return },
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Takes and renews the leader Lease for one replica.
+pub struct Elector {
+    lease: LeaseRef,
+    identity: String,
+    timings: Timings,
+    until: Arc<Mutex<Option<Instant>>>,
+    tx: watch::Sender<bool>,
+    /// The last record seen from another holder and when (monotonic) it was first seen.
+    observed: Option<(String, Instant)>,
+}
+
+impl Elector {
+    /// An elector for `identity` on `lease`; returns the [`Leadership`] handle the replica's
+    /// work checks.
+    pub fn new(lease: LeaseRef, identity: &str, timings: Timings) -> (Elector, Leadership) {
+        let (tx, rx) = watch::channel(false);
+        let until = Arc::new(Mutex::new(None));
+        let handle = Leadership {
+            until: until.clone(),
+            changes: rx,
+            identity: identity.into(),
+        };
+        (
+            Elector {
+                lease,
+                identity: identity.into(),
+                timings,
+                until,
+                tx,
+                observed: None,
+            },
+            handle,
+        )
+    }
+
+    fn set(&self, until: Option<Instant>) {
+        *self.until.lock().expect("leadership mutex") = until;
+        let leading = until.is_some_and(|u| Instant::now() < u);
+        self.tx.send_if_modified(|l| {
+            let changed = *l != leading;
+            *l = leading;
+            changed
+        });
+    }
+
+    /// Runs until `shutdown` resolves, then releases the Lease if held.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let started = Instant::now();
+            match self.try_acquire_or_renew().await {
+                Ok(true) => self.set(Some(started + self.timings.renew_deadline)),
+                Ok(false) => self.set(None),
+                Err(e) => {
+                    tracing::warn!(lease = self.lease.name(), error = %e, "leader lease renewal failed");
+                    let until = *self.until.lock().expect("leadership mutex");
+                    self.set(until);
+                }
+            }
+            let leading = *self.tx.borrow();
+            let until = *self.until.lock().expect("leadership mutex");
+            let next = Instant::now() + self.timings.retry_period;
+            // Wake at the renew deadline too, so losing it is published at once.
+            let wake = match until {
+                Some(u) if leading => next.min(u),
+                _ => next,
+            };
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
+        if self.until.lock().expect("leadership mutex").is_some() {
+            self.set(None);
+            if let Err(e) = self.release().await {
+                tracing::warn!(lease = self.lease.name(), error = %e, "could not release the leader lease");
+            } else {
+                tracing::info!(lease = self.lease.name(), identity = %self.identity, "released the leader lease");
+            }
+        }
+    }
+
+    fn spec(&self, transitions: i32, acquire: bool, old: Option<&LeaseSpec>) -> LeaseSpec {
+        let now = time::micro(Utc::now());
+        LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(self.timings.lease_duration.as_secs().max(1) as i32),
+            acquire_time: if acquire {
+                Some(now.clone())
+            } else {
+                old.and_then(|o| o.acquire_time.clone())
+            },
+            renew_time: Some(now),
+            lease_transitions: Some(transitions),
+            ..Default::default()
+        }
+    }
+
+    /// One attempt: `Ok(true)` when this replica holds the Lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
+        let Some(mut lease) = self.lease.get().await? else {
+            let lease = Lease {
+                spec: Some(self.spec(0, true, None)),
+                ..Default::default()
+            };
+            return match self.lease.create(lease).await {
+                Ok(_) => Ok(true),
+                Err(LeaseError::Conflict { .. }) => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let transitions = spec.lease_transitions.unwrap_or(0);
+        if holder == self.identity {
+            lease.spec = Some(self.spec(transitions, false, Some(&spec)));
+        } else if holder.is_empty() {
+            lease.spec = Some(self.spec(transitions + 1, true, Some(&spec)));
+        } else {
+            // Someone else's record: it expires only after we have seen it unchanged for its
+            // whole duration, on our own monotonic clock (clock skew cannot shorten that).
+            let record = format!(
+                "{holder}/{:?}/{}",
+                spec.renew_time.as_ref().map(time::from_micro),
+                lease.metadata.resource_version.clone().unwrap_or_default()
+            );
+            let first_seen = match &self.observed {
+                Some((r, at)) if *r == record => *at,
+                _ => {
+                    self.observed = Some((record, Instant::now()));
+                    return Ok(false);
+                }
+            };
+            let duration =
+                Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
+            if first_seen.elapsed() < duration {
+                return Ok(false);
+            }
+            tracing::info!(lease = self.lease.name(), previous = %holder, "leader lease expired; taking it");
+            lease.spec = Some(self.spec(transitions + 1, true, Some(&spec)));
+        }
+        match self.lease.replace(&lease).await {
+            Ok(_) => Ok(true),
+            Err(LeaseError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn release(&self) -> Result<(), LeaseError> {
+        let Some(mut lease) = self.lease.get().await? else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        if spec.holder_identity.as_deref() != Some(&self.identity) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(time::micro(Utc::now()));
+        self.lease.replace(&lease).await.map(|_| ())
+    }
+}

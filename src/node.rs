@@ -1,0 +1,373 @@
+//! The Node protocol: the `rollboot.dev/` annotations and label, and a pure view of a Node.
+//!
+//! Owns the key names, their text formats (states, instants, reboot tokens), the parsing of a
+//! `Node` into a [`NodeView`] and the JSON merge patches that write the protocol. It must never
+//! talk to the API or read a clock: callers pass `now` and send the patches themselves.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{json, Map, Value};
+
+use crate::time;
+
+/// Prefix of every key rollboot reads or writes.
+pub const PREFIX: &str = "rollboot.dev/";
+/// Agent: the host's sentinel says a reboot is needed; the value is when it was first seen.
+pub const REBOOT_REQUIRED: &str = "rollboot.dev/reboot-required";
+/// Agent: why (the sentinel that said so).
+pub const REBOOT_REQUIRED_REASON: &str = "rollboot.dev/reboot-required-reason";
+/// Operator: reboot this node even without a sentinel.
+pub const REBOOT_REQUESTED: &str = "rollboot.dev/reboot-requested";
+/// Operator, a label: never reboot this node.
+pub const EXCLUDE: &str = "rollboot.dev/exclude";
+/// Controller: the node's maintenance state.
+pub const STATE: &str = "rollboot.dev/state";
+/// Controller: when `state` was written.
+pub const STATE_SINCE: &str = "rollboot.dev/state-since";
+/// Controller: rollboot cordoned the node (value: the controller identity), so it may uncordon.
+pub const CORDONED_BY: &str = "rollboot.dev/cordoned-by";
+/// Controller: `status.nodeInfo.bootID` before the reboot.
+pub const BOOT_ID_BEFORE: &str = "rollboot.dev/boot-id-before";
+/// Controller: a fresh token meaning "reboot now".
+pub const REBOOT: &str = "rollboot.dev/reboot";
+/// Agent: the token it acted on, written before it reboots.
+pub const REBOOT_ACK: &str = "rollboot.dev/reboot-ack";
+/// Controller: why the node failed (with `state: failed`).
+pub const FAILURE_REASON: &str = "rollboot.dev/failure-reason";
+/// Controller: what the health gate must see healthy again (JSON, written with `rebooting`).
+pub const HEALTH_GATE: &str = "rollboot.dev/health-gate";
+/// Annotation kubelet puts on mirror pods.
+pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+
+/// A node's maintenance state, as written in `rollboot.dev/state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    /// Being cordoned.
+    Cordoning,
+    /// Being drained.
+    Draining,
+    /// Asked to reboot; waiting for a new boot ID and Ready.
+    Rebooting,
+    /// Back; uncordon and health gate.
+    Verifying,
+    /// The cycle finished.
+    Done,
+    /// The cycle failed; an operator must clear it.
+    Failed,
+}
+
+impl NodeState {
+    /// The annotation text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Cordoning => "cordoning",
+            NodeState::Draining => "draining",
+            NodeState::Rebooting => "rebooting",
+            NodeState::Verifying => "verifying",
+            NodeState::Done => "done",
+            NodeState::Failed => "failed",
+        }
+    }
+
+    /// True for the states of a cycle in progress.
+    pub fn in_flight(self) -> bool {
+        !matches!(self, NodeState::Done | NodeState::Failed)
+    }
+}
+
+impl fmt::Display for NodeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for NodeState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "cordoning" => NodeState::Cordoning,
+            "draining" => NodeState::Draining,
+            "rebooting" => NodeState::Rebooting,
+            "verifying" => NodeState::Verifying,
+            "done" => NodeState::Done,
+            "failed" => NodeState::Failed,
+            other => return Err(format!("unknown state `{other}`")),
+        })
+    }
+}
+
+/// A reboot token: the instant it was issued and a random part, written `<millis>-<hex>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// When the controller issued it.
+    pub issued: DateTime<Utc>,
+    /// The whole text.
+    pub text: String,
+}
+
+impl Token {
+    /// A fresh token issued at `now`, made unique by `nonce`.
+    pub fn new(now: DateTime<Utc>, nonce: u64) -> Token {
+        Token {
+            issued: now,
+            text: format!("{}-{:016x}", now.timestamp_millis(), nonce),
+        }
+    }
+
+    /// Parses the text form; `None` when it is not a token rollboot wrote.
+    pub fn parse(text: &str) -> Option<Token> {
+        let (millis, rest) = text.split_once('-')?;
+        if rest.is_empty() {
+            return None;
+        }
+        let issued = DateTime::from_timestamp_millis(millis.parse().ok()?)?;
+        Some(Token {
+            issued,
+            text: text.to_string(),
+        })
+    }
+}
+
+/// Everything rollboot needs from one Node, parsed once: a plain value, cheap to test with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeView {
+    /// Node name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// Ready condition is True.
+    pub ready: bool,
+    /// `status.nodeInfo.bootID`.
+    pub boot_id: String,
+    /// Being deleted.
+    pub deleting: bool,
+    /// `reboot-required` present.
+    pub reboot_required: bool,
+    /// `reboot-required-reason`.
+    pub reboot_required_reason: Option<String>,
+    /// `reboot-requested` present.
+    pub reboot_requested: bool,
+    /// The earliest instant written in either flag, when parseable.
+    pub flagged_at: Option<DateTime<Utc>>,
+    /// The `exclude` label is present (any value but `false`).
+    pub excluded: bool,
+    /// `state`, when it parses.
+    pub state: Option<NodeState>,
+    /// `state-since`.
+    pub state_since: Option<DateTime<Utc>>,
+    /// `cordoned-by`.
+    pub cordoned_by: Option<String>,
+    /// `boot-id-before`.
+    pub boot_id_before: Option<String>,
+    /// `reboot` token text.
+    pub reboot_token: Option<String>,
+    /// `reboot-ack` token text.
+    pub reboot_ack: Option<String>,
+    /// `health-gate` JSON.
+    pub health_gate: Option<String>,
+}
+
+impl NodeView {
+    /// Parses the parts of a Node rollboot uses.
+    pub fn from_node(node: &Node) -> NodeView {
+        let meta = &node.metadata;
+        let empty = BTreeMap::new();
+        let ann = meta.annotations.as_ref().unwrap_or(&empty);
+        let get = |k: &str| ann.get(k).cloned();
+        let labels = meta.labels.clone().unwrap_or_default();
+        let status = node.status.as_ref();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True");
+        let boot_id = status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.boot_id.clone())
+            .unwrap_or_default();
+        let flagged_at = [REBOOT_REQUIRED, REBOOT_REQUESTED]
+            .iter()
+            .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
+            .min();
+        NodeView {
+            name: meta.name.clone().unwrap_or_default(),
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+            ready,
+            boot_id,
+            deleting: meta.deletion_timestamp.is_some(),
+            reboot_required: ann.contains_key(REBOOT_REQUIRED),
+            reboot_required_reason: get(REBOOT_REQUIRED_REASON),
+            reboot_requested: ann.contains_key(REBOOT_REQUESTED),
+            flagged_at,
+            excluded: labels.get(EXCLUDE).is_some_and(|v| v != "false"),
+            state: ann.get(STATE).and_then(|s| s.parse().ok()),
+            state_since: ann.get(STATE_SINCE).and_then(|v| time::parse_annotation(v)),
+            cordoned_by: get(CORDONED_BY),
+            boot_id_before: get(BOOT_ID_BEFORE),
+            reboot_token: get(REBOOT),
+            reboot_ack: get(REBOOT_ACK),
+            health_gate: get(HEALTH_GATE),
+            labels,
+        }
+    }
+
+    /// Flagged for a reboot by the agent or an operator.
+    pub fn flagged(&self) -> bool {
+        self.reboot_required || self.reboot_requested
+    }
+
+    /// The reboot token is written and not yet acknowledged by the agent.
+    pub fn token_unacknowledged(&self) -> Option<&str> {
+        match (&self.reboot_token, &self.reboot_ack) {
+            (Some(t), Some(a)) if t == a => None,
+            (Some(t), _) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Removes from a Node what rollboot never reads and what makes Nodes large (`status.images`,
+/// `managedFields`), before it is cached.
+pub fn trim(mut node: Node) -> Node {
+    node.metadata.managed_fields = None;
+    if let Some(s) = node.status.as_mut() {
+        s.images = None;
+        s.volumes_attached = None;
+        s.volumes_in_use = None;
+    }
+    node
+}
+
+/// A JSON merge patch of the Node's annotations (a `None` value removes the key), and
+/// optionally of `spec.unschedulable`.
+pub fn patch(annotations: &[(&str, Option<String>)], unschedulable: Option<bool>) -> Value {
+    let mut ann = Map::new();
+    for (k, v) in annotations {
+        ann.insert(
+            (*k).to_string(),
+            v.clone().map_or(Value::Null, Value::String),
+        );
+    }
+    let mut p = json!({ "metadata": { "annotations": ann } });
+    if let Some(u) = unschedulable {
+        // `null` rather than `false` removes the field, as `kubectl uncordon` does.
+        p["spec"] = json!({ "unschedulable": if u { Value::Bool(true) } else { Value::Null } });
+    }
+    p
+}
+
+/// The annotations that move a node to `state` at `now`.
+pub fn state_annotations(
+    state: NodeState,
+    now: DateTime<Utc>,
+) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        (STATE, Some(state.as_str().to_string())),
+        (STATE_SINCE, Some(time::annotation(now))),
+    ]
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Builders for test Nodes.
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+
+    /// A Ready, schedulable node with boot ID `boot-1` and the given labels.
+    pub fn node(name: &str, labels: &[(&str, &str)]) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        n.metadata.annotations = Some(BTreeMap::new());
+        n.spec = Some(NodeSpec::default());
+        n.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            node_info: Some(NodeSystemInfo {
+                boot_id: "boot-1".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        n
+    }
+
+    /// Sets an annotation.
+    pub fn annotate(mut n: Node, k: &str, v: &str) -> Node {
+        n.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(k.into(), v.into());
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn a_flagged_node_parses_into_its_view() {
+        let n = annotate(
+            node("n1", &[("zone", "a"), (EXCLUDE, "false")]),
+            REBOOT_REQUIRED,
+            "2026-01-01T00:00:00Z",
+        );
+        let v = NodeView::from_node(&n);
+        assert_eq!(v.name, "n1");
+        assert!(v.flagged() && v.ready && !v.excluded && !v.unschedulable);
+        assert_eq!(v.boot_id, "boot-1");
+        assert_eq!(v.flagged_at, time::parse_annotation("2026-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn an_unknown_state_reads_as_no_state() {
+        let v = NodeView::from_node(&annotate(node("n1", &[]), STATE, "exploding"));
+        assert_eq!(v.state, None);
+        let v = NodeView::from_node(&annotate(node("n1", &[]), STATE, "draining"));
+        assert_eq!(v.state, Some(NodeState::Draining));
+    }
+
+    #[test]
+    fn a_token_carries_its_issue_time() {
+        let now = DateTime::from_timestamp_millis(1_790_000_000_123).unwrap();
+        let t = Token::new(now, 42);
+        assert_eq!(Token::parse(&t.text), Some(t.clone()));
+        assert_eq!(t.issued, now);
+        assert_eq!(Token::parse("garbage"), None);
+    }
+
+    #[test]
+    fn an_acknowledged_token_is_not_pending() {
+        let n = annotate(annotate(node("n1", &[]), REBOOT, "1-a"), REBOOT_ACK, "1-a");
+        assert_eq!(NodeView::from_node(&n).token_unacknowledged(), None);
+        let n = annotate(n, REBOOT, "2-b");
+        assert_eq!(NodeView::from_node(&n).token_unacknowledged(), Some("2-b"));
+    }
+
+    #[test]
+    fn uncordon_patch_removes_the_field() {
+        let p = patch(&[(CORDONED_BY, None)], Some(false));
+        assert_eq!(p["spec"]["unschedulable"], Value::Null);
+        assert_eq!(p["metadata"]["annotations"][CORDONED_BY], Value::Null);
+    }
+}
