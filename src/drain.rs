@@ -220,6 +220,8 @@ pub struct Drained {
     pub evicted: Vec<PodRef>,
     /// The budgets (`namespace/name`) covering them.
     pub budgets: BTreeSet<String>,
+    /// Their controllers: (kind, namespace, name).
+    pub owners: BTreeSet<(String, String, String)>,
 }
 
 /// True when the budget's selector matches the labels (a budget with no selector matches none).
@@ -258,9 +260,20 @@ pub async fn drain<A: DrainApi>(
     let pods = api.list_pods(node).await?;
     let mut to_evict = Vec::new();
     let mut refused = Vec::new();
+    let mut daemon_sets: BTreeMap<(String, String), bool> = BTreeMap::new();
     for p in &pods {
         let ds_exists = match (controller_of(p), p.metadata.namespace.as_deref()) {
-            (Some(("DaemonSet", name)), Some(ns)) => api.daemon_set_exists(ns, name).await?,
+            (Some(("DaemonSet", name)), Some(ns)) => {
+                let key = (ns.to_string(), name.to_string());
+                match daemon_sets.get(&key) {
+                    Some(e) => *e,
+                    None => {
+                        let e = api.daemon_set_exists(ns, name).await?;
+                        daemon_sets.insert(key, e);
+                        e
+                    }
+                }
+            }
             _ => false,
         };
         match classify(p, cfg, pod_selector, ds_exists) {
@@ -303,6 +316,17 @@ pub async fn drain<A: DrainApi>(
         budgets.extend(names.iter().cloned());
         covering.insert(r, names);
     }
+    let owners = to_evict
+        .iter()
+        .filter_map(|p| {
+            let (kind, name) = controller_of(p)?;
+            Some((
+                kind.to_string(),
+                p.metadata.namespace.clone().unwrap_or_default(),
+                name.to_string(),
+            ))
+        })
+        .collect();
     let grace = cfg.grace_period.map(|g| g.as_millis() / 1000);
     let retry = cfg.eviction_retry_interval.to_std();
     let refs: Vec<PodRef> = to_evict.iter().map(|p| PodRef::of(p)).collect();
@@ -376,6 +400,7 @@ pub async fn drain<A: DrainApi>(
     Ok(Drained {
         evicted: refs,
         budgets,
+        owners,
     })
 }
 

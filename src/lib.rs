@@ -15,5 +15,6 @@ pub mod controller;
 pub mod drain;
 pub mod lease;
 pub mod lock;
+pub mod metrics;
 pub mod node;
 pub mod time;

@@ -1,3 +1,826 @@
-//! The controller.
+//! The controller: leader election, the Node cache, the maintenance lock, and the reboot cycle.
+//!
+//! Owns the runtime that turns the pure decisions of [`decide`] into API writes: it keeps a
+//! watch-backed cache of Nodes (trimmed of images and managedFields) and of the lock Lease, wakes
+//! on every change (no polling on the happy path; a resync every few minutes is the safety net),
+//! resumes every node listed in the lock, starts flagged nodes when nothing blocks, and carries
+//! each node through cordon, drain, reboot, verify, uncordon and the health gate. Every step is
+//! written to the Node before it is acted on, so a successor continues from what the cluster
+//! says. It must never write anything without re-checking leadership right before, and never
+//! start a node while a blocker holds.
+
 pub mod decide;
 pub mod events;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::Client;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::drain::{self, DrainError, Drained, KubeDrain};
+use crate::lease::{Elector, Leadership, LeaseError, LeaseRef, NotLeader, Timings};
+use crate::lock::{self, LockEntry, LockError, LockRecord};
+use crate::metrics::Metrics;
+use crate::node::{self as proto, NodeState, NodeView, Token};
+use decide::{Snapshot, Step};
+use events::Recorder;
+
+/// What can stop the controller or one of its steps.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A write to a Node failed.
+    #[error("node {node}: {what}: {source}")]
+    Node {
+        /// Node.
+        node: String,
+        /// What was being written.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The lock could not be read or written.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// A Lease could not be read.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// Leadership was lost.
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
+    /// A drain failed.
+    #[error(transparent)]
+    Drain(#[from] DrainError),
+}
+
+impl Error {
+    /// A low-cardinality label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Node { .. } => "node_write",
+            Error::Lock(_) => "lock",
+            Error::Lease(_) => "lease",
+            Error::NotLeader(_) => "not_leader",
+            Error::Drain(_) => "drain",
+        }
+    }
+}
+
+/// Safety-net resync interval.
+const RESYNC: Duration = Duration::from_secs(300);
+
+/// What the health gate must see healthy again, written with `state: rebooting`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GateRecord {
+    /// Budgets `namespace/name` that covered the evicted pods.
+    pub budgets: Vec<String>,
+    /// Controllers of the evicted pods: (kind, namespace, name).
+    pub owners: Vec<(String, String, String)>,
+}
+
+/// Aborts a task when dropped, so killing the controller kills all its work.
+struct Task(JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Everything the leader's loop and its per-node tasks share.
+#[derive(Clone)]
+struct Ctx {
+    client: Client,
+    config: Arc<Config>,
+    leadership: Leadership,
+    lock_owner: String,
+    lock: LeaseRef,
+    events: Recorder,
+    metrics: Arc<Metrics>,
+    wake: Arc<Notify>,
+    /// Nodes as returned by our own writes, newer than the cache until the watch catches up.
+    written: Arc<std::sync::Mutex<HashMap<String, Node>>>,
+    /// The lock as last read or written.
+    lock_record: Arc<std::sync::Mutex<LockRecord>>,
+}
+
+/// The identity under which rollboot holds the maintenance lock: one per installation, shared
+/// by every replica, so a new leader adopts the lock its predecessor held.
+pub fn lock_owner(config: &Config) -> String {
+    format!(
+        "rollboot/{}/{}",
+        config.leader.namespace, config.leader.name
+    )
+}
+
+fn rv(n: &Node) -> u64 {
+    n.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+fn lease_rv(r: &LockRecord) -> u64 {
+    r.lease
+        .as_ref()
+        .and_then(|l| l.metadata.resource_version.as_deref())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs one controller replica until `shutdown` resolves: leader election, the caches, and,
+/// while leading, the reboot cycle. Dropping the future stops everything it started at once
+/// (as a crash would); resolving `shutdown` also releases the leader Lease.
+pub async fn run(
+    client: Client,
+    config: Arc<Config>,
+    identity: String,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let leader_lease = LeaseRef::new(
+        client.clone(),
+        &config.leader.namespace,
+        &config.leader.name,
+    );
+    let (elector, mut leadership) = Elector::new(
+        leader_lease,
+        &identity,
+        Timings::from_config(&config.leader),
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let elector_done = {
+        let mut stop = stop_rx.clone();
+        Task(tokio::spawn(async move {
+            elector
+                .run(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+        }))
+    };
+    let wake = Arc::new(Notify::new());
+    // Node cache.
+    let (nodes, writer) = reflector::store::<Node>();
+    let _node_watch = {
+        let wake = wake.clone();
+        let api: Api<Node> = Api::all(client.clone());
+        let stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|n| {
+                n.metadata.managed_fields = None;
+                if let Some(s) = n.status.as_mut() {
+                    s.images = None;
+                }
+            })
+            .reflect(writer);
+        Task(tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Err(e) = ev {
+                    tracing::warn!(error = %e, "node watch");
+                }
+                wake.notify_one();
+            }
+        }))
+    };
+    // Lock cache.
+    let lock_ref = LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name);
+    let lock_record = Arc::new(std::sync::Mutex::new(LockRecord::default()));
+    let _lock_watch = {
+        let wake = wake.clone();
+        let record = lock_record.clone();
+        let api: Api<Lease> = Api::namespaced(client.clone(), &config.lock.namespace);
+        let stream = watcher(
+            api,
+            watcher::Config::default().fields(&format!("metadata.name={}", config.lock.name)),
+        )
+        .default_backoff()
+        .applied_objects();
+        Task(tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(l) = ev {
+                    let new = LockRecord::from_lease(Some(l));
+                    let mut cur = record.lock().expect("lock cache");
+                    if lease_rv(&new) >= lease_rv(&cur) {
+                        *cur = new;
+                    }
+                }
+                wake.notify_one();
+            }
+        }))
+    };
+    let shutdown_task = {
+        let stop_tx = stop_tx.clone();
+        Task(tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        }))
+    };
+    let ctx = Ctx {
+        events: Recorder::new(
+            client.clone(),
+            &config.lock.namespace,
+            "rollboot.dev/controller",
+            &identity,
+        ),
+        client,
+        lock_owner: lock_owner(&config),
+        lock: lock_ref,
+        config,
+        leadership: leadership.clone(),
+        metrics,
+        wake,
+        written: Default::default(),
+        lock_record,
+    };
+    let mut stop = stop_rx;
+    loop {
+        tokio::select! {
+            _ = leadership.acquired() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        tracing::info!(identity = %ctx.leadership.identity(), "leading");
+        ctx.metrics.set_leader(true);
+        tokio::select! {
+            _ = lead(&ctx, &nodes) => {}
+            _ = ctx.leadership.lost() => tracing::warn!(identity = %ctx.leadership.identity(), "lost leadership; stopped acting"),
+            _ = stop.wait_for(|s| *s) => { ctx.metrics.set_leader(false); break }
+        }
+        ctx.metrics.set_leader(false);
+    }
+    drop(shutdown_task);
+    // Let the elector release the Lease.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut e = elector_done;
+        let _ = (&mut e.0).await;
+    })
+    .await;
+    Ok(())
+}
+
+/// The leader's loop: decide and act on every change, until leadership is lost.
+async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
+    let _ = nodes.wait_until_ready().await;
+    // Start from a fresh read of the lock: it is the record of what to resume.
+    match lock::read(&ctx.lock).await {
+        Ok(r) => *ctx.lock_record.lock().expect("lock cache") = r,
+        Err(e) => tracing::warn!(error = %e, "reading the maintenance lock"),
+    }
+    let mut tasks: HashMap<String, Task> = HashMap::new();
+    let mut last_blockers: Vec<String> = Vec::new();
+    loop {
+        let wake = ctx.wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        tasks.retain(|_, t| !t.0.is_finished());
+        let next = match tick(ctx, nodes, &mut tasks, &mut last_blockers).await {
+            Ok(next) => next,
+            Err(Error::NotLeader(_)) => return,
+            Err(e) => {
+                ctx.metrics.error(e.metric_label());
+                tracing::warn!(error = %e, "reconcile failed; retrying");
+                Some(Utc::now() + chrono::Duration::seconds(2))
+            }
+        };
+        let sleep = next
+            .and_then(|t| (t - Utc::now()).to_std().ok())
+            .unwrap_or(Duration::ZERO)
+            .min(RESYNC);
+        let sleep = if next.is_none() { RESYNC } else { sleep };
+        tokio::select! {
+            _ = &mut wake => {}
+            _ = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// The cached Nodes, overlaid with our own fresher writes.
+fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Vec<NodeView> {
+    let mut written = ctx.written.lock().expect("written cache");
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for n in nodes.state() {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let view = match written.get(&name) {
+            Some(w) if rv(w) > rv(&n) => NodeView::from_node(w),
+            Some(_) => {
+                written.remove(&name);
+                NodeView::from_node(&n)
+            }
+            None => NodeView::from_node(&n),
+        };
+        seen.insert(name);
+        out.push(view);
+    }
+    written.retain(|k, _| seen.contains(k));
+    out
+}
+
+/// One pass: resume in-flight nodes, then start new ones. Returns when to look again at the
+/// latest (a deadline), `None` for "only on the next change".
+async fn tick(
+    ctx: &Ctx,
+    nodes: &reflector::Store<Node>,
+    tasks: &mut HashMap<String, Task>,
+    last_blockers: &mut Vec<String>,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    ctx.leadership.ensure()?;
+    let views = views(ctx, nodes);
+    let by_name: HashMap<&str, &NodeView> = views.iter().map(|n| (n.name.as_str(), n)).collect();
+    let record = ctx.lock_record.lock().expect("lock cache").clone();
+    let mut next: Option<DateTime<Utc>> = None;
+    let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
+    let now = Utc::now();
+    let ours = record.foreign_holder(&ctx.lock_owner).is_none();
+    ctx.metrics.set_in_flight(record.entries.len());
+    if ours {
+        for (name, entry) in &record.entries {
+            if tasks.contains_key(name) {
+                continue;
+            }
+            let view = by_name.get(name.as_str()).copied();
+            let step = decide::next_step(view, entry, &ctx.config, now);
+            if let Some(t) = run_step(ctx, name, view, step, tasks).await? {
+                soon(t);
+            }
+        }
+    }
+    let record = ctx.lock_record.lock().expect("lock cache").clone();
+    let candidates = views
+        .iter()
+        .any(|n| !record.entries.contains_key(&n.name) && decide::is_candidate(n, &ctx.config));
+    if !candidates {
+        return Ok(next);
+    }
+    let blocking = blocking_pods(ctx).await;
+    let snap = Snapshot {
+        nodes: &views,
+        in_flight: &record.entries,
+        foreign_holder: record.foreign_holder(&ctx.lock_owner),
+        blocking_pods: &blocking,
+    };
+    let blockers = decide::blockers(&snap, &ctx.config, now);
+    let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
+    if texts != *last_blockers {
+        for b in &texts {
+            tracing::info!(blocker = %b, "not starting new nodes");
+        }
+        *last_blockers = texts;
+    }
+    if !blockers.is_empty() {
+        // Windows open on the clock: look again within a minute.
+        soon(
+            now + chrono::Duration::seconds(
+                if blockers
+                    .iter()
+                    .any(|b| matches!(b, decide::Blocker::WindowClosed))
+                {
+                    1
+                } else {
+                    30
+                },
+            ),
+        );
+        return Ok(next);
+    }
+    let picked: Vec<String> = decide::pick(&snap, &ctx.config)
+        .into_iter()
+        .map(|n| n.name.clone())
+        .collect();
+    for name in picked {
+        ctx.leadership.ensure()?;
+        let entry = LockEntry {
+            state: NodeState::Cordoning,
+            since: Utc::now(),
+            leader: ctx.leadership.identity().to_string(),
+        };
+        let current = ctx.lock_record.lock().expect("lock cache").clone();
+        let n = name.clone();
+        let written = lock::update(&ctx.lock, &ctx.lock_owner, current, move |e| {
+            e.entry(n.clone()).or_insert_with(|| entry.clone());
+        })
+        .await?;
+        set_lock(ctx, written);
+        tracing::info!(node = %name, "starting maintenance");
+        ctx.metrics.started();
+    }
+    ctx.wake.notify_one();
+    Ok(next)
+}
+
+fn set_lock(ctx: &Ctx, r: LockRecord) {
+    let mut cur = ctx.lock_record.lock().expect("lock cache");
+    if lease_rv(&r) >= lease_rv(&cur) {
+        *cur = r;
+    }
+}
+
+/// For each blocking pod selector, how many pods match (a limit-1 list each).
+async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    for (text, sel) in ctx
+        .config
+        .blockers
+        .pod_selectors
+        .iter()
+        .zip(ctx.config.blocking_pod_selectors())
+    {
+        let lp = ListParams::default().labels(&sel.to_string()).limit(1);
+        let n = match api.list_metadata(&lp).await {
+            Ok(l) => l.items.len(),
+            Err(e) => {
+                tracing::warn!(selector = %text, error = %e, "listing blocking pods; treating as blocked");
+                1
+            }
+        };
+        out.push((text.clone(), n));
+    }
+    out
+}
+
+/// Patches a Node after re-checking leadership; remembers the result.
+async fn patch_node(
+    ctx: &Ctx,
+    node: &str,
+    what: &str,
+    patch: serde_json::Value,
+) -> Result<Node, Error> {
+    ctx.leadership.ensure()?;
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let n = api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| Error::Node {
+            node: node.into(),
+            what: what.into(),
+            source,
+        })?;
+    ctx.written
+        .lock()
+        .expect("written cache")
+        .insert(node.into(), n.clone());
+    Ok(n)
+}
+
+async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
+    ctx.leadership.ensure()?;
+    let current = ctx.lock_record.lock().expect("lock cache").clone();
+    let name = node.to_string();
+    let r = lock::update(&ctx.lock, &ctx.lock_owner, current, move |e| {
+        e.remove(&name);
+    })
+    .await?;
+    set_lock(ctx, r);
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+async fn fail(ctx: &Ctx, node: &str, reason: String) -> Result<(), Error> {
+    let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
+    ann.push((proto::FAILURE_REASON, Some(reason.clone())));
+    patch_node(ctx, node, "marking it failed", proto::patch(&ann, None)).await?;
+    tracing::error!(node, state = "failed", reason = %reason, "node failed; the rollout halts");
+    ctx.metrics.failed();
+    ctx.events
+        .publish(
+            node,
+            true,
+            "RebootFailed",
+            format!(
+                "{reason}; rollboot starts no new node until an operator clears rollboot.dev/state"
+            ),
+        )
+        .await;
+    free(ctx, node).await
+}
+
+/// Carries out one step; returns a deadline to look again at, if any.
+async fn run_step(
+    ctx: &Ctx,
+    name: &str,
+    view: Option<&NodeView>,
+    step: Step,
+    tasks: &mut HashMap<String, Task>,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    let now = Utc::now();
+    match step {
+        Step::Cordon { record_cordoned_by } => {
+            let mut ann = proto::state_annotations(NodeState::Cordoning, now);
+            if record_cordoned_by {
+                ann.push((
+                    proto::CORDONED_BY,
+                    Some(ctx.leadership.identity().to_string()),
+                ));
+            }
+            ann.push((proto::FAILURE_REASON, None));
+            patch_node(ctx, name, "cordoning", proto::patch(&ann, Some(true))).await?;
+            tracing::info!(
+                node = name,
+                state = "cordoning",
+                operator_cordoned = !record_cordoned_by,
+                "cordoned"
+            );
+            ctx.events
+                .publish(
+                    name,
+                    false,
+                    "Cordoned",
+                    if record_cordoned_by {
+                        "cordoned for a reboot".into()
+                    } else {
+                        "already cordoned by an operator; it stays cordoned after the reboot".into()
+                    },
+                )
+                .await;
+            ctx.wake.notify_one();
+            Ok(None)
+        }
+        Step::Drain { .. } => {
+            let view = view.expect("a drain step has a node");
+            let since = if view.state != Some(NodeState::Draining) {
+                patch_node(
+                    ctx,
+                    name,
+                    "marking it draining",
+                    proto::patch(&proto::state_annotations(NodeState::Draining, now), None),
+                )
+                .await?;
+                tracing::info!(node = name, state = "draining", "draining");
+                now
+            } else {
+                view.state_since.unwrap_or(now)
+            };
+            let deadline = since + ctx.config.drain.timeout.to_chrono();
+            let boot_id = view.boot_id.clone();
+            let ctx2 = ctx.clone();
+            let node = name.to_string();
+            tasks.insert(
+                name.into(),
+                Task(tokio::spawn(async move {
+                    let r = drain_then_request(&ctx2, &node, &boot_id, deadline).await;
+                    match r {
+                        Ok(()) | Err(Error::NotLeader(_)) => {}
+                        Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
+                            if let Err(e) = fail(&ctx2, &node, e.to_string()).await {
+                                tracing::warn!(node, error = %e, "could not mark the node failed");
+                            }
+                        }
+                        Err(e) => {
+                            ctx2.metrics.error(e.metric_label());
+                            tracing::warn!(node, error = %e, "drain interrupted; it resumes on the next pass");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    }
+                    ctx2.wake.notify_one();
+                })),
+            );
+            Ok(None)
+        }
+        Step::RequestReboot => {
+            let view = view.expect("a reboot step has a node");
+            request_reboot(ctx, name, &view.boot_id, view.health_gate.clone()).await?;
+            Ok(None)
+        }
+        Step::AwaitReboot { deadline } => Ok(Some(deadline)),
+        Step::MarkVerifying => {
+            patch_node(
+                ctx,
+                name,
+                "marking it verifying",
+                proto::patch(&proto::state_annotations(NodeState::Verifying, now), None),
+            )
+            .await?;
+            tracing::info!(
+                node = name,
+                state = "verifying",
+                "back with a new boot ID and Ready"
+            );
+            ctx.wake.notify_one();
+            Ok(None)
+        }
+        Step::Uncordon => {
+            patch_node(
+                ctx,
+                name,
+                "uncordoning",
+                proto::patch(&[(proto::CORDONED_BY, None)], Some(false)),
+            )
+            .await?;
+            tracing::info!(node = name, state = "verifying", "uncordoned");
+            ctx.wake.notify_one();
+            Ok(None)
+        }
+        Step::HealthGate { deadline } => {
+            let gate: GateRecord = view
+                .and_then(|v| v.health_gate.as_deref())
+                .and_then(|j| serde_json::from_str(j).ok())
+                .unwrap_or_default();
+            let ctx2 = ctx.clone();
+            let node = name.to_string();
+            tasks.insert(
+                name.into(),
+                Task(tokio::spawn(async move {
+                    let r = async {
+                        loop {
+                            match gate_passes(&ctx2, &gate).await {
+                                Ok(None) => return finish(&ctx2, &node).await,
+                                Ok(Some(why)) if Utc::now() >= deadline => {
+                                    return fail(
+                                        &ctx2,
+                                        &node,
+                                        format!(
+                                            "the health gate did not pass within {}: {why}",
+                                            ctx2.config.health_gate.timeout
+                                        ),
+                                    )
+                                    .await
+                                }
+                                Ok(Some(why)) => tracing::debug!(node, why, "health gate waiting"),
+                                Err(e) => tracing::warn!(node, error = %e, "health gate check"),
+                            }
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    }
+                    .await;
+                    if let Err(e) = r {
+                        tracing::warn!(node, error = %e, "finishing the node");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    ctx2.wake.notify_one();
+                })),
+            );
+            Ok(None)
+        }
+        Step::Fail(reason) => {
+            fail(ctx, name, reason).await?;
+            Ok(None)
+        }
+        Step::Free(reason) => {
+            tracing::info!(node = name, reason = %reason, "freeing its slot in the maintenance lock");
+            if view.is_none() {
+                ctx.events.publish(name, true, "LockEntryFreed", format!("node {name} is in the maintenance lock but {reason}; its slot is freed")).await;
+            }
+            free(ctx, name).await?;
+            Ok(None)
+        }
+    }
+}
+
+async fn drain_then_request(
+    ctx: &Ctx,
+    node: &str,
+    boot_id: &str,
+    deadline: DateTime<Utc>,
+) -> Result<(), Error> {
+    let api = KubeDrain {
+        client: ctx.client.clone(),
+        events: ctx.events.clone(),
+        node: node.into(),
+    };
+    let leadership = ctx.leadership.clone();
+    let ensure = move || leadership.ensure();
+    let drained: Drained = drain::drain(
+        &api,
+        node,
+        &ctx.config.drain,
+        ctx.config.drain_pod_selector(),
+        deadline,
+        &ensure,
+    )
+    .await?;
+    ctx.metrics.evicted(drained.evicted.len());
+    let gate = GateRecord {
+        budgets: drained.budgets.into_iter().collect(),
+        owners: drained.owners.into_iter().collect(),
+    };
+    request_reboot(
+        ctx,
+        node,
+        boot_id,
+        Some(serde_json::to_string(&gate).expect("gate record")),
+    )
+    .await
+}
+
+async fn request_reboot(
+    ctx: &Ctx,
+    node: &str,
+    boot_id: &str,
+    gate: Option<String>,
+) -> Result<(), Error> {
+    let now = Utc::now();
+    let token = Token::new(now, rand::random());
+    let mut ann = proto::state_annotations(NodeState::Rebooting, now);
+    ann.push((proto::BOOT_ID_BEFORE, Some(boot_id.to_string())));
+    ann.push((proto::REBOOT, Some(token.text.clone())));
+    ann.push((proto::HEALTH_GATE, gate));
+    patch_node(ctx, node, "requesting the reboot", proto::patch(&ann, None)).await?;
+    tracing::info!(node, token = %token.text, state = "rebooting", boot_id, "reboot requested");
+    ctx.events
+        .publish(
+            node,
+            false,
+            "RebootRequested",
+            format!("drained; asked the agent to reboot (token {})", token.text),
+        )
+        .await;
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+/// `None` when the gate passes, else what it waits for.
+async fn gate_passes(ctx: &Ctx, gate: &GateRecord) -> Result<Option<String>, kube::Error> {
+    for b in &gate.budgets {
+        let Some((ns, name)) = b.split_once('/') else {
+            continue;
+        };
+        let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
+        if let Some(pdb) = api.get_opt(name).await? {
+            let s = pdb.status.unwrap_or_default();
+            if s.current_healthy < s.desired_healthy {
+                return Ok(Some(format!(
+                    "PodDisruptionBudget {b} has {} healthy of {} desired",
+                    s.current_healthy, s.desired_healthy
+                )));
+            }
+        }
+    }
+    for (kind, ns, name) in &gate.owners {
+        let (want, ready) = match kind.as_str() {
+            "ReplicaSet" => match Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
+                .get_opt(name)
+                .await?
+            {
+                Some(rs) => (
+                    rs.spec.and_then(|s| s.replicas).unwrap_or(1),
+                    rs.status.and_then(|s| s.ready_replicas).unwrap_or(0),
+                ),
+                None => continue,
+            },
+            "StatefulSet" => match Api::<StatefulSet>::namespaced(ctx.client.clone(), ns)
+                .get_opt(name)
+                .await?
+            {
+                Some(ss) => (
+                    ss.spec.and_then(|s| s.replicas).unwrap_or(1),
+                    ss.status.and_then(|s| s.ready_replicas).unwrap_or(0),
+                ),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if ready < want {
+            return Ok(Some(format!(
+                "{kind} {ns}/{name} has {ready} of {want} replicas Ready"
+            )));
+        }
+    }
+    Ok(None)
+}
+
+async fn finish(ctx: &Ctx, node: &str) -> Result<(), Error> {
+    let mut ann = proto::state_annotations(NodeState::Done, Utc::now());
+    for k in [
+        proto::REBOOT_REQUIRED,
+        proto::REBOOT_REQUIRED_REASON,
+        proto::REBOOT_REQUESTED,
+        proto::HEALTH_GATE,
+        proto::BOOT_ID_BEFORE,
+    ] {
+        ann.push((k, None));
+    }
+    patch_node(ctx, node, "marking it done", proto::patch(&ann, None)).await?;
+    tracing::info!(node, state = "done", "reboot cycle done");
+    ctx.metrics.done();
+    ctx.events
+        .publish(
+            node,
+            false,
+            "RebootDone",
+            "rebooted, verified and healthy again".into(),
+        )
+        .await;
+    free(ctx, node).await
+}
+
+/// The in-flight nodes and blockers as `rollboot status` would show them (not yet wired).
+pub fn describe(record: &LockRecord) -> BTreeMap<String, LockEntry> {
+    record.entries.clone()
+}
