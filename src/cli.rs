@@ -64,6 +64,29 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Run a controller replica (leader election, maintenance lock, reboot cycle).
+    Controller {
+        /// The YAML config file.
+        #[arg(long)]
+        config: PathBuf,
+        /// This replica's identity in the leader Lease (default: the host name).
+        #[arg(long, env = "POD_NAME")]
+        identity: Option<String>,
+        /// Address of `/metrics`, `/healthz` and `/readyz`.
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        metrics_addr: std::net::SocketAddr,
+    },
+    /// Run the agent of one node (sentinel check and reboots).
+    Agent {
+        /// The YAML config file.
+        #[arg(long)]
+        config: PathBuf,
+        /// The node this agent runs on.
+        #[arg(long, env = "NODE_NAME")]
+        node_name: String,
+    },
+    /// Run the real controller and agents against an embedded simulated cluster.
+    Simulate(crate::simulate::SimulateArgs),
 }
 
 fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
@@ -82,6 +105,110 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             next,
             output,
         } => check_config(&file, from.unwrap_or_else(Utc::now), next, output),
+        Command::Controller {
+            config,
+            identity,
+            metrics_addr,
+        } => {
+            let Some(config) = load_or_report(&config)? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            let identity = identity.unwrap_or_else(default_identity);
+            runtime()?.block_on(async move {
+                let client = kube::Client::try_default().await?;
+                let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
+                tokio::spawn(crate::metrics::serve(metrics_addr, metrics.clone()));
+                crate::controller::run(
+                    client,
+                    std::sync::Arc::new(config),
+                    identity,
+                    metrics,
+                    shutdown_signal(),
+                )
+                .await?;
+                Ok(ExitCode::SUCCESS)
+            })
+        }
+        Command::Agent { config, node_name } => {
+            let Some(config) = load_or_report(&config)? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            runtime()?.block_on(async move {
+                let client = kube::Client::try_default().await?;
+                let config = std::sync::Arc::new(config);
+                let r = &config.reboot;
+                let shutdown = shutdown_signal();
+                match (r.method, r.sentinel_command.clone()) {
+                    (config::RebootMethod::Command, None) => {
+                        let m = crate::agent::CommandReboot(r.command.clone());
+                        let s = crate::agent::FileSentinel(r.sentinel_file.clone().into());
+                        crate::agent::run(client, config.clone(), node_name, m, s, shutdown).await?
+                    }
+                    (config::RebootMethod::Command, Some(cmd)) => {
+                        let m = crate::agent::CommandReboot(r.command.clone());
+                        crate::agent::run(
+                            client,
+                            config.clone(),
+                            node_name,
+                            m,
+                            crate::agent::CommandSentinel(cmd),
+                            shutdown,
+                        )
+                        .await?
+                    }
+                    (config::RebootMethod::Signal, None) => {
+                        let m = crate::agent::SignalReboot(r.signal);
+                        let s = crate::agent::FileSentinel(r.sentinel_file.clone().into());
+                        crate::agent::run(client, config.clone(), node_name, m, s, shutdown).await?
+                    }
+                    (config::RebootMethod::Signal, Some(cmd)) => {
+                        let m = crate::agent::SignalReboot(r.signal);
+                        crate::agent::run(
+                            client,
+                            config.clone(),
+                            node_name,
+                            m,
+                            crate::agent::CommandSentinel(cmd),
+                            shutdown,
+                        )
+                        .await?
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            })
+        }
+        Command::Simulate(args) => crate::simulate::main(args),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn default_identity() -> String {
+    std::env::var("HOSTNAME").unwrap_or_else(|_| format!("rollboot-{:08x}", rand::random::<u32>()))
+}
+
+/// Loads a config, printing its problems; `None` when invalid.
+fn load_or_report(file: &std::path::Path) -> anyhow::Result<Option<Config>> {
+    match config::load_file(file) {
+        Ok(c) => Ok(Some(c)),
+        Err(e @ ConfigError::Invalid { .. }) => {
+            eprintln!("{e}");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
     }
 }
 

@@ -11,10 +11,12 @@ pub mod config;
 pub mod selector;
 pub mod windows;
 
+pub mod agent;
 pub mod controller;
 pub mod drain;
 pub mod lease;
 pub mod lock;
 pub mod metrics;
 pub mod node;
+pub mod simulate;
 pub mod time;
