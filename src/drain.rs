@@ -260,6 +260,8 @@ pub async fn drain<A: DrainApi>(
     let pods = api.list_pods(node).await?;
     let mut to_evict = Vec::new();
     let mut refused = Vec::new();
+    // Pods already terminating (an earlier leader's evictions) are waited for, not evicted.
+    let mut terminating = Vec::new();
     let mut daemon_sets: BTreeMap<(String, String), bool> = BTreeMap::new();
     for p in &pods {
         let ds_exists = match (controller_of(p), p.metadata.namespace.as_deref()) {
@@ -279,6 +281,11 @@ pub async fn drain<A: DrainApi>(
         match classify(p, cfg, pod_selector, ds_exists) {
             Disposition::Evict => to_evict.push(p),
             Disposition::Skip(why) => {
+                if p.metadata.deletion_timestamp.is_some()
+                    && controller_of(p).is_none_or(|(k, _)| k != "DaemonSet")
+                {
+                    terminating.push(PodRef::of(p));
+                }
                 tracing::debug!(node, pod = %PodRef::of(p), why, "not evicting")
             }
             Disposition::Refuse(why) => refused.push(format!("pod {}: {why}", PodRef::of(p))),
@@ -383,7 +390,9 @@ pub async fn drain<A: DrainApi>(
             api.delete(p).await?;
         }
     }
-    let left = api.wait_gone(node, &refs, deadline).await?;
+    let mut waited = refs.clone();
+    waited.extend(terminating);
+    let left = api.wait_gone(node, &waited, deadline).await?;
     if !left.is_empty() {
         if cfg.force_delete_after_timeout {
             for p in &left {

@@ -174,7 +174,13 @@ impl Leadership {
 
     /// Waits until this replica leads.
     pub async fn acquired(&mut self) {
-        let _ = self.changes.wait_for(|l| *l).await;
+        loop {
+            let _ = self.changes.wait_for(|l| *l).await;
+            if self.is_leader() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until this replica stops leading (including by missing its renew deadline).

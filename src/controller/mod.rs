@@ -263,6 +263,8 @@ pub async fn run(
             _ = stop.wait_for(|s| *s) => { ctx.metrics.set_leader(false); break }
         }
         ctx.metrics.set_leader(false);
+        // Until the elector publishes the loss, `acquired` would return at once.
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     drop(shutdown_task);
     // Let the elector release the Lease.
@@ -384,30 +386,39 @@ async fn tick(
         *last_blockers = texts;
     }
     if !blockers.is_empty() {
-        // Windows open on the clock: look again within a minute.
-        soon(
-            now + chrono::Duration::seconds(
-                if blockers
-                    .iter()
-                    .any(|b| matches!(b, decide::Blocker::WindowClosed))
-                {
-                    1
-                } else {
-                    30
-                },
-            ),
-        );
+        // A closed window opens on the clock: look again when it opens; other blockers clear
+        // with a change we watch (or with the safety-net resync).
+        let again = if blockers
+            .iter()
+            .any(|b| matches!(b, decide::Blocker::WindowClosed))
+        {
+            ctx.config
+                .schedule()
+                .openings(now, 1)
+                .first()
+                .map(|o| o.start.max(now + chrono::Duration::milliseconds(100)))
+                .unwrap_or(now + chrono::Duration::seconds(1))
+        } else {
+            now + chrono::Duration::seconds(30)
+        };
+        soon(again);
         return Ok(next);
     }
     let picked: Vec<String> = decide::pick(&snap, &ctx.config)
         .into_iter()
         .map(|n| n.name.clone())
         .collect();
+    if !picked.is_empty() {
+        ctx.wake.notify_one();
+    }
     for name in picked {
         ctx.leadership.ensure()?;
+        // Millisecond precision, as the Node's `state-since`, so the two compare exactly.
+        let since =
+            DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now);
         let entry = LockEntry {
             state: NodeState::Cordoning,
-            since: Utc::now(),
+            since,
             leader: ctx.leadership.identity().to_string(),
         };
         let current = ctx.lock_record.lock().expect("lock cache").clone();
@@ -420,7 +431,6 @@ async fn tick(
         tracing::info!(node = %name, "starting maintenance");
         ctx.metrics.started();
     }
-    ctx.wake.notify_one();
     Ok(next)
 }
 
