@@ -115,11 +115,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let identity = identity.unwrap_or_else(default_identity);
             runtime()?.block_on(async move {
-                let client = kube::Client::try_default().await?;
+                let kube_config = kube::Config::infer().await?;
                 let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
                 tokio::spawn(crate::metrics::serve(metrics_addr, metrics.clone()));
                 crate::controller::run(
-                    client,
+                    kube_config,
                     std::sync::Arc::new(config),
                     identity,
                     metrics,

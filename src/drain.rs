@@ -417,6 +417,8 @@ pub async fn drain<A: DrainApi>(
 pub struct KubeDrain {
     /// The client.
     pub client: kube::Client,
+    /// A client without kube's transparent retry of 429, for evictions.
+    pub evict_client: kube::Client,
     /// Records Events on the node.
     pub events: crate::controller::events::Recorder,
     /// The node drained.
@@ -455,7 +457,7 @@ impl DrainApi for KubeDrain {
     }
 
     async fn evict(&self, pod: &PodRef, grace_seconds: Option<i64>) -> Result<Evicted, DrainError> {
-        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), &pod.namespace);
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.evict_client.clone(), &pod.namespace);
         let dp = kube::api::DeleteParams {
             grace_period_seconds: grace_seconds.map(|g| g.max(0) as u32),
             preconditions: Some(kube::api::Preconditions {

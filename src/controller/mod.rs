@@ -64,6 +64,9 @@ pub enum Error {
     /// A drain failed.
     #[error(transparent)]
     Drain(#[from] DrainError),
+    /// The API client could not be built.
+    #[error("building the Kubernetes client: {0}")]
+    Client(String),
 }
 
 impl Error {
@@ -75,6 +78,7 @@ impl Error {
             Error::Lease(_) => "lease",
             Error::NotLeader(_) => "not_leader",
             Error::Drain(_) => "drain",
+            Error::Client(_) => "client",
         }
     }
 }
@@ -104,6 +108,8 @@ impl Drop for Task {
 #[derive(Clone)]
 struct Ctx {
     client: Client,
+    /// Without kube's transparent 429 retry: an eviction refused by a budget must reach the drain.
+    evict_client: Client,
     config: Arc<Config>,
     leadership: Leadership,
     lock_owner: String,
@@ -146,12 +152,18 @@ fn lease_rv(r: &LockRecord) -> u64 {
 /// while leading, the reboot cycle. Dropping the future stops everything it started at once
 /// (as a crash would); resolving `shutdown` also releases the leader Lease.
 pub async fn run(
-    client: Client,
+    kube_config: kube::Config,
     config: Arc<Config>,
     identity: String,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
+    let client = Client::try_from(kube_config.clone()).map_err(|e| Error::Client(e.to_string()))?;
+    let evict_client = {
+        let mut c = kube_config;
+        c.default_retry = false;
+        Client::try_from(c).map_err(|e| Error::Client(e.to_string()))?
+    };
     let leader_lease = LeaseRef::new(
         client.clone(),
         &config.leader.namespace,
@@ -240,6 +252,7 @@ pub async fn run(
             &identity,
         ),
         client,
+        evict_client,
         lock_owner: lock_owner(&config),
         lock: lock_ref,
         config,
@@ -343,9 +356,11 @@ async fn tick(
     last_blockers: &mut Vec<String>,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     ctx.leadership.ensure()?;
+    // The lock before the Nodes: a node leaves the lock only after its final state is written,
+    // so a node missing from this record shows that state in the views read after it.
+    let record = ctx.lock_record.lock().expect("lock cache").clone();
     let views = views(ctx, nodes);
     let by_name: HashMap<&str, &NodeView> = views.iter().map(|n| (n.name.as_str(), n)).collect();
-    let record = ctx.lock_record.lock().expect("lock cache").clone();
     let mut next: Option<DateTime<Utc>> = None;
     let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
     let now = Utc::now();
@@ -363,7 +378,9 @@ async fn tick(
             }
         }
     }
+    // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
+    let views = self::views(ctx, nodes);
     let candidates = views
         .iter()
         .any(|n| !record.entries.contains_key(&n.name) && decide::is_candidate(n, &ctx.config));
@@ -701,6 +718,7 @@ async fn drain_then_request(
 ) -> Result<(), Error> {
     let api = KubeDrain {
         client: ctx.client.clone(),
+        evict_client: ctx.evict_client.clone(),
         events: ctx.events.clone(),
         node: node.into(),
     };
