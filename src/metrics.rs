@@ -54,6 +54,11 @@ impl Metrics {
             .entry(label)
             .or_default() += 1;
     }
+    /// Whether this replica leads, as last published.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Relaxed) == 1
+    }
+
     /// Nodes finished so far.
     pub fn done_count(&self) -> u64 {
         self.done.load(Ordering::Relaxed)
