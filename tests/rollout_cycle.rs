@@ -1,0 +1,384 @@
+//! The reboot cycle end to end: the real controller (2 replicas) and agents against the
+//! simulated cluster, each test asserting the rollout's invariants (no PDB violation, never
+//! more nodes out than allowed, no node rebooted twice).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rollboot::node::{NodeState, NodeView};
+use rollboot::sim::Scenario;
+use rollboot::simulate::{rollout, sim_config, Harness};
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+fn scenario(nodes: usize) -> Scenario {
+    Scenario {
+        nodes,
+        pods_per_node: 4,
+        ..Scenario::default()
+    }
+}
+
+fn log() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_test_writer()
+        .try_init();
+}
+
+async fn running(sc: Scenario, overrides: &str) -> Harness {
+    log();
+    let mut h = Harness::start(sc, sim_config(overrides).unwrap())
+        .await
+        .unwrap();
+    h.start_controller(0).await.unwrap();
+    h.start_controller(1).await.unwrap();
+    h.start_all_agents().await.unwrap();
+    h
+}
+
+fn assert_invariants(h: &Harness, max_out: usize) {
+    let inv = h.cluster.invariants();
+    assert!(
+        inv.pdb_violations.is_empty(),
+        "PDB violations: {:?}",
+        inv.pdb_violations
+    );
+    assert!(
+        inv.repeated_reboots.is_empty(),
+        "reboots repeated: {:?}",
+        inv.repeated_reboots
+    );
+    assert!(
+        inv.max_nodes_unavailable <= max_out,
+        "{} nodes out at once, at most {max_out} allowed",
+        inv.max_nodes_unavailable
+    );
+    let twice: Vec<_> = h
+        .host
+        .reboots
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(twice.is_empty(), "rebooted more than once: {twice:?}");
+}
+
+fn set(names: &[String]) -> BTreeSet<String> {
+    names.iter().cloned().collect()
+}
+
+async fn finish(h: &Harness, flagged: &BTreeSet<String>) {
+    let done = h
+        .wait_for(Duration::from_secs(90), |ns| Harness::finished(ns, flagged))
+        .await
+        .unwrap();
+    let states: Vec<_> = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.name, n.state, n.unschedulable))
+        .collect();
+    assert!(done, "the rollout did not finish: {states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_rollout_of_20_nodes_reboots_each_node_once() {
+    log();
+    let r = rollout(
+        scenario(20),
+        sim_config("").unwrap(),
+        None,
+        Duration::from_secs(120),
+        false,
+    )
+    .await
+    .unwrap();
+    assert!(r.ok, "{}", r.text());
+    assert_eq!(r.rebooted_once, 20, "{}", r.text());
+    assert_eq!(r.pdb_violations, 0);
+    assert!(r.max_nodes_out <= 1, "{}", r.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_at_once_but_never_two_in_one_zone() {
+    let mut h = running(
+        scenario(6),
+        &format!("concurrency: {{maxNodes: 2, groupBy: {ZONE}, maxNodesPerGroup: 1}}"),
+    )
+    .await;
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    let flagged = set(&names);
+    let mut most_at_once = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let nodes = h.nodes().await.unwrap();
+        let out: Vec<&NodeView> = nodes
+            .iter()
+            .filter(|n| n.state.is_some_and(NodeState::in_flight))
+            .collect();
+        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+        for n in &out {
+            *per_zone.entry(n.labels[ZONE].as_str()).or_default() += 1;
+        }
+        assert!(
+            per_zone.values().all(|c| *c <= 1),
+            "two nodes of one zone in flight: {per_zone:?}"
+        );
+        most_at_once = most_at_once.max(out.len());
+        if Harness::finished(&nodes, &flagged) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rollout did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert!(most_at_once <= 2);
+    assert_invariants(&h, 2);
+    for n in &names {
+        assert_eq!(h.reboots(n), 1, "{n}");
+    }
+    h.kill_controller(0);
+    h.kill_controller(1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_allowing_no_disruption_holds_the_drain_until_it_is_relaxed() {
+    let sc = Scenario {
+        pdb_share: 1.0,
+        pdb_max_unavailable: 0,
+        bare_pods: 0,
+        ..scenario(3)
+    };
+    let h = running(sc, "").await;
+    let pods_before = h.cluster.world().pod_count();
+    let first = h.node_names().await.unwrap()[0].clone();
+    h.flag(std::slice::from_ref(&first));
+    let draining = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter()
+                .any(|n| n.name == first && n.state == Some(NodeState::Draining))
+        })
+        .await
+        .unwrap();
+    assert!(draining);
+    // The Event names the budget.
+    let mut notes = Vec::new();
+    for _ in 0..100 {
+        notes = h.events("EvictionBlocked").await.unwrap();
+        if !notes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pdbs: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        kube::Api::all(h.client.clone());
+    let budgets = pdbs.list(&Default::default()).await.unwrap().items;
+    let names: Vec<String> = budgets
+        .iter()
+        .map(|b| b.metadata.name.clone().unwrap())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| names.iter().any(|b| n.contains(b.as_str()))),
+        "no EvictionBlocked Event names a budget ({names:?}): {notes:?}"
+    );
+    // Still draining, nothing deleted around the budget, no reboot.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        h.node(&first).await.unwrap().state,
+        Some(NodeState::Draining)
+    );
+    assert_eq!(h.reboots(&first), 0);
+    assert!(
+        h.cluster.world().pod_count() >= pods_before,
+        "pods were deleted around a budget"
+    );
+    assert!(h.cluster.invariants().pdb_violations.is_empty());
+    // Relax every budget: the rollout proceeds.
+    for b in budgets {
+        let api: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+            kube::Api::namespaced(h.client.clone(), b.metadata.namespace.as_deref().unwrap());
+        api.patch(
+            b.metadata.name.as_deref().unwrap(),
+            &Default::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"maxUnavailable": 1}})),
+        )
+        .await
+        .unwrap();
+    }
+    finish(&h, &set(std::slice::from_ref(&first))).await;
+    assert_eq!(h.reboots(&first), 1);
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_cordoned_node_stays_cordoned_after_its_reboot() {
+    let h = running(scenario(3), "").await;
+    let names = h.node_names().await.unwrap();
+    let held = names[0].clone();
+    h.patch_node(&held, serde_json::json!({"spec": {"unschedulable": true}}))
+        .await
+        .unwrap();
+    h.flag(&names);
+    let flagged = set(&names);
+    let done = h
+        .wait_for(Duration::from_secs(90), |ns| {
+            ns.iter()
+                .filter(|n| flagged.contains(&n.name))
+                .all(|n| n.state == Some(NodeState::Done) && !n.flagged())
+        })
+        .await
+        .unwrap();
+    assert!(done);
+    let n = h.node(&held).await.unwrap();
+    assert!(n.unschedulable, "the operator's cordon was lifted");
+    assert_eq!(n.cordoned_by, None);
+    for other in &names[1..] {
+        assert!(
+            !h.node(other).await.unwrap().unschedulable,
+            "{other} left cordoned"
+        );
+    }
+    for n in &names {
+        assert_eq!(h.reboots(n), 1, "{n}");
+    }
+    // The operator's cordon counts as one node out, plus the one in maintenance.
+    assert_invariants(&h, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_excluded_node_is_never_touched() {
+    let h = running(scenario(3), "").await;
+    let names = h.node_names().await.unwrap();
+    let excluded = names[1].clone();
+    h.patch_node(
+        &excluded,
+        serde_json::json!({"metadata": {"labels": {"rollboot.dev/exclude": "true"}}}),
+    )
+    .await
+    .unwrap();
+    h.flag(&names);
+    let others: BTreeSet<String> = names.iter().filter(|n| **n != excluded).cloned().collect();
+    finish(&h, &others).await;
+    let n = h.node(&excluded).await.unwrap();
+    assert_eq!(n.state, None);
+    assert!(!n.unschedulable);
+    assert!(
+        n.reboot_required,
+        "its flag stays for when the exclusion is lifted"
+    );
+    assert_eq!(h.reboots(&excluded), 0);
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_never_comes_back_fails_and_halts_the_rollout() {
+    let h = running(scenario(3), "{reboot: {timeout: 3s}, nodes: {order: name}}").await;
+    let names = h.node_names().await.unwrap();
+    h.host.broken.lock().unwrap().insert(names[0].clone());
+    h.flag(&names);
+    let failed = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter()
+                .any(|n| n.name == names[0] && n.state == Some(NodeState::Failed))
+        })
+        .await
+        .unwrap();
+    assert!(
+        failed,
+        "the node that never came back was not marked failed"
+    );
+    // Halted: nothing else starts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for other in &names[1..] {
+        let n = h.node(other).await.unwrap();
+        assert_eq!(n.state, None, "{other} started after a failure");
+        assert_eq!(h.reboots(other), 0);
+    }
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restarted_after_acknowledging_does_not_reboot_again() {
+    let mut h = running(
+        Scenario {
+            reboot_time: 150.0,
+            ..scenario(2)
+        },
+        "",
+    )
+    .await;
+    let names = h.node_names().await.unwrap();
+    let first = names[0].clone();
+    h.flag(std::slice::from_ref(&first));
+    let acked = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| {
+                n.name == first && n.reboot_token.is_some() && n.reboot_token == n.reboot_ack
+            })
+        })
+        .await
+        .unwrap();
+    assert!(acked);
+    h.kill_agent(&first);
+    h.start_agent(&first);
+    finish(&h, &set(std::slice::from_ref(&first))).await;
+    assert_eq!(h.reboots(&first), 1);
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_by_another_holder_starts_nothing_until_released() {
+    log();
+    let mut h = Harness::start(scenario(2), sim_config("").unwrap())
+        .await
+        .unwrap();
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let mut lock = k8s_openapi::api::coordination::v1::Lease::default();
+    lock.metadata.name = Some(h.config.lock.name.clone());
+    lock.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some("ops-team".into()),
+        ..Default::default()
+    });
+    leases.create(&Default::default(), &lock).await.unwrap();
+    h.start_controller(0).await.unwrap();
+    h.start_controller(1).await.unwrap();
+    h.start_all_agents().await.unwrap();
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    let flagged_seen = h
+        .wait_for(Duration::from_secs(10), |ns| ns.iter().all(|n| n.flagged()))
+        .await
+        .unwrap();
+    assert!(flagged_seen);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for n in h.nodes().await.unwrap() {
+        assert_eq!(
+            n.state, None,
+            "{} started while ops-team held the lock",
+            n.name
+        );
+        assert!(!n.unschedulable);
+    }
+    // The operator releases the lock.
+    let mut l = leases.get(&h.config.lock.name).await.unwrap();
+    l.spec.as_mut().unwrap().holder_identity = None;
+    leases
+        .replace(&h.config.lock.name, &Default::default(), &l)
+        .await
+        .unwrap();
+    finish(&h, &set(&names)).await;
+    for n in &names {
+        assert_eq!(h.reboots(n), 1);
+    }
+    assert_invariants(&h, 1);
+}
