@@ -195,8 +195,9 @@ fn structural(e: yaml_serde::Error) -> Problem {
             message = rest.to_string();
         }
     }
-    if let Some(field) = message
-        .strip_prefix("unknown field `")
+    if let Some(field) = ["unknown field `", "duplicate field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|m| m.split('`').next())
     {
         // Point the path at the offending key itself, not at the mapping that holds it.
@@ -330,7 +331,7 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
         .map(|(i, s)| {
             let path = format!("blockers.podSelectors[{i}]");
             let sel = selector(&path, s, report);
-            if sel.is_empty() {
+            if s.trim().is_empty() {
                 report(
                     path,
                     "an empty selector matches every pod and would block forever".into(),
