@@ -105,7 +105,7 @@ fn a_bad_cron_expression_names_the_window() {
         "windows[0].schedule",
         "61",
     );
-    assert_eq!((p.line, p.column), (Some(2), Some(17)));
+    assert_eq!((p.line, p.column), (Some(2), Some(15)));
 }
 
 #[test]

@@ -456,10 +456,12 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
         );
     }
 
-    config.compiled.schedule = Some(Arc::new(match &config.windows {
-        None => Schedule::always_open(blackouts),
-        Some(_) => Schedule::new(windows, blackouts),
-    }));
+    // With an invalid window the list may be empty; the config is rejected then, so no schedule.
+    config.compiled.schedule = match &config.windows {
+        None => Some(Schedule::always_open(blackouts)),
+        Some(_) => Schedule::try_new(windows, blackouts).ok(),
+    }
+    .map(Arc::new);
 }
 
 fn is_dns_label(s: &str) -> bool {
