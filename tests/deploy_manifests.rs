@@ -2,8 +2,10 @@
 //! RBAC derived from the code, the pods' security settings, the admission policy and the
 //! Dockerfile.
 //!
-//! These tests read files only: no cluster, no helm binary. Where `kubectl` or `hadolint` is on
-//! the PATH they are run too; where not, that part is skipped with a note on stderr.
+//! These tests read files only: no cluster, no helm binary. Where `kubectl`, `hadolint` or the
+//! Helm library of the PyPI package helm-python-sdk (through deploy/helm/render.py) is available
+//! they are run too; where not, that part is skipped with a note on stderr and the committed
+//! golden render stands in for Helm.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -897,4 +899,83 @@ fn the_dockerfile_builds_a_nonroot_controller_and_an_agent_stage() {
         ),
         Err(e) => eprintln!("hadolint not runnable ({e}); only the built-in checks ran"),
     }
+}
+
+/// Runs deploy/helm/render.py (real Helm, from the PyPI package helm-python-sdk); `None` when
+/// that package is not installed here.
+fn helm_render(args: &[&str]) -> Option<String> {
+    let probe = Command::new("python3")
+        .args(["-c", "import helm_python"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("helm-python-sdk not installed; checking the committed golden render only");
+        return None;
+    }
+    let out = Command::new("python3")
+        .arg("deploy/helm/render.py")
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "render.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn the_committed_helm_render_is_the_charts_current_render_and_lints_clean() {
+    let Some(text) = helm_render(&[]) else {
+        return;
+    };
+    assert_eq!(
+        by_key(&docs(&text, "helm render")),
+        by_key(&helm_golden()),
+        "re-run deploy/helm/render.py --write"
+    );
+    helm_render(&["--lint"]);
+}
+
+#[test]
+fn the_helm_options_render_valid_objects() {
+    let values = r#"{"rbac": {"forceDelete": true}, "extraLabels": {"team": "infra"},
+        "agent": {"capabilities": null}, "admissionPolicy": {"enabled": false},
+        "namespaces": {"create": false}, "priorityClass": {"create": false, "name": "system-node-critical"}}"#;
+    let Some(text) = helm_render(&["--values", values]) else {
+        return;
+    };
+    let objects = docs(&text, "helm render with options");
+    for o in &objects {
+        parses_as_its_type(o).unwrap_or_else(|e| panic!("{:?}: {e}", key(o)));
+        assert_eq!(s(o, "/metadata/labels/team"), "infra", "{:?}", key(o));
+    }
+    let kinds: Vec<&str> = objects.iter().map(|o| s(o, "/kind")).collect();
+    assert!(!kinds.contains(&"ValidatingAdmissionPolicy"));
+    assert!(!kinds.contains(&"Namespace") && !kinds.contains(&"PriorityClass"));
+    let controller = granted_to(&objects, "rollboot-system", "rollboot-controller");
+    assert!(controller.contains(&(
+        String::new(),
+        String::new(),
+        "pods".into(),
+        "delete".into(),
+        String::new()
+    )));
+    let ds: DaemonSet = find(&objects, "DaemonSet", "rollboot-agent", "rollboot-agent");
+    let pod = ds.spec.unwrap().template.spec.unwrap();
+    let caps = pod.containers[0]
+        .security_context
+        .clone()
+        .unwrap()
+        .capabilities
+        .unwrap();
+    assert!(
+        caps.add.is_none(),
+        "method: signal needs no added capability"
+    );
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
 }
