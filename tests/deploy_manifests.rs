@@ -979,3 +979,29 @@ fn the_helm_options_render_valid_objects() {
         Some("system-node-critical")
     );
 }
+
+/// The policy's CEL, evaluated by deploy/check-policy.py (PyPI cel-python) on the agent's own
+/// writes (allowed) and on writes to another node, other annotations, labels, spec and status
+/// (denied). Skipped when cel-python is not installed; the simulator will evaluate the same
+/// policy in Rust.
+#[test]
+fn the_admission_policy_lets_an_agent_write_only_its_own_nodes_flags() {
+    let probe = Command::new("python3")
+        .args(["-c", "import celpy, yaml"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("cel-python or PyYAML not installed; the policy's CEL was not evaluated");
+        return;
+    }
+    let out = Command::new("python3")
+        .arg("deploy/check-policy.py")
+        .current_dir(root())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
