@@ -426,7 +426,7 @@ fn no_rule_uses_a_wildcard_or_reaches_secrets_or_escalates() {
     }
 }
 
-/// The agent's calls (wt-ctl, commit 078b903):
+/// The agent's calls (wt-ctl, commit 1b60085):
 /// - nodes list+watch, fieldSelector metadata.name (agent/mod.rs:185-195), patch (agent/mod.rs:206-210);
 /// - the lock Lease get (agent/mod.rs:234 -> lock.rs:124 -> lease.rs:86);
 /// - events.k8s.io Events create in the lock's namespace (agent/mod.rs:187-192 -> controller/events.rs:57-58).
@@ -449,7 +449,7 @@ fn the_agent_may_do_exactly_what_the_agent_code_calls() {
     assert_eq!(got, want);
 }
 
-/// The controller's calls (wt-ctl, commit 078b903); see deploy/controller-rbac.yaml for each line.
+/// The controller's calls (wt-ctl, commit 1b60085); see deploy/controller-rbac.yaml for each line.
 #[test]
 fn the_controller_may_do_exactly_what_the_controller_code_calls() {
     let got = granted_to(&kustomize(), "rollboot-system", "rollboot-controller");
@@ -577,7 +577,7 @@ fn the_controller_probes_metrics_port_and_config_path_match_the_binary() {
     let pod = pod_of_deployment(&objects);
     let c = &pod.containers[0];
     assert_eq!(c.args.as_ref().unwrap()[0], "controller");
-    // `--metrics-addr` serves /metrics, /healthz and /readyz (metrics.rs:128-130).
+    // `--metrics-addr` serves /metrics, /healthz and /readyz (metrics.rs:133-135).
     let addr: std::net::SocketAddr = arg_after(c, "--metrics-addr").unwrap().parse().unwrap();
     let port = c
         .ports
