@@ -64,6 +64,8 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Run a simulated cluster (API server and world) on 127.0.0.1.
+    Simulate(crate::sim::cli::SimulateArgs),
 }
 
 fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
@@ -82,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             next,
             output,
         } => check_config(&file, from.unwrap_or_else(Utc::now), next, output),
+        Command::Simulate(args) => crate::sim::cli::run(args),
     }
 }
 

@@ -4,9 +4,11 @@
 //! - [`config`]: the config file, its defaults and its strict validation;
 //! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
 //! - [`selector`]: Kubernetes label selectors, pure;
+//! - [`sim`]: the embedded simulated cluster behind `rollboot simulate` and the tests;
 //! - [`cli`]: the command line, the only place that prints or picks exit codes.
 
 pub mod cli;
 pub mod config;
 pub mod selector;
+pub mod sim;
 pub mod windows;

@@ -1,0 +1,609 @@
+//! API semantics of writes: create, update, patch, delete and eviction, as kube-apiserver
+//! applies them (metadata it sets, preconditions, graceful pod deletion, PDB checks).
+//!
+//! Owns the rules; the store owns consistency and `server.rs` owns HTTP. Each operation runs
+//! its checks and its writes under one store lock, so two evictions cannot both pass a budget of
+//! one. It must never sleep or do I/O.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
+
+use super::errors::ApiError;
+use super::invariants::Invariants;
+use super::kinds::{self, key_of, Index, Kind};
+use super::patch::{self, PatchType};
+use super::pdb::{self, Budget};
+use super::store::{Entry, Inner, Store};
+
+/// Seconds-precision RFC 3339 UTC, as metav1.Time serializes.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A random RFC 4122 version 4 UID.
+pub fn new_uid() -> String {
+    let b: [u8; 16] = rand::random();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-4{}-{:x}{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        (b[8] & 0x3) | 0x8,
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Namespaces the real server always has.
+pub const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Prepares a new object for the store: name, namespace, validation, defaults, metadata.
+pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Value, ApiError> {
+    if !body.is_object() {
+        return Err(kind.decode_error("body is not a JSON object"));
+    }
+    if let Some(v) = body["apiVersion"].as_str() {
+        if v != kind.api_version() || body["kind"].as_str().is_some_and(|k| k != kind.kind_name()) {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({})",
+                kind.api_version()
+            )));
+        }
+    }
+    body["apiVersion"] = json!(kind.api_version());
+    body["kind"] = json!(kind.kind_name());
+    let md = &mut body["metadata"];
+    if md["name"].as_str().unwrap_or("").is_empty() {
+        if let Some(g) = md["generateName"].as_str() {
+            md["name"] = json!(format!("{g}{}", random_suffix()));
+        }
+    }
+    if kind.namespaced() {
+        match md["namespace"].as_str() {
+            Some(ns) if !ns.is_empty() && ns != namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ))
+            }
+            _ => md["namespace"] = json!(namespace),
+        }
+    } else if let Some(m) = md.as_object_mut() {
+        m.remove("namespace");
+    }
+    let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+    if let Some(msg) = kinds::invalid_name(&name) {
+        let reason = if name.is_empty() {
+            "FieldValueRequired"
+        } else {
+            "FieldValueInvalid"
+        };
+        let msg = msg
+            .strip_prefix("Required value: ")
+            .map_or(msg.clone(), |_| {
+                "Required value: name or generateName is required".into()
+            });
+        return Err(ApiError::invalid(
+            kind,
+            &name,
+            &[(reason, msg, "metadata.name".into())],
+        ));
+    }
+    kinds::validate(kind, &body)?;
+    kinds::apply_defaults(kind, &mut body);
+    let mut body = kind.canonicalize(body)?;
+    let md = body["metadata"].as_object_mut().expect("metadata");
+    for k in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        md.remove(k);
+    }
+    md.insert("uid".into(), json!(new_uid()));
+    md.insert("creationTimestamp".into(), json!(timestamp(Utc::now())));
+    if kind.sets_generation() {
+        md.insert("generation".into(), json!(1));
+    }
+    Ok(body)
+}
+
+/// Stores a prepared object: 404 for a missing namespace, 409 AlreadyExists.
+pub fn insert(inner: &mut Inner, kind: Kind, body: Value) -> Result<Entry, ApiError> {
+    let ns = body["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+    if kind.namespaced() && inner.get(Kind::Namespace, &ns).is_none() {
+        return Err(ApiError::not_found(Kind::Namespace, &ns));
+    }
+    if inner.get(kind, &key_of(&ns, &name)).is_some() {
+        return Err(ApiError::already_exists(kind, &name));
+    }
+    Ok(inner.put(kind, body))
+}
+
+/// POST: creates an object (201).
+pub fn create(store: &Store, kind: Kind, namespace: &str, body: Value) -> Result<Entry, ApiError> {
+    let body = prepare_create(kind, namespace, body)?;
+    insert(&mut store.lock(), kind, body)
+}
+
+/// Where an update writes: the object, or its status subresource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The object (status kept for kinds with a status subresource).
+    Main,
+    /// The status subresource (only status is taken).
+    Status,
+}
+
+/// Merges a new version into the stored one as the real registry does, and writes it unless
+/// nothing changed. Returns the stored entry.
+pub fn commit_update(
+    inner: &mut Inner,
+    kind: Kind,
+    old: &Entry,
+    new: Value,
+    target: Target,
+) -> Result<Entry, ApiError> {
+    let name = old.idx.name.clone();
+    if let Some(rv) = new["metadata"]["resourceVersion"].as_str() {
+        if !rv.is_empty() && rv != old.idx.rv.to_string() {
+            return Err(ApiError::conflict(kind, &name));
+        }
+    }
+    if new["metadata"]["name"].as_str().is_some_and(|n| n != name) {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the request ({name})",
+            new["metadata"]["name"].as_str().unwrap_or("")
+        )));
+    }
+    let old_v = old.value();
+    let mut new = kind.canonicalize(new)?;
+    kinds::validate(kind, &new)?;
+    let mut merged = match target {
+        Target::Status => {
+            let mut m = old_v.clone();
+            m["status"] = new["status"].take();
+            m
+        }
+        Target::Main => {
+            if kind.has_status_subresource() {
+                new["status"] = old_v["status"].clone();
+                if new["status"].is_null() {
+                    if let Some(o) = new.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+            new
+        }
+    };
+    {
+        let md = merged["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| kind.decode_error("no metadata"))?;
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ] {
+            match old_v["metadata"].get(k) {
+                Some(v) => md.insert(k.into(), v.clone()),
+                None => md.remove(k),
+            };
+        }
+        md.insert(
+            "resourceVersion".into(),
+            old_v["metadata"]["resourceVersion"].clone(),
+        );
+    }
+    if kind.sets_generation() && merged["spec"] != old_v["spec"] {
+        let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+        merged["metadata"]["generation"] = json!(g);
+    }
+    let finalizers_empty = merged["metadata"]["finalizers"]
+        .as_array()
+        .is_none_or(|f| f.is_empty());
+    if old.idx.deleting
+        && finalizers_empty
+        && (kind != Kind::Pod || merged["metadata"]["deletionGracePeriodSeconds"] == 0)
+    {
+        let key = old.idx.key();
+        return Ok(inner.remove(kind, &key, merged).expect("present"));
+    }
+    if merged == old_v {
+        return Ok(old.clone());
+    }
+    Ok(inner.put(kind, merged))
+}
+
+/// PUT.
+pub fn update(
+    store: &Store,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    target: Target,
+    body: Value,
+) -> Result<Entry, ApiError> {
+    let mut inner = store.lock();
+    let old = inner
+        .get(kind, &key_of(namespace, name))
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(kind, name))?;
+    commit_update(&mut inner, kind, &old, body, target)
+}
+
+/// PATCH.
+pub fn patch(
+    store: &Store,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    target: Target,
+    typ: PatchType,
+    body: &[u8],
+) -> Result<Entry, ApiError> {
+    let mut inner = store.lock();
+    let old = inner
+        .get(kind, &key_of(namespace, name))
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(kind, name))?;
+    let new = patch::apply(kind.kind_name(), typ, &old.value(), body)?;
+    commit_update(&mut inner, kind, &old, new, target)
+}
+
+/// DeleteOptions that matter here.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// gracePeriodSeconds (query or body)
+    pub grace: Option<i64>,
+    /// preconditions.uid
+    pub uid: Option<String>,
+    /// preconditions.resourceVersion
+    pub rv: Option<String>,
+}
+
+impl DeleteOptions {
+    /// Reads a DeleteOptions body (possibly empty) and the query's gracePeriodSeconds.
+    pub fn parse(body: &[u8], query_grace: Option<i64>) -> Result<DeleteOptions, ApiError> {
+        let v: Value = if body.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        };
+        Ok(DeleteOptions {
+            grace: query_grace.or_else(|| v["gracePeriodSeconds"].as_i64()),
+            uid: v["preconditions"]["uid"].as_str().map(str::to_string),
+            rv: v["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string),
+        })
+    }
+}
+
+/// What a DELETE did.
+pub enum Deleted {
+    /// Removed now: the last state.
+    Gone(Entry),
+    /// Marked for graceful deletion (pods on a node, objects with finalizers): the new state.
+    Marked(Entry),
+}
+
+/// Who asked for a pod's disruption, for the invariant watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// An admitted eviction.
+    Eviction,
+    /// An API DELETE.
+    Delete,
+    /// A simulated reboot killed it.
+    Reboot,
+}
+
+/// DELETE, with preconditions and graceful pod deletion (golden 54-59, 27).
+pub fn delete(
+    inner: &mut Inner,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    opts: &DeleteOptions,
+    invariants: Option<&Invariants>,
+) -> Result<Deleted, ApiError> {
+    let key = key_of(namespace, name);
+    let old = inner
+        .get(kind, &key)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(kind, name))?;
+    if let Some(uid) = &opts.uid {
+        if *uid != old.idx.uid {
+            return Err(ApiError::uid_precondition(kind, name, uid, &old.idx.uid));
+        }
+    }
+    if let Some(rv) = &opts.rv {
+        if *rv != old.idx.rv.to_string() {
+            return Err(ApiError::rv_precondition(
+                kind,
+                name,
+                rv,
+                &old.idx.rv.to_string(),
+            ));
+        }
+    }
+    let mut v = old.value();
+    let has_finalizers = v["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty());
+    let now = Utc::now();
+    if kind == Kind::Pod {
+        if let Some(inv) = invariants {
+            if !old.idx.deleting {
+                check_disruption(inner, &old.idx, Cause::Delete, inv);
+            }
+        }
+        let default_grace = v["spec"]["terminationGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(30);
+        let mut grace = opts.grace.unwrap_or(default_grace).max(0);
+        let finished = matches!(old.idx.phase.as_deref(), Some("Succeeded" | "Failed"));
+        if old.idx.node_name.is_none() || finished {
+            grace = 0;
+        }
+        if old.idx.deleting {
+            let current = v["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(0);
+            if grace >= current {
+                return Ok(Deleted::Marked(old));
+            }
+        }
+        v["metadata"]["deletionTimestamp"] =
+            json!(timestamp(now + chrono::Duration::seconds(grace)));
+        v["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+        let g = v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+        v["metadata"]["generation"] = json!(g);
+        if grace == 0 && !has_finalizers {
+            let e = inner.remove(kind, &key, v).expect("present");
+            return Ok(Deleted::Gone(e));
+        }
+        return Ok(Deleted::Marked(inner.put(kind, v)));
+    }
+    if has_finalizers {
+        if old.idx.deleting {
+            return Ok(Deleted::Marked(old));
+        }
+        v["metadata"]["deletionTimestamp"] = json!(timestamp(now));
+        v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        return Ok(Deleted::Marked(inner.put(kind, v)));
+    }
+    Ok(Deleted::Gone(inner.remove(kind, &key, v).expect("present")))
+}
+
+/// The budgets of the pod's namespace whose selector matches it.
+pub fn budgets_for(inner: &Inner, pod: &Index) -> Vec<Entry> {
+    inner
+        .range(Kind::Pdb, Some(&pod.namespace), None)
+        .filter(|e| {
+            let v = e.value();
+            pdb::label_selector(&v["spec"]["selector"]).is_some_and(|s| s.matches(&pod.labels))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The pods a budget selects.
+pub fn budget_pods<'a>(inner: &'a Inner, pdb: &Value) -> Vec<&'a Index> {
+    let ns = pdb["metadata"]["namespace"].as_str().unwrap_or("");
+    match pdb::label_selector(&pdb["spec"]["selector"]) {
+        None => Vec::new(),
+        Some(sel) => inner
+            .range(Kind::Pod, Some(ns), None)
+            .map(|e| e.idx.as_ref())
+            .filter(|i| sel.matches(&i.labels))
+            .collect(),
+    }
+}
+
+/// The disrupted-pod names still counted (not deleting, not expired after 2 minutes).
+pub fn disrupted_set(pdb: &Value, pods: &[&Index], now: DateTime<Utc>) -> BTreeSet<String> {
+    let Some(map) = pdb["status"]["disruptedPods"].as_object() else {
+        return BTreeSet::new();
+    };
+    map.iter()
+        .filter(|(name, t)| {
+            let fresh = t
+                .as_str()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| t.to_utc() + chrono::Duration::minutes(2) > now);
+            fresh && pods.iter().any(|p| &p.name == *name && !p.deleting)
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// Computes a budget's numbers from the store now.
+pub fn budget_now(inner: &Inner, pdb: &Value) -> (Budget, BTreeSet<String>) {
+    let pods = budget_pods(inner, pdb);
+    let disrupted = disrupted_set(pdb, &pods, Utc::now());
+    let mut cache: HashMap<String, Option<(String, i64)>> = HashMap::new();
+    let b = pdb::compute(&pdb["spec"], &pods, &disrupted, |p| {
+        let (okind, oname, ouid) = p.owner.as_ref()?;
+        cache
+            .entry(ouid.clone())
+            .or_insert_with(|| {
+                let (kind, path) = match okind.as_str() {
+                    "ReplicaSet" => (Kind::ReplicaSet, "/spec/replicas"),
+                    "DaemonSet" => (Kind::DaemonSet, "/status/desiredNumberScheduled"),
+                    "Deployment" => (Kind::Deployment, "/spec/replicas"),
+                    _ => return None,
+                };
+                let v = inner.get(kind, &key_of(&p.namespace, oname))?.value();
+                Some((
+                    ouid.clone(),
+                    v.pointer(path).and_then(Value::as_i64).unwrap_or(1),
+                ))
+            })
+            .clone()
+    });
+    (b, disrupted)
+}
+
+/// Records a PDB violation if taking `pod` away leaves one of its budgets below desired.
+pub fn check_disruption(inner: &Inner, pod: &Index, cause: Cause, inv: &Invariants) {
+    if !pod.ready || pod.deleting {
+        return;
+    }
+    for e in budgets_for(inner, pod) {
+        let v = e.value();
+        let (b, disrupted) = budget_now(inner, &v);
+        let was_healthy = pdb::healthy(pod, &disrupted);
+        let after = b.healthy - i64::from(was_healthy);
+        if after < b.desired {
+            inv.record_violation(
+                &e.idx.namespace,
+                &e.idx.name,
+                &pod.name,
+                cause,
+                after,
+                b.desired,
+            );
+        }
+    }
+}
+
+/// POST pods/NAME/eviction (golden 40-53).
+pub fn evict(
+    store: &Store,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+    invariants: &Invariants,
+) -> Result<(), ApiError> {
+    let ev: Value = serde_json::from_slice(body)
+        .map_err(|e| Kind::Pod.decode_error(format!("decoding Eviction: {e}")))?;
+    if ev["metadata"]["name"].as_str().is_some_and(|n| n != name) {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    let opts = DeleteOptions {
+        grace: ev["deleteOptions"]["gracePeriodSeconds"].as_i64(),
+        uid: ev["deleteOptions"]["preconditions"]["uid"]
+            .as_str()
+            .map(str::to_string),
+        rv: ev["deleteOptions"]["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string),
+    };
+    let mut inner = store.lock();
+    let key = key_of(namespace, name);
+    let pod = inner
+        .get(Kind::Pod, &key)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(Kind::Pod, name))?;
+    let idx = pod.idx.clone();
+    let bypass = idx.deleting
+        || matches!(
+            idx.phase.as_deref(),
+            Some("Pending" | "Succeeded" | "Failed")
+        );
+    if bypass {
+        if !idx.deleting {
+            delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
+        }
+        return Ok(());
+    }
+    let budgets = budgets_for(&inner, &idx);
+    if budgets.len() > 1 {
+        return Err(ApiError::multiple_budgets());
+    }
+    if let Some(pdb) = budgets.first() {
+        let mut v = pdb.value();
+        let generation = v["metadata"]["generation"].as_i64().unwrap_or(0);
+        if v["status"]["observedGeneration"].as_i64().unwrap_or(-1) < generation {
+            return Err(ApiError::budget_not_observed(&pdb.idx.name));
+        }
+        let current = v["status"]["currentHealthy"].as_i64().unwrap_or(0);
+        let desired = v["status"]["desiredHealthy"].as_i64().unwrap_or(0);
+        let allowed = v["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+        let always = v["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow";
+        if !idx.ready && (always || current >= desired) {
+            // An unhealthy pod may go when the budget is healthy (IfHealthyBudget), PDB untouched.
+        } else {
+            if allowed <= 0 {
+                return Err(ApiError::budget_exhausted(&pdb.idx.name, desired, current));
+            }
+            check_disruption(&inner, &idx, Cause::Eviction, invariants);
+            let now = timestamp(Utc::now());
+            v["status"]["disruptionsAllowed"] = json!(allowed - 1);
+            v["status"]["disruptedPods"][name] = json!(now);
+            if allowed - 1 == 0 {
+                set_condition(&mut v, false, &now);
+            }
+            let pdb_old = pdb.clone();
+            commit_update(&mut inner, Kind::Pdb, &pdb_old, v, Target::Status)?;
+        }
+    } else {
+        check_disruption(&inner, &idx, Cause::Eviction, invariants);
+    }
+    // Add the DisruptionTarget condition, then delete gracefully.
+    let mut pv = pod.value();
+    let now = timestamp(Utc::now());
+    let cond = json!({"type": "DisruptionTarget", "status": "True", "lastProbeTime": null,
+        "lastTransitionTime": now, "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting"});
+    match pv["status"]["conditions"].as_array_mut() {
+        Some(cs) => {
+            cs.retain(|c| c["type"] != "DisruptionTarget");
+            cs.push(cond);
+        }
+        None => pv["status"]["conditions"] = json!([cond]),
+    }
+    let entry = inner.put(Kind::Pod, pv);
+    let _ = entry;
+    delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
+    Ok(())
+}
+
+/// Sets the DisruptionAllowed condition, moving lastTransitionTime only when it flips.
+pub fn set_condition(pdb: &mut Value, allowed: bool, now: &str) {
+    let (status, reason) = if allowed {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
+    let generation = pdb["metadata"]["generation"].clone();
+    let old = pdb["status"]["conditions"].as_array().and_then(|cs| {
+        cs.iter()
+            .find(|c| c["type"] == "DisruptionAllowed")
+            .cloned()
+    });
+    let ltt = match &old {
+        Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+        _ => json!(now),
+    };
+    pdb["status"]["conditions"] = json!([{
+        "type": "DisruptionAllowed", "status": status, "observedGeneration": generation,
+        "lastTransitionTime": ltt, "reason": reason, "message": "",
+    }]);
+}

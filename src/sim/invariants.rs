@@ -1,0 +1,139 @@
+//! The invariant watch: what a safe rollout must never do, recorded as it happens.
+//!
+//! Owns the records of PDB violations caused by admitted evictions, deletions or reboots, the
+//! largest number of nodes cordoned or NotReady at once, and nodes rebooted twice for one
+//! request token. It must never influence the cluster: it only observes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use chrono::Utc;
+use serde::Serialize;
+
+use super::api::Cause;
+
+/// One moment a budget had fewer healthy pods than desired because of an admitted disruption.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Violation {
+    /// When (RFC 3339).
+    pub at: String,
+    /// `namespace/name` of the budget.
+    pub pdb: String,
+    /// The pod taken away.
+    pub pod: String,
+    /// `eviction`, `delete` or `reboot`.
+    pub cause: String,
+    /// Healthy pods left.
+    pub healthy: i64,
+    /// Healthy pods desired.
+    pub desired: i64,
+}
+
+/// A snapshot of the invariant records.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct InvariantReport {
+    /// PDB violations.
+    pub pdb_violations: Vec<Violation>,
+    /// Largest number of nodes cordoned or NotReady at the same time.
+    pub max_nodes_unavailable: usize,
+    /// Nodes cordoned or NotReady now.
+    pub nodes_unavailable_now: usize,
+    /// Reboots performed.
+    pub reboots: usize,
+    /// `(node, token)` pairs that asked for a second reboot with an already used token.
+    pub repeated_reboots: Vec<(String, String)>,
+}
+
+impl InvariantReport {
+    /// True when no invariant was broken.
+    pub fn clean(&self) -> bool {
+        self.pdb_violations.is_empty() && self.repeated_reboots.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    report: InvariantReport,
+    unavailable: BTreeSet<String>,
+    tokens: BTreeMap<(String, String), usize>,
+}
+
+/// The shared recorder.
+#[derive(Default)]
+pub struct Invariants {
+    state: Mutex<State>,
+}
+
+impl Invariants {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a budget violation.
+    pub fn record_violation(
+        &self,
+        namespace: &str,
+        pdb: &str,
+        pod: &str,
+        cause: Cause,
+        healthy: i64,
+        desired: i64,
+    ) {
+        let cause = match cause {
+            Cause::Eviction => "eviction",
+            Cause::Delete => "delete",
+            Cause::Reboot => "reboot",
+        };
+        self.lock().report.pdb_violations.push(Violation {
+            at: super::api::timestamp(Utc::now()),
+            pdb: format!("{namespace}/{pdb}"),
+            pod: format!("{namespace}/{pod}"),
+            cause: cause.into(),
+            healthy,
+            desired,
+        });
+    }
+
+    /// Notes whether a node is cordoned or NotReady now.
+    pub fn node_availability(&self, node: &str, unavailable: bool) {
+        let mut s = self.lock();
+        if unavailable {
+            s.unavailable.insert(node.to_string());
+        } else {
+            s.unavailable.remove(node);
+        }
+        let n = s.unavailable.len();
+        s.report.nodes_unavailable_now = n;
+        s.report.max_nodes_unavailable = s.report.max_nodes_unavailable.max(n);
+    }
+
+    /// Notes a node removed from the cluster.
+    pub fn node_gone(&self, node: &str) {
+        self.node_availability(node, false);
+    }
+
+    /// Records a reboot request; false (and a violation) when the token was already used.
+    pub fn reboot_requested(&self, node: &str, token: &str) -> bool {
+        let mut s = self.lock();
+        let n = s
+            .tokens
+            .entry((node.to_string(), token.to_string()))
+            .or_default();
+        *n += 1;
+        let first = *n == 1;
+        s.report.reboots += 1;
+        if !first {
+            s.report
+                .repeated_reboots
+                .push((node.to_string(), token.to_string()));
+        }
+        first
+    }
+
+    /// A snapshot.
+    pub fn report(&self) -> InvariantReport {
+        self.lock().report.clone()
+    }
+}

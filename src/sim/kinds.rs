@@ -1,0 +1,391 @@
+//! The resources the simulated API server serves, and what it knows about each.
+//!
+//! Owns the table of kinds (group, version, plural, scope, subresources), the validation of a
+//! written object by decoding it into its k8s-openapi type (as kube-apiserver decodes into its Go
+//! type), the small parsed [`Index`] kept beside each stored object, and the field selectors each
+//! resource supports. It must never store anything or talk HTTP.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::errors::ApiError;
+
+/// A served resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// core/v1 nodes
+    Node,
+    /// core/v1 pods
+    Pod,
+    /// core/v1 namespaces
+    Namespace,
+    /// core/v1 events
+    Event,
+    /// events.k8s.io/v1 events (stored apart from core/v1 events, unlike the real server)
+    EventV1,
+    /// coordination.k8s.io/v1 leases
+    Lease,
+    /// policy/v1 poddisruptionbudgets
+    Pdb,
+    /// apps/v1 daemonsets
+    DaemonSet,
+    /// apps/v1 replicasets
+    ReplicaSet,
+    /// apps/v1 deployments
+    Deployment,
+}
+
+impl Kind {
+    /// Every served kind.
+    pub const ALL: [Kind; 10] = [
+        Kind::Node,
+        Kind::Pod,
+        Kind::Namespace,
+        Kind::Event,
+        Kind::EventV1,
+        Kind::Lease,
+        Kind::Pdb,
+        Kind::DaemonSet,
+        Kind::ReplicaSet,
+        Kind::Deployment,
+    ];
+
+    /// API group ("" for core).
+    pub fn group(self) -> &'static str {
+        match self {
+            Kind::Node | Kind::Pod | Kind::Namespace | Kind::Event => "",
+            Kind::EventV1 => "events.k8s.io",
+            Kind::Lease => "coordination.k8s.io",
+            Kind::Pdb => "policy",
+            Kind::DaemonSet | Kind::ReplicaSet | Kind::Deployment => "apps",
+        }
+    }
+
+    /// `apiVersion` of objects of this kind.
+    pub fn api_version(self) -> &'static str {
+        match self.group() {
+            "" => "v1",
+            "events.k8s.io" => "events.k8s.io/v1",
+            "coordination.k8s.io" => "coordination.k8s.io/v1",
+            "policy" => "policy/v1",
+            _ => "apps/v1",
+        }
+    }
+
+    /// Plural resource name, as in URLs.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Pod => "pods",
+            Kind::Namespace => "namespaces",
+            Kind::Event | Kind::EventV1 => "events",
+            Kind::Lease => "leases",
+            Kind::Pdb => "poddisruptionbudgets",
+            Kind::DaemonSet => "daemonsets",
+            Kind::ReplicaSet => "replicasets",
+            Kind::Deployment => "deployments",
+        }
+    }
+
+    /// `kind` of objects.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+            Kind::Namespace => "Namespace",
+            Kind::Event | Kind::EventV1 => "Event",
+            Kind::Lease => "Lease",
+            Kind::Pdb => "PodDisruptionBudget",
+            Kind::DaemonSet => "DaemonSet",
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::Deployment => "Deployment",
+        }
+    }
+
+    /// `plural` or `plural.group`, as in error messages.
+    pub fn qualified(self) -> String {
+        if self.group().is_empty() {
+            self.plural().to_string()
+        } else {
+            format!("{}.{}", self.plural(), self.group())
+        }
+    }
+
+    /// Namespaced or cluster-scoped.
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Kind::Node | Kind::Namespace)
+    }
+
+    /// The kind for a URL's group and plural, if served.
+    pub fn from_path(group: &str, plural: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.group() == group && k.plural() == plural)
+    }
+
+    /// Subresources served besides the object itself.
+    pub fn subresources(self) -> &'static [&'static str] {
+        match self {
+            Kind::Node => &["status"],
+            Kind::Pod => &["status", "eviction"],
+            Kind::Pdb => &["status"],
+            _ => &[],
+        }
+    }
+
+    /// True when a PUT/PATCH of the main resource keeps the stored status (status subresource).
+    pub fn has_status_subresource(self) -> bool {
+        matches!(
+            self,
+            Kind::Node
+                | Kind::Pod
+                | Kind::Pdb
+                | Kind::DaemonSet
+                | Kind::ReplicaSet
+                | Kind::Deployment
+                | Kind::Namespace
+        )
+    }
+
+    /// True when the real server maintains `metadata.generation` (bumped on spec changes).
+    pub fn sets_generation(self) -> bool {
+        matches!(
+            self,
+            Kind::Pod | Kind::Pdb | Kind::DaemonSet | Kind::ReplicaSet | Kind::Deployment
+        )
+    }
+
+    /// Decodes `value` into the k8s-openapi type and back: validation and canonical form.
+    pub fn canonicalize(self, value: Value) -> Result<Value, ApiError> {
+        use k8s_openapi::api as a;
+        match self {
+            Kind::Node => roundtrip::<a::core::v1::Node>(self, value),
+            Kind::Pod => roundtrip::<a::core::v1::Pod>(self, value),
+            Kind::Namespace => roundtrip::<a::core::v1::Namespace>(self, value),
+            Kind::Event => roundtrip::<a::core::v1::Event>(self, value),
+            Kind::EventV1 => roundtrip::<a::events::v1::Event>(self, value),
+            Kind::Lease => roundtrip::<a::coordination::v1::Lease>(self, value),
+            Kind::Pdb => roundtrip::<a::policy::v1::PodDisruptionBudget>(self, value),
+            Kind::DaemonSet => roundtrip::<a::apps::v1::DaemonSet>(self, value),
+            Kind::ReplicaSet => roundtrip::<a::apps::v1::ReplicaSet>(self, value),
+            Kind::Deployment => roundtrip::<a::apps::v1::Deployment>(self, value),
+        }
+    }
+
+    /// The 400 answer for a body that does not decode (golden 65).
+    pub fn decode_error(self, err: impl std::fmt::Display) -> ApiError {
+        let k = self.kind_name();
+        ApiError::bad_request(format!(
+            "{k} in version \"v1\" cannot be handled as a {k}: {err}"
+        ))
+    }
+
+    /// Field-selector value of `field` for an indexed object, or 400 for an unsupported field.
+    pub fn field_value<'a>(self, idx: &'a Index, field: &str) -> Result<&'a str, ApiError> {
+        match (self, field) {
+            (_, "metadata.name") => Ok(&idx.name),
+            (k, "metadata.namespace") if k.namespaced() => Ok(&idx.namespace),
+            (Kind::Pod, "spec.nodeName") => Ok(idx.node_name.as_deref().unwrap_or("")),
+            (Kind::Pod, "status.phase") => Ok(idx.phase.as_deref().unwrap_or("")),
+            (Kind::Node, "spec.unschedulable") => {
+                Ok(if idx.unschedulable { "true" } else { "false" })
+            }
+            _ => Err(ApiError::bad_request(format!(
+                "field label not supported: {field}"
+            ))),
+        }
+    }
+}
+
+fn roundtrip<T: DeserializeOwned + Serialize>(kind: Kind, value: Value) -> Result<Value, ApiError> {
+    let typed: T = serde_json::from_value(value).map_err(|e| kind.decode_error(e))?;
+    serde_json::to_value(&typed).map_err(|e| kind.decode_error(e))
+}
+
+/// The small parsed view kept beside each stored object, so selectors never reparse JSON.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Index {
+    /// metadata.namespace ("" for cluster-scoped)
+    pub namespace: String,
+    /// metadata.name
+    pub name: String,
+    /// metadata.uid
+    pub uid: String,
+    /// metadata.resourceVersion
+    pub rv: u64,
+    /// metadata.labels
+    pub labels: BTreeMap<String, String>,
+    /// spec.nodeName (pods)
+    pub node_name: Option<String>,
+    /// status.phase (pods)
+    pub phase: Option<String>,
+    /// Ready condition is True (pods and nodes)
+    pub ready: bool,
+    /// metadata.deletionTimestamp is set
+    pub deleting: bool,
+    /// spec.unschedulable (nodes)
+    pub unschedulable: bool,
+    /// the controller owner reference: (kind, name, uid)
+    pub owner: Option<(String, String, String)>,
+}
+
+impl Index {
+    /// Builds the index of a canonical object.
+    pub fn of(value: &Value) -> Index {
+        let md = &value["metadata"];
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        let labels = md["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ready = value["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        let owner = md["ownerReferences"].as_array().and_then(|refs| {
+            refs.iter().find(|r| r["controller"] == true).map(|r| {
+                (
+                    s(&r["kind"]).unwrap_or_default(),
+                    s(&r["name"]).unwrap_or_default(),
+                    s(&r["uid"]).unwrap_or_default(),
+                )
+            })
+        });
+        Index {
+            namespace: s(&md["namespace"]).unwrap_or_default(),
+            name: s(&md["name"]).unwrap_or_default(),
+            uid: s(&md["uid"]).unwrap_or_default(),
+            rv: md["resourceVersion"]
+                .as_str()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            labels,
+            node_name: s(&value["spec"]["nodeName"]),
+            phase: s(&value["status"]["phase"]),
+            ready,
+            deleting: !md["deletionTimestamp"].is_null(),
+            unschedulable: value["spec"]["unschedulable"] == true,
+            owner,
+        }
+    }
+
+    /// The store key: `namespace/name` or `name`.
+    pub fn key(&self) -> String {
+        key_of(&self.namespace, &self.name)
+    }
+}
+
+/// The store key for a namespace and name.
+pub fn key_of(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
+}
+
+/// Why `name` is not a valid object name, as kube-apiserver words it (RFC 1123 subdomain).
+pub fn invalid_name(name: &str) -> Option<String> {
+    const MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    if name.is_empty() {
+        return Some("Required value: name or generateName is required".into());
+    }
+    if name.len() > 253 {
+        return Some(format!(
+            "Invalid value: \"{name}\": must be no more than 253 characters"
+        ));
+    }
+    let ok = name.split('.').all(|label| {
+        let b = label.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    });
+    (!ok).then(|| format!("Invalid value: \"{name}\": {MSG}"))
+}
+
+/// Kind-specific validation the type system does not express (422 Invalid, golden 66), and the
+/// MicroTime format check (golden 65: fractional seconds are mandatory).
+pub fn validate(kind: Kind, raw: &Value) -> Result<(), ApiError> {
+    let name = raw["metadata"]["name"].as_str().unwrap_or("");
+    let micro = |v: &Value, what: &str| -> Result<(), ApiError> {
+        if let Some(t) = v.as_str() {
+            let has_fraction = t
+                .find('.')
+                .is_some_and(|i| t[i + 1..].chars().take_while(char::is_ascii_digit).count() >= 1);
+            if !has_fraction {
+                return Err(kind.decode_error(format!(
+                    "parsing time \"{t}\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"{}\" as \".000000\"",
+                    &t[t.len().min(19)..]
+                )));
+            }
+        }
+        let _ = what;
+        Ok(())
+    };
+    match kind {
+        Kind::Lease => {
+            micro(&raw["spec"]["renewTime"], "renewTime")?;
+            micro(&raw["spec"]["acquireTime"], "acquireTime")?;
+        }
+        Kind::EventV1 => {
+            micro(&raw["eventTime"], "eventTime")?;
+            let mut causes = Vec::new();
+            if raw["eventTime"].is_null() {
+                causes.push((
+                    "FieldValueRequired",
+                    "Required value".to_string(),
+                    "eventTime".to_string(),
+                ));
+            }
+            let t = raw["type"].as_str().unwrap_or("");
+            if t != "Normal" && t != "Warning" {
+                causes.push((
+                    "FieldValueInvalid",
+                    format!("Invalid value: \"{t}\": has invalid value: "),
+                    "type".to_string(),
+                ));
+            }
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(kind, name, &causes));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Defaults the real server fills in on create (a subset: see the module docs of `sim`).
+pub fn apply_defaults(kind: Kind, v: &mut Value) {
+    if kind == Kind::Pod {
+        let spec = &mut v["spec"];
+        for (k, d) in [
+            ("restartPolicy", json!("Always")),
+            ("terminationGracePeriodSeconds", json!(30)),
+            ("dnsPolicy", json!("ClusterFirst")),
+            ("serviceAccountName", json!("default")),
+            ("schedulerName", json!("default-scheduler")),
+            ("priority", json!(0)),
+            ("enableServiceLinks", json!(true)),
+        ] {
+            if spec[k].is_null() {
+                spec[k] = d;
+            }
+        }
+        if v["status"]["phase"].is_null() {
+            v["status"]["phase"] = json!("Pending");
+        }
+    }
+    if kind == Kind::Namespace && v["status"]["phase"].is_null() {
+        v["status"]["phase"] = json!("Active");
+    }
+}

@@ -1,0 +1,236 @@
+//! The embedded simulated cluster behind `rollboot simulate`, the tests and the benchmarks.
+//!
+//! An HTTP server on 127.0.0.1 that speaks the part of the Kubernetes API rollboot and kubectl
+//! use, the way kube-apiserver v1.36 does (checked against recorded exchanges in
+//! `tests/golden/`), plus a world that plays kubelets, the scheduler, ReplicaSets, DaemonSets
+//! and the disruption controller. Product code never imports this module; it talks to the
+//! simulator through an ordinary kubeconfig.
+//!
+//! Known differences from kube-apiserver: no server-side apply (415); no deletecollection;
+//! lists at an exact old resourceVersion answer 410 (no history is kept); a continue token
+//! serves the current state after its key; core/v1 and events.k8s.io/v1 Events are stored
+//! apart; Pod and Node defaulting and admission are partial (no service-account volume, no
+//! not-ready taint on create); namespace deletion removes the namespace object only;
+//! watch bookmarks carry only metadata.
+
+pub mod api;
+pub mod cli;
+pub mod errors;
+pub mod faults;
+pub mod invariants;
+pub mod kinds;
+pub mod patch;
+pub mod pdb;
+pub mod scenario;
+pub mod server;
+pub mod stats;
+pub mod store;
+pub mod world;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use faults::FaultConfig;
+pub use invariants::InvariantReport;
+pub use scenario::Scenario;
+pub use stats::StatsReport;
+pub use world::World;
+
+use server::Shared;
+
+/// Options of a cluster beyond its scenario.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Address to listen on (port 0: a free port).
+    pub addr: SocketAddr,
+    /// Recent events kept per resource for watch resumption.
+    pub watch_window: usize,
+    /// Interval of periodic watch bookmarks.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            watch_window: 20_000,
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A running simulated cluster.
+pub struct Cluster {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    world: World,
+    tasks: Vec<JoinHandle<()>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+struct OutageListener {
+    addr: SocketAddr,
+    inner: Option<TcpListener>,
+    shared: Arc<Shared>,
+}
+
+impl axum::serve::Listener for OutageListener {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        loop {
+            if let Some(d) = self.shared.faults.down_for() {
+                self.inner = None;
+                tokio::time::sleep(d).await;
+                continue;
+            }
+            if self.inner.is_none() {
+                match TcpListener::bind(self.addr).await {
+                    Ok(l) => self.inner = Some(l),
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(l) = self.inner.as_ref() else {
+                continue;
+            };
+            tokio::select! {
+                r = l.accept() => {
+                    if let Ok((s, a)) = r {
+                        let _ = s.set_nodelay(true);
+                        return (s, a);
+                    }
+                }
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.addr)
+    }
+}
+
+impl Cluster {
+    /// Builds the scenario's world and serves it on a free 127.0.0.1 port.
+    pub async fn start(scenario: Scenario) -> anyhow::Result<Cluster> {
+        Cluster::start_with(scenario, Options::default()).await
+    }
+
+    /// Builds and serves with explicit options.
+    pub async fn start_with(scenario: Scenario, opts: Options) -> anyhow::Result<Cluster> {
+        let shared = Arc::new(Shared {
+            store: store::Store::new(opts.watch_window),
+            stats: stats::Stats::default(),
+            faults: faults::Faults::default(),
+            invariants: invariants::Invariants::default(),
+            bookmark_interval: opts.bookmark_interval,
+        });
+        let rng = world::build(&shared, &scenario);
+        let listener = TcpListener::bind(opts.addr).await?;
+        let addr = listener.local_addr()?;
+        let (world, world_task) = world::start(shared.clone(), scenario, rng);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = server::router(shared.clone());
+        let ol = OutageListener {
+            addr,
+            inner: Some(listener),
+            shared: shared.clone(),
+        };
+        let server_task = tokio::spawn(async move {
+            let _ = axum::serve(ol, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Cluster {
+            shared,
+            addr,
+            world,
+            tasks: vec![world_task, server_task],
+            stop: Some(stop),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig document for this cluster with a bearer token (the caller's identity).
+    pub fn kubeconfig(&self, token: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: rollboot-sim\n  cluster:\n    server: {url}\ncontexts:\n- name: rollboot-sim\n  context:\n    cluster: rollboot-sim\n    user: {token}\n    namespace: default\ncurrent-context: rollboot-sim\nusers:\n- name: {token}\n  user:\n    token: {token}\n",
+            url = self.base_url()
+        )
+    }
+
+    /// Writes the kubeconfig to `path`.
+    pub fn write_kubeconfig(&self, path: &Path, token: &str) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig(token))
+    }
+
+    /// A kube client for this cluster, identified by `token`.
+    pub async fn kube_client_as(&self, token: &str) -> anyhow::Result<kube::Client> {
+        let kc: kube::config::Kubeconfig = yaml_serde::from_str(&self.kubeconfig(token))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A kube client for this cluster with the token `test`.
+    pub async fn kube_client(&self) -> anyhow::Result<kube::Client> {
+        self.kube_client_as("test").await
+    }
+
+    /// The world handle.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// Request accounting so far.
+    pub fn stats(&self) -> StatsReport {
+        self.shared.stats.report()
+    }
+
+    /// The invariant records so far.
+    pub fn invariants(&self) -> InvariantReport {
+        self.shared.invariants.report()
+    }
+
+    /// Sets fault injection.
+    pub fn set_faults(&self, config: FaultConfig) {
+        self.shared.faults.set(config);
+    }
+
+    /// Refuses connections for `d` ("API server down").
+    pub fn outage(&self, d: Duration) {
+        self.shared.faults.outage(d);
+    }
+
+    /// Stops serving and the world.
+    pub async fn shutdown(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}

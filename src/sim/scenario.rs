@@ -1,0 +1,78 @@
+//! The description of a simulated world: how many nodes, pods, budgets, and how fast time runs.
+//!
+//! Owns the knobs and their defaults (serde, camelCase keys, YAML or CLI). It must never build
+//! anything: `world.rs` turns a scenario into objects, deterministically from `seed`.
+
+use serde::{Deserialize, Serialize};
+
+/// A world description. Durations are simulated seconds; `timeFactor` scales all of them
+/// (0.01 turns a 30 s grace period into 0.3 s of real time).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Scenario {
+    /// Worker nodes.
+    pub nodes: usize,
+    /// Zones the nodes are spread over (label `topology.kubernetes.io/zone`).
+    pub zones: usize,
+    /// ReplicaSet-owned pods per node (in Deployments of `replicas` pods).
+    pub pods_per_node: usize,
+    /// Replicas per Deployment.
+    pub replicas: usize,
+    /// Share (0..=1) of Deployments covered by a PodDisruptionBudget.
+    pub pdb_share: f64,
+    /// The budgets' `maxUnavailable` (tightness: 1 lets one pod go at a time; 0 blocks all).
+    pub pdb_max_unavailable: i64,
+    /// DaemonSets (one pod per node each, in kube-system).
+    pub daemon_sets: usize,
+    /// Pods with no owner (placed on the last nodes, so draining the first needs no --force).
+    pub bare_pods: usize,
+    /// ReplicaSet-owned pods that use an emptyDir volume.
+    pub empty_dir_pods: usize,
+    /// Mirror (static) pods, one per node on the first nodes.
+    pub mirror_pods: usize,
+    /// Namespaces the Deployments are spread over.
+    pub namespaces: usize,
+    /// Simulated reboot duration, seconds (NotReady to Ready).
+    pub reboot_time: f64,
+    /// Delay before a node goes NotReady once a reboot is asked, seconds.
+    pub reboot_delay: f64,
+    /// Pods' terminationGracePeriodSeconds.
+    pub grace_seconds: i64,
+    /// Delay from binding to Running+Ready, seconds.
+    pub start_delay: f64,
+    /// Real seconds per simulated second.
+    pub time_factor: f64,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+impl Default for Scenario {
+    fn default() -> Scenario {
+        Scenario {
+            nodes: 3,
+            zones: 3,
+            pods_per_node: 6,
+            replicas: 3,
+            pdb_share: 0.5,
+            pdb_max_unavailable: 1,
+            daemon_sets: 1,
+            bare_pods: 1,
+            empty_dir_pods: 1,
+            mirror_pods: 1,
+            namespaces: 2,
+            reboot_time: 60.0,
+            reboot_delay: 2.0,
+            grace_seconds: 30,
+            start_delay: 2.0,
+            time_factor: 0.01,
+            seed: 1,
+        }
+    }
+}
+
+impl Scenario {
+    /// A real-time duration for `secs` simulated seconds.
+    pub fn scaled(&self, secs: f64) -> std::time::Duration {
+        std::time::Duration::from_secs_f64((secs * self.time_factor).max(0.0))
+    }
+}

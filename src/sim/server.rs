@@ -1,0 +1,719 @@
+//! The HTTP face of the simulated kube-apiserver: routing, discovery, list, watch and the
+//! mapping of verbs onto `api.rs`.
+//!
+//! One catch-all handler parses `/api/v1/...` and `/apis/{group}/{version}/...` (namespaced
+//! and cluster-scoped, with subresources), so unknown paths answer 404 and wrong verbs 405 with
+//! a Status, as kube-apiserver does. Lists are streamed from a snapshot of the stored bytes
+//! taken under the lock (no reserialization); watches stream `{"type","object"}` lines. It must
+//! never hold the store lock across an await.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::channel::mpsc;
+use futures::SinkExt;
+use serde_json::{json, Value};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::api::{self, DeleteOptions, Deleted, Target};
+use super::errors::ApiError;
+use super::faults::{Fault, Faults};
+use super::invariants::Invariants;
+use super::kinds::{key_of, Index, Kind};
+use super::patch::PatchType;
+use super::stats::{RequestKey, Stats};
+use super::store::{EventType, Store, StoreEvent};
+use crate::selector::Selector;
+
+/// Everything the server and the world share.
+pub struct Shared {
+    /// The objects.
+    pub store: Store,
+    /// Request accounting.
+    pub stats: Stats,
+    /// Fault injection.
+    pub faults: Faults,
+    /// The invariant watch.
+    pub invariants: Invariants,
+    /// Interval of periodic watch bookmarks.
+    pub bookmark_interval: Duration,
+}
+
+/// The router serving the API.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut r = (code, body.into()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}
+
+fn text(body: &'static str) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn discovery(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "/api" => {
+            r#"{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1:6443"}]}"#
+        }
+        "/api/v1" => include_str!("discovery/api-v1.json"),
+        "/apis" => include_str!("discovery/apis.json"),
+        "/apis/apps/v1" => include_str!("discovery/apps-v1.json"),
+        "/apis/policy/v1" => include_str!("discovery/policy-v1.json"),
+        "/apis/coordination.k8s.io/v1" => include_str!("discovery/coordination-v1.json"),
+        "/apis/events.k8s.io/v1" => include_str!("discovery/events-v1.json"),
+        "/version" => include_str!("discovery/version.json"),
+        _ => return None,
+    })
+}
+
+/// A parsed resource path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// The resource.
+    pub kind: Kind,
+    /// Namespace in the path, if any.
+    pub namespace: Option<String>,
+    /// Object name, if any.
+    pub name: Option<String>,
+    /// Subresource, if any.
+    pub sub: Option<String>,
+}
+
+/// Parses a resource path; errors are the real server's 404s (golden 87, 89).
+pub fn parse_path(path: &str) -> Result<Route, ApiError> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", g, "v1", rest @ ..]
+            if ["apps", "policy", "coordination.k8s.io", "events.k8s.io"].contains(g) =>
+        {
+            (*g, rest)
+        }
+        _ => return Err(ApiError::page_not_found()),
+    };
+    let find = |plural: &str| Kind::from_path(group, plural).ok_or_else(ApiError::unknown_resource);
+    let s = |x: &&str| Some(x.to_string());
+    let route = match rest {
+        [res] => Route {
+            kind: find(res)?,
+            namespace: None,
+            name: None,
+            sub: None,
+        },
+        ["namespaces", ns, res] => {
+            let kind = find(res)?;
+            if !kind.namespaced() {
+                return Err(ApiError::unknown_resource());
+            }
+            Route {
+                kind,
+                namespace: s(ns),
+                name: None,
+                sub: None,
+            }
+        }
+        ["namespaces", ns, res, name, sub @ ..] if sub.len() <= 1 => {
+            let kind = find(res)?;
+            if !kind.namespaced() {
+                return Err(ApiError::unknown_resource());
+            }
+            Route {
+                kind,
+                namespace: s(ns),
+                name: s(name),
+                sub: sub.first().map(|x| x.to_string()),
+            }
+        }
+        [res, name, sub @ ..] if sub.len() <= 1 => {
+            let kind = find(res)?;
+            if kind.namespaced() {
+                return Err(ApiError::unknown_resource());
+            }
+            Route {
+                kind,
+                namespace: None,
+                name: s(name),
+                sub: sub.first().map(|x| x.to_string()),
+            }
+        }
+        _ => return Err(ApiError::unknown_resource()),
+    };
+    if let Some(sub) = &route.sub {
+        if !route.kind.subresources().contains(&sub.as_str()) {
+            return Err(ApiError::unknown_resource());
+        }
+    }
+    Ok(route)
+}
+
+async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
+    let identity = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .unwrap_or("anonymous")
+        .to_string();
+    let path = req.uri().path().to_string();
+    if req.method() == Method::GET {
+        if let Some(doc) = discovery(&path) {
+            return json_response(StatusCode::OK, doc);
+        }
+        match path.as_str() {
+            "/healthz" | "/livez" | "/readyz" => return text("ok"),
+            _ => {}
+        }
+    }
+    if path.starts_with("/openapi/") {
+        return ApiError::unknown_resource().into_response();
+    }
+    let route = match parse_path(&path) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let query: HashMap<String, String> = Query::try_from_uri(req.uri())
+        .map(|Query(q)| q)
+        .unwrap_or_default();
+    let watch = matches!(query.get("watch").map(String::as_str), Some("1" | "true"));
+    let verb = match (req.method().clone(), &route.name, route.sub.as_deref()) {
+        (Method::GET, None, _) if watch => "watch",
+        (Method::GET, None, _) => "list",
+        (Method::POST, None, _) => "create",
+        (Method::POST, Some(_), Some("eviction")) => "create",
+        (Method::GET, Some(_), s) if s != Some("eviction") => "get",
+        (Method::PUT, Some(_), s) if s != Some("eviction") => "update",
+        (Method::PATCH, Some(_), s) if s != Some("eviction") => "patch",
+        (Method::DELETE, Some(_), None) => "delete",
+        _ => return ApiError::method_not_allowed().into_response(),
+    };
+    sh.stats.request(RequestKey {
+        identity,
+        verb: verb.into(),
+        group: route.kind.group().into(),
+        resource: route.kind.plural().into(),
+        subresource: route.sub.clone().unwrap_or_default(),
+        namespace: route.namespace.clone().unwrap_or_default(),
+    });
+    match sh.faults.draw() {
+        Fault::None => {}
+        Fault::Error => {
+            sh.stats.fault();
+            return ApiError::internal("injected fault: internal error").into_response();
+        }
+        Fault::Throttle => {
+            sh.stats.fault();
+            return ApiError::throttled().into_response();
+        }
+        Fault::Delay(d) => {
+            sh.stats.fault();
+            tokio::time::sleep(d).await;
+        }
+    }
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
+    };
+    match dispatch(&sh, verb, &route, &query, &content_type, &body) {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn parse_json(kind: Kind, body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| kind.decode_error(e))
+}
+
+fn dispatch(
+    sh: &Arc<Shared>,
+    verb: &str,
+    route: &Route,
+    query: &HashMap<String, String>,
+    content_type: &str,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
+    let kind = route.kind;
+    let ns = route.namespace.as_deref().unwrap_or("");
+    let name = route.name.as_deref().unwrap_or("");
+    let target = if route.sub.as_deref() == Some("status") {
+        Target::Status
+    } else {
+        Target::Main
+    };
+    match verb {
+        "list" => list(sh, route, query),
+        "watch" => watch(sh, route, query),
+        "get" => {
+            let e = sh
+                .store
+                .get(kind, &key_of(ns, name))
+                .ok_or_else(|| ApiError::not_found(kind, name))?;
+            Ok(json_response(StatusCode::OK, e.bytes))
+        }
+        "create" if route.sub.as_deref() == Some("eviction") => {
+            api::evict(&sh.store, ns, name, body, &sh.invariants)?;
+            Ok(json_response(
+                StatusCode::CREATED,
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
+            ))
+        }
+        "create" => {
+            let v = parse_json(kind, body)?;
+            let e = api::create(&sh.store, kind, ns, v)?;
+            Ok(json_response(StatusCode::CREATED, e.bytes))
+        }
+        "update" => {
+            let v = parse_json(kind, body)?;
+            let e = api::update(&sh.store, kind, ns, name, target, v)?;
+            Ok(json_response(StatusCode::OK, e.bytes))
+        }
+        "patch" => {
+            let typ = PatchType::from_content_type(content_type)?;
+            let e = api::patch(&sh.store, kind, ns, name, target, typ, body)?;
+            Ok(json_response(StatusCode::OK, e.bytes))
+        }
+        "delete" => {
+            let grace = query.get("gracePeriodSeconds").and_then(|g| g.parse().ok());
+            let opts = DeleteOptions::parse(body, grace)?;
+            let mut inner = sh.store.lock();
+            let out = api::delete(&mut inner, kind, ns, name, &opts, Some(&sh.invariants))?;
+            drop(inner);
+            match out {
+                Deleted::Gone(e) if kind != Kind::Pod => {
+                    let mut details =
+                        json!({"name": name, "kind": kind.plural(), "uid": e.idx.uid});
+                    if !kind.group().is_empty() {
+                        details["group"] = json!(kind.group());
+                    }
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success", "details": details});
+                    Ok(json_response(StatusCode::OK, status.to_string()))
+                }
+                Deleted::Gone(e) | Deleted::Marked(e) => Ok(json_response(StatusCode::OK, e.bytes)),
+            }
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// A parsed `fieldSelector`.
+#[derive(Clone, Debug, Default)]
+pub struct FieldSelector {
+    terms: Vec<(String, bool, String)>,
+}
+
+impl FieldSelector {
+    /// Parses `a=b,c!=d` and checks every field is supported for `kind` (400 otherwise).
+    pub fn parse(kind: Kind, s: &str) -> Result<FieldSelector, ApiError> {
+        let mut terms = Vec::new();
+        for t in s.split(',').filter(|t| !t.trim().is_empty()) {
+            let (f, eq, v) = if let Some((f, v)) = t.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = t.split_once("==") {
+                (f, true, v)
+            } else if let Some((f, v)) = t.split_once('=') {
+                (f, true, v)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{s}'; can't understand '{t}'"
+                )));
+            };
+            kind.field_value(&Index::default(), f.trim())?;
+            terms.push((f.trim().to_string(), eq, v.trim().to_string()));
+        }
+        Ok(FieldSelector { terms })
+    }
+
+    /// True when every term holds.
+    pub fn matches(&self, kind: Kind, idx: &Index) -> bool {
+        self.terms
+            .iter()
+            .all(|(f, eq, v)| kind.field_value(idx, f).is_ok_and(|x| (x == v) == *eq))
+    }
+}
+
+struct Filter {
+    kind: Kind,
+    namespace: Option<String>,
+    labels: Selector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn from_query(route: &Route, q: &HashMap<String, String>) -> Result<Filter, ApiError> {
+        let labels = Selector::parse(q.get("labelSelector").map_or("", String::as_str))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(
+            route.kind,
+            q.get("fieldSelector").map_or("", String::as_str),
+        )?;
+        Ok(Filter {
+            kind: route.kind,
+            namespace: route.namespace.clone(),
+            labels,
+            fields,
+        })
+    }
+
+    fn matches(&self, idx: &Index) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| *ns == idx.namespace)
+            && self.labels.matches(&idx.labels)
+            && self.fields.matches(self.kind, idx)
+    }
+
+    fn is_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.terms.is_empty()
+    }
+}
+
+fn b64url(data: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+fn b64url_decode(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|c| *c != b'=').collect();
+    let mut out = Vec::new();
+    for chunk in bytes.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= val(*c)? << (18 - 6 * i);
+        }
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// Encodes a continue token as kube-apiserver does (golden 29).
+pub fn continue_token(rv: i64, key: &str, namespaced: bool) -> String {
+    let start = if namespaced {
+        format!("/{key}\u{0}")
+    } else {
+        format!("{key}\u{0}")
+    };
+    b64url(
+        json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+fn decode_continue(token: &str) -> Result<(i64, String), ApiError> {
+    let bad = || ApiError::bad_request("continue key is not valid: illegal base64 data");
+    let raw = b64url_decode(token).ok_or_else(bad)?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v["rv"].as_i64().ok_or_else(bad)?;
+    let start = v["start"].as_str().ok_or_else(bad)?;
+    let key = start
+        .trim_start_matches('/')
+        .trim_end_matches('\u{0}')
+        .to_string();
+    Ok((rv, key))
+}
+
+fn list(
+    sh: &Arc<Shared>,
+    route: &Route,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let kind = route.kind;
+    let filter = Filter::from_query(route, q)?;
+    let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let rv_match = q
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    let mut limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+    if rv_param == "0" {
+        limit = 0;
+    }
+    let inner = sh.store.lock();
+    let current = inner.revision();
+    if rv_match == "Exact" && rv_param != current.to_string() {
+        return Err(ApiError::list_expired());
+    }
+    let (list_rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            let (rv, key) = decode_continue(token)?;
+            if rv >= 0 && (rv as u64) < inner.compacted(kind) {
+                return Err(ApiError::continue_expired(continue_token(
+                    -1,
+                    &key,
+                    kind.namespaced(),
+                )));
+            }
+            (if rv < 0 { current } else { rv as u64 }, Some(key))
+        }
+        None => (current, None),
+    };
+    let mut items = Vec::new();
+    let mut remaining = 0;
+    let mut iter = inner
+        .range(kind, route.namespace.as_deref(), after.as_deref())
+        .filter(|e| filter.matches(&e.idx));
+    let mut more = false;
+    #[allow(clippy::while_let_on_iterator)]
+    while let Some(e) = iter.next() {
+        if limit > 0 && items.len() == limit {
+            more = true;
+            break;
+        }
+        items.push(e.bytes.clone());
+    }
+    let rest = iter.count();
+    let rest = if more && filter.is_everything() {
+        1 + rest
+    } else {
+        0
+    };
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if more {
+        let last_key = {
+            let v: Value = serde_json::from_slice(items.last().expect("item")).unwrap_or_default();
+            key_of(
+                v["metadata"]["namespace"].as_str().unwrap_or(""),
+                v["metadata"]["name"].as_str().unwrap_or(""),
+            )
+        };
+        metadata["continue"] = json!(continue_token(list_rv as i64, &last_key, kind.namespaced()));
+        remaining = rest;
+    }
+    if remaining > 0 {
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    drop(inner);
+    let head = format!(
+        r#"{{"kind":"{}List","apiVersion":"{}","metadata":{},"items":["#,
+        kind.kind_name(),
+        kind.api_version(),
+        metadata
+    );
+    let mut chunks: Vec<Bytes> = Vec::with_capacity(items.len() / 256 + 2);
+    let mut buf = BytesMut::from(head.as_bytes());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(item);
+        if buf.len() > 256 * 1024 {
+            chunks.push(buf.split().freeze());
+        }
+    }
+    buf.put_slice(b"]}");
+    chunks.push(buf.freeze());
+    let stream = futures::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
+    Ok(json_response(StatusCode::OK, Body::from_stream(stream)))
+}
+
+fn event_line(typ: &str, object: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(object.len() + 32);
+    b.put_slice(br#"{"type":""#);
+    b.put_slice(typ.as_bytes());
+    b.put_slice(br#"","object":"#);
+    b.put_slice(object);
+    b.put_slice(b"}\n");
+    b.freeze()
+}
+
+fn bookmark(kind: Kind, rv: u64, initial_end: bool) -> Bytes {
+    let mut md = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": kind.kind_name(), "apiVersion": kind.api_version(), "metadata": md});
+    event_line("BOOKMARK", obj.to_string().as_bytes())
+}
+
+fn expired_line(message: String) -> Bytes {
+    let st = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "Expired", "code": 410});
+    event_line("ERROR", st.to_string().as_bytes())
+}
+
+/// What a filtered watch sends for a store event (selector transitions as the watch cache).
+fn translate(filter: &Filter, ev: &StoreEvent) -> Option<&'static str> {
+    let now = filter.matches(&ev.entry.idx);
+    let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+    match ev.typ {
+        EventType::Added => now.then_some("ADDED"),
+        EventType::Deleted => (before || now).then_some("DELETED"),
+        EventType::Modified => match (before, now) {
+            (true, true) => Some("MODIFIED"),
+            (false, true) => Some("ADDED"),
+            (true, false) => Some("DELETED"),
+            (false, false) => None,
+        },
+    }
+}
+
+fn watch(
+    sh: &Arc<Shared>,
+    route: &Route,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let kind = route.kind;
+    let filter = Filter::from_query(route, q)?;
+    let flag = |k: &str| matches!(q.get(k).map(String::as_str), Some("true" | "1"));
+    let bookmarks = flag("allowWatchBookmarks");
+    let send_initial = flag("sendInitialEvents");
+    let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    if send_initial && q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        return Err(ApiError::list_options_invalid(
+            "resourceVersionMatch",
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    let since =
+        if send_initial || rv_param.is_empty() || rv_param == "0" {
+            None
+        } else {
+            Some(rv_param.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {rv_param}"))
+            })?)
+        };
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(Duration::from_secs(1800), Duration::from_secs);
+    let start = sh.store.lock().watch(kind, since);
+    let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
+    let sh2 = sh.clone();
+    let cut = sh.faults.watch_cut();
+    tokio::spawn(async move {
+        let mut start = match start {
+            Ok(s) => s,
+            Err(oldest) => {
+                let _ = tx
+                    .send(Ok(expired_line(format!(
+                        "too old resource version: {rv_param_owned} ({oldest})",
+                        rv_param_owned = since.unwrap_or(0)
+                    ))))
+                    .await;
+                return;
+            }
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let cut_at = cut.map(|c| tokio::time::Instant::now() + c);
+        let mut sent_rv = start.rv;
+        let mut n = 0u64;
+        for ev in &start.initial {
+            if let Some(t) = translate(&filter, ev) {
+                if tx.send(Ok(event_line(t, &ev.entry.bytes))).await.is_err() {
+                    return;
+                }
+                n += 1;
+            }
+        }
+        if send_initial && bookmarks && tx.send(Ok(bookmark(kind, start.rv, true))).await.is_err() {
+            return;
+        }
+        sh2.stats.watch_events(n);
+        let pre_timeout = deadline.checked_sub(Duration::from_secs(2));
+        let mut pre_timeout_done = pre_timeout.is_none();
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + sh2.bookmark_interval,
+            sh2.bookmark_interval,
+        );
+        loop {
+            let stop = match cut_at {
+                Some(c) if c < deadline => c,
+                _ => deadline,
+            };
+            let pre = pre_timeout
+                .filter(|_| !pre_timeout_done && bookmarks)
+                .unwrap_or(stop);
+            tokio::select! {
+                r = start.rx.recv() => match r {
+                    Ok(ev) => {
+                        sent_rv = ev.rv;
+                        if let Some(t) = translate(&filter, &ev) {
+                            if tx.send(Ok(event_line(t, &ev.entry.bytes))).await.is_err() {
+                                return;
+                            }
+                            sh2.stats.watch_events(1);
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        let _ = tx.send(Ok(expired_line(format!("too old resource version: {sent_rv} ({})", sent_rv + 1)))).await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                _ = tick.tick(), if bookmarks => {
+                    let rv = sh2.store.revision();
+                    if rv > sent_rv {
+                        sent_rv = rv;
+                        if tx.send(Ok(bookmark(kind, rv, false))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(pre), if !pre_timeout_done && bookmarks => {
+                    pre_timeout_done = true;
+                    let rv = sh2.store.revision();
+                    if rv > sent_rv {
+                        sent_rv = rv;
+                        if tx.send(Ok(bookmark(kind, rv, false))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(stop) => return,
+            }
+        }
+    });
+    Ok(json_response(StatusCode::OK, Body::from_stream(rx)))
+}

@@ -1,0 +1,302 @@
+//! The object store: every object as its serialized JSON plus a parsed [`Index`], one global
+//! resourceVersion counter (like etcd's revision), and per-resource event streams.
+//!
+//! Owns consistency: every write happens under one lock, gets the next revision, and is
+//! published (to a bounded per-resource ring that lets a watch resume from a recent revision,
+//! to the per-resource broadcast that live watches read, and to the world's stream) before the
+//! lock is released, so a watch started from a list never misses or repeats an event. It must
+//! never decide API semantics (see `api.rs`) nor block on I/O while holding the lock.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::kinds::{Index, Kind};
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// created
+    Added,
+    /// changed
+    Modified,
+    /// removed
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One stored object: its canonical JSON and its index.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Canonical JSON, as served.
+    pub bytes: Bytes,
+    /// Parsed view for selectors and the world.
+    pub idx: Arc<Index>,
+}
+
+impl Entry {
+    /// The object as a JSON value (parses the bytes).
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+}
+
+/// One change, as published to watches and the world.
+#[derive(Debug)]
+pub struct StoreEvent {
+    /// Resource of the object.
+    pub kind: Kind,
+    /// What happened.
+    pub typ: EventType,
+    /// Revision of the change (for DELETED, the deletion revision).
+    pub rv: u64,
+    /// The object after the change (for DELETED, its last state with the deletion revision).
+    pub entry: Entry,
+    /// The index before the change (MODIFIED and DELETED), for selector transitions.
+    pub prev: Option<Arc<Index>>,
+}
+
+struct Table {
+    objects: BTreeMap<String, Entry>,
+    ring: VecDeque<Arc<StoreEvent>>,
+    /// Newest revision no longer in the ring: watches from before it are expired.
+    compacted: u64,
+    tx: broadcast::Sender<Arc<StoreEvent>>,
+}
+
+/// Everything under the store lock.
+pub struct Inner {
+    rv: u64,
+    tables: HashMap<Kind, Table>,
+    ring_cap: usize,
+    world_tx: broadcast::Sender<Arc<StoreEvent>>,
+}
+
+/// A watch's starting point: what it must send first, and the live stream after it.
+pub struct WatchStart {
+    /// Events or synthetic ADDEDs to send before live ones.
+    pub initial: Vec<Arc<StoreEvent>>,
+    /// The store revision when the watch started.
+    pub rv: u64,
+    /// Live events after `rv`.
+    pub rx: broadcast::Receiver<Arc<StoreEvent>>,
+}
+
+/// The shared store.
+pub struct Store {
+    inner: Mutex<Inner>,
+    world_tx: broadcast::Sender<Arc<StoreEvent>>,
+}
+
+/// Capacity of each live watch broadcast; a watcher that falls further behind is expired.
+pub const WATCH_BUFFER: usize = 16 * 1024;
+
+impl Store {
+    /// An empty store keeping `ring_cap` recent events per resource for watch resumption.
+    pub fn new(ring_cap: usize) -> Store {
+        let (world_tx, _) = broadcast::channel(1 << 16);
+        let tables = Kind::ALL
+            .into_iter()
+            .map(|k| {
+                let (tx, _) = broadcast::channel(WATCH_BUFFER);
+                (
+                    k,
+                    Table {
+                        objects: BTreeMap::new(),
+                        ring: VecDeque::new(),
+                        compacted: 0,
+                        tx,
+                    },
+                )
+            })
+            .collect();
+        Store {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                tables,
+                ring_cap,
+                world_tx: world_tx.clone(),
+            }),
+            world_tx,
+        }
+    }
+
+    /// Takes the store lock.
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Subscribes to every change of every resource (the world's stream).
+    pub fn subscribe_all(&self) -> broadcast::Receiver<Arc<StoreEvent>> {
+        self.world_tx.subscribe()
+    }
+
+    /// One object.
+    pub fn get(&self, kind: Kind, key: &str) -> Option<Entry> {
+        self.lock().get(kind, key).cloned()
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> u64 {
+        self.lock().rv
+    }
+}
+
+impl Inner {
+    /// One object.
+    pub fn get(&self, kind: Kind, key: &str) -> Option<&Entry> {
+        self.tables[&kind].objects.get(key)
+    }
+
+    /// The current revision.
+    pub fn revision(&self) -> u64 {
+        self.rv
+    }
+
+    /// Objects of a kind, optionally of one namespace, in key order, strictly after `after`.
+    pub fn range<'a>(
+        &'a self,
+        kind: Kind,
+        namespace: Option<&str>,
+        after: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Entry> + 'a> {
+        use std::ops::Bound;
+        let objects = &self.tables[&kind].objects;
+        let prefix = namespace.map(|ns| format!("{ns}/"));
+        let start = match (after, &prefix) {
+            (Some(a), _) => Bound::Excluded(a.to_string()),
+            (None, Some(p)) => Bound::Included(p.clone()),
+            (None, None) => Bound::Unbounded,
+        };
+        let iter = objects.range((start, Bound::Unbounded));
+        match prefix {
+            Some(p) => Box::new(
+                iter.take_while(move |(k, _)| k.starts_with(&p))
+                    .map(|(_, e)| e),
+            ),
+            None => Box::new(iter.map(|(_, e)| e)),
+        }
+    }
+
+    /// Newest revision of `kind` no longer kept for watch resumption.
+    pub fn compacted(&self, kind: Kind) -> u64 {
+        self.tables[&kind].compacted
+    }
+
+    /// Number of objects of a kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        self.tables[&kind].objects.len()
+    }
+
+    /// Writes `value` (canonical, complete but for resourceVersion) at the next revision.
+    pub fn put(&mut self, kind: Kind, mut value: Value) -> Entry {
+        self.rv += 1;
+        let rv = self.rv;
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let idx = Arc::new(Index::of(&value));
+        let entry = Entry {
+            bytes: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+            idx,
+        };
+        let key = entry.idx.key();
+        let prev = self
+            .tables
+            .get_mut(&kind)
+            .and_then(|t| t.objects.insert(key, entry.clone()))
+            .map(|e| e.idx);
+        let typ = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.publish(kind, typ, rv, entry.clone(), prev);
+        entry
+    }
+
+    /// Removes an object at the next revision; `last` is its final state.
+    pub fn remove(&mut self, kind: Kind, key: &str, mut last: Value) -> Option<Entry> {
+        let old = self.tables.get_mut(&kind)?.objects.remove(key)?;
+        self.rv += 1;
+        let rv = self.rv;
+        last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let entry = Entry {
+            bytes: Bytes::from(serde_json::to_vec(&last).unwrap_or_default()),
+            idx: Arc::new(Index::of(&last)),
+        };
+        self.publish(kind, EventType::Deleted, rv, entry.clone(), Some(old.idx));
+        Some(entry)
+    }
+
+    fn publish(
+        &mut self,
+        kind: Kind,
+        typ: EventType,
+        rv: u64,
+        entry: Entry,
+        prev: Option<Arc<Index>>,
+    ) {
+        let ev = Arc::new(StoreEvent {
+            kind,
+            typ,
+            rv,
+            entry,
+            prev,
+        });
+        let cap = self.ring_cap;
+        if let Some(t) = self.tables.get_mut(&kind) {
+            t.ring.push_back(ev.clone());
+            while t.ring.len() > cap {
+                if let Some(old) = t.ring.pop_front() {
+                    t.compacted = old.rv;
+                }
+            }
+            let _ = t.tx.send(ev.clone());
+        }
+        let _ = self.world_tx.send(ev);
+    }
+
+    /// Starts a watch. `since = None` gives synthetic ADDEDs for the current state; `Some(rv)`
+    /// replays the kept events after `rv`, or fails with the oldest revision still kept.
+    pub fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStart, u64> {
+        let t = &self.tables[&kind];
+        let initial = match since {
+            None => t
+                .objects
+                .values()
+                .map(|e| {
+                    Arc::new(StoreEvent {
+                        kind,
+                        typ: EventType::Added,
+                        rv: e.idx.rv,
+                        entry: e.clone(),
+                        prev: None,
+                    })
+                })
+                .collect(),
+            Some(rv) => {
+                if rv < t.compacted {
+                    return Err(t.compacted + 1);
+                }
+                t.ring.iter().filter(|e| e.rv > rv).cloned().collect()
+            }
+        };
+        Ok(WatchStart {
+            initial,
+            rv: self.rv,
+            rx: t.tx.subscribe(),
+        })
+    }
+}

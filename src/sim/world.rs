@@ -1,0 +1,843 @@
+//! The world: the parts of a cluster that are not the API server. Kubelets, the scheduler, the
+//! ReplicaSet and DaemonSet controllers, the disruption controller, and simulated reboots.
+//!
+//! Built from a [`Scenario`], then driven by one task reacting to the store's change stream
+//! (no polling) and to its own timers (pod start, grace period expiry, reboot phases), all
+//! scaled by the scenario's time factor. It writes through the same store as API clients. It
+//! must never bypass the store or keep state a restart of the world could not rebuild from it
+//! (besides timers in flight).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::Utc;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+
+use super::api::{self, timestamp, Cause};
+use super::kinds::{key_of, Index, Kind};
+use super::scenario::Scenario;
+use super::server::Shared;
+use super::store::{EventType, Inner, StoreEvent};
+
+const APP_LABEL: &str = "app";
+
+enum Msg {
+    Start(String, String),
+    Remove(String, String),
+    Reboot(String),
+    RebootDown(String),
+    RebootUp(String),
+}
+
+/// A handle on the world: reboots and counts.
+#[derive(Clone)]
+pub struct World {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl World {
+    /// Reboots `node` for request `token` (the agent's simulated reboot method). A second
+    /// reboot with the same token is recorded as a violation, and still performed.
+    pub fn reboot(&self, node: &str, token: &str) {
+        self.shared.invariants.reboot_requested(node, token);
+        let _ = self.tx.send(Msg::Reboot(node.to_string()));
+    }
+
+    /// Nodes in the store.
+    pub fn node_count(&self) -> usize {
+        self.shared.store.lock().count(Kind::Node)
+    }
+
+    /// Pods in the store.
+    pub fn pod_count(&self) -> usize {
+        self.shared.store.lock().count(Kind::Pod)
+    }
+
+    /// The invariant records.
+    pub fn invariants(&self) -> super::invariants::InvariantReport {
+        self.shared.invariants.report()
+    }
+
+    /// The bootID of a node.
+    pub fn boot_id(&self, node: &str) -> Option<String> {
+        let e = self.shared.store.get(Kind::Node, node)?;
+        e.value()["status"]["nodeInfo"]["bootID"]
+            .as_str()
+            .map(str::to_string)
+    }
+}
+
+fn rand_hex(rng: &mut SmallRng, n: usize) -> String {
+    (0..n)
+        .map(|_| format!("{:x}", rng.random_range(0..16u8)))
+        .collect()
+}
+
+fn uid(rng: &mut SmallRng) -> String {
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        rand_hex(rng, 8),
+        rand_hex(rng, 4),
+        rand_hex(rng, 3),
+        rand_hex(rng, 3),
+        rand_hex(rng, 12)
+    )
+}
+
+fn suffix(rng: &mut SmallRng) -> String {
+    const A: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| A[rng.random_range(0..A.len())] as char)
+        .collect()
+}
+
+fn ready_condition(ready: bool, now: &str) -> Value {
+    json!({"type": "Ready", "status": if ready {"True"} else {"False"}, "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+        "reason": if ready {"KubeletReady"} else {"KubeletNotReady"},
+        "message": if ready {"kubelet is posting ready status"} else {"container runtime is down"}})
+}
+
+fn node_object(name: &str, zone: usize, i: usize, rng: &mut SmallRng) -> Value {
+    let now = timestamp(Utc::now());
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": uid(rng), "creationTimestamp": now, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "topology.kubernetes.io/zone": format!("zone-{}", (b'a' + (zone % 26) as u8) as char),
+            "node-role.kubernetes.io/worker": ""}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [ready_condition(true, &now)],
+            "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256)},
+                          {"type": "Hostname", "address": name}],
+            "nodeInfo": {"machineID": rand_hex(rng, 32), "systemUUID": uid(rng), "bootID": uid(rng),
+                "kernelVersion": "6.8.0-sim", "osImage": "rollboot simulated Linux",
+                "containerRuntimeVersion": "containerd://2.0.0", "kubeletVersion": "v1.36.2",
+                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}
+        }
+    })
+}
+
+struct PodSpec<'a> {
+    name: String,
+    namespace: &'a str,
+    labels: Value,
+    owner: Option<(&'a str, &'a str, &'a str)>,
+    node: Option<&'a str>,
+    running: bool,
+    grace: i64,
+    empty_dir: bool,
+    mirror: bool,
+    daemon: bool,
+}
+
+fn pod_object(p: &PodSpec, rng: &mut SmallRng) -> Value {
+    let now = timestamp(Utc::now());
+    let mut md = json!({"name": p.name, "namespace": p.namespace, "uid": uid(rng), "creationTimestamp": now,
+        "generation": 1, "labels": p.labels});
+    if let Some((kind, name, ouid)) = p.owner {
+        let api_version = if kind == "Node" { "v1" } else { "apps/v1" };
+        md["ownerReferences"] = json!([{"apiVersion": api_version, "kind": kind, "name": name, "uid": ouid,
+            "controller": true, "blockOwnerDeletion": true}]);
+    }
+    if p.mirror {
+        md["annotations"] = json!({"kubernetes.io/config.mirror": rand_hex(rng, 32), "kubernetes.io/config.source": "file"});
+    }
+    let mut spec = json!({
+        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10", "resources": {},
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent"}],
+        "restartPolicy": "Always", "terminationGracePeriodSeconds": p.grace, "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default", "schedulerName": "default-scheduler", "priority": 0,
+        "enableServiceLinks": true,
+        "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+    });
+    if p.daemon {
+        spec["tolerations"] = json!([
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]);
+    }
+    if let Some(n) = p.node {
+        spec["nodeName"] = json!(n);
+    }
+    if p.empty_dir {
+        spec["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+        spec["containers"][0]["volumeMounts"] =
+            json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    }
+    let status = if p.running {
+        running_status(&now, true)
+    } else {
+        json!({"phase": "Pending", "qosClass": "BestEffort"})
+    };
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec, "status": status})
+}
+
+fn running_status(now: &str, ready: bool) -> Value {
+    let r = if ready { "True" } else { "False" };
+    json!({"phase": "Running", "qosClass": "BestEffort", "startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1",
+        "conditions": [
+            {"type": "PodReadyToStartContainers", "status": "True", "lastProbeTime": null, "lastTransitionTime": now},
+            {"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": now},
+            {"type": "Ready", "status": r, "lastProbeTime": null, "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": r, "lastProbeTime": null, "lastTransitionTime": now},
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}],
+        "containerStatuses": [{"name": "app", "ready": ready, "restartCount": 0, "image": "registry.k8s.io/pause:3.10",
+            "imageID": "", "started": ready, "state": {"running": {"startedAt": now}}}]})
+}
+
+/// Builds the scenario's objects into the store (synchronously, before serving).
+pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
+    let mut rng = SmallRng::seed_from_u64(sc.seed);
+    let mut inner = shared.store.lock();
+    let now = timestamp(Utc::now());
+    let mut namespaces: Vec<String> = api::SYSTEM_NAMESPACES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for i in 0..sc.namespaces.max(1) {
+        namespaces.push(format!("apps-{i}"));
+    }
+    for ns in &namespaces {
+        let v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": uid(&mut rng),
+            "creationTimestamp": now, "labels": {"kubernetes.io/metadata.name": ns}},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        inner.put(Kind::Namespace, v);
+    }
+    let node_names: Vec<String> = (0..sc.nodes).map(|i| format!("node-{i:04}")).collect();
+    for (i, n) in node_names.iter().enumerate() {
+        let v = node_object(n, i % sc.zones.max(1), i, &mut rng);
+        inner.put(Kind::Node, v);
+        shared.invariants.node_availability(n, false);
+    }
+    // Deployments, their ReplicaSets and pods, spread round-robin over nodes.
+    let total = sc.nodes * sc.pods_per_node;
+    let replicas = sc.replicas.max(1);
+    let deployments = total.div_ceil(replicas);
+    let mut slot = 0usize;
+    let mut empty_dir_left = sc.empty_dir_pods;
+    for d in 0..deployments {
+        let ns = &namespaces[4 + d % sc.namespaces.max(1)];
+        let name = format!("app-{d}");
+        let count = replicas.min(total - d * replicas);
+        let dep_uid = uid(&mut rng);
+        let hash = rand_hex(&mut rng, 10);
+        let rs_name = format!("{name}-{hash}");
+        let rs_uid = uid(&mut rng);
+        let labels = json!({APP_LABEL: name, "pod-template-hash": hash});
+        let template = json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}});
+        inner.put(Kind::Deployment, json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "uid": dep_uid, "creationTimestamp": now, "generation": 1, "labels": {APP_LABEL: name}},
+            "spec": {"replicas": count, "selector": {"matchLabels": {APP_LABEL: name}}, "template": template},
+            "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "availableReplicas": count, "updatedReplicas": count}}));
+        inner.put(Kind::ReplicaSet, json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": rs_name, "namespace": ns, "uid": rs_uid, "creationTimestamp": now, "generation": 1, "labels": labels,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": dep_uid, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"replicas": count, "selector": {"matchLabels": labels}, "template": template},
+            "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "availableReplicas": count, "fullyLabeledReplicas": count}}));
+        for _ in 0..count {
+            let node = &node_names[slot % sc.nodes.max(1)];
+            slot += 1;
+            let empty_dir = empty_dir_left > 0;
+            empty_dir_left = empty_dir_left.saturating_sub(1);
+            let p = PodSpec {
+                name: format!("{rs_name}-{}", suffix(&mut rng)),
+                namespace: ns,
+                labels: labels.clone(),
+                owner: Some(("ReplicaSet", &rs_name, &rs_uid)),
+                node: Some(node),
+                running: true,
+                grace: sc.grace_seconds,
+                empty_dir,
+                mirror: false,
+                daemon: false,
+            };
+            let v = pod_object(&p, &mut rng);
+            inner.put(Kind::Pod, v);
+        }
+        if (d as f64 + 0.5) / deployments as f64 <= sc.pdb_share || (sc.pdb_share >= 1.0) {
+            let v = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": ns, "uid": uid(&mut rng), "creationTimestamp": now, "generation": 1},
+                "spec": {"maxUnavailable": sc.pdb_max_unavailable, "selector": {"matchLabels": {APP_LABEL: name}}}});
+            let e = inner.put(Kind::Pdb, v);
+            refresh_pdb(&mut inner, &e.idx.key());
+        }
+    }
+    for d in 0..sc.daemon_sets {
+        let name = format!("node-agent-{d}");
+        let ds_uid = uid(&mut rng);
+        let labels = json!({APP_LABEL: name});
+        let n = sc.nodes;
+        inner.put(Kind::DaemonSet, json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": "kube-system", "uid": ds_uid, "creationTimestamp": now, "generation": 1},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}}},
+            "status": {"currentNumberScheduled": n, "desiredNumberScheduled": n, "numberMisscheduled": 0, "numberReady": n, "observedGeneration": 1}}));
+        for node in &node_names {
+            let p = PodSpec {
+                name: format!("{name}-{}", suffix(&mut rng)),
+                namespace: "kube-system",
+                labels: labels.clone(),
+                owner: Some(("DaemonSet", &name, &ds_uid)),
+                node: Some(node),
+                running: true,
+                grace: sc.grace_seconds,
+                empty_dir: false,
+                mirror: false,
+                daemon: true,
+            };
+            let v = pod_object(&p, &mut rng);
+            inner.put(Kind::Pod, v);
+        }
+    }
+    for node in node_names.iter().take(sc.mirror_pods) {
+        let node_uid = inner
+            .get(Kind::Node, node)
+            .map(|e| e.idx.uid.clone())
+            .unwrap_or_default();
+        let p = PodSpec {
+            name: format!("static-web-{node}"),
+            namespace: "kube-system",
+            labels: json!({APP_LABEL: "static-web"}),
+            owner: Some(("Node", node, &node_uid)),
+            node: Some(node),
+            running: true,
+            grace: sc.grace_seconds,
+            empty_dir: false,
+            mirror: true,
+            daemon: false,
+        };
+        let v = pod_object(&p, &mut rng);
+        inner.put(Kind::Pod, v);
+    }
+    for i in 0..sc.bare_pods {
+        let node = &node_names[sc.nodes - 1 - i % sc.nodes.max(1)];
+        let p = PodSpec {
+            name: format!("bare-{i}"),
+            namespace: "default",
+            labels: json!({APP_LABEL: "bare"}),
+            owner: None,
+            node: Some(node),
+            running: true,
+            grace: sc.grace_seconds,
+            empty_dir: false,
+            mirror: false,
+            daemon: false,
+        };
+        let v = pod_object(&p, &mut rng);
+        inner.put(Kind::Pod, v);
+    }
+    rng
+}
+
+/// Recomputes a budget's status as the disruption controller does; writes only on change.
+pub fn refresh_pdb(inner: &mut Inner, key: &str) {
+    let Some(old) = inner.get(Kind::Pdb, key).cloned() else {
+        return;
+    };
+    let mut v = old.value();
+    let (b, disrupted) = api::budget_now(inner, &v);
+    let now = timestamp(Utc::now());
+    let before = v.clone();
+    v["status"]["observedGeneration"] = v["metadata"]["generation"].clone();
+    v["status"]["expectedPods"] = json!(b.expected);
+    v["status"]["desiredHealthy"] = json!(b.desired);
+    v["status"]["currentHealthy"] = json!(b.healthy);
+    v["status"]["disruptionsAllowed"] = json!(b.allowed);
+    let dp: serde_json::Map<String, Value> = v["status"]["disruptedPods"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| disrupted.contains(*k))
+                .map(|(k, t)| (k.clone(), t.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if dp.is_empty() {
+        if let Some(s) = v["status"].as_object_mut() {
+            s.remove("disruptedPods");
+        }
+    } else {
+        v["status"]["disruptedPods"] = Value::Object(dp);
+    }
+    api::set_condition(&mut v, b.allowed > 0, &now);
+    if v != before {
+        inner.put(Kind::Pdb, v);
+    }
+}
+
+struct Runner {
+    shared: Arc<Shared>,
+    sc: Scenario,
+    rng: SmallRng,
+    tx: mpsc::UnboundedSender<Msg>,
+    pods_on_node: HashMap<String, usize>,
+    timers: BTreeSet<(String, String)>,
+    dirty_ns: BTreeSet<String>,
+    rebooting: BTreeSet<String>,
+}
+
+/// Starts the world task; returns its handle.
+pub fn start(
+    shared: Arc<Shared>,
+    sc: Scenario,
+    rng: SmallRng,
+) -> (World, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let events = shared.store.subscribe_all();
+    let world = World {
+        shared: shared.clone(),
+        tx: tx.clone(),
+    };
+    let mut r = Runner {
+        shared,
+        sc,
+        rng,
+        tx,
+        pods_on_node: HashMap::new(),
+        timers: BTreeSet::new(),
+        dirty_ns: BTreeSet::new(),
+        rebooting: BTreeSet::new(),
+    };
+    let task = tokio::spawn(async move { r.run(events, rx).await });
+    (world, task)
+}
+
+impl Runner {
+    async fn run(
+        &mut self,
+        mut events: broadcast::Receiver<Arc<StoreEvent>>,
+        mut rx: mpsc::UnboundedReceiver<Msg>,
+    ) {
+        self.resync();
+        loop {
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Ok(ev) => {
+                        self.on_event(&ev);
+                        while let Ok(ev) = events.try_recv() {
+                            self.on_event(&ev);
+                        }
+                        self.flush();
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.resync(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                msg = rx.recv() => match msg {
+                    Some(m) => { self.on_msg(m); self.flush(); }
+                    None => return,
+                },
+            }
+        }
+    }
+
+    /// Rebuilds derived state from the store (start, or after missing events).
+    fn resync(&mut self) {
+        let inner = self.shared.store.lock();
+        self.pods_on_node.clear();
+        let pods: Vec<Arc<Index>> = inner
+            .range(Kind::Pod, None, None)
+            .map(|e| e.idx.clone())
+            .collect();
+        let nss: Vec<String> = inner
+            .range(Kind::Namespace, None, None)
+            .map(|e| e.idx.name.clone())
+            .collect();
+        drop(inner);
+        for p in &pods {
+            if let Some(n) = &p.node_name {
+                *self.pods_on_node.entry(n.clone()).or_default() += 1;
+            }
+            self.pod_changed(p);
+        }
+        self.dirty_ns.extend(nss);
+        self.flush();
+    }
+
+    fn on_event(&mut self, ev: &StoreEvent) {
+        let idx = &ev.entry.idx;
+        match ev.kind {
+            Kind::Pod => {
+                let before = ev.prev.as_ref().and_then(|p| p.node_name.clone());
+                let after = if ev.typ == EventType::Deleted {
+                    None
+                } else {
+                    idx.node_name.clone()
+                };
+                if before != after {
+                    if let Some(b) = before {
+                        *self.pods_on_node.entry(b).or_default() -= 1;
+                    }
+                    if let Some(a) = after {
+                        *self.pods_on_node.entry(a).or_default() += 1;
+                    }
+                }
+                self.dirty_ns.insert(idx.namespace.clone());
+                if ev.typ == EventType::Deleted {
+                    self.pod_gone(idx);
+                    self.schedule_pending();
+                } else {
+                    self.pod_changed(idx);
+                }
+            }
+            Kind::Node => {
+                let unavailable = ev.typ != EventType::Deleted && (idx.unschedulable || !idx.ready);
+                if ev.typ == EventType::Deleted {
+                    self.shared.invariants.node_gone(&idx.name);
+                } else {
+                    self.shared
+                        .invariants
+                        .node_availability(&idx.name, unavailable);
+                }
+                let was_ok = ev
+                    .prev
+                    .as_ref()
+                    .is_some_and(|p| p.ready && !p.unschedulable);
+                if !unavailable && !was_ok {
+                    self.schedule_pending();
+                    self.start_pending_on(&idx.name);
+                }
+            }
+            Kind::Pdb if ev.typ != EventType::Deleted => {
+                let prev_gen = ev.prev.as_ref().map(|p| p.rv);
+                let _ = prev_gen;
+                self.dirty_ns.insert(idx.namespace.clone());
+            }
+            Kind::ReplicaSet if ev.typ != EventType::Deleted => {
+                self.reconcile_rs(&idx.namespace, &idx.name)
+            }
+            _ => {}
+        }
+    }
+
+    fn pod_changed(&mut self, p: &Index) {
+        let key = p.key();
+        if p.deleting {
+            if self.timers.insert((key.clone(), "remove".into())) {
+                let grace = {
+                    let e = self.shared.store.get(Kind::Pod, &key);
+                    e.map(|e| {
+                        e.value()["metadata"]["deletionGracePeriodSeconds"]
+                            .as_i64()
+                            .unwrap_or(0)
+                    })
+                    .unwrap_or(0)
+                };
+                self.later(
+                    self.sc.scaled(grace as f64),
+                    Msg::Remove(key, p.uid.clone()),
+                );
+            }
+            return;
+        }
+        match (&p.node_name, p.phase.as_deref()) {
+            (None, _) => self.schedule(&key),
+            (Some(node), Some("Pending")) => {
+                let node_ready = self
+                    .shared
+                    .store
+                    .get(Kind::Node, node)
+                    .is_some_and(|n| n.idx.ready);
+                if node_ready && self.timers.insert((key.clone(), "start".into())) {
+                    self.later(
+                        self.sc.scaled(self.sc.start_delay),
+                        Msg::Start(key, p.uid.clone()),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn later(&self, d: std::time::Duration, msg: Msg) {
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            let _ = tx.send(msg);
+        });
+    }
+
+    fn pod_gone(&mut self, p: &Index) {
+        let Some((okind, oname, _)) = &p.owner else {
+            return;
+        };
+        match okind.as_str() {
+            "ReplicaSet" => self.reconcile_rs(&p.namespace, oname),
+            "DaemonSet" => {
+                let Some(node) = p.node_name.clone() else {
+                    return;
+                };
+                if self.shared.store.get(Kind::Node, &node).is_none() {
+                    return;
+                }
+                let Some(ds) = self
+                    .shared
+                    .store
+                    .get(Kind::DaemonSet, &key_of(&p.namespace, oname))
+                else {
+                    return;
+                };
+                let dsv = ds.value();
+                let spec = PodSpec {
+                    name: format!("{oname}-{}", suffix(&mut self.rng)),
+                    namespace: &p.namespace,
+                    labels: dsv["spec"]["template"]["metadata"]["labels"].clone(),
+                    owner: Some(("DaemonSet", oname, &ds.idx.uid)),
+                    node: Some(&node),
+                    running: false,
+                    grace: self.sc.grace_seconds,
+                    empty_dir: false,
+                    mirror: false,
+                    daemon: true,
+                };
+                let v = pod_object(&spec, &mut self.rng);
+                let mut inner = self.shared.store.lock();
+                let _ = api::insert(&mut inner, Kind::Pod, v);
+            }
+            _ => {}
+        }
+    }
+
+    fn reconcile_rs(&mut self, ns: &str, name: &str) {
+        let Some(rs) = self.shared.store.get(Kind::ReplicaSet, &key_of(ns, name)) else {
+            return;
+        };
+        let rsv = rs.value();
+        let want = rsv["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
+        let have = {
+            let inner = self.shared.store.lock();
+            inner
+                .range(Kind::Pod, Some(ns), None)
+                .filter(|e| {
+                    !e.idx.deleting && e.idx.owner.as_ref().is_some_and(|o| o.2 == rs.idx.uid)
+                })
+                .count()
+        };
+        for _ in have..want {
+            let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
+            let spec = PodSpec {
+                name: format!("{name}-{}", suffix(&mut self.rng)),
+                namespace: ns,
+                labels: rsv["spec"]["template"]["metadata"]["labels"].clone(),
+                owner: Some(("ReplicaSet", name, &rs.idx.uid)),
+                node: None,
+                running: false,
+                grace: self.sc.grace_seconds,
+                empty_dir,
+                mirror: false,
+                daemon: false,
+            };
+            let v = pod_object(&spec, &mut self.rng);
+            let mut inner = self.shared.store.lock();
+            let _ = api::insert(&mut inner, Kind::Pod, v);
+        }
+    }
+
+    /// Binds an unscheduled pod to the Ready, schedulable node with the fewest pods and room.
+    fn schedule(&mut self, key: &str) {
+        let mut inner = self.shared.store.lock();
+        let Some(pod) = inner.get(Kind::Pod, key).cloned() else {
+            return;
+        };
+        if pod.idx.node_name.is_some() || pod.idx.deleting {
+            return;
+        }
+        let pv = pod.value();
+        let selector = pv["spec"]["nodeSelector"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let best = inner
+            .range(Kind::Node, None, None)
+            .filter(|n| {
+                n.idx.ready && !n.idx.unschedulable && !self.rebooting.contains(&n.idx.name)
+            })
+            .filter(|n| {
+                selector
+                    .iter()
+                    .all(|(k, v)| n.idx.labels.get(k).map(String::as_str) == v.as_str())
+            })
+            .map(|n| {
+                (
+                    self.pods_on_node.get(&n.idx.name).copied().unwrap_or(0),
+                    n.idx.name.clone(),
+                )
+            })
+            .filter(|(count, _)| *count < 110)
+            .min();
+        let Some((_, node)) = best else { return };
+        let mut v = pv;
+        v["spec"]["nodeName"] = json!(node);
+        let now = timestamp(Utc::now());
+        v["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}]);
+        inner.put(Kind::Pod, v);
+    }
+
+    fn schedule_pending(&mut self) {
+        let pending: Vec<String> = {
+            let inner = self.shared.store.lock();
+            inner
+                .range(Kind::Pod, None, None)
+                .filter(|e| e.idx.node_name.is_none() && !e.idx.deleting)
+                .map(|e| e.idx.key())
+                .take(1000)
+                .collect()
+        };
+        for k in pending {
+            self.schedule(&k);
+        }
+    }
+
+    fn start_pending_on(&mut self, node: &str) {
+        let pods: Vec<Arc<Index>> = {
+            let inner = self.shared.store.lock();
+            inner
+                .range(Kind::Pod, None, None)
+                .filter(|e| {
+                    e.idx.node_name.as_deref() == Some(node)
+                        && e.idx.phase.as_deref() == Some("Pending")
+                })
+                .map(|e| e.idx.clone())
+                .collect()
+        };
+        for p in pods {
+            self.pod_changed(&p);
+        }
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Start(key, uid) => {
+                self.timers.remove(&(key.clone(), "start".into()));
+                let mut inner = self.shared.store.lock();
+                let Some(p) = inner.get(Kind::Pod, &key).cloned() else {
+                    return;
+                };
+                let node_ready = p
+                    .idx
+                    .node_name
+                    .as_ref()
+                    .and_then(|n| inner.get(Kind::Node, n))
+                    .is_some_and(|n| n.idx.ready);
+                if p.idx.uid != uid || p.idx.deleting || !node_ready {
+                    return;
+                }
+                let mut v = p.value();
+                v["status"] = running_status(&timestamp(Utc::now()), true);
+                inner.put(Kind::Pod, v);
+            }
+            Msg::Remove(key, uid) => {
+                self.timers.remove(&(key.clone(), "remove".into()));
+                let mut inner = self.shared.store.lock();
+                let Some(p) = inner.get(Kind::Pod, &key).cloned() else {
+                    return;
+                };
+                if p.idx.uid != uid {
+                    return;
+                }
+                let mut v = p.value();
+                if v["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| !f.is_empty())
+                {
+                    return;
+                }
+                v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                inner.remove(Kind::Pod, &key, v);
+            }
+            Msg::Reboot(node) => {
+                self.rebooting.insert(node.clone());
+                self.later(self.sc.scaled(self.sc.reboot_delay), Msg::RebootDown(node));
+            }
+            Msg::RebootDown(node) => {
+                let mut inner = self.shared.store.lock();
+                let Some(n) = inner.get(Kind::Node, &node).cloned() else {
+                    return;
+                };
+                let mut v = n.value();
+                set_node_ready(&mut v, false);
+                inner.put(Kind::Node, v);
+                let pods: Vec<_> = inner
+                    .range(Kind::Pod, None, None)
+                    .filter(|e| e.idx.node_name.as_deref() == Some(node.as_str()))
+                    .cloned()
+                    .collect();
+                for p in pods {
+                    let daemon = p
+                        .idx
+                        .owner
+                        .as_ref()
+                        .is_some_and(|o| o.0 == "DaemonSet" || o.0 == "Node");
+                    if daemon {
+                        let mut v = p.value();
+                        v["status"] = running_status(&timestamp(Utc::now()), false);
+                        v["status"]["phase"] = json!("Pending");
+                        inner.put(Kind::Pod, v);
+                    } else {
+                        api::check_disruption(
+                            &inner,
+                            &p.idx,
+                            Cause::Reboot,
+                            &self.shared.invariants,
+                        );
+                        let mut v = p.value();
+                        v["metadata"]["deletionTimestamp"] = json!(timestamp(Utc::now()));
+                        v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                        inner.remove(Kind::Pod, &p.idx.key(), v);
+                    }
+                }
+                drop(inner);
+                self.later(self.sc.scaled(self.sc.reboot_time), Msg::RebootUp(node));
+            }
+            Msg::RebootUp(node) => {
+                self.rebooting.remove(&node);
+                let mut inner = self.shared.store.lock();
+                let Some(n) = inner.get(Kind::Node, &node).cloned() else {
+                    return;
+                };
+                let mut v = n.value();
+                set_node_ready(&mut v, true);
+                v["status"]["nodeInfo"]["bootID"] = json!(uid(&mut self.rng));
+                inner.put(Kind::Node, v);
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.dirty_ns.is_empty() {
+            return;
+        }
+        let dirty = std::mem::take(&mut self.dirty_ns);
+        let mut inner = self.shared.store.lock();
+        for ns in dirty {
+            let keys: Vec<String> = inner
+                .range(Kind::Pdb, Some(&ns), None)
+                .map(|e| e.idx.key())
+                .collect();
+            for k in keys {
+                refresh_pdb(&mut inner, &k);
+            }
+        }
+    }
+}
+
+fn set_node_ready(v: &mut Value, ready: bool) {
+    let now = timestamp(Utc::now());
+    let cond = ready_condition(ready, &now);
+    match v["status"]["conditions"].as_array_mut() {
+        Some(cs) => {
+            cs.retain(|c| c["type"] != "Ready");
+            cs.push(cond);
+        }
+        None => v["status"]["conditions"] = json!([cond]),
+    }
+}
