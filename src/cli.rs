@@ -288,20 +288,23 @@ fn zone_of(config: &Config, o: &Opening) -> Option<chrono_tz::Tz> {
     w.timezone.parse().ok()
 }
 
+/// Always-open schedules have openings without a start or an end (chrono's extreme instants).
 fn is_unbounded(t: DateTime<Utc>) -> bool {
-    t == DateTime::<Utc>::MAX_UTC
+    t == DateTime::<Utc>::MAX_UTC || t == DateTime::<Utc>::MIN_UTC
 }
 
 fn opening_json(config: &Config, o: &Opening) -> serde_json::Value {
     let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut v = json!({
-        "start": fmt(o.start),
+        "start": if is_unbounded(o.start) { serde_json::Value::Null } else { fmt(o.start).into() },
         "end": if is_unbounded(o.end) { serde_json::Value::Null } else { fmt(o.end).into() },
         "window": o.window,
     });
     if let Some(tz) = zone_of(config, o) {
         v["timezone"] = tz.name().into();
-        v["startLocal"] = o.start.with_timezone(&tz).to_rfc3339().into();
+        if !is_unbounded(o.start) {
+            v["startLocal"] = o.start.with_timezone(&tz).to_rfc3339().into();
+        }
         if !is_unbounded(o.end) {
             v["endLocal"] = o.end.with_timezone(&tz).to_rfc3339().into();
         }
@@ -310,9 +313,19 @@ fn opening_json(config: &Config, o: &Opening) -> serde_json::Value {
 }
 
 fn opening_text(config: &Config, o: &Opening) -> String {
-    let utc = |t: DateTime<Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
-    if is_unbounded(o.end) {
-        return format!("{} -> (no end: no window configured)", utc(o.start));
+    let utc = |t: DateTime<Utc>| {
+        if is_unbounded(t) {
+            "(unbounded)".to_string()
+        } else {
+            t.format("%Y-%m-%d %H:%M UTC").to_string()
+        }
+    };
+    if is_unbounded(o.start) || is_unbounded(o.end) {
+        return format!(
+            "{} -> {}  (no window configured: open at any time outside blackouts)",
+            utc(o.start),
+            utc(o.end)
+        );
     }
     let mut s = format!(
         "{} -> {}  ({})",

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use axum::http::{Method, Request};
+use axum::http::Method;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
@@ -40,20 +40,56 @@ fn small() -> Scenario {
     }
 }
 
-async fn raw(c: &kube::Client, method: Method, path: &str, ct: &str, body: &str) -> (u16, String) {
-    let req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", ct)
-        .body(kube::client::Body::from(body.as_bytes().to_vec()))
-        .unwrap();
-    let resp = c.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap();
-    (code, String::from_utf8_lossy(&bytes).to_string())
+/// A minimal HTTP/1.1 client (kube's client retries 429s, which would hide the answer).
+async fn raw(c: &Cluster, method: Method, path: &str, ct: &str, body: &str) -> (u16, String) {
+    raw_addr(c.addr(), method, path, ct, body).await
 }
 
-async fn call(c: &kube::Client, method: Method, path: &str, ct: &str, body: &str) -> (u16, Value) {
+async fn raw_addr(
+    addr: std::net::SocketAddr,
+    method: Method,
+    path: &str,
+    ct: &str,
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer test\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
+        .await
+        .expect("the simulator answers")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    let code: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        let mut rest = rest;
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            out.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+        out
+    } else {
+        rest.to_string()
+    };
+    (code, body)
+}
+
+async fn call(c: &Cluster, method: Method, path: &str, ct: &str, body: &str) -> (u16, Value) {
     let (code, text) = raw(c, method, path, ct, body).await;
     (
         code,
@@ -61,7 +97,7 @@ async fn call(c: &kube::Client, method: Method, path: &str, ct: &str, body: &str
     )
 }
 
-async fn get(c: &kube::Client, path: &str) -> (u16, Value) {
+async fn get(c: &Cluster, path: &str) -> (u16, Value) {
     call(c, Method::GET, path, "application/json", "").await
 }
 
@@ -76,25 +112,25 @@ fn golden_response(n: u32) -> (u16, Value) {
 #[tokio::test]
 async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     let cluster = Cluster::start(small()).await.unwrap();
-    let c = cluster.kube_client().await.unwrap();
+    let c = &cluster;
     // 23: GET of a missing node.
-    let (code, body) = get(&c, "/api/v1/nodes/no-such-node").await;
+    let (code, body) = get(c, "/api/v1/nodes/no-such-node").await;
     assert_eq!((code, body), golden_response(23));
     // 21: create an existing node.
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "golden-node"}})
         .to_string();
-    let (code, created) = call(&c, Method::POST, "/api/v1/nodes", "application/json", &node).await;
+    let (code, created) = call(c, Method::POST, "/api/v1/nodes", "application/json", &node).await;
     assert_eq!(code, 201);
     assert!(
         created["metadata"]["uid"].is_string()
             && created["metadata"]["creationTimestamp"].is_string()
     );
-    let (code, body) = call(&c, Method::POST, "/api/v1/nodes", "application/json", &node).await;
+    let (code, body) = call(c, Method::POST, "/api/v1/nodes", "application/json", &node).await;
     assert_eq!((code, body), golden_response(21));
     // 22: invalid name.
     let bad =
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "Bad_Name"}}).to_string();
-    let (code, body) = call(&c, Method::POST, "/api/v1/nodes", "application/json", &bad).await;
+    let (code, body) = call(c, Method::POST, "/api/v1/nodes", "application/json", &bad).await;
     assert_eq!((code, body), golden_response(22));
     // 19/20: stale resourceVersion in a merge patch and in a PUT.
     let stale_rv = created["metadata"]["resourceVersion"]
@@ -102,7 +138,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
         .unwrap()
         .to_string();
     let (code, _) = call(
-        &c,
+        c,
         Method::PATCH,
         "/api/v1/nodes/golden-node",
         "application/merge-patch+json",
@@ -112,7 +148,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     assert_eq!(code, 200);
     let patch = json!({"metadata": {"resourceVersion": stale_rv, "annotations": {"rollboot.dev/state": "draining"}}}).to_string();
     let (code, body) = call(
-        &c,
+        c,
         Method::PATCH,
         "/api/v1/nodes/golden-node",
         "application/merge-patch+json",
@@ -123,7 +159,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     let mut put = created.clone();
     put["metadata"]["labels"] = json!({"x": "y"});
     let (code, body) = call(
-        &c,
+        c,
         Method::PUT,
         "/api/v1/nodes/golden-node",
         "application/json",
@@ -136,7 +172,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
         {"op": "add", "path": "/metadata/annotations/rollboot.dev~1state", "value": "draining"}])
     .to_string();
     let (code, body) = call(
-        &c,
+        c,
         Method::PATCH,
         "/api/v1/nodes/golden-node",
         "application/json-patch+json",
@@ -146,7 +182,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     assert_eq!((code, body), golden_response(18));
     // 24/25: unsupported patch content types.
     let (code, body) = call(
-        &c,
+        c,
         Method::PATCH,
         "/api/v1/nodes/golden-node",
         "application/json",
@@ -155,7 +191,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     .await;
     assert_eq!((code, body), golden_response(24));
     let (code, body) = call(
-        &c,
+        c,
         Method::PATCH,
         "/api/v1/nodes/golden-node",
         "application/apply-patch+yaml",
@@ -165,7 +201,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     assert_eq!((code, body), golden_response(25));
     // 16: strategic merge cordon.
     let (code, body) = call(
-        &c,
+        c,
         Method::PATCH,
         "/api/v1/nodes/golden-node",
         "application/strategic-merge-patch+json",
@@ -175,12 +211,12 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     assert_eq!(code, 200);
     assert_eq!(body["spec"]["unschedulable"], true);
     // 88: PUT on a collection; 89: unknown resource; 87: unknown group.
-    let (code, body) = call(&c, Method::PUT, "/api/v1/nodes", "application/json", &node).await;
+    let (code, body) = call(c, Method::PUT, "/api/v1/nodes", "application/json", &node).await;
     assert_eq!((code, body), golden_response(88));
-    let (code, body) = get(&c, "/api/v1/namespaces/demo/things").await;
+    let (code, body) = get(c, "/api/v1/namespaces/demo/things").await;
     assert_eq!((code, body), golden_response(89));
     let (code, text) = raw(
-        &c,
+        c,
         Method::GET,
         "/apis/rollboot.dev/v1/namespaces/demo/things",
         "",
@@ -190,7 +226,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     assert_eq!((code, Value::String(text)), golden_response(87));
     // 27/28: DELETE answers a Status, then 404.
     let (code, body) = call(
-        &c,
+        c,
         Method::DELETE,
         "/api/v1/nodes/golden-node",
         "application/json",
@@ -201,7 +237,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     gbody["details"]["uid"] = created["metadata"]["uid"].clone();
     assert_eq!((code, body), (gcode, gbody));
     let (code, body) = call(
-        &c,
+        c,
         Method::DELETE,
         "/api/v1/nodes/golden-node",
         "application/json",
@@ -215,17 +251,17 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
 #[tokio::test]
 async fn lists_paginate_and_filter_like_kube_apiserver() {
     let cluster = Cluster::start(small()).await.unwrap();
-    let c = cluster.kube_client().await.unwrap();
-    let (_, all) = get(&c, "/api/v1/pods").await;
+    let c = &cluster;
+    let (_, all) = get(c, "/api/v1/pods").await;
     let total = all["items"].as_array().unwrap().len();
     assert_eq!(total, 6 + 3, "6 app pods and 3 DaemonSet pods");
     // 29-31: limit/continue, remainingItemCount, same list resourceVersion on every page.
-    let (_, p1) = get(&c, "/api/v1/pods?limit=4").await;
+    let (_, p1) = get(c, "/api/v1/pods?limit=4").await;
     assert_eq!(p1["metadata"]["remainingItemCount"], json!(total - 4));
     let token = p1["metadata"]["continue"].as_str().unwrap().to_string();
-    let (_, p2) = get(&c, &format!("/api/v1/pods?limit=4&continue={token}")).await;
+    let (_, p2) = get(c, &format!("/api/v1/pods?limit=4&continue={token}")).await;
     let (_, p3) = get(
-        &c,
+        c,
         &format!(
             "/api/v1/pods?limit=4&continue={}",
             p2["metadata"]["continue"].as_str().unwrap()
@@ -258,26 +294,26 @@ async fn lists_paginate_and_filter_like_kube_apiserver() {
         .collect();
     assert_eq!(names, all_names);
     // 36: resourceVersion=0 ignores limit.
-    let (_, rv0) = get(&c, "/api/v1/pods?resourceVersion=0&limit=2").await;
+    let (_, rv0) = get(c, "/api/v1/pods?resourceVersion=0&limit=2").await;
     assert_eq!(rv0["items"].as_array().unwrap().len(), total);
     assert!(rv0["metadata"].get("continue").is_none());
     // 32: fieldSelector spec.nodeName; 33: labelSelector.
-    let (_, on_node) = get(&c, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0000").await;
+    let (_, on_node) = get(c, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-0000").await;
     assert_eq!(on_node["items"].as_array().unwrap().len(), 3);
     let (_, web) = get(
-        &c,
+        c,
         "/api/v1/namespaces/apps-0/pods?labelSelector=app%3Dapp-0",
     )
     .await;
     assert_eq!(web["items"].as_array().unwrap().len(), 3);
-    let (_, running) = get(&c, "/api/v1/pods?fieldSelector=status.phase%21%3DRunning").await;
+    let (_, running) = get(c, "/api/v1/pods?fieldSelector=status.phase%21%3DRunning").await;
     assert_eq!(running["items"].as_array().unwrap().len(), 0);
     // 34: unsupported field selector.
-    let (code, body) = get(&c, "/api/v1/pods?fieldSelector=spec.foo%3Dbar").await;
+    let (code, body) = get(c, "/api/v1/pods?fieldSelector=spec.foo%3Dbar").await;
     assert_eq!((code, body), golden_response(34));
     // 84: exact list at an old revision we no longer keep.
     let (code, body) = get(
-        &c,
+        c,
         "/api/v1/nodes?resourceVersion=1&resourceVersionMatch=Exact",
     )
     .await;
@@ -293,16 +329,16 @@ async fn eviction_answers_201_429_500_404_like_kube_apiserver() {
     })
     .await
     .unwrap();
-    let c = cluster.kube_client().await.unwrap();
+    let c = &cluster;
     let (_, pdb) = get(
-        &c,
+        c,
         "/apis/policy/v1/namespaces/apps-0/poddisruptionbudgets/app-0",
     )
     .await;
     assert_eq!(pdb["status"]["disruptionsAllowed"], 1);
     assert_eq!(pdb["status"]["expectedPods"], 3);
     let (_, pods) = get(
-        &c,
+        c,
         "/api/v1/namespaces/apps-0/pods?labelSelector=app%3Dapp-0",
     )
     .await;
@@ -317,7 +353,7 @@ async fn eviction_answers_201_429_500_404_like_kube_apiserver() {
     };
     // 40: allowed eviction; 41: budget decremented and pod recorded at once.
     let (code, body) = call(
-        &c,
+        c,
         Method::POST,
         &format!("/api/v1/namespaces/apps-0/pods/{}/eviction", names[0]),
         "application/json",
@@ -326,21 +362,21 @@ async fn eviction_answers_201_429_500_404_like_kube_apiserver() {
     .await;
     assert_eq!((code, body), golden_response(40));
     let (_, pdb) = get(
-        &c,
+        c,
         "/apis/policy/v1/namespaces/apps-0/poddisruptionbudgets/app-0",
     )
     .await;
     assert_eq!(pdb["status"]["disruptionsAllowed"], 0);
     // disruptedPods may already be cleared: the controller drops pods that are deleting.
     // 42: the pod is terminating with the DisruptionTarget condition.
-    let (_, pod) = get(&c, &format!("/api/v1/namespaces/apps-0/pods/{}", names[0])).await;
+    let (_, pod) = get(c, &format!("/api/v1/namespaces/apps-0/pods/{}", names[0])).await;
     if pod["kind"] == "Pod" {
         assert!(pod["metadata"]["deletionTimestamp"].is_string());
         assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 30);
     }
     // 43: the next one is refused by the budget.
     let (code, body) = call(
-        &c,
+        c,
         Method::POST,
         &format!("/api/v1/namespaces/apps-0/pods/{}/eviction", names[1]),
         "application/json",
@@ -353,7 +389,7 @@ async fn eviction_answers_201_429_500_404_like_kube_apiserver() {
     assert_eq!((code, body), (gcode, gbody));
     // 45: missing pod.
     let (code, body) = call(
-        &c,
+        c,
         Method::POST,
         "/api/v1/namespaces/demo/pods/no-such-pod/eviction",
         "application/json",
@@ -365,7 +401,7 @@ async fn eviction_answers_201_429_500_404_like_kube_apiserver() {
     let second = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "second"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "app-0"}}}}).to_string();
     let (code, _) = call(
-        &c,
+        c,
         Method::POST,
         "/apis/policy/v1/namespaces/apps-0/poddisruptionbudgets",
         "application/json",
@@ -374,7 +410,7 @@ async fn eviction_answers_201_429_500_404_like_kube_apiserver() {
     .await;
     assert_eq!(code, 201);
     let (code, body) = call(
-        &c,
+        c,
         Method::POST,
         &format!("/api/v1/namespaces/apps-0/pods/{}/eviction", names[1]),
         "application/json",
@@ -394,8 +430,8 @@ async fn pod_delete_is_graceful_and_checks_preconditions_like_kube_apiserver() {
     })
     .await
     .unwrap();
-    let c = cluster.kube_client().await.unwrap();
-    let (_, pods) = get(&c, "/api/v1/namespaces/apps-1/pods").await;
+    let c = &cluster;
+    let (_, pods) = get(c, "/api/v1/namespaces/apps-1/pods").await;
     let p0 = pods["items"][0]["metadata"]["name"]
         .as_str()
         .unwrap()
@@ -406,10 +442,10 @@ async fn pod_delete_is_graceful_and_checks_preconditions_like_kube_apiserver() {
         .to_string();
     // 54: graceful delete returns the object with deletionTimestamp; 55: again, unchanged.
     let path = format!("/api/v1/namespaces/apps-1/pods/{p0}?gracePeriodSeconds=30");
-    let (code, first) = call(&c, Method::DELETE, &path, "application/json", "").await;
+    let (code, first) = call(c, Method::DELETE, &path, "application/json", "").await;
     assert_eq!(code, 200);
     assert_eq!(first["metadata"]["deletionGracePeriodSeconds"], 30);
-    let (_, again) = call(&c, Method::DELETE, &path, "application/json", "").await;
+    let (_, again) = call(c, Method::DELETE, &path, "application/json", "").await;
     assert_eq!(
         again["metadata"]["resourceVersion"],
         first["metadata"]["resourceVersion"]
@@ -417,7 +453,7 @@ async fn pod_delete_is_graceful_and_checks_preconditions_like_kube_apiserver() {
     // 56: uid precondition mismatch.
     let body = r#"{"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#;
     let (code, st) = call(
-        &c,
+        c,
         Method::DELETE,
         &format!("/api/v1/namespaces/apps-1/pods/{p1}"),
         "application/json",
@@ -429,7 +465,7 @@ async fn pod_delete_is_graceful_and_checks_preconditions_like_kube_apiserver() {
     assert_eq!(st["details"], json!({"name": p1, "kind": "Pod"}));
     // 57: grace 0 removes at once.
     let (code, _) = call(
-        &c,
+        c,
         Method::DELETE,
         &format!("/api/v1/namespaces/apps-1/pods/{p1}?gracePeriodSeconds=0"),
         "application/json",
@@ -437,7 +473,7 @@ async fn pod_delete_is_graceful_and_checks_preconditions_like_kube_apiserver() {
     )
     .await;
     assert_eq!(code, 200);
-    let (code, _) = get(&c, &format!("/api/v1/namespaces/apps-1/pods/{p1}")).await;
+    let (code, _) = get(c, &format!("/api/v1/namespaces/apps-1/pods/{p1}")).await;
     assert_eq!(code, 404);
     cluster.shutdown().await;
 }
@@ -449,9 +485,9 @@ async fn watch_from_a_compacted_revision_gets_an_expired_error_event() {
         ..Default::default()
     };
     let cluster = Cluster::start_with(small(), opts).await.unwrap();
-    let c = cluster.kube_client().await.unwrap();
+    let c = &cluster;
     let (_, text) = raw(
-        &c,
+        c,
         Method::GET,
         "/api/v1/pods?watch=1&resourceVersion=2&timeoutSeconds=1",
         "",
@@ -467,7 +503,7 @@ async fn watch_from_a_compacted_revision_gets_an_expired_error_event() {
         .unwrap()
         .starts_with("too old resource version: 2 ("));
     // 80: sendInitialEvents without resourceVersionMatch.
-    let (code, body) = get(&c, "/api/v1/nodes?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&labelSelector=golden%3Dwatch&timeoutSeconds=3").await;
+    let (code, body) = get(c, "/api/v1/nodes?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&labelSelector=golden%3Dwatch&timeoutSeconds=3").await;
     assert_eq!((code, body), golden_response(80));
     cluster.shutdown().await;
 }
@@ -475,15 +511,15 @@ async fn watch_from_a_compacted_revision_gets_an_expired_error_event() {
 #[tokio::test]
 async fn watch_sends_deleted_when_an_object_leaves_the_selector_like_the_watch_cache() {
     let cluster = Cluster::start(small()).await.unwrap();
-    let c = cluster.kube_client().await.unwrap();
-    let (_, list) = get(&c, "/api/v1/nodes").await;
+    let c = &cluster;
+    let (_, list) = get(c, "/api/v1/nodes").await;
     let rv = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
-    let c2 = c.clone();
+    let addr = c.addr();
     let watch = tokio::spawn(async move {
-        raw(&c2, Method::GET, &format!("/api/v1/nodes?watch=1&resourceVersion={rv}&labelSelector=golden%3Dwatch&timeoutSeconds=2"), "", "").await
+        raw_addr(addr, Method::GET, &format!("/api/v1/nodes?watch=1&resourceVersion={rv}&labelSelector=golden%3Dwatch&timeoutSeconds=2"), "", "").await
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     for patch in [
@@ -492,7 +528,7 @@ async fn watch_sends_deleted_when_an_object_leaves_the_selector_like_the_watch_c
         r#"{"metadata":{"labels":{"golden":null}}}"#,
     ] {
         let (code, _) = call(
-            &c,
+            c,
             Method::PATCH,
             "/api/v1/nodes/node-0001",
             "application/merge-patch+json",

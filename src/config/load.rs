@@ -195,8 +195,9 @@ fn structural(e: yaml_serde::Error) -> Problem {
             message = rest.to_string();
         }
     }
-    if let Some(field) = message
-        .strip_prefix("unknown field `")
+    if let Some(field) = ["unknown field `", "duplicate field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|m| m.split('`').next())
     {
         // Point the path at the offending key itself, not at the mapping that holds it.
@@ -330,7 +331,7 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
         .map(|(i, s)| {
             let path = format!("blockers.podSelectors[{i}]");
             let sel = selector(&path, s, report);
-            if sel.is_empty() {
+            if s.trim().is_empty() {
                 report(
                     path,
                     "an empty selector matches every pod and would block forever".into(),
@@ -455,10 +456,12 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
         );
     }
 
-    config.compiled.schedule = Some(Arc::new(match &config.windows {
-        None => Schedule::always_open(blackouts),
-        Some(_) => Schedule::new(windows, blackouts),
-    }));
+    // With an invalid window the list may be empty; the config is rejected then, so no schedule.
+    config.compiled.schedule = match &config.windows {
+        None => Some(Schedule::always_open(blackouts)),
+        Some(_) => Schedule::try_new(windows, blackouts).ok(),
+    }
+    .map(Arc::new);
 }
 
 fn is_dns_label(s: &str) -> bool {

@@ -372,17 +372,13 @@ fn yes() -> bool {
     true
 }
 
-/// A key that, when present, must hold a list: `windows:` with nothing after it would
-/// otherwise silently mean "always open", the opposite of what its writer likely meant.
+/// A `windows:` key with nothing after it reads as an empty list, not as "absent": the
+/// validator then rejects it, where `null` would otherwise silently mean "always open", the
+/// opposite of what its writer likely meant.
 fn present_list<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    match Option::<Vec<T>>::deserialize(d)? {
-        Some(v) => Ok(Some(v)),
-        None => Err(serde::de::Error::custom(
-            "is empty: list at least one window, or remove the key to allow maintenance at any time",
-        )),
-    }
+    Ok(Some(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default()))
 }

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Evaluates the ValidatingAdmissionPolicy in deploy/admission-policy.yaml, as the API server's
+admission chain would, on requests the agent might make, and checks each verdict.
+
+Needs the PyPI packages cel-python and PyYAML. A CEL evaluation error counts as a denial
+(failurePolicy: Fail). Exit status 0 when every case gets its expected verdict. Run by
+tests/deploy_manifests.rs when cel-python is installed.
+"""
+import copy
+import pathlib
+import sys
+
+import celpy
+import yaml
+
+POLICY = pathlib.Path(__file__).resolve().parent / "admission-policy.yaml"
+AGENT = "system:serviceaccount:rollboot-agent:rollboot-agent"
+CLAIM = "authentication.kubernetes.io/node-name"
+
+
+def load_policy():
+    for doc in yaml.safe_load_all(POLICY.read_text()):
+        if doc and doc["kind"] == "ValidatingAdmissionPolicy":
+            return doc["spec"]
+    raise SystemExit("no ValidatingAdmissionPolicy in " + str(POLICY))
+
+
+def evaluate(spec, request, obj, old):
+    """'allow', 'not-matched' or 'deny: MESSAGE'."""
+    env = celpy.Environment()
+    act = {
+        "request": celpy.json_to_cel(request),
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old),
+    }
+
+    def run(expr, activation):
+        return env.program(env.compile(expr)).evaluate(activation)
+
+    for c in spec.get("matchConditions", []):
+        if not run(c["expression"], act):
+            return "not-matched"
+    variables = {}
+    for v in spec.get("variables", []):
+        variables[v["name"]] = run(v["expression"], dict(act, variables=celpy.json_to_cel(variables)))
+    act["variables"] = celpy.celtypes.MapType(
+        {celpy.celtypes.StringType(k): v for k, v in variables.items()}
+    )
+    for v in spec["validations"]:
+        try:
+            ok = run(v["expression"], act)
+        except Exception as e:  # an evaluation error: failurePolicy Fail
+            return f"deny: error in {v['expression']}: {e}"
+        if isinstance(ok, celpy.CELEvalError):
+            return f"deny: error in {v['expression']}: {ok}"
+        if not (isinstance(ok, celpy.celtypes.BoolType) and bool(ok)):
+            return "deny: " + v.get("message", v.get("messageExpression", ""))
+    return "allow"
+
+
+def node(name, annotations=None, labels=None, unschedulable=False):
+    n = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": "7"},
+        "spec": {"podCIDR": "10.0.0.0/24"},
+        "status": {"nodeInfo": {"bootID": "b1"}},
+    }
+    if annotations is not None:
+        n["metadata"]["annotations"] = annotations
+    if labels is not None:
+        n["metadata"]["labels"] = labels
+    if unschedulable:
+        n["spec"]["unschedulable"] = True
+    return n
+
+
+def update(user, claim, old, new, sub=""):
+    extra = {CLAIM: [claim]} if claim else {}
+    return {
+        "operation": "UPDATE",
+        "subResource": sub,
+        "userInfo": {"username": user, "extra": extra},
+    }, new, old
+
+
+def with_ann(n, **changes):
+    m = copy.deepcopy(n)
+    ann = m["metadata"].setdefault("annotations", {})
+    for k, v in changes.items():
+        key = "rollboot.dev/" + k.replace("_", "-")
+        if v is None:
+            ann.pop(key, None)
+        else:
+            ann[key] = v
+    return m
+
+
+def main():
+    spec = load_policy()
+    base = node("n1", {"rollboot.dev/reboot": "t1", "other.io/x": "1"}, {"kubernetes.io/hostname": "n1"}, True)
+    flagged = with_ann(base, reboot_required="2026-01-01T00:00:00Z", reboot_required_reason="sentinel file exists")
+    relabelled = copy.deepcopy(base)
+    relabelled["metadata"]["labels"]["rollboot.dev/exclude"] = "true"
+    uncordoned = copy.deepcopy(base)
+    del uncordoned["spec"]["unschedulable"]
+    bare = node("n1")
+    foreign = copy.deepcopy(base)
+    foreign["metadata"]["annotations"]["other.io/x"] = "2"
+    cases = [
+        ("flag own node", update(AGENT, "n1", base, flagged), "allow"),
+        ("clear own flag", update(AGENT, "n1", flagged, base), "allow"),
+        ("ack own token", update(AGENT, "n1", base, with_ann(base, reboot_ack="t1")), "allow"),
+        ("flag a node without any annotations", update(AGENT, "n1", bare, with_ann(bare, reboot_required="now")), "allow"),
+        ("flag another node", update(AGENT, "n2", base, flagged), "deny"),
+        ("no node-name claim", update(AGENT, None, base, flagged), "deny"),
+        ("write the controller's reboot token", update(AGENT, "n1", base, with_ann(base, reboot="t2")), "deny"),
+        ("remove the controller's token", update(AGENT, "n1", base, with_ann(base, reboot=None)), "deny"),
+        ("write state", update(AGENT, "n1", base, with_ann(base, state="done")), "deny"),
+        ("request a reboot", update(AGENT, "n1", base, with_ann(base, reboot_requested="now")), "deny"),
+        ("change a foreign annotation", update(AGENT, "n1", base, foreign), "deny"),
+        ("uncordon", update(AGENT, "n1", base, uncordoned), "deny"),
+        ("label exclude", update(AGENT, "n1", base, relabelled), "deny"),
+        ("status update", update(AGENT, "n1", base, flagged, sub="status"), "deny"),
+        ("controller is not matched", update("system:serviceaccount:rollboot-system:rollboot-controller", None, base, with_ann(base, state="done")), "not-matched"),
+    ]
+    failures = 0
+    for name, (req, new, old), want in cases:
+        got = evaluate(spec, req, new, old)
+        ok = got.split(":")[0] == want
+        failures += not ok
+        print(f"{'ok ' if ok else 'BAD'} {name}: {got}")
+    print(f"policy: {len(cases) - failures} passed, {failures} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
