@@ -86,7 +86,7 @@ pub enum Command {
         node_name: String,
     },
     /// Run the real controller and agents against an embedded simulated cluster.
-    Simulate(crate::simulate::SimulateArgs),
+    Simulate(crate::simulate::RolloutArgs),
 }
 
 fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {

@@ -210,6 +210,8 @@ pub struct Elector {
     tx: watch::Sender<bool>,
     /// The last record seen from another holder and when (monotonic) it was first seen.
     observed: Option<(String, Instant)>,
+    /// The Lease as this replica last wrote it: renewals replace it without reading first.
+    last_written: Option<Lease>,
 }
 
 impl Elector {
@@ -231,6 +233,7 @@ impl Elector {
                 until,
                 tx,
                 observed: None,
+                last_written: None,
             },
             handle,
         )
@@ -301,13 +304,30 @@ impl Elector {
 
     /// One attempt: `Ok(true)` when this replica holds the Lease afterwards.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
+        if let Some(mut lease) = self.last_written.take() {
+            // Renewing: our own last write carries the resourceVersion; a 409 means someone
+            // else wrote since, and we read again.
+            let spec = lease.spec.clone().unwrap_or_default();
+            lease.spec = Some(self.spec(spec.lease_transitions.unwrap_or(0), false, Some(&spec)));
+            match self.lease.replace(&lease).await {
+                Ok(l) => {
+                    self.last_written = Some(l);
+                    return Ok(true);
+                }
+                Err(LeaseError::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let Some(mut lease) = self.lease.get().await? else {
             let lease = Lease {
                 spec: Some(self.spec(0, true, None)),
                 ..Default::default()
             };
             return match self.lease.create(lease).await {
-                Ok(_) => Ok(true),
+                Ok(l) => {
+                    self.last_written = Some(l);
+                    Ok(true)
+                }
                 Err(LeaseError::Conflict { .. }) => Ok(false),
                 Err(e) => Err(e),
             };
@@ -343,7 +363,10 @@ impl Elector {
             lease.spec = Some(self.spec(transitions + 1, true, Some(&spec)));
         }
         match self.lease.replace(&lease).await {
-            Ok(_) => Ok(true),
+            Ok(l) => {
+                self.last_written = Some(l);
+                Ok(true)
+            }
             Err(LeaseError::Conflict { .. }) => Ok(false),
             Err(e) => Err(e),
         }

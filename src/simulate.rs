@@ -27,7 +27,7 @@ use crate::sim::{Cluster, Scenario};
 /// Arguments of `rollboot simulate`: the simulator's own (`--serve` and the world) plus the
 /// rollout's.
 #[derive(Debug, clap::Args)]
-pub struct SimulateArgs {
+pub struct RolloutArgs {
     /// The simulated world (and `--serve`).
     #[command(flatten)]
     pub sim: crate::sim::cli::SimulateArgs,
@@ -48,7 +48,7 @@ pub struct SimulateArgs {
 /// The config the simulation uses unless given one: short leases and periods so a rollout
 /// of simulated minutes takes real seconds.
 pub const SIM_CONFIG: &str = "\
-leader: {leaseDuration: 2s, renewDeadline: 1s, retryPeriod: 200ms}
+leader: {leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}
 reboot: {timeout: 1m, checkPeriod: 100ms}
 drain: {timeout: 2m, evictionRetryInterval: 200ms, evictUnreplicated: true, deleteEmptyDirData: true}
 healthGate: {timeout: 2m}
@@ -411,7 +411,12 @@ pub struct Report {
     pub requests_by_verb: BTreeMap<String, u64>,
     /// rollboot's API requests in all.
     pub requests_total: u64,
-    /// Requests per rebooted node.
+    /// rollboot's requests by `verb resource[/subresource]`.
+    pub requests_by_resource: BTreeMap<String, u64>,
+    /// Requests on Leases (leader election renewals, which run whether or not anything
+    /// reboots, and the maintenance lock).
+    pub lease_requests: u64,
+    /// Requests other than on Leases, per rebooted node.
     pub requests_per_node: f64,
     /// PDB violations (must be 0).
     pub pdb_violations: usize,
@@ -452,11 +457,15 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "  API requests             {} ({:.1} per rebooted node)",
-            self.requests_total, self.requests_per_node
+            "  API requests             {} in all; {} on Leases (leader renewals, lock); {:.1} other per rebooted node",
+            self.requests_total, self.lease_requests, self.requests_per_node
         );
         for (verb, n) in &self.requests_by_verb {
             let _ = writeln!(s, "    {verb:<10} {n}");
+        }
+        let _ = writeln!(s, "  by resource");
+        for (what, n) in &self.requests_by_resource {
+            let _ = writeln!(s, "    {what:<32} {n}");
         }
         let _ = writeln!(s, "  PDB violations           {}", self.pdb_violations);
         let _ = writeln!(
@@ -493,9 +502,22 @@ pub async fn report(
     let inv = h.cluster.invariants();
     let stats = h.cluster.stats();
     let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_resource: BTreeMap<String, u64> = BTreeMap::new();
+    let mut lease_requests = 0;
     for (k, n) in &stats.requests {
         if k.identity != "harness" {
             *by_verb.entry(k.verb.clone()).or_default() += n;
+            let sub = if k.subresource.is_empty() {
+                String::new()
+            } else {
+                format!("/{}", k.subresource)
+            };
+            *by_resource
+                .entry(format!("{} {}{sub}", k.verb, k.resource))
+                .or_default() += n;
+            if k.resource == "leases" {
+                lease_requests += n;
+            }
         }
     }
     let total: u64 = by_verb.values().sum();
@@ -550,11 +572,10 @@ pub async fn report(
         },
         requests_by_verb: by_verb,
         requests_total: total,
-        requests_per_node: if reboots.is_empty() {
-            total as f64
-        } else {
-            total as f64 / reboots.values().sum::<usize>() as f64
-        },
+        requests_by_resource: by_resource,
+        lease_requests,
+        requests_per_node: (total - lease_requests) as f64
+            / reboots.values().sum::<usize>().max(1) as f64,
         pdb_violations: inv.pdb_violations.len(),
         max_nodes_out: inv.max_nodes_unavailable,
         max_nodes,
@@ -636,7 +657,7 @@ pub async fn rollout(
 }
 
 /// Runs `rollboot simulate`.
-pub fn main(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     if args.sim.serve {
         return crate::sim::cli::run(args.sim);
     }
@@ -687,4 +708,42 @@ pub fn main(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_with_both_simulate_modes_is_consistent() {
+        use clap::CommandFactory;
+        crate::cli::Cli::command().debug_assert();
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
+            "rollboot",
+            "simulate",
+            "--nodes",
+            "5",
+            "--flagged",
+            "2",
+            "--report",
+            "json",
+        ])
+        .unwrap();
+        let crate::cli::Command::Simulate(a) = cli.command else {
+            panic!("not simulate")
+        };
+        assert_eq!(
+            (a.sim.nodes, a.flagged.as_str(), a.sim.serve),
+            (Some(5), "2", false)
+        );
+    }
+
+    #[test]
+    fn overrides_merge_into_the_simulation_config() {
+        let c = super::sim_config("{reboot: {timeout: 3s}, concurrency: {maxNodes: 2}}").unwrap();
+        assert_eq!(c.reboot.timeout, crate::config::Duration::from_secs(3));
+        assert_eq!(
+            c.reboot.check_period,
+            crate::config::Duration::from_millis(100)
+        );
+        assert_eq!(c.concurrency.max_nodes, 2);
+    }
 }

@@ -32,7 +32,7 @@ impl Recorder {
         }
     }
 
-    /// Records an Event about Node `node`.
+    /// Records an Event about Node `node`, in the background: the caller never waits for it.
     pub async fn publish(&self, node: &str, warning: bool, reason: &str, note: String) {
         let now = Utc::now();
         let mut ev = Event {
@@ -55,8 +55,11 @@ impl Recorder {
         ev.metadata.generate_name = Some(format!("{node}."));
         ev.metadata.namespace = Some(self.namespace.clone());
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
-        if let Err(e) = api.create(&PostParams::default(), &ev).await {
-            tracing::warn!(node, reason, error = %e, "could not record an Event");
-        }
+        let (node, reason) = (node.to_string(), reason.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = api.create(&PostParams::default(), &ev).await {
+                tracing::warn!(node, reason, error = %e, "could not record an Event");
+            }
+        });
     }
 }

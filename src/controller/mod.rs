@@ -297,6 +297,23 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
         Ok(r) => *ctx.lock_record.lock().expect("lock cache") = r,
         Err(e) => tracing::warn!(error = %e, "reading the maintenance lock"),
     }
+    // The Node cache may lag behind the lock just read (a predecessor may have written a
+    // node's final state and then freed its slot): read the Nodes once, after the lock.
+    match Api::<Node>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => {
+            let mut written = ctx.written.lock().expect("written cache");
+            for n in list.items {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                if written.get(&name).is_none_or(|w| rv(w) < rv(&n)) {
+                    written.insert(name, proto::trim(n));
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "listing nodes"),
+    }
     let mut tasks: HashMap<String, Task> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
     loop {
@@ -775,49 +792,71 @@ async fn request_reboot(
 
 /// `None` when the gate passes, else what it waits for.
 async fn gate_passes(ctx: &Ctx, gate: &GateRecord) -> Result<Option<String>, kube::Error> {
+    // One list per namespace and kind, not one read per object.
+    let mut budget_ns: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for b in &gate.budgets {
-        let Some((ns, name)) = b.split_once('/') else {
-            continue;
-        };
+        if let Some((ns, name)) = b.split_once('/') {
+            budget_ns.entry(ns).or_default().push(name);
+        }
+    }
+    for (ns, names) in budget_ns {
         let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
-        if let Some(pdb) = api.get_opt(name).await? {
+        for pdb in api.list(&ListParams::default()).await?.items {
+            let name = pdb.metadata.name.clone().unwrap_or_default();
+            if !names.contains(&name.as_str()) {
+                continue;
+            }
             let s = pdb.status.unwrap_or_default();
             if s.current_healthy < s.desired_healthy {
                 return Ok(Some(format!(
-                    "PodDisruptionBudget {b} has {} healthy of {} desired",
+                    "PodDisruptionBudget {ns}/{name} has {} healthy of {} desired",
                     s.current_healthy, s.desired_healthy
                 )));
             }
         }
     }
+    let mut owner_ns: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
     for (kind, ns, name) in &gate.owners {
-        let (want, ready) = match kind.as_str() {
-            "ReplicaSet" => match Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
-                .get_opt(name)
+        if kind == "ReplicaSet" || kind == "StatefulSet" {
+            owner_ns.entry((kind, ns)).or_default().push(name);
+        }
+    }
+    for ((kind, ns), names) in owner_ns {
+        let counts: Vec<(String, i32, i32)> = if kind == "ReplicaSet" {
+            Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
+                .list(&ListParams::default())
                 .await?
-            {
-                Some(rs) => (
-                    rs.spec.and_then(|s| s.replicas).unwrap_or(1),
-                    rs.status.and_then(|s| s.ready_replicas).unwrap_or(0),
-                ),
-                None => continue,
-            },
-            "StatefulSet" => match Api::<StatefulSet>::namespaced(ctx.client.clone(), ns)
-                .get_opt(name)
+                .items
+                .into_iter()
+                .map(|rs| {
+                    (
+                        rs.metadata.name.unwrap_or_default(),
+                        rs.spec.and_then(|s| s.replicas).unwrap_or(1),
+                        rs.status.and_then(|s| s.ready_replicas).unwrap_or(0),
+                    )
+                })
+                .collect()
+        } else {
+            Api::<StatefulSet>::namespaced(ctx.client.clone(), ns)
+                .list(&ListParams::default())
                 .await?
-            {
-                Some(ss) => (
-                    ss.spec.and_then(|s| s.replicas).unwrap_or(1),
-                    ss.status.and_then(|s| s.ready_replicas).unwrap_or(0),
-                ),
-                None => continue,
-            },
-            _ => continue,
+                .items
+                .into_iter()
+                .map(|ss| {
+                    (
+                        ss.metadata.name.unwrap_or_default(),
+                        ss.spec.and_then(|s| s.replicas).unwrap_or(1),
+                        ss.status.and_then(|s| s.ready_replicas).unwrap_or(0),
+                    )
+                })
+                .collect()
         };
-        if ready < want {
-            return Ok(Some(format!(
-                "{kind} {ns}/{name} has {ready} of {want} replicas Ready"
-            )));
+        for (name, want, ready) in counts {
+            if names.contains(&name.as_str()) && ready < want {
+                return Ok(Some(format!(
+                    "{kind} {ns}/{name} has {ready} of {want} replicas Ready"
+                )));
+            }
         }
     }
     Ok(None)
