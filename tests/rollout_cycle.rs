@@ -398,3 +398,77 @@ async fn a_lock_held_by_another_holder_starts_nothing_until_released() {
     }
     assert_invariants(&h, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_entry_for_a_deleted_node_frees_its_slot() {
+    log();
+    let mut h = Harness::start(scenario(2), sim_config("").unwrap())
+        .await
+        .unwrap();
+    // A predecessor left a node in the lock that no longer exists.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let mut lock = k8s_openapi::api::coordination::v1::Lease::default();
+    lock.metadata.name = Some(h.config.lock.name.clone());
+    lock.metadata.annotations = Some(
+        [(
+            rollboot::lock::IN_FLIGHT.to_string(),
+            r#"{"ghost":{"state":"draining","since":"2026-01-01T00:00:00Z","leader":"controller-9"}}"#.to_string(),
+        )]
+        .into(),
+    );
+    lock.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some(rollboot::controller::lock_owner(&h.config)),
+        ..Default::default()
+    });
+    leases.create(&Default::default(), &lock).await.unwrap();
+    h.start_controller(0).await.unwrap();
+    h.start_controller(1).await.unwrap();
+    h.start_all_agents().await.unwrap();
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    finish(&h, &set(&names)).await;
+    let record =
+        rollboot::lock::LockRecord::from_lease(leases.get_opt(&h.config.lock.name).await.unwrap());
+    assert!(record.entries.is_empty(), "{:?}", record.entries);
+    assert_eq!(
+        record.holder, None,
+        "the lock is released when nothing is in flight"
+    );
+    let notes = h.events("LockEntryFreed").await.unwrap();
+    assert!(notes.iter().any(|n| n.contains("ghost")), "{notes:?}");
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_refuses_a_token_for_a_node_outside_the_lock() {
+    let h = running(scenario(2), "").await;
+    let names = h.node_names().await.unwrap();
+    let target = names[0].clone();
+    // Someone other than the controller writes a fresh token on an uncordoned node.
+    let token = rollboot::node::Token::new(chrono::Utc::now(), 7).text;
+    h.patch_node(
+        &target,
+        serde_json::json!({"metadata": {"annotations": {"rollboot.dev/reboot": token}}}),
+    )
+    .await
+    .unwrap();
+    let mut notes = Vec::new();
+    for _ in 0..50 {
+        notes = h.events("RebootRefused").await.unwrap();
+        if !notes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        notes.iter().any(|n| n.contains(&token)),
+        "no refusal Event: {notes:?}"
+    );
+    assert_eq!(h.reboots(&target), 0);
+    assert_eq!(
+        h.node(&target).await.unwrap().reboot_ack,
+        None,
+        "a refused token is not acknowledged"
+    );
+}

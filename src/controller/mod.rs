@@ -886,8 +886,3 @@ async fn finish(ctx: &Ctx, node: &str) -> Result<(), Error> {
         .await;
     free(ctx, node).await
 }
-
-/// The in-flight nodes and blockers as `rollboot status` would show them (not yet wired).
-pub fn describe(record: &LockRecord) -> BTreeMap<String, LockEntry> {
-    record.entries.clone()
-}
