@@ -432,6 +432,28 @@ async fn pdb_status_follows_the_disruption_controller_arithmetic() {
     });
     assert_eq!(s["desiredHealthy"], 6);
     assert_eq!(s["disruptionsAllowed"], 1);
+
+    // A bare pod under the same selector: getExpectedScale lists it as unmanaged, so it is
+    // left out of a maxUnavailable budget's expectedPods yet counts as healthy; an integer
+    // minAvailable counts every selected pod.
+    let bare = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "pct-bare", "namespace": "apps-0", "labels": labels},
+        "spec": {"nodeName": "node-0000",
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}});
+    let (code, v) = post(c, "/api/v1/namespaces/apps-0/pods", &bare).await;
+    assert_eq!(code, 201, "{v}");
+    let path = "/apis/policy/v1/namespaces/apps-0/poddisruptionbudgets/max-int";
+    let s = eventually!(10, "the bare pod to count as healthy", {
+        let (_, v) = get(c, path).await;
+        (v["status"]["currentHealthy"] == 8).then(|| v["status"].clone())
+    });
+    assert_eq!(s["expectedPods"], 7, "{s}");
+    assert_eq!(s["desiredHealthy"], 5, "{s}");
+    assert_eq!(s["disruptionsAllowed"], 3, "{s}");
+    let path = "/apis/policy/v1/namespaces/apps-0/poddisruptionbudgets/min-int";
+    let (_, v) = get(c, path).await;
+    assert_eq!(v["status"]["expectedPods"], 8, "{v}");
+    assert_eq!(v["status"]["disruptionsAllowed"], 2, "{v}");
     cluster.shutdown().await;
 }
 
