@@ -25,6 +25,7 @@ pub mod scenario;
 pub mod server;
 pub mod stats;
 pub mod store;
+pub mod table;
 pub mod world;
 
 use std::net::SocketAddr;
