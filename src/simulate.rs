@@ -34,7 +34,7 @@ pub struct RolloutArgs {
     /// Nodes flagged for a reboot: `all` or a number.
     #[arg(long, default_value = "all")]
     pub flagged: String,
-    /// Simulated reboot time in simulated seconds (overrides the scenario).
+    /// Simulated reboot time in simulated seconds (overrides the scenario; default 30).
     #[arg(long)]
     pub reboot_time: Option<f64>,
     /// rollboot config for the controller and agents (default: fast settings for simulation).
@@ -665,6 +665,7 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         Some(p) => yaml_serde::from_str(&std::fs::read_to_string(p)?)?,
         None => Scenario {
             nodes: 20,
+            reboot_time: 30.0,
             ..Scenario::default()
         },
     };

@@ -644,16 +644,24 @@ async fn run_step(
         }
         Step::AwaitReboot { deadline } => Ok(Some(deadline)),
         Step::MarkVerifying => {
+            // `verifying` and the uncordon in one write: the state is on the Node no later
+            // than the act, and a successor finds either both or neither.
+            let ours = view.is_some_and(|v| v.cordoned_by.is_some() && v.unschedulable);
+            let mut ann = proto::state_annotations(NodeState::Verifying, now);
+            if ours {
+                ann.push((proto::CORDONED_BY, None));
+            }
             patch_node(
                 ctx,
                 name,
                 "marking it verifying",
-                proto::patch(&proto::state_annotations(NodeState::Verifying, now), None),
+                proto::patch(&ann, ours.then_some(false)),
             )
             .await?;
             tracing::info!(
                 node = name,
                 state = "verifying",
+                uncordoned = ours,
                 "back with a new boot ID and Ready"
             );
             ctx.wake.notify_one();
