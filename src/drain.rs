@@ -708,6 +708,7 @@ mod tests {
     struct Fake {
         pods: Vec<Pod>,
         blocked_for: Mutex<u32>,
+        overlapping_for: Mutex<u32>,
         evictions: Mutex<Vec<String>>,
         deletions: Mutex<Vec<String>>,
         events: Mutex<Vec<String>>,
@@ -718,6 +719,7 @@ mod tests {
             Fake {
                 pods,
                 blocked_for: Mutex::new(blocked_for),
+                overlapping_for: Mutex::new(0),
                 evictions: Mutex::default(),
                 deletions: Mutex::default(),
                 events: Mutex::default(),
@@ -734,6 +736,13 @@ mod tests {
         }
         async fn evict(&self, pod: &PodRef, _: Option<i64>) -> Result<Evicted, DrainError> {
             self.evictions.lock().unwrap().push(pod.name.clone());
+            let mut o = self.overlapping_for.lock().unwrap();
+            if *o > 0 {
+                *o -= 1;
+                return Ok(Evicted::ServerError(
+                    "This pod has more than one PodDisruptionBudget".into(),
+                ));
+            }
             let mut b = self.blocked_for.lock().unwrap();
             if *b > 0 {
                 *b -= 1;
@@ -816,6 +825,35 @@ mod tests {
         assert!(events[0].contains("default/web-pdb"), "{events:?}");
         assert_eq!(d.budgets, BTreeSet::from(["default/web-pdb".to_string()]));
         assert_eq!(d.evicted.len(), 1, "the DaemonSet pod stays");
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_retried_with_an_event_naming_the_overlapping_budgets() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+        *api.overlapping_for.lock().unwrap() = 2;
+        let c = Drain {
+            eviction_retry_interval: crate::config::Duration::from_millis(5),
+            ..cfg()
+        };
+        drain(
+            &api,
+            "n1",
+            &c,
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::seconds(5),
+            &ok,
+        )
+        .await
+        .unwrap();
+        assert_eq!(api.evictions.lock().unwrap().len(), 3);
+        let events = api.events.lock().unwrap();
+        assert!(
+            events
+                .iter()
+                .all(|e| e.starts_with("EvictionFailed") && e.contains("default/web-pdb")),
+            "{events:?}"
+        );
+        assert!(api.deletions.lock().unwrap().is_empty());
     }
 
     #[tokio::test]
