@@ -1,0 +1,55 @@
+//! With no node flagged, the controller only keeps its Leases and watches: nothing it does
+//! depends on how many nodes there are.
+
+use std::time::Duration;
+
+use rollboot::sim::Scenario;
+use rollboot::simulate::{sim_config, Harness};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_controller_only_renews_leases_and_watches() {
+    let sc = Scenario {
+        nodes: 40,
+        pods_per_node: 3,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
+    h.start_controller(0).await.unwrap();
+    h.start_controller(1).await.unwrap();
+    h.start_all_agents().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stats = h.cluster.stats();
+    let mut seen = Vec::new();
+    for (k, n) in &stats.requests {
+        if !k.identity.starts_with("controller-") {
+            continue;
+        }
+        let allowed = match k.resource.as_str() {
+            "leases" => true,
+            "nodes" => k.verb == "list" || k.verb == "watch",
+            _ => false,
+        };
+        assert!(
+            allowed,
+            "an idle controller made {n} `{} {}` request(s)",
+            k.verb, k.resource
+        );
+        seen.push((k.verb.clone(), k.resource.clone(), *n));
+    }
+    let node_reads: u64 = seen
+        .iter()
+        .filter(|(_, r, _)| r == "nodes")
+        .map(|(_, _, n)| n)
+        .sum();
+    assert!(
+        node_reads <= 8,
+        "node reads grow with the cluster: {seen:?}"
+    );
+    assert!(h
+        .nodes()
+        .await
+        .unwrap()
+        .iter()
+        .all(|n| n.state.is_none() && !n.unschedulable));
+    h.shutdown().await;
+}
