@@ -110,7 +110,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             identity,
             metrics_addr,
         } => {
-            let Some(config) = load_or_report(&config)? else {
+            let file = config;
+            let Some(config) = load_or_report(&file)? else {
                 return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
             };
             let identity = identity.unwrap_or_else(default_identity);
@@ -118,9 +119,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let kube_config = kube::Config::infer().await?;
                 let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
                 tokio::spawn(crate::metrics::serve(metrics_addr, metrics.clone()));
-                crate::controller::run(
+                crate::controller::run_with_config_file(
                     kube_config,
-                    std::sync::Arc::new(config),
+                    file,
+                    config,
                     identity,
                     metrics,
                     shutdown_signal(),
