@@ -97,7 +97,10 @@ fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
 
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    init_logging(cli.log_format);
+    // A simulated rollout runs dozens of components in one process: their logs would bury the
+    // progress line, so it logs warnings only unless RUST_LOG says otherwise.
+    let quiet = matches!(&cli.command, Command::Simulate(a) if !a.sim.serve);
+    init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     match cli.command {
         Command::CheckConfig {
             file,
@@ -214,9 +217,9 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
