@@ -334,6 +334,7 @@ pub async fn drain<A: DrainApi>(
             ))
         })
         .collect();
+    tracing::debug!(node, pods = to_evict.len(), "evicting");
     let grace = cfg.grace_period.map(|g| g.as_millis() / 1000);
     let retry = cfg.eviction_retry_interval.to_std();
     let refs: Vec<PodRef> = to_evict.iter().map(|p| PodRef::of(p)).collect();
@@ -390,6 +391,7 @@ pub async fn drain<A: DrainApi>(
             api.delete(p).await?;
         }
     }
+    tracing::debug!(node, evicted = refs.len(), "evictions accepted; waiting for the pods to go");
     let mut waited = refs.clone();
     waited.extend(terminating);
     let left = api.wait_gone(node, &waited, deadline).await?;
