@@ -391,7 +391,11 @@ pub async fn drain<A: DrainApi>(
             api.delete(p).await?;
         }
     }
-    tracing::debug!(node, evicted = refs.len(), "evictions accepted; waiting for the pods to go");
+    tracing::debug!(
+        node,
+        evicted = refs.len(),
+        "evictions accepted; waiting for the pods to go"
+    );
     let mut waited = refs.clone();
     waited.extend(terminating);
     let left = api.wait_gone(node, &waited, deadline).await?;
