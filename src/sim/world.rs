@@ -95,6 +95,17 @@ fn suffix(rng: &mut SmallRng) -> String {
         .collect()
 }
 
+/// `base-xxxxx` not yet taken by a pod of `namespace` (generateName: kube-apiserver retries a
+/// name that collides; 5,000 DaemonSet pods would otherwise collide about once).
+fn pod_name(inner: &Inner, namespace: &str, base: &str, rng: &mut SmallRng) -> String {
+    loop {
+        let name = format!("{base}-{}", suffix(rng));
+        if inner.get(Kind::Pod, &key_of(namespace, &name)).is_none() {
+            return name;
+        }
+    }
+}
+
 fn ready_condition(ready: bool, now: &str) -> Value {
     json!({"type": "Ready", "status": if ready {"True"} else {"False"}, "lastHeartbeatTime": now,
         "lastTransitionTime": now,
@@ -251,7 +262,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             let empty_dir = empty_dir_left > 0;
             empty_dir_left = empty_dir_left.saturating_sub(1);
             let p = PodSpec {
-                name: format!("{rs_name}-{}", suffix(&mut rng)),
+                name: pod_name(&inner, ns, &rs_name, &mut rng),
                 namespace: ns,
                 labels: labels.clone(),
                 owner: Some(("ReplicaSet", &rs_name, &rs_uid)),
@@ -284,7 +295,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             "status": {"currentNumberScheduled": n, "desiredNumberScheduled": n, "numberMisscheduled": 0, "numberReady": n, "observedGeneration": 1}}));
         for node in &node_names {
             let p = PodSpec {
-                name: format!("{name}-{}", suffix(&mut rng)),
+                name: pod_name(&inner, "kube-system", &name, &mut rng),
                 namespace: "kube-system",
                 labels: labels.clone(),
                 owner: Some(("DaemonSet", &name, &ds_uid)),
@@ -587,8 +598,9 @@ impl Runner {
                     return;
                 };
                 let dsv = ds.value();
+                let mut inner = self.shared.store.lock();
                 let spec = PodSpec {
-                    name: format!("{oname}-{}", suffix(&mut self.rng)),
+                    name: pod_name(&inner, &p.namespace, oname, &mut self.rng),
                     namespace: &p.namespace,
                     labels: dsv["spec"]["template"]["metadata"]["labels"].clone(),
                     owner: Some(("DaemonSet", oname, &ds.idx.uid)),
@@ -600,7 +612,6 @@ impl Runner {
                     daemon: true,
                 };
                 let v = pod_object(&spec, &mut self.rng);
-                let mut inner = self.shared.store.lock();
                 let _ = api::insert(&mut inner, Kind::Pod, v);
             }
             _ => {}
@@ -624,8 +635,9 @@ impl Runner {
         };
         for _ in have..want {
             let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
+            let mut inner = self.shared.store.lock();
             let spec = PodSpec {
-                name: format!("{name}-{}", suffix(&mut self.rng)),
+                name: pod_name(&inner, ns, name, &mut self.rng),
                 namespace: ns,
                 labels: rsv["spec"]["template"]["metadata"]["labels"].clone(),
                 owner: Some(("ReplicaSet", name, &rs.idx.uid)),
@@ -637,7 +649,6 @@ impl Runner {
                 daemon: false,
             };
             let v = pod_object(&spec, &mut self.rng);
-            let mut inner = self.shared.store.lock();
             let _ = api::insert(&mut inner, Kind::Pod, v);
         }
     }
