@@ -73,7 +73,7 @@ impl World {
 
 fn rand_hex(rng: &mut SmallRng, n: usize) -> String {
     (0..n)
-        .map(|_| format!("{:x}", rng.random_range(0..16u8)))
+        .map(|_| char::from_digit(u32::from(rng.random_range(0..16u8)), 16).unwrap_or('0'))
         .collect()
 }
 
