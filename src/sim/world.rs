@@ -207,6 +207,28 @@ fn running_status(now: &str, ready: bool) -> Value {
             "imageID": "", "started": ready, "state": {"running": {"startedAt": now}}}]})
 }
 
+/// A pod of a controller at build time: the first one built in full, the next ones cloned
+/// from it with their own name, uid and node (cloning a Value is much cheaper than building
+/// it). Same random draws as [`pod_object`], so a seed builds the same world.
+fn from_template(template: &mut Option<Value>, p: &PodSpec, rng: &mut SmallRng) -> Value {
+    match template {
+        Some(t) if !p.empty_dir => {
+            let mut v = t.clone();
+            v["metadata"]["name"] = json!(p.name);
+            v["metadata"]["uid"] = json!(uid(rng));
+            v["spec"]["nodeName"] = json!(p.node);
+            v
+        }
+        _ => {
+            let v = pod_object(p, rng);
+            if !p.empty_dir {
+                *template = Some(v.clone());
+            }
+            v
+        }
+    }
+}
+
 /// Builds the scenario's objects into the store (synchronously, before serving).
 pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
     let mut rng = SmallRng::seed_from_u64(sc.seed);
@@ -256,6 +278,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": dep_uid, "controller": true, "blockOwnerDeletion": true}]},
             "spec": {"replicas": count, "selector": {"matchLabels": labels}, "template": template},
             "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "availableReplicas": count, "fullyLabeledReplicas": count}}));
+        let mut template = None;
         for _ in 0..count {
             let node = &node_names[slot % sc.nodes.max(1)];
             slot += 1;
@@ -273,7 +296,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 mirror: false,
                 daemon: false,
             };
-            let v = pod_object(&p, &mut rng);
+            let v = from_template(&mut template, &p, &mut rng);
             inner.put(Kind::Pod, v);
         }
         if (d as f64 + 0.5) / deployments as f64 <= sc.pdb_share || (sc.pdb_share >= 1.0) {
@@ -293,6 +316,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             "metadata": {"name": name, "namespace": "kube-system", "uid": ds_uid, "creationTimestamp": now, "generation": 1},
             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}}},
             "status": {"currentNumberScheduled": n, "desiredNumberScheduled": n, "numberMisscheduled": 0, "numberReady": n, "observedGeneration": 1}}));
+        let mut template = None;
         for node in &node_names {
             let p = PodSpec {
                 name: pod_name(&inner, "kube-system", &name, &mut rng),
@@ -306,7 +330,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 mirror: false,
                 daemon: true,
             };
-            let v = pod_object(&p, &mut rng);
+            let v = from_template(&mut template, &p, &mut rng);
             inner.put(Kind::Pod, v);
         }
     }
