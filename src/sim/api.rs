@@ -417,11 +417,22 @@ pub fn budget_pods<'a>(inner: &'a Inner, pdb: &Value) -> Vec<&'a Index> {
     let ns = pdb["metadata"]["namespace"].as_str().unwrap_or("");
     match pdb::label_selector(&pdb["spec"]["selector"]) {
         None => Vec::new(),
-        Some(sel) => inner
-            .range(Kind::Pod, Some(ns), None)
-            .map(|e| e.idx.as_ref())
-            .filter(|i| sel.matches(&i.labels))
-            .collect(),
+        Some(sel) => match pdb["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .and_then(|m| m.iter().next())
+        {
+            // Any matchLabels pair narrows the candidates through the store's label index.
+            Some((k, v)) => inner
+                .pods_with_label(ns, k, v.as_str().unwrap_or(""))
+                .map(|e| e.idx.as_ref())
+                .filter(|i| sel.matches(&i.labels))
+                .collect(),
+            None => inner
+                .range(Kind::Pod, Some(ns), None)
+                .map(|e| e.idx.as_ref())
+                .filter(|i| sel.matches(&i.labels))
+                .collect(),
+        },
     }
 }
 

@@ -43,6 +43,30 @@ pub struct SimulateArgs {
     pub token: String,
 }
 
+/// Registers Ctrl-C (SIGINT) and, on Unix, SIGTERM handlers at once (so a signal sent right
+/// after the "serving" line is not lost), and returns a future of the first signal's name.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        })
+    }
+}
+
 /// Runs `rollboot simulate`.
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let mut sc: Scenario = match &args.scenario {
@@ -79,16 +103,36 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         );
         println!("kubeconfig: {}", args.kubeconfig_out.display());
         if args.serve {
-            println!("serving until Ctrl-C");
-            tokio::signal::ctrl_c().await?;
+            let stopped = stop_signal()?;
+            println!("serving until Ctrl-C (SIGINT) or SIGTERM");
+            let sig = stopped.await;
+            println!("{sig}: stopping");
         }
         let stats = cluster.stats();
         println!(
-            "requests: {} total, by verb {:?}; watch events sent: {}",
+            "requests: {} total, by verb {:?}; watch events sent: {}; faults injected: {}",
             stats.total_requests,
             stats.by_verb(),
-            stats.watch_events_sent
+            stats.watch_events_sent,
+            stats.faults_injected
         );
+        for (k, n) in &stats.requests {
+            let resource = match (k.group.as_str(), k.subresource.as_str()) {
+                ("", "") => k.resource.clone(),
+                ("", sub) => format!("{}/{sub}", k.resource),
+                (g, "") => format!("{}.{g}", k.resource),
+                (g, sub) => format!("{}.{g}/{sub}", k.resource),
+            };
+            let ns = if k.namespace.is_empty() {
+                "-"
+            } else {
+                &k.namespace
+            };
+            println!(
+                "  {:<12} {:<7} {:<40} {:<16} {n}",
+                k.identity, k.verb, resource, ns
+            );
+        }
         println!(
             "invariants: {}",
             serde_json::to_string(&cluster.invariants())?

@@ -25,13 +25,17 @@ pub mod scenario;
 pub mod server;
 pub mod stats;
 pub mod store;
+pub mod table;
 pub mod world;
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -80,11 +84,61 @@ struct OutageListener {
     shared: Arc<Shared>,
 }
 
+/// An accepted connection that fails while the API server is "down", so that clients holding
+/// pooled keep-alive connections (and open watches) see the outage too, not only new ones.
+struct OutageStream {
+    inner: TcpStream,
+    shared: Arc<Shared>,
+}
+
+impl OutageStream {
+    fn down(&self) -> Option<std::io::Error> {
+        self.shared
+            .faults
+            .down_for()
+            .map(|_| std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+    }
+}
+
+impl AsyncRead for OutageStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if let Some(e) = self.down() {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for OutageStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if let Some(e) = self.down() {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 impl axum::serve::Listener for OutageListener {
-    type Io = TcpStream;
+    type Io = OutageStream;
     type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+    async fn accept(&mut self) -> (OutageStream, SocketAddr) {
         loop {
             if let Some(d) = self.shared.faults.down_for() {
                 self.inner = None;
@@ -107,6 +161,10 @@ impl axum::serve::Listener for OutageListener {
                 r = l.accept() => {
                     if let Ok((s, a)) = r {
                         let _ = s.set_nodelay(true);
+                        let s = OutageStream {
+                            inner: s,
+                            shared: self.shared.clone(),
+                        };
                         return (s, a);
                     }
                 }

@@ -74,7 +74,9 @@ pub fn healthy(pod: &Index, disrupted: &BTreeSet<String>) -> bool {
 }
 
 /// Computes a budget over `pods` (already selected). `scale_of` gives the desired replica count
-/// of a pod's controller keyed by controller uid; pods without a controller count as one each.
+/// of a pod's controller keyed by controller uid. Pods without a known controller are left out
+/// of the scale, as the real controller's `getExpectedScale` lists them as unmanaged pods
+/// (they still count in `currentHealthy`).
 pub fn compute(
     spec: &Value,
     pods: &[&Index],
@@ -84,16 +86,12 @@ pub fn compute(
     let healthy_count = pods.iter().filter(|p| healthy(p, disrupted)).count() as i64;
     let mut controller_scale = || {
         let mut scales: BTreeMap<String, i64> = BTreeMap::new();
-        let mut bare = 0;
         for p in pods {
-            match scale_of(p) {
-                Some((uid, n)) => {
-                    scales.insert(uid, n);
-                }
-                None => bare += 1,
+            if let Some((uid, n)) = scale_of(p) {
+                scales.insert(uid, n);
             }
         }
-        scales.values().sum::<i64>() + bare
+        scales.values().sum::<i64>()
     };
     let (expected, desired) = if let Some(max) = spec.get("maxUnavailable").filter(|v| !v.is_null())
     {

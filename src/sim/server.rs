@@ -239,14 +239,37 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .and_then(|h| h.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
     };
-    match dispatch(&sh, verb, &route, &query, &content_type, &body) {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let mut query = query;
+    if verb == "watch" && super::table::wanted(&accept, route.kind) {
+        // Watch events then carry one-row Tables, as kube-apiserver sends them to kubectl -w.
+        query.insert(TABLE_WATCH.into(), String::new());
     }
+    let r = match dispatch(&sh, verb, &route, &query, &content_type, &body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    if matches!(verb, "list" | "get") && super::table::wanted(&accept, route.kind) {
+        let bytes = match axum::body::to_bytes(r.into_body(), usize::MAX).await {
+            Ok(b) => b,
+            Err(e) => return ApiError::internal(format!("printing: {e}")).into_response(),
+        };
+        let include = query.get("includeObject").map(String::as_str);
+        return match super::table::to_table(route.kind, &bytes, include) {
+            Some(t) => json_response(StatusCode::OK, t.to_string()),
+            None => json_response(StatusCode::OK, bytes),
+        };
+    }
+    r
 }
 
 fn parse_json(kind: Kind, body: &[u8]) -> Result<Value, ApiError> {
@@ -558,6 +581,17 @@ fn list(
     Ok(json_response(StatusCode::OK, Body::from_stream(stream)))
 }
 
+/// Internal query key marking a watch whose events are printed as Tables.
+const TABLE_WATCH: &str = "\u{0}table";
+
+/// The event object as sent: the stored bytes, or a one-row Table for kubectl.
+fn printed(table: Option<(Kind, Option<&str>)>, bytes: &Bytes) -> Bytes {
+    match table.and_then(|(k, inc)| super::table::to_table(k, bytes, inc)) {
+        Some(t) => Bytes::from(t.to_string()),
+        None => bytes.clone(),
+    }
+}
+
 fn event_line(typ: &str, object: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(object.len() + 32);
     b.put_slice(br#"{"type":""#);
@@ -609,6 +643,9 @@ fn watch(
     let flag = |k: &str| matches!(q.get(k).map(String::as_str), Some("true" | "1"));
     let bookmarks = flag("allowWatchBookmarks");
     let send_initial = flag("sendInitialEvents");
+    let table: Option<(Kind, Option<String>)> = q
+        .contains_key(TABLE_WATCH)
+        .then(|| (kind, q.get("includeObject").cloned()));
     let rv_param = q.get("resourceVersion").map(String::as_str).unwrap_or("");
     if send_initial && q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
         return Err(ApiError::list_options_invalid(
@@ -651,7 +688,17 @@ fn watch(
         let mut n = 0u64;
         for ev in &start.initial {
             if let Some(t) = translate(&filter, ev) {
-                if tx.send(Ok(event_line(t, &ev.entry.bytes))).await.is_err() {
+                if tx
+                    .send(Ok(event_line(
+                        t,
+                        &printed(
+                            table.as_ref().map(|(k, i)| (*k, i.as_deref())),
+                            &ev.entry.bytes,
+                        ),
+                    )))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 n += 1;
@@ -680,7 +727,7 @@ fn watch(
                     Ok(ev) => {
                         sent_rv = ev.rv;
                         if let Some(t) = translate(&filter, &ev) {
-                            if tx.send(Ok(event_line(t, &ev.entry.bytes))).await.is_err() {
+                            if tx.send(Ok(event_line(t, &printed(table.as_ref().map(|(k, i)| (*k, i.as_deref())), &ev.entry.bytes)))).await.is_err() {
                                 return;
                             }
                             sh2.stats.watch_events(1);

@@ -7,7 +7,7 @@
 //! lock is released, so a watch started from a list never misses or repeats an event. It must
 //! never decide API semantics (see `api.rs`) nor block on I/O while holding the lock.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -83,6 +83,13 @@ pub struct Inner {
     tables: HashMap<Kind, Table>,
     ring_cap: usize,
     world_tx: broadcast::Sender<Arc<StoreEvent>>,
+    /// Pod keys by `namespace \0 label \0 value`, so that a budget's pods are found without
+    /// scanning its namespace (PDB status is recomputed on every pod change).
+    pod_labels: HashMap<String, BTreeSet<String>>,
+}
+
+fn label_key(ns: &str, k: &str, v: &str) -> String {
+    format!("{ns}\0{k}\0{v}")
 }
 
 /// A watch's starting point: what it must send first, and the live stream after it.
@@ -129,6 +136,7 @@ impl Store {
                 tables,
                 ring_cap,
                 world_tx: world_tx.clone(),
+                pod_labels: HashMap::new(),
             }),
             world_tx,
         }
@@ -215,8 +223,20 @@ impl Inner {
         let prev = self
             .tables
             .get_mut(&kind)
-            .and_then(|t| t.objects.insert(key, entry.clone()))
+            .and_then(|t| t.objects.insert(key.clone(), entry.clone()))
             .map(|e| e.idx);
+        if kind == Kind::Pod {
+            if let Some(p) = &prev {
+                self.unindex_pod(p, &key);
+            }
+            let idx = entry.idx.clone();
+            for (k, v) in &idx.labels {
+                self.pod_labels
+                    .entry(label_key(&idx.namespace, k, v))
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
         let typ = if prev.is_some() {
             EventType::Modified
         } else {
@@ -229,6 +249,9 @@ impl Inner {
     /// Removes an object at the next revision; `last` is its final state.
     pub fn remove(&mut self, kind: Kind, key: &str, mut last: Value) -> Option<Entry> {
         let old = self.tables.get_mut(&kind)?.objects.remove(key)?;
+        if kind == Kind::Pod {
+            self.unindex_pod(&old.idx.clone(), key);
+        }
         self.rv += 1;
         let rv = self.rv;
         last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
@@ -238,6 +261,32 @@ impl Inner {
         };
         self.publish(kind, EventType::Deleted, rv, entry.clone(), Some(old.idx));
         Some(entry)
+    }
+
+    fn unindex_pod(&mut self, idx: &Index, key: &str) {
+        for (k, v) in &idx.labels {
+            let lk = label_key(&idx.namespace, k, v);
+            if let Some(set) = self.pod_labels.get_mut(&lk) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.pod_labels.remove(&lk);
+                }
+            }
+        }
+    }
+
+    /// Pods of `namespace` carrying label `k=v`, in key order.
+    pub fn pods_with_label<'a>(
+        &'a self,
+        namespace: &str,
+        k: &str,
+        v: &str,
+    ) -> impl Iterator<Item = &'a Entry> + 'a {
+        let objects = &self.tables[&Kind::Pod].objects;
+        self.pod_labels
+            .get(&label_key(namespace, k, v))
+            .into_iter()
+            .flat_map(move |set| set.iter().filter_map(move |key| objects.get(key)))
     }
 
     fn publish(
