@@ -73,7 +73,7 @@ impl World {
 
 fn rand_hex(rng: &mut SmallRng, n: usize) -> String {
     (0..n)
-        .map(|_| format!("{:x}", rng.random_range(0..16u8)))
+        .map(|_| char::from_digit(u32::from(rng.random_range(0..16u8)), 16).unwrap_or('0'))
         .collect()
 }
 
@@ -93,6 +93,17 @@ fn suffix(rng: &mut SmallRng) -> String {
     (0..5)
         .map(|_| A[rng.random_range(0..A.len())] as char)
         .collect()
+}
+
+/// `base-xxxxx` not yet taken by a pod of `namespace` (generateName: kube-apiserver retries a
+/// name that collides; 5,000 DaemonSet pods would otherwise collide about once).
+fn pod_name(inner: &Inner, namespace: &str, base: &str, rng: &mut SmallRng) -> String {
+    loop {
+        let name = format!("{base}-{}", suffix(rng));
+        if inner.get(Kind::Pod, &key_of(namespace, &name)).is_none() {
+            return name;
+        }
+    }
 }
 
 fn ready_condition(ready: bool, now: &str) -> Value {
@@ -196,6 +207,28 @@ fn running_status(now: &str, ready: bool) -> Value {
             "imageID": "", "started": ready, "state": {"running": {"startedAt": now}}}]})
 }
 
+/// A pod of a controller at build time: the first one built in full, the next ones cloned
+/// from it with their own name, uid and node (cloning a Value is much cheaper than building
+/// it). Same random draws as [`pod_object`], so a seed builds the same world.
+fn from_template(template: &mut Option<Value>, p: &PodSpec, rng: &mut SmallRng) -> Value {
+    match template {
+        Some(t) if !p.empty_dir => {
+            let mut v = t.clone();
+            v["metadata"]["name"] = json!(p.name);
+            v["metadata"]["uid"] = json!(uid(rng));
+            v["spec"]["nodeName"] = json!(p.node);
+            v
+        }
+        _ => {
+            let v = pod_object(p, rng);
+            if !p.empty_dir {
+                *template = Some(v.clone());
+            }
+            v
+        }
+    }
+}
+
 /// Builds the scenario's objects into the store (synchronously, before serving).
 pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
     let mut rng = SmallRng::seed_from_u64(sc.seed);
@@ -245,13 +278,14 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": dep_uid, "controller": true, "blockOwnerDeletion": true}]},
             "spec": {"replicas": count, "selector": {"matchLabels": labels}, "template": template},
             "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "availableReplicas": count, "fullyLabeledReplicas": count}}));
+        let mut template = None;
         for _ in 0..count {
             let node = &node_names[slot % sc.nodes.max(1)];
             slot += 1;
             let empty_dir = empty_dir_left > 0;
             empty_dir_left = empty_dir_left.saturating_sub(1);
             let p = PodSpec {
-                name: format!("{rs_name}-{}", suffix(&mut rng)),
+                name: pod_name(&inner, ns, &rs_name, &mut rng),
                 namespace: ns,
                 labels: labels.clone(),
                 owner: Some(("ReplicaSet", &rs_name, &rs_uid)),
@@ -262,7 +296,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 mirror: false,
                 daemon: false,
             };
-            let v = pod_object(&p, &mut rng);
+            let v = from_template(&mut template, &p, &mut rng);
             inner.put(Kind::Pod, v);
         }
         if (d as f64 + 0.5) / deployments as f64 <= sc.pdb_share || (sc.pdb_share >= 1.0) {
@@ -282,9 +316,10 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             "metadata": {"name": name, "namespace": "kube-system", "uid": ds_uid, "creationTimestamp": now, "generation": 1},
             "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}}},
             "status": {"currentNumberScheduled": n, "desiredNumberScheduled": n, "numberMisscheduled": 0, "numberReady": n, "observedGeneration": 1}}));
+        let mut template = None;
         for node in &node_names {
             let p = PodSpec {
-                name: format!("{name}-{}", suffix(&mut rng)),
+                name: pod_name(&inner, "kube-system", &name, &mut rng),
                 namespace: "kube-system",
                 labels: labels.clone(),
                 owner: Some(("DaemonSet", &name, &ds_uid)),
@@ -295,7 +330,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 mirror: false,
                 daemon: true,
             };
-            let v = pod_object(&p, &mut rng);
+            let v = from_template(&mut template, &p, &mut rng);
             inner.put(Kind::Pod, v);
         }
     }
@@ -587,8 +622,9 @@ impl Runner {
                     return;
                 };
                 let dsv = ds.value();
+                let mut inner = self.shared.store.lock();
                 let spec = PodSpec {
-                    name: format!("{oname}-{}", suffix(&mut self.rng)),
+                    name: pod_name(&inner, &p.namespace, oname, &mut self.rng),
                     namespace: &p.namespace,
                     labels: dsv["spec"]["template"]["metadata"]["labels"].clone(),
                     owner: Some(("DaemonSet", oname, &ds.idx.uid)),
@@ -600,7 +636,6 @@ impl Runner {
                     daemon: true,
                 };
                 let v = pod_object(&spec, &mut self.rng);
-                let mut inner = self.shared.store.lock();
                 let _ = api::insert(&mut inner, Kind::Pod, v);
             }
             _ => {}
@@ -624,8 +659,9 @@ impl Runner {
         };
         for _ in have..want {
             let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
+            let mut inner = self.shared.store.lock();
             let spec = PodSpec {
-                name: format!("{name}-{}", suffix(&mut self.rng)),
+                name: pod_name(&inner, ns, name, &mut self.rng),
                 namespace: ns,
                 labels: rsv["spec"]["template"]["metadata"]["labels"].clone(),
                 owner: Some(("ReplicaSet", name, &rs.idx.uid)),
@@ -637,7 +673,6 @@ impl Runner {
                 daemon: false,
             };
             let v = pod_object(&spec, &mut self.rng);
-            let mut inner = self.shared.store.lock();
             let _ = api::insert(&mut inner, Kind::Pod, v);
         }
     }
