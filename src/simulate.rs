@@ -146,6 +146,9 @@ pub struct Harness {
     controllers: Vec<Option<(JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>>,
     agents: BTreeMap<String, JoinHandle<()>>,
     agent_client: kube::Client,
+    /// When set, the agent of node N presents the token `{prefix}N` (one identity per node, for
+    /// RBAC and admission enforcement) instead of the shared token `agent`.
+    pub agent_token_prefix: Option<String>,
 }
 
 impl Harness {
@@ -177,6 +180,7 @@ impl Harness {
             controllers: Vec::new(),
             agents: BTreeMap::new(),
             agent_client,
+            agent_token_prefix: None,
         })
     }
 
@@ -239,11 +243,15 @@ impl Harness {
             node: node.into(),
             host: self.host.clone(),
         };
-        let (client, config, name) = (
-            self.agent_client.clone(),
-            self.config.clone(),
-            node.to_string(),
-        );
+        let client = match &self.agent_token_prefix {
+            Some(prefix) => {
+                let mut c = kube::Config::new(self.cluster.base_url().parse().expect("url"));
+                c.auth_info.token = Some(format!("{prefix}{node}").into());
+                kube::Client::try_from(c).unwrap_or_else(|_| self.agent_client.clone())
+            }
+            None => self.agent_client.clone(),
+        };
+        let (client, config, name) = (client, self.config.clone(), node.to_string());
         let task = tokio::spawn(async move {
             if let Err(e) = crate::agent::run(
                 client,

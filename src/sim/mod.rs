@@ -13,6 +13,7 @@
 //! not-ready taint on create); namespace deletion removes the namespace object only;
 //! watch bookmarks carry only metadata.
 
+pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod errors;
@@ -21,6 +22,7 @@ pub mod invariants;
 pub mod kinds;
 pub mod patch;
 pub mod pdb;
+pub mod rbac;
 pub mod scenario;
 pub mod server;
 pub mod stats;
@@ -192,6 +194,7 @@ impl Cluster {
             faults: faults::Faults::default(),
             invariants: invariants::Invariants::default(),
             bookmark_interval: opts.bookmark_interval,
+            enforcement: Default::default(),
         });
         let rng = world::build(&shared, &scenario);
         let listener = TcpListener::bind(opts.addr).await?;
@@ -275,6 +278,13 @@ impl Cluster {
     /// Sets fault injection.
     pub fn set_faults(&self, config: FaultConfig) {
         self.shared.faults.set(config);
+    }
+
+    /// Turns on RBAC and admission enforcement for the tokens of `e` (once per cluster; later
+    /// calls are ignored). Returns the shared enforcement state, to read what was used.
+    pub fn enforce(&self, e: rbac::Enforcement) -> Arc<rbac::Enforcement> {
+        let _ = self.shared.enforcement.set(Arc::new(e));
+        self.shared.enforcement.get().expect("set").clone()
     }
 
     /// Refuses connections for `d` ("API server down").

@@ -45,6 +45,8 @@ pub struct Shared {
     pub invariants: Invariants,
     /// Interval of periodic watch bookmarks.
     pub bookmark_interval: Duration,
+    /// Opt-in RBAC and admission enforcement (unset: every request is allowed).
+    pub enforcement: std::sync::OnceLock<Arc<super::rbac::Enforcement>>,
 }
 
 /// The router serving the API.
@@ -210,6 +212,10 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         (Method::DELETE, Some(_), None) => "delete",
         _ => return ApiError::method_not_allowed().into_response(),
     };
+    let who = sh
+        .enforcement
+        .get()
+        .and_then(|e| e.identities.get(&identity).map(|w| (e.clone(), w.clone())));
     sh.stats.request(RequestKey {
         identity,
         verb: verb.into(),
@@ -218,6 +224,27 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         subresource: route.sub.clone().unwrap_or_default(),
         namespace: route.namespace.clone().unwrap_or_default(),
     });
+    if let Some((e, w)) = &who {
+        if let Some(rbac) = &e.rbac {
+            let name = match verb {
+                "list" | "watch" => super::rbac::selector_name(
+                    query.get("fieldSelector").map_or("", String::as_str),
+                ),
+                _ => route.name.clone().unwrap_or_default(),
+            };
+            let attrs = super::rbac::Attributes {
+                verb: verb.into(),
+                group: route.kind.group().into(),
+                resource: route.kind.plural().into(),
+                subresource: route.sub.clone().unwrap_or_default(),
+                namespace: route.namespace.clone().unwrap_or_default(),
+                name,
+            };
+            if let Err(err) = rbac.authorize(w, &attrs) {
+                return err.into_response();
+            }
+        }
+    }
     match sh.faults.draw() {
         Fault::None => {}
         Fault::Error => {
@@ -254,6 +281,13 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         // Watch events then carry one-row Tables, as kube-apiserver sends them to kubectl -w.
         query.insert(TABLE_WATCH.into(), String::new());
     }
+    if let Some((e, w)) = &who {
+        if let Some(adm) = &e.admission {
+            if let Err(err) = admit(&sh, adm, w, verb, &route, &content_type, &body) {
+                return err.into_response();
+            }
+        }
+    }
     let r = match dispatch(&sh, verb, &route, &query, &content_type, &body) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
@@ -270,6 +304,51 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         };
     }
     r
+}
+
+/// Runs the admission policy on an update or patch (as UPDATE) with the object it would write.
+fn admit(
+    sh: &Arc<Shared>,
+    adm: &super::admission::Admission,
+    who: &super::rbac::Identity,
+    verb: &str,
+    route: &Route,
+    content_type: &str,
+    body: &Bytes,
+) -> Result<(), ApiError> {
+    if !matches!(verb, "update" | "patch") {
+        return Ok(());
+    }
+    let (kind, ns, name) = (
+        route.kind,
+        route.namespace.as_deref().unwrap_or(""),
+        route.name.as_deref().unwrap_or(""),
+    );
+    let Some(old) = sh.store.get(kind, &key_of(ns, name)) else {
+        return Ok(());
+    };
+    let old = old.value();
+    let mut new = if verb == "patch" {
+        let typ = PatchType::from_content_type(content_type)?;
+        super::patch::apply(kind.kind_name(), typ, &old, body)?
+    } else {
+        parse_json(kind, body)?
+    };
+    if kind.has_status_subresource() && route.sub.is_none() {
+        new["status"] = old["status"].clone();
+    }
+    adm.admit(&super::admission::Request {
+        operation: "UPDATE",
+        group: kind.group(),
+        version: "v1",
+        resource: kind.plural(),
+        subresource: route.sub.as_deref().unwrap_or(""),
+        namespace: ns,
+        name,
+        user: who,
+        object: &new,
+        old_object: &old,
+    })
 }
 
 fn parse_json(kind: Kind, body: &[u8]) -> Result<Value, ApiError> {
