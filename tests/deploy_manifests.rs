@@ -462,9 +462,8 @@ fn the_controller_may_do_exactly_what_the_controller_code_calls() {
         ("", "", "pods", "watch", ""),
         ("", "", "pods/eviction", "create", ""),
         ("", "apps", "daemonsets", "get", ""),
-        ("", "apps", "replicasets", "get", ""),
-        ("", "apps", "statefulsets", "get", ""),
-        ("", "policy", "poddisruptionbudgets", "get", ""),
+        ("", "apps", "replicasets", "list", ""),
+        ("", "apps", "statefulsets", "list", ""),
         ("", "policy", "poddisruptionbudgets", "list", ""),
         (
             "rollboot-system",
