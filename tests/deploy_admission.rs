@@ -1,0 +1,224 @@
+//! The agent admission policy of `deploy/admission-policy.yaml`, evaluated by the simulator the
+//! way the real admission chain does (CEL on the request, the agent token's node-name claim):
+//! an agent may change only its own Node's `reboot-required*` and `reboot-ack` annotations.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use rollboot::sim::admission::Admission;
+use rollboot::sim::rbac::{Enforcement, Identity, Rbac};
+use rollboot::sim::{Cluster, Scenario};
+use serde_json::json;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)
+}
+
+/// A cluster enforcing the deploy RBAC and admission policy, with the agent of `node-0000`
+/// (token `agent`) and the controller (token `controller`).
+async fn enforced_cluster() -> Cluster {
+    let cluster = Cluster::start(Scenario {
+        nodes: 2,
+        pods_per_node: 1,
+        ..Scenario::default()
+    })
+    .await
+    .unwrap();
+    let identities = [
+        (
+            "agent".to_string(),
+            Identity::service_account("rollboot-agent", "rollboot-agent").on_node("node-0000"),
+        ),
+        (
+            "controller".to_string(),
+            Identity::service_account("rollboot-system", "rollboot-controller"),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    cluster.enforce(Enforcement {
+        identities,
+        rbac: Some(
+            Rbac::from_yaml(&[
+                &read("deploy/controller-rbac.yaml"),
+                &read("deploy/agent-rbac.yaml"),
+            ])
+            .unwrap(),
+        ),
+        admission: Some(Admission::from_yaml(&read("deploy/admission-policy.yaml")).unwrap()),
+    });
+    cluster
+}
+
+fn nodes_as(cluster: &Cluster, token: &str) -> Api<Node> {
+    let mut c = kube::Config::new(cluster.base_url().parse().unwrap());
+    c.auth_info.token = Some(token.to_string().into());
+    Api::all(kube::Client::try_from(c).unwrap())
+}
+
+async fn merge(
+    api: &Api<Node>,
+    node: &str,
+    patch: serde_json::Value,
+) -> Result<(), Box<kube::core::Status>> {
+    match api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) => Err(s),
+        Err(e) => panic!("unexpected client error: {e}"),
+    }
+}
+
+fn annotation(key: &str, value: &str) -> serde_json::Value {
+    json!({"metadata": {"annotations": {key: value}}})
+}
+
+/// Asserts the policy (not RBAC) refused the request, as kube-apiserver reports it: 422 Invalid
+/// naming the policy and its binding.
+fn assert_denied_by_policy(r: Result<(), Box<kube::core::Status>>, what: &str) {
+    let s = r.expect_err(what);
+    assert_eq!(s.code, 422, "{what}: {s:?}");
+    assert_eq!(s.reason, "Invalid", "{what}: {s:?}");
+    assert!(
+        s.message
+            .contains("ValidatingAdmissionPolicy 'rollboot-agent-own-node'"),
+        "{what}: {}",
+        s.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_may_flag_and_acknowledge_its_own_node() {
+    let cluster = enforced_cluster().await;
+    let agent = nodes_as(&cluster, "agent");
+    merge(
+        &agent,
+        "node-0000",
+        annotation("rollboot.dev/reboot-required", "true"),
+    )
+    .await
+    .unwrap();
+    merge(
+        &agent,
+        "node-0000",
+        annotation(
+            "rollboot.dev/reboot-required-reason",
+            "sentinel file exists",
+        ),
+    )
+    .await
+    .unwrap();
+    merge(
+        &agent,
+        "node-0000",
+        annotation("rollboot.dev/reboot-ack", "123-abc"),
+    )
+    .await
+    .unwrap();
+    // The agent may not read Nodes by `get`; read back through a token the simulator does not check.
+    let any = nodes_as(&cluster, "harness");
+    let ann = any
+        .get("node-0000")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap();
+    assert_eq!(ann["rollboot.dev/reboot-required"], "true");
+    assert_eq!(ann["rollboot.dev/reboot-ack"], "123-abc");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_touch_another_node() {
+    let cluster = enforced_cluster().await;
+    let agent = nodes_as(&cluster, "agent");
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0001",
+            annotation("rollboot.dev/reboot-required", "true"),
+        )
+        .await,
+        "flagging another node",
+    );
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0001",
+            annotation("rollboot.dev/reboot-ack", "1-a"),
+        )
+        .await,
+        "acknowledging for another node",
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_change_other_keys_labels_or_spec_of_its_own_node() {
+    let cluster = enforced_cluster().await;
+    let agent = nodes_as(&cluster, "agent");
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            annotation("rollboot.dev/state", "done"),
+        )
+        .await,
+        "writing the controller's state",
+    );
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            annotation("rollboot.dev/reboot", "1-a"),
+        )
+        .await,
+        "writing a reboot token",
+    );
+    assert_denied_by_policy(
+        merge(&agent, "node-0000", annotation("example.com/other", "x")).await,
+        "writing a foreign annotation",
+    );
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            json!({"metadata": {"labels": {"rollboot.dev/exclude": "true"}}}),
+        )
+        .await,
+        "labelling its node",
+    );
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            json!({"spec": {"unschedulable": true}}),
+        )
+        .await,
+        "cordoning its node",
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_leaves_the_controller_alone() {
+    let cluster = enforced_cluster().await;
+    let controller = nodes_as(&cluster, "controller");
+    merge(
+        &controller,
+        "node-0001",
+        annotation("rollboot.dev/state", "cordoning"),
+    )
+    .await
+    .unwrap();
+    merge(
+        &controller,
+        "node-0001",
+        json!({"spec": {"unschedulable": true}}),
+    )
+    .await
+    .unwrap();
+    cluster.shutdown().await;
+}
