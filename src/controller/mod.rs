@@ -9,6 +9,7 @@
 //! says. It must never write anything without re-checking leadership right before, and never
 //! start a node while a blocker holds.
 
+pub mod alerts;
 pub mod decide;
 pub mod events;
 
@@ -86,6 +87,9 @@ impl Error {
 /// Safety-net resync interval.
 const RESYNC: Duration = Duration::from_secs(300);
 
+/// How often Prometheus is asked again while its alerts (or its failure) block a flagged node.
+const ALERTS_RECHECK: chrono::Duration = chrono::Duration::seconds(5);
+
 /// What the health gate must see healthy again, written with `state: rebooting`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GateRecord {
@@ -121,6 +125,8 @@ struct Ctx {
     written: Arc<std::sync::Mutex<HashMap<String, Node>>>,
     /// The lock as last read or written.
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
+    /// `blockers.prometheus`, when configured.
+    alerts: Option<alerts::AlertSource>,
 }
 
 /// The identity under which rollboot holds the maintenance lock: one per installation, shared
@@ -244,7 +250,12 @@ pub async fn run(
             let _ = stop_tx.send(true);
         }))
     };
+    let alerts = match &config.blockers.prometheus {
+        Some(p) => Some(alerts::AlertSource::new(p).map_err(Error::Client)?),
+        None => None,
+    };
     let ctx = Ctx {
+        alerts,
         events: Recorder::new(
             client.clone(),
             &config.lock.namespace,
@@ -316,11 +327,13 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     }
     let mut tasks: HashMap<String, Task> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
+    let mut last_holder: Option<String> = None;
     loop {
         let wake = ctx.wake.notified();
         tokio::pin!(wake);
         wake.as_mut().enable();
         tasks.retain(|_, t| !t.0.is_finished());
+        report_holder(ctx, &mut last_holder);
         let next = match tick(ctx, nodes, &mut tasks, &mut last_blockers).await {
             Ok(next) => next,
             Err(Error::NotLeader(_)) => return,
@@ -411,7 +424,18 @@ async fn tick(
         foreign_holder: record.foreign_holder(&ctx.lock_owner),
         blocking_pods: &blocking,
     };
-    let blockers = decide::blockers(&snap, &ctx.config, now);
+    let mut blockers = decide::blockers(&snap, &ctx.config, now);
+    if let Some(source) = &ctx.alerts {
+        // Asked only when something could start, so an idle cluster costs Prometheus nothing.
+        match source.check().await {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => blockers.push(decide::Blocker::Alerts { names }),
+            Err(error) => blockers.push(decide::Blocker::AlertsUnknown {
+                url: source.url().to_string(),
+                error,
+            }),
+        }
+    }
     let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
     if texts != *last_blockers {
         for b in &texts {
@@ -432,6 +456,14 @@ async fn tick(
                 .first()
                 .map(|o| o.start.max(now + chrono::Duration::milliseconds(100)))
                 .unwrap_or(now + chrono::Duration::seconds(1))
+        } else if blockers.iter().any(|b| {
+            matches!(
+                b,
+                decide::Blocker::Alerts { .. } | decide::Blocker::AlertsUnknown { .. }
+            )
+        }) {
+            // Alerts are not watched: ask Prometheus again soon, while something waits.
+            now + ALERTS_RECHECK
         } else {
             now + chrono::Duration::seconds(30)
         };
@@ -466,6 +498,40 @@ async fn tick(
         ctx.metrics.started();
     }
     Ok(next)
+}
+
+/// When the lock's foreign holder changes, says so once: a log line, and an Event on the lock
+/// Lease naming the new holder (not once per pass).
+fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
+    let holder = ctx
+        .lock_record
+        .lock()
+        .expect("lock cache")
+        .foreign_holder(&ctx.lock_owner)
+        .map(str::to_string);
+    if holder == *last {
+        return;
+    }
+    match &holder {
+        Some(h) => {
+            tracing::warn!(holder = %h, lock = %ctx.config.lock.name, "the maintenance lock is held by another holder; nothing new starts");
+            let note = format!(
+                "The maintenance lock {}/{} is held by `{h}`; rollboot starts no new node until it is released",
+                ctx.config.lock.namespace, ctx.config.lock.name
+            );
+            ctx.events
+                .publish_lease(&ctx.config.lock.name, true, "LockHeld", note);
+        }
+        None => {
+            if let Some(prev) = last {
+                tracing::info!(previous = %prev, lock = %ctx.config.lock.name, "the maintenance lock is no longer held by another holder");
+                let note = format!("The maintenance lock is no longer held by `{prev}`");
+                ctx.events
+                    .publish_lease(&ctx.config.lock.name, false, "LockReleased", note);
+            }
+        }
+    }
+    *last = holder;
 }
 
 fn set_lock(ctx: &Ctx, r: LockRecord) {
