@@ -94,6 +94,7 @@ async fn a_full_rollout_of_20_nodes_reboots_each_node_once() {
         None,
         Duration::from_secs(120),
         false,
+        None,
     )
     .await
     .unwrap();

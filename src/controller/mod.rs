@@ -310,20 +310,34 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     }
     // The Node cache may lag behind the lock just read (a predecessor may have written a
     // node's final state and then freed its slot): read the Nodes once, after the lock.
-    match Api::<Node>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => {
-            let mut written = ctx.written.lock().expect("written cache");
-            for n in list.items {
-                let name = n.metadata.name.clone().unwrap_or_default();
-                if written.get(&name).is_none_or(|w| rv(w) < rv(&n)) {
-                    written.insert(name, proto::trim(n));
+    // In pages, keeping only what is newer than the cache: a single list of every Node (with
+    // images and managedFields) and a second copy of the cache would double the memory.
+    let api = Api::<Node>::all(ctx.client.clone());
+    let mut page = ListParams::default().limit(500);
+    loop {
+        match api.list(&page).await {
+            Ok(list) => {
+                let mut written = ctx.written.lock().expect("written cache");
+                for n in list.items {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    let cached = nodes
+                        .get(&reflector::ObjectRef::new(&name))
+                        .map(|c| rv(&c))
+                        .unwrap_or(0);
+                    if rv(&n) > cached && written.get(&name).is_none_or(|w| rv(w) < rv(&n)) {
+                        written.insert(name, proto::trim(n));
+                    }
+                }
+                match list.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(c) => page = page.continue_token(&c),
+                    None => break,
                 }
             }
+            Err(e) => {
+                tracing::warn!(error = %e, "listing nodes");
+                break;
+            }
         }
-        Err(e) => tracing::warn!(error = %e, "listing nodes"),
     }
     let mut tasks: HashMap<String, Task> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
@@ -755,6 +769,10 @@ async fn run_step(
             tasks.insert(
                 name.into(),
                 Task(tokio::spawn(async move {
+                    // Woken by every change to the budgets and controllers it waits for, not
+                    // by a polling sleep; the timer is only a safety net.
+                    let changed = Arc::new(Notify::new());
+                    let _watches = gate_watches(&ctx2, &gate, &changed);
                     let r = async {
                         loop {
                             match gate_passes(&ctx2, &gate).await {
@@ -773,7 +791,14 @@ async fn run_step(
                                 Ok(Some(why)) => tracing::debug!(node, why, "health gate waiting"),
                                 Err(e) => tracing::warn!(node, error = %e, "health gate check"),
                             }
-                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let until_deadline = (deadline - Utc::now())
+                                .to_std()
+                                .unwrap_or_default()
+                                .max(Duration::from_millis(10));
+                            tokio::select! {
+                                _ = changed.notified() => {}
+                                _ = tokio::time::sleep(GATE_SAFETY_NET.min(until_deadline)) => {}
+                            }
                         }
                     }
                     .await;
@@ -862,6 +887,62 @@ async fn request_reboot(
         .await;
     ctx.wake.notify_one();
     Ok(())
+}
+
+/// How often the health gate looks again without any change seen (a safety net only).
+const GATE_SAFETY_NET: Duration = Duration::from_secs(5);
+
+/// Watches (no cache) the PodDisruptionBudgets and the ReplicaSets/StatefulSets of the
+/// namespaces the gate waits on, waking `changed` on every event. Dropping the tasks stops them.
+fn gate_watches(ctx: &Ctx, gate: &GateRecord, changed: &Arc<Notify>) -> Vec<Task> {
+    let mut out = Vec::new();
+    let budget_ns: BTreeSet<&str> = gate
+        .budgets
+        .iter()
+        .filter_map(|b| b.split_once('/').map(|(ns, _)| ns))
+        .collect();
+    for ns in budget_ns {
+        out.push(watch_ns::<PodDisruptionBudget>(&ctx.client, ns, changed));
+    }
+    let owner_ns: BTreeSet<(&str, &str)> = gate
+        .owners
+        .iter()
+        .map(|(k, ns, _)| (k.as_str(), ns.as_str()))
+        .collect();
+    for (kind, ns) in owner_ns {
+        match kind {
+            "ReplicaSet" => out.push(watch_ns::<ReplicaSet>(&ctx.client, ns, changed)),
+            "StatefulSet" => out.push(watch_ns::<StatefulSet>(&ctx.client, ns, changed)),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn watch_ns<K>(client: &Client, ns: &str, changed: &Arc<Notify>) -> Task
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let changed = changed.clone();
+    Task(tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            if matches!(
+                ev,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            ) {
+                changed.notify_one();
+            }
+        }
+    }))
 }
 
 /// `None` when the gate passes, else what it waits for.
