@@ -7,6 +7,7 @@
 //! reach into the product's decisions: the controller and agents here are exactly the production
 //! code, talking HTTP to the simulator, each with its own identity in the request accounting.
 
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ pub struct RolloutArgs {
     /// Report format.
     #[arg(long, value_enum, default_value_t = crate::cli::Output::Text)]
     pub report: crate::cli::Output,
+    /// Keep the controllers and agents running at least this long (e.g. `60s`), then report
+    /// the API requests per minute: with `--flagged 0`, the idle traffic.
+    #[arg(long)]
+    pub idle_for: Option<crate::config::Duration>,
 }
 
 /// The config the simulation uses unless given one: short leases and periods so a rollout
@@ -415,6 +420,19 @@ pub struct Report {
     pub lower_bound_seconds: f64,
     /// (makespan - bound) / flagged nodes, milliseconds.
     pub overhead_per_node_ms: f64,
+    /// Median over the flagged nodes of each node's overhead, milliseconds: the time between
+    /// consecutive completions (the first from the flagging) minus the irreducible time per
+    /// node divided by `maxNodes`. Its mean is `overhead_per_node_ms`.
+    pub overhead_per_node_median_ms: f64,
+    /// Seconds the requests were counted over (from the start of the controllers).
+    pub observed_seconds: f64,
+    /// rollboot's API requests per minute over `observed_seconds`.
+    pub requests_per_minute: f64,
+    /// The controller replicas' API requests per minute over `observed_seconds` (agents
+    /// excluded: with nothing flagged, this must not grow with the number of nodes).
+    pub controller_requests_per_minute: f64,
+    /// The controller replicas' API requests by `verb resource[/subresource]`.
+    pub controller_requests_by_resource: BTreeMap<String, u64>,
     /// rollboot's API requests by verb (controllers and agents).
     pub requests_by_verb: BTreeMap<String, u64>,
     /// rollboot's API requests in all.
@@ -460,8 +478,13 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "  coordinator overhead     {:.0} ms per node",
-            self.overhead_per_node_ms
+            "  coordinator overhead     {:.0} ms per node (mean), {:.0} ms (median)",
+            self.overhead_per_node_ms, self.overhead_per_node_median_ms
+        );
+        let _ = writeln!(
+            s,
+            "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
+            self.requests_per_minute, self.controller_requests_per_minute, self.observed_seconds
         );
         let _ = writeln!(
             s,
@@ -504,6 +527,8 @@ pub async fn report(
     scenario: &Scenario,
     flagged: &BTreeSet<String>,
     makespan: Duration,
+    flagged_at: DateTime<Utc>,
+    observed: Duration,
 ) -> anyhow::Result<Report> {
     let nodes = h.nodes().await?;
     let reboots = h.host.reboots.lock().expect("reboots").clone();
@@ -512,7 +537,18 @@ pub async fn report(
     let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_resource: BTreeMap<String, u64> = BTreeMap::new();
     let mut lease_requests = 0;
+    let mut by_controller: BTreeMap<String, u64> = BTreeMap::new();
     for (k, n) in &stats.requests {
+        if k.identity.starts_with("controller-") {
+            let sub = if k.subresource.is_empty() {
+                String::new()
+            } else {
+                format!("/{}", k.subresource)
+            };
+            *by_controller
+                .entry(format!("{} {}{sub}", k.verb, k.resource))
+                .or_default() += n;
+        }
         if k.identity != "harness" {
             *by_verb.entry(k.verb.clone()).or_default() += n;
             let sub = if k.subresource.is_empty() {
@@ -559,6 +595,28 @@ pub async fn report(
     let max_nodes = h.config.concurrency.max_nodes;
     let bound = per_node * flagged.len() as f64 / max_nodes.max(1) as f64;
     let makespan_s = makespan.as_secs_f64();
+    let mut done_times: Vec<DateTime<Utc>> = nodes
+        .iter()
+        .filter(|n| flagged.contains(&n.name) && n.state == Some(NodeState::Done))
+        .filter_map(|n| n.state_since)
+        .collect();
+    done_times.sort();
+    let ideal = per_node / max_nodes.max(1) as f64;
+    let mut prev = flagged_at;
+    let mut each: Vec<f64> = done_times
+        .iter()
+        .map(|t| {
+            let gap = (*t - prev).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            prev = *t;
+            (gap - ideal) * 1000.0
+        })
+        .collect();
+    each.sort_by(|a, b| a.total_cmp(b));
+    let median = match each.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => each[n / 2],
+        n => (each[n / 2 - 1] + each[n / 2]) / 2.0,
+    };
     let ok = rebooted_once == flagged.len()
         && twice.is_empty()
         && inv.pdb_violations.is_empty()
@@ -578,6 +636,12 @@ pub async fn report(
         } else {
             (makespan_s - bound) * 1000.0 / flagged.len() as f64
         },
+        overhead_per_node_median_ms: median,
+        observed_seconds: observed.as_secs_f64(),
+        requests_per_minute: total as f64 * 60.0 / observed.as_secs_f64().max(0.001),
+        controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
+            / observed.as_secs_f64().max(0.001),
+        controller_requests_by_resource: by_controller,
         requests_by_verb: by_verb,
         requests_total: total,
         requests_by_resource: by_resource,
@@ -599,6 +663,7 @@ pub async fn rollout(
     flagged: Option<usize>,
     timeout: Duration,
     progress: bool,
+    idle_for: Option<Duration>,
 ) -> anyhow::Result<Report> {
     let mut h = Harness::start(scenario.clone(), config).await?;
     let names = h.node_names().await?;
@@ -607,10 +672,12 @@ pub async fn rollout(
         .take(flagged.unwrap_or(names.len()))
         .cloned()
         .collect();
+    let started = Instant::now();
     h.start_controller(0).await?;
     h.start_controller(1).await?;
     h.start_all_agents().await?;
     let start = Instant::now();
+    let flagged_at = Utc::now();
     let list: Vec<String> = flagged.iter().cloned().collect();
     h.flag(&list);
     let tty = std::io::stderr().is_terminal();
@@ -618,10 +685,13 @@ pub async fn rollout(
     let mut done_at = None;
     while start.elapsed() < timeout {
         let nodes = h.nodes().await?;
-        if Harness::finished(&nodes, &flagged)
+        if done_at.is_none()
+            && Harness::finished(&nodes, &flagged)
             && h.host.sentinel.lock().expect("sentinel").is_empty()
         {
             done_at = Some(start.elapsed());
+        }
+        if done_at.is_some() && idle_for.is_none_or(|d| start.elapsed() >= d) {
             break;
         }
         if progress && last_print.elapsed() >= Duration::from_millis(if tty { 200 } else { 2000 }) {
@@ -658,8 +728,9 @@ pub async fn rollout(
     if progress && tty {
         eprintln!();
     }
+    let observed = started.elapsed();
     let makespan = done_at.unwrap_or_else(|| start.elapsed());
-    let r = report(&h, &scenario, &flagged, makespan).await?;
+    let r = report(&h, &scenario, &flagged, makespan, flagged_at, observed).await?;
     h.shutdown().await;
     Ok(r)
 }
@@ -707,7 +778,10 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let report = rt.block_on(rollout(sc, config, flagged, Duration::from_secs(600), true))?;
+    let idle_for = args.idle_for.map(|d| d.to_std());
+    let timeout =
+        Duration::from_secs(600).max(idle_for.unwrap_or_default() + Duration::from_secs(60));
+    let report = rt.block_on(rollout(sc, config, flagged, timeout, true, idle_for))?;
     match args.report {
         crate::cli::Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         crate::cli::Output::Text => print!("{}", report.text()),

@@ -94,6 +94,7 @@ async fn a_full_rollout_of_20_nodes_reboots_each_node_once() {
         None,
         Duration::from_secs(120),
         false,
+        None,
     )
     .await
     .unwrap();
@@ -385,6 +386,10 @@ async fn a_lock_held_by_another_holder_starts_nothing_until_released() {
         );
         assert!(!n.unschedulable);
     }
+    // Said once (not once per pass), naming the holder.
+    let held = h.events("LockHeld").await.unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].contains("ops-team"), "{held:?}");
     // The operator releases the lock.
     let mut l = leases.get(&h.config.lock.name).await.unwrap();
     l.spec.as_mut().unwrap().holder_identity = None;

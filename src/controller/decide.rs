@@ -43,6 +43,18 @@ pub enum Blocker {
         /// How many pods match.
         count: usize,
     },
+    /// Alerts fire in Prometheus (`blockers.prometheus`).
+    Alerts {
+        /// The blocking alerts' names.
+        names: Vec<String>,
+    },
+    /// Prometheus could not be asked: fail safe, nothing new starts.
+    AlertsUnknown {
+        /// The Prometheus URL.
+        url: String,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 impl fmt::Display for Blocker {
@@ -65,6 +77,16 @@ impl fmt::Display for Blocker {
             Blocker::BlockingPods { selector, count } => {
                 write!(f, "{count} pod(s) match the blocking selector `{selector}`")
             }
+            Blocker::Alerts { names } => write!(
+                f,
+                "{} alert(s) firing in Prometheus: {}",
+                names.len(),
+                names.join(", ")
+            ),
+            Blocker::AlertsUnknown { url, error } => write!(
+                f,
+                "Prometheus at {url} could not be asked for alerts (blocking to be safe): {error}"
+            ),
         }
     }
 }

@@ -34,6 +34,37 @@ impl Recorder {
 
     /// Records an Event about Node `node`, in the background: the caller never waits for it.
     pub async fn publish(&self, node: &str, warning: bool, reason: &str, note: String) {
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            uid: Some(node.into()),
+            ..Default::default()
+        };
+        self.emit(node, regarding, warning, reason, note);
+    }
+
+    /// Records an Event about the Lease `name` in the recorder's namespace (the maintenance
+    /// lock), in the background.
+    pub fn publish_lease(&self, name: &str, warning: bool, reason: &str, note: String) {
+        let regarding = ObjectReference {
+            api_version: Some("coordination.k8s.io/v1".into()),
+            kind: Some("Lease".into()),
+            name: Some(name.into()),
+            namespace: Some(self.namespace.clone()),
+            ..Default::default()
+        };
+        self.emit(name, regarding, warning, reason, note);
+    }
+
+    fn emit(
+        &self,
+        node: &str,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) {
         let now = Utc::now();
         let mut ev = Event {
             event_time: Some(time::micro(now)),
@@ -43,13 +74,7 @@ impl Recorder {
             type_: Some(if warning { "Warning" } else { "Normal" }.into()),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.chars().take(128).collect()),
-            regarding: Some(ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(node.into()),
-                uid: Some(node.into()),
-                ..Default::default()
-            }),
+            regarding: Some(regarding),
             ..Default::default()
         };
         ev.metadata.generate_name = Some(format!("{node}."));

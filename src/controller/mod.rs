@@ -9,6 +9,7 @@
 //! says. It must never write anything without re-checking leadership right before, and never
 //! start a node while a blocker holds.
 
+pub mod alerts;
 pub mod decide;
 pub mod events;
 
@@ -86,6 +87,9 @@ impl Error {
 /// Safety-net resync interval.
 const RESYNC: Duration = Duration::from_secs(300);
 
+/// How often Prometheus is asked again while its alerts (or its failure) block a flagged node.
+const ALERTS_RECHECK: chrono::Duration = chrono::Duration::seconds(5);
+
 /// What the health gate must see healthy again, written with `state: rebooting`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GateRecord {
@@ -121,6 +125,8 @@ struct Ctx {
     written: Arc<std::sync::Mutex<HashMap<String, Node>>>,
     /// The lock as last read or written.
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
+    /// `blockers.prometheus`, when configured.
+    alerts: Option<alerts::AlertSource>,
 }
 
 /// The identity under which rollboot holds the maintenance lock: one per installation, shared
@@ -244,7 +250,12 @@ pub async fn run(
             let _ = stop_tx.send(true);
         }))
     };
+    let alerts = match &config.blockers.prometheus {
+        Some(p) => Some(alerts::AlertSource::new(p).map_err(Error::Client)?),
+        None => None,
+    };
     let ctx = Ctx {
+        alerts,
         events: Recorder::new(
             client.clone(),
             &config.lock.namespace,
@@ -299,28 +310,44 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     }
     // The Node cache may lag behind the lock just read (a predecessor may have written a
     // node's final state and then freed its slot): read the Nodes once, after the lock.
-    match Api::<Node>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => {
-            let mut written = ctx.written.lock().expect("written cache");
-            for n in list.items {
-                let name = n.metadata.name.clone().unwrap_or_default();
-                if written.get(&name).is_none_or(|w| rv(w) < rv(&n)) {
-                    written.insert(name, proto::trim(n));
+    // In pages, keeping only what is newer than the cache: a single list of every Node (with
+    // images and managedFields) and a second copy of the cache would double the memory.
+    let api = Api::<Node>::all(ctx.client.clone());
+    let mut page = ListParams::default().limit(500);
+    loop {
+        match api.list(&page).await {
+            Ok(list) => {
+                let mut written = ctx.written.lock().expect("written cache");
+                for n in list.items {
+                    let name = n.metadata.name.clone().unwrap_or_default();
+                    let cached = nodes
+                        .get(&reflector::ObjectRef::new(&name))
+                        .map(|c| rv(&c))
+                        .unwrap_or(0);
+                    if rv(&n) > cached && written.get(&name).is_none_or(|w| rv(w) < rv(&n)) {
+                        written.insert(name, proto::trim(n));
+                    }
+                }
+                match list.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(c) => page = page.continue_token(&c),
+                    None => break,
                 }
             }
+            Err(e) => {
+                tracing::warn!(error = %e, "listing nodes");
+                break;
+            }
         }
-        Err(e) => tracing::warn!(error = %e, "listing nodes"),
     }
     let mut tasks: HashMap<String, Task> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
+    let mut last_holder: Option<String> = None;
     loop {
         let wake = ctx.wake.notified();
         tokio::pin!(wake);
         wake.as_mut().enable();
         tasks.retain(|_, t| !t.0.is_finished());
+        report_holder(ctx, &mut last_holder);
         let next = match tick(ctx, nodes, &mut tasks, &mut last_blockers).await {
             Ok(next) => next,
             Err(Error::NotLeader(_)) => return,
@@ -411,7 +438,18 @@ async fn tick(
         foreign_holder: record.foreign_holder(&ctx.lock_owner),
         blocking_pods: &blocking,
     };
-    let blockers = decide::blockers(&snap, &ctx.config, now);
+    let mut blockers = decide::blockers(&snap, &ctx.config, now);
+    if let Some(source) = &ctx.alerts {
+        // Asked only when something could start, so an idle cluster costs Prometheus nothing.
+        match source.check().await {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => blockers.push(decide::Blocker::Alerts { names }),
+            Err(error) => blockers.push(decide::Blocker::AlertsUnknown {
+                url: source.url().to_string(),
+                error,
+            }),
+        }
+    }
     let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
     if texts != *last_blockers {
         for b in &texts {
@@ -432,6 +470,14 @@ async fn tick(
                 .first()
                 .map(|o| o.start.max(now + chrono::Duration::milliseconds(100)))
                 .unwrap_or(now + chrono::Duration::seconds(1))
+        } else if blockers.iter().any(|b| {
+            matches!(
+                b,
+                decide::Blocker::Alerts { .. } | decide::Blocker::AlertsUnknown { .. }
+            )
+        }) {
+            // Alerts are not watched: ask Prometheus again soon, while something waits.
+            now + ALERTS_RECHECK
         } else {
             now + chrono::Duration::seconds(30)
         };
@@ -466,6 +512,40 @@ async fn tick(
         ctx.metrics.started();
     }
     Ok(next)
+}
+
+/// When the lock's foreign holder changes, says so once: a log line, and an Event on the lock
+/// Lease naming the new holder (not once per pass).
+fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
+    let holder = ctx
+        .lock_record
+        .lock()
+        .expect("lock cache")
+        .foreign_holder(&ctx.lock_owner)
+        .map(str::to_string);
+    if holder == *last {
+        return;
+    }
+    match &holder {
+        Some(h) => {
+            tracing::warn!(holder = %h, lock = %ctx.config.lock.name, "the maintenance lock is held by another holder; nothing new starts");
+            let note = format!(
+                "The maintenance lock {}/{} is held by `{h}`; rollboot starts no new node until it is released",
+                ctx.config.lock.namespace, ctx.config.lock.name
+            );
+            ctx.events
+                .publish_lease(&ctx.config.lock.name, true, "LockHeld", note);
+        }
+        None => {
+            if let Some(prev) = last {
+                tracing::info!(previous = %prev, lock = %ctx.config.lock.name, "the maintenance lock is no longer held by another holder");
+                let note = format!("The maintenance lock is no longer held by `{prev}`");
+                ctx.events
+                    .publish_lease(&ctx.config.lock.name, false, "LockReleased", note);
+            }
+        }
+    }
+    *last = holder;
 }
 
 fn set_lock(ctx: &Ctx, r: LockRecord) {
@@ -689,6 +769,10 @@ async fn run_step(
             tasks.insert(
                 name.into(),
                 Task(tokio::spawn(async move {
+                    // Woken by every change to the budgets and controllers it waits for, not
+                    // by a polling sleep; the timer is only a safety net.
+                    let changed = Arc::new(Notify::new());
+                    let _watches = gate_watches(&ctx2, &gate, &changed);
                     let r = async {
                         loop {
                             match gate_passes(&ctx2, &gate).await {
@@ -707,7 +791,14 @@ async fn run_step(
                                 Ok(Some(why)) => tracing::debug!(node, why, "health gate waiting"),
                                 Err(e) => tracing::warn!(node, error = %e, "health gate check"),
                             }
-                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let until_deadline = (deadline - Utc::now())
+                                .to_std()
+                                .unwrap_or_default()
+                                .max(Duration::from_millis(10));
+                            tokio::select! {
+                                _ = changed.notified() => {}
+                                _ = tokio::time::sleep(GATE_SAFETY_NET.min(until_deadline)) => {}
+                            }
                         }
                     }
                     .await;
@@ -796,6 +887,62 @@ async fn request_reboot(
         .await;
     ctx.wake.notify_one();
     Ok(())
+}
+
+/// How often the health gate looks again without any change seen (a safety net only).
+const GATE_SAFETY_NET: Duration = Duration::from_secs(5);
+
+/// Watches (no cache) the PodDisruptionBudgets and the ReplicaSets/StatefulSets of the
+/// namespaces the gate waits on, waking `changed` on every event. Dropping the tasks stops them.
+fn gate_watches(ctx: &Ctx, gate: &GateRecord, changed: &Arc<Notify>) -> Vec<Task> {
+    let mut out = Vec::new();
+    let budget_ns: BTreeSet<&str> = gate
+        .budgets
+        .iter()
+        .filter_map(|b| b.split_once('/').map(|(ns, _)| ns))
+        .collect();
+    for ns in budget_ns {
+        out.push(watch_ns::<PodDisruptionBudget>(&ctx.client, ns, changed));
+    }
+    let owner_ns: BTreeSet<(&str, &str)> = gate
+        .owners
+        .iter()
+        .map(|(k, ns, _)| (k.as_str(), ns.as_str()))
+        .collect();
+    for (kind, ns) in owner_ns {
+        match kind {
+            "ReplicaSet" => out.push(watch_ns::<ReplicaSet>(&ctx.client, ns, changed)),
+            "StatefulSet" => out.push(watch_ns::<StatefulSet>(&ctx.client, ns, changed)),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn watch_ns<K>(client: &Client, ns: &str, changed: &Arc<Notify>) -> Task
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let changed = changed.clone();
+    Task(tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            if matches!(
+                ev,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            ) {
+                changed.notify_one();
+            }
+        }
+    }))
 }
 
 /// `None` when the gate passes, else what it waits for.
