@@ -463,8 +463,11 @@ fn the_controller_may_do_exactly_what_the_controller_code_calls() {
         ("", "", "pods/eviction", "create", ""),
         ("", "apps", "daemonsets", "get", ""),
         ("", "apps", "replicasets", "list", ""),
+        ("", "apps", "replicasets", "watch", ""),
         ("", "apps", "statefulsets", "list", ""),
+        ("", "apps", "statefulsets", "watch", ""),
         ("", "policy", "poddisruptionbudgets", "list", ""),
+        ("", "policy", "poddisruptionbudgets", "watch", ""),
         (
             "rollboot-system",
             "coordination.k8s.io",

@@ -15,7 +15,10 @@ use rollboot::simulate::{sim_config, Harness};
 
 /// Grants no rollout in the simulator can use, each with the reason. The simulator serves no
 /// StatefulSets (its world has none), so the health gate's StatefulSet read cannot happen here.
-const NOT_SIMULATED: &[&str] = &["ClusterRole/rollboot-controller: list apps/statefulsets"];
+const NOT_SIMULATED: &[&str] = &[
+    "ClusterRole/rollboot-controller: list apps/statefulsets",
+    "ClusterRole/rollboot-controller: watch apps/statefulsets",
+];
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)
