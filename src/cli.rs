@@ -143,42 +143,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let config = std::sync::Arc::new(config);
                 let r = &config.reboot;
                 let shutdown = shutdown_signal();
-                match (r.method, r.sentinel_command.clone()) {
-                    (config::RebootMethod::Command, None) => {
-                        let m = crate::agent::CommandReboot(r.command.clone());
-                        let s = crate::agent::FileSentinel(r.sentinel_file.clone().into());
-                        crate::agent::run(client, config.clone(), node_name, m, s, shutdown).await?
-                    }
-                    (config::RebootMethod::Command, Some(cmd)) => {
-                        let m = crate::agent::CommandReboot(r.command.clone());
-                        crate::agent::run(
-                            client,
-                            config.clone(),
-                            node_name,
-                            m,
-                            crate::agent::CommandSentinel(cmd),
-                            shutdown,
-                        )
-                        .await?
-                    }
-                    (config::RebootMethod::Signal, None) => {
-                        let m = crate::agent::SignalReboot(r.signal);
-                        let s = crate::agent::FileSentinel(r.sentinel_file.clone().into());
-                        crate::agent::run(client, config.clone(), node_name, m, s, shutdown).await?
-                    }
-                    (config::RebootMethod::Signal, Some(cmd)) => {
-                        let m = crate::agent::SignalReboot(r.signal);
-                        crate::agent::run(
-                            client,
-                            config.clone(),
-                            node_name,
-                            m,
-                            crate::agent::CommandSentinel(cmd),
-                            shutdown,
-                        )
-                        .await?
-                    }
-                }
+                crate::agent::run(
+                    client,
+                    config.clone(),
+                    node_name,
+                    crate::agent::HostReboot::from_config(r),
+                    crate::agent::HostSentinel::from_config(r),
+                    shutdown,
+                )
+                .await?;
                 Ok(ExitCode::SUCCESS)
             })
         }

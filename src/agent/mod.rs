@@ -109,6 +109,35 @@ impl RebootMethod for SignalReboot {
     }
 }
 
+/// The host reboot method the config asks for (`reboot.method`), chosen at start-up.
+pub enum HostReboot {
+    /// `method: command`.
+    Command(CommandReboot),
+    /// `method: signal`.
+    Signal(SignalReboot),
+}
+
+impl HostReboot {
+    /// The method `reboot` configures.
+    pub fn from_config(r: &crate::config::Reboot) -> HostReboot {
+        match r.method {
+            crate::config::RebootMethod::Command => {
+                HostReboot::Command(CommandReboot(r.command.clone()))
+            }
+            crate::config::RebootMethod::Signal => HostReboot::Signal(SignalReboot(r.signal)),
+        }
+    }
+}
+
+impl RebootMethod for HostReboot {
+    async fn reboot(&self, node: &str, token: &str) -> Result<(), AgentError> {
+        match self {
+            HostReboot::Command(m) => m.reboot(node, token).await,
+            HostReboot::Signal(m) => m.reboot(node, token).await,
+        }
+    }
+}
+
 /// Whether the host needs a reboot: `Some(reason)` when it does.
 pub trait Sentinel: Send + Sync {
     /// Checks once.
@@ -141,6 +170,33 @@ impl Sentinel for CommandSentinel {
             .await
             .is_ok_and(|s| s.success());
         ok.then(|| format!("sentinel command `{}` exited 0", self.0.join(" ")))
+    }
+}
+
+/// The sentinel the config asks for: `reboot.sentinelCommand` when set, else `reboot.sentinelFile`.
+pub enum HostSentinel {
+    /// `sentinelFile`.
+    File(FileSentinel),
+    /// `sentinelCommand`.
+    Command(CommandSentinel),
+}
+
+impl HostSentinel {
+    /// The sentinel `reboot` configures.
+    pub fn from_config(r: &crate::config::Reboot) -> HostSentinel {
+        match &r.sentinel_command {
+            Some(cmd) => HostSentinel::Command(CommandSentinel(cmd.clone())),
+            None => HostSentinel::File(FileSentinel(r.sentinel_file.clone().into())),
+        }
+    }
+}
+
+impl Sentinel for HostSentinel {
+    async fn check(&self) -> Option<String> {
+        match self {
+            HostSentinel::File(s) => s.check().await,
+            HostSentinel::Command(s) => s.check().await,
+        }
     }
 }
 
@@ -278,6 +334,40 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn the_configured_sentinel_is_the_one_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("reboot-required");
+        let mut r = crate::config::Reboot {
+            sentinel_file: file.display().to_string(),
+            ..Default::default()
+        };
+        let s = HostSentinel::from_config(&r);
+        assert!(matches!(s, HostSentinel::File(_)));
+        assert_eq!(s.check().await, None);
+        std::fs::write(&file, "").unwrap();
+        assert!(s.check().await.unwrap().contains("reboot-required"));
+        // A sentinel command replaces the file, whatever the file says.
+        r.sentinel_command = Some(vec!["false".into()]);
+        let s = HostSentinel::from_config(&r);
+        assert!(matches!(s, HostSentinel::Command(_)));
+        assert_eq!(s.check().await, None);
+    }
+
+    #[test]
+    fn the_configured_reboot_method_is_the_one_used() {
+        let mut r = crate::config::Reboot::default();
+        assert!(matches!(
+            HostReboot::from_config(&r),
+            HostReboot::Command(CommandReboot(argv)) if argv == r.command
+        ));
+        r.method = crate::config::RebootMethod::Signal;
+        assert!(matches!(
+            HostReboot::from_config(&r),
+            HostReboot::Signal(SignalReboot(39))
+        ));
+    }
+
     use super::*;
     use crate::node::fixtures::node;
 
