@@ -1,5 +1,7 @@
 //! The simulated API server against what kube-apiserver v1.36 answers (tests/golden/).
 
+mod common;
+
 use std::time::Duration;
 
 use axum::http::Method;
@@ -40,7 +42,7 @@ fn small() -> Scenario {
     }
 }
 
-/// A minimal HTTP/1.1 client (kube's client retries 429s, which would hide the answer).
+/// kube's client retries 429s, which would hide the answer: see `common::http`.
 async fn raw(c: &Cluster, method: Method, path: &str, ct: &str, body: &str) -> (u16, String) {
     raw_addr(c.addr(), method, path, ct, body).await
 }
@@ -52,41 +54,7 @@ async fn raw_addr(
     ct: &str,
     body: &str,
 ) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer test\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
-        .await
-        .expect("the simulator answers")
-        .unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
-    let code: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = rest;
-        loop {
-            let (size, after) = rest.split_once("\r\n").unwrap();
-            let size = usize::from_str_radix(size.trim(), 16).unwrap();
-            if size == 0 {
-                break;
-            }
-            out.push_str(&after[..size]);
-            rest = &after[size + 2..];
-        }
-        out
-    } else {
-        rest.to_string()
-    };
-    (code, body)
+    common::http(addr, "test", method, path, ct, body).await
 }
 
 async fn call(c: &Cluster, method: Method, path: &str, ct: &str, body: &str) -> (u16, Value) {

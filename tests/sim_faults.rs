@@ -1,5 +1,7 @@
 //! Request accounting and fault injection of the simulated API server.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
@@ -37,7 +39,7 @@ fn small() -> Scenario {
     }
 }
 
-/// A minimal HTTP/1.1 client presenting `token` (kube's client retries 429s).
+/// kube's client retries 429s, which would hide the answer: see `common::http`.
 async fn raw(
     c: &Cluster,
     token: &str,
@@ -46,40 +48,7 @@ async fn raw(
     ct: &str,
     body: &str,
 ) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(c.addr()).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer {token}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
-        .await
-        .expect("the simulator answers")
-        .unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
-    let code: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let size = usize::from_str_radix(size.trim(), 16).unwrap();
-            if size == 0 {
-                break;
-            }
-            out.push_str(&after[..size]);
-            rest = &after[size + 2..];
-        }
-        out
-    } else {
-        rest.to_string()
-    };
-    (code, body)
+    common::http(c.addr(), token, method, path, ct, body).await
 }
 
 async fn get_as(c: &Cluster, token: &str, path: &str) -> (u16, Value) {
