@@ -405,8 +405,10 @@ pub fn budgets_for(inner: &Inner, pod: &Index) -> Vec<Entry> {
     inner
         .range(Kind::Pdb, Some(&pod.namespace), None)
         .filter(|e| {
-            let v = e.value();
-            pdb::label_selector(&v["spec"]["selector"]).is_some_and(|s| s.matches(&pod.labels))
+            e.idx
+                .pdb_selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
         })
         .cloned()
         .collect()

@@ -7,7 +7,7 @@
 //! must never bypass the store or keep state a restart of the world could not rebuild from it
 //! (besides timers in flight).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -417,7 +417,11 @@ struct Runner {
     tx: mpsc::UnboundedSender<Msg>,
     pods_on_node: HashMap<String, usize>,
     timers: BTreeSet<(String, String)>,
+    /// Namespaces whose every budget is recomputed at the next flush (start, budget changes).
     dirty_ns: BTreeSet<String>,
+    /// Labels of pods changed since the last flush, per namespace: only the budgets selecting
+    /// one of them are recomputed, as the disruption controller enqueues the budgets of a pod.
+    dirty_pods: HashMap<String, Vec<BTreeMap<String, String>>>,
     rebooting: BTreeSet<String>,
 }
 
@@ -441,6 +445,7 @@ pub fn start(
         pods_on_node: HashMap::new(),
         timers: BTreeSet::new(),
         dirty_ns: BTreeSet::new(),
+        dirty_pods: HashMap::new(),
         rebooting: BTreeSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
@@ -516,7 +521,11 @@ impl Runner {
                         *self.pods_on_node.entry(a).or_default() += 1;
                     }
                 }
-                self.dirty_ns.insert(idx.namespace.clone());
+                let changed = self.dirty_pods.entry(idx.namespace.clone()).or_default();
+                if let Some(p) = ev.prev.as_ref().filter(|p| p.labels != idx.labels) {
+                    changed.push(p.labels.clone());
+                }
+                changed.push(idx.labels.clone());
                 if ev.typ == EventType::Deleted {
                     self.pod_gone(idx);
                     self.schedule_pending();
@@ -848,14 +857,27 @@ impl Runner {
     }
 
     fn flush(&mut self) {
-        if self.dirty_ns.is_empty() {
+        if self.dirty_ns.is_empty() && self.dirty_pods.is_empty() {
             return;
         }
-        let dirty = std::mem::take(&mut self.dirty_ns);
+        let all = std::mem::take(&mut self.dirty_ns);
+        let mut pods = std::mem::take(&mut self.dirty_pods);
         let mut inner = self.shared.store.lock();
-        for ns in dirty {
+        let namespaces: BTreeSet<String> = all.iter().chain(pods.keys()).cloned().collect();
+        for ns in namespaces {
+            let whole = all.contains(&ns);
+            let mut changed = pods.remove(&ns).unwrap_or_default();
+            changed.sort();
+            changed.dedup();
             let keys: Vec<String> = inner
                 .range(Kind::Pdb, Some(&ns), None)
+                .filter(|e| {
+                    whole
+                        || e.idx
+                            .pdb_selector
+                            .as_ref()
+                            .is_some_and(|s| changed.iter().any(|l| s.matches(l)))
+                })
                 .map(|e| e.idx.key())
                 .collect();
             for k in keys {
