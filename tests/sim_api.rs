@@ -787,16 +787,20 @@ async fn statefulsets_are_served_like_kube_apiserver() {
     .await;
     assert_eq!(code, 409);
     assert_eq!(st["reason"], "Conflict");
-    // The world creates web-0..web-2 and runs them.
+    // The world creates web-0..web-2 and runs them; the status follows.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let (_, pods) = get(c, "/api/v1/namespaces/apps-0/pods?labelSelector=app%3Dweb&fieldSelector=status.phase%3DRunning").await;
-        if pods["items"].as_array().unwrap().len() == 3 {
+        let (_, web) = get(c, &format!("{base}/web")).await;
+        if pods["items"].as_array().unwrap().len() == 3 && web["status"]["readyReplicas"] == 3 {
+            assert_eq!(web["status"]["replicas"], 3);
+            assert_eq!(web["status"]["observedGeneration"], 2);
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "web pods not running: {pods}"
+            "web pods not running: {pods}, status {}",
+            web["status"]
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -820,7 +824,21 @@ async fn statefulsets_are_served_like_kube_apiserver() {
         json!({"name": "web", "group": "apps", "kind": "statefulsets"})
     );
     let (_, text) = watch.await.unwrap();
-    assert_eq!(types_of(&text), ["ADDED", "MODIFIED", "DELETED"]);
+    let types = types_of(&text);
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("ADDED"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("DELETED"),
+        "{types:?}"
+    );
+    assert!(
+        types[1..types.len() - 1].iter().all(|t| t == "MODIFIED") && types.len() >= 3,
+        "the patch and the status updates: {types:?}"
+    );
 
     // An evicted pod of the StatefulSet comes back under the same name.
     let client = c.kube_client().await.unwrap();
@@ -842,8 +860,24 @@ async fn statefulsets_are_served_like_kube_apiserver() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sts
+        .get("db-0")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .ready_replicas
+        != Some(3)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "db-0 not ready again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // kube-rs, as the controller's health gate uses it: list and watch.
-    let sts: Api<StatefulSet> = Api::namespaced(client, &ns);
     assert_eq!(
         sts.list(&ListParams::default()).await.unwrap().items.len(),
         1

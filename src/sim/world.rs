@@ -445,6 +445,33 @@ pub fn refresh_pdb(inner: &mut Inner, key: &str) {
     }
 }
 
+/// Recomputes a StatefulSet's replica counts from its pods, as its controller does; writes only
+/// on change.
+fn refresh_ss(inner: &mut Inner, key: &str) {
+    let Some(old) = inner.get(Kind::StatefulSet, key).cloned() else {
+        return;
+    };
+    let (mut replicas, mut ready) = (0u64, 0u64);
+    for p in inner.range(Kind::Pod, Some(&old.idx.namespace), None) {
+        if p.idx.owner.as_ref().is_some_and(|o| o.2 == old.idx.uid) {
+            replicas += 1;
+            ready += u64::from(p.idx.ready && !p.idx.deleting);
+        }
+    }
+    let mut v = old.value();
+    let before = v.clone();
+    let st = &mut v["status"];
+    st["observedGeneration"] = before["metadata"]["generation"].clone();
+    st["replicas"] = json!(replicas);
+    st["readyReplicas"] = json!(ready);
+    st["availableReplicas"] = json!(ready);
+    st["currentReplicas"] = json!(replicas);
+    st["updatedReplicas"] = json!(replicas);
+    if v != before {
+        inner.put(Kind::StatefulSet, v);
+    }
+}
+
 struct Runner {
     shared: Arc<Shared>,
     sc: Scenario,
@@ -453,6 +480,8 @@ struct Runner {
     pods_on_node: HashMap<String, usize>,
     timers: BTreeSet<(String, String)>,
     dirty_ns: BTreeSet<String>,
+    /// StatefulSets (`namespace/name`) whose pods changed: status to recompute.
+    dirty_ss: BTreeSet<String>,
     rebooting: BTreeSet<String>,
 }
 
@@ -476,6 +505,7 @@ pub fn start(
         pods_on_node: HashMap::new(),
         timers: BTreeSet::new(),
         dirty_ns: BTreeSet::new(),
+        dirty_ss: BTreeSet::new(),
         rebooting: BTreeSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
@@ -552,6 +582,11 @@ impl Runner {
                     }
                 }
                 self.dirty_ns.insert(idx.namespace.clone());
+                if let Some((okind, oname, _)) = &idx.owner {
+                    if okind == "StatefulSet" {
+                        self.dirty_ss.insert(key_of(&idx.namespace, oname));
+                    }
+                }
                 if ev.typ == EventType::Deleted {
                     self.pod_gone(idx);
                     self.schedule_pending();
@@ -918,6 +953,13 @@ impl Runner {
     }
 
     fn flush(&mut self) {
+        if !self.dirty_ss.is_empty() {
+            let dirty = std::mem::take(&mut self.dirty_ss);
+            let mut inner = self.shared.store.lock();
+            for k in dirty {
+                refresh_ss(&mut inner, &k);
+            }
+        }
         if self.dirty_ns.is_empty() {
             return;
         }
