@@ -2,7 +2,8 @@
 //! RBAC derived from the code, the pods' security settings, the admission policy and the
 //! Dockerfile.
 //!
-//! These tests read files only: no cluster, no helm binary. Where `kubectl`, `hadolint` or the
+//! These tests read files and need no helm binary; one starts the in-process simulated cluster
+//! for `kubectl apply --dry-run=client`. Where `kubectl`, `hadolint` or the
 //! Helm library of the PyPI package helm-python-sdk (through deploy/helm/render.py) is available
 //! they are run too; where not, that part is skipped with a note on stderr and the committed
 //! golden render stands in for Helm.
@@ -207,6 +208,165 @@ fn kubectl_kustomize_renders_exactly_the_listed_files() {
         "kubectl kustomize",
     ));
     assert_eq!(rendered, by_key(&kustomize()));
+}
+
+/// Runs `kubectl ARGS` in the crate root with its discovery cache in `cache`; `None` when
+/// kubectl cannot be started.
+fn kubectl(args: &[&str], cache: &Path) -> Option<std::process::Output> {
+    match Command::new("kubectl")
+        .args(args)
+        .env("KUBECACHEDIR", cache)
+        .current_dir(root())
+        .output()
+    {
+        Ok(o) => Some(o),
+        Err(e) => {
+            eprintln!("kubectl not runnable ({e}); skipping kubectl {args:?}");
+            None
+        }
+    }
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Issue 5's check: `kubectl apply -k deploy/ --dry-run=client -o yaml` renders against a
+/// server (the simulator: kubectl needs discovery and `/openapi/v3` even for a client dry run),
+/// every object it prints parses as its k8s-openapi type with no unknown field, and they are the
+/// objects of `kubectl kustomize deploy/`, each plus only the last-applied annotation (which
+/// holds that very object). Then the same base is applied for real to the simulator (with
+/// kubectl's default `--validate=strict`, so the server refuses unknown fields) and read back.
+#[test]
+fn kubectl_apply_dry_run_renders_the_base_against_the_simulator() {
+    let cache = tempfile::tempdir().unwrap();
+    let Some(kustomized) = kubectl(&["kustomize", "deploy/"], cache.path()) else {
+        return;
+    };
+    assert!(kustomized.status.success());
+    let expected = by_key(&docs(
+        &String::from_utf8_lossy(&kustomized.stdout),
+        "kubectl kustomize",
+    ));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sc = rollboot::sim::Scenario {
+        nodes: 1,
+        pods_per_node: 1,
+        ..Default::default()
+    };
+    let cluster = rt.block_on(rollboot::sim::Cluster::start(sc)).unwrap();
+    let kubeconfig = cache.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig, "operator").unwrap();
+    let kc = kubeconfig.to_str().unwrap();
+
+    let out = kubectl(
+        &[
+            "--kubeconfig",
+            kc,
+            "apply",
+            "-k",
+            "deploy/",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+        cache.path(),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply -k deploy/ --dry-run=client -o yaml: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = docs(
+        &String::from_utf8_lossy(&out.stdout),
+        "kubectl apply output",
+    );
+    assert_eq!(list.len(), 1, "one List");
+    assert_eq!(s(&list[0], "/kind"), "List");
+    let items = list[0]["items"].as_array().expect("items").clone();
+    let problems: Vec<String> = items
+        .iter()
+        .filter_map(|v| {
+            parses_as_its_type(v)
+                .err()
+                .map(|e| format!("{:?}: {e}", key(v)))
+        })
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+    let mut printed = Vec::new();
+    for mut item in items {
+        let k = key(&item);
+        let annotations = item["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap_or_else(|| panic!("{k:?} has no annotations"));
+        let applied = annotations
+            .remove(LAST_APPLIED)
+            .unwrap_or_else(|| panic!("no {LAST_APPLIED}"));
+        if annotations.is_empty() {
+            item["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("annotations");
+        }
+        // The annotation is the object as given (with an empty annotations map if it had none).
+        let mut applied: Value = serde_json::from_str(applied.as_str().unwrap()).unwrap();
+        if applied["metadata"]["annotations"] == serde_json::json!({}) {
+            applied["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("annotations");
+        }
+        assert_eq!(
+            first_difference(&applied, &item, String::new()),
+            None,
+            "{:?}: last-applied differs",
+            key(&item)
+        );
+        printed.push(item);
+    }
+    let printed = by_key(&printed);
+    assert_eq!(
+        printed.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "the same objects as kubectl kustomize"
+    );
+    for (k, v) in &expected {
+        assert_eq!(
+            first_difference(v, &printed[k], String::new()),
+            None,
+            "{k:?} differs"
+        );
+    }
+
+    // For real: every object is accepted (strict field validation) and can be read back.
+    let out = kubectl(
+        &["--kubeconfig", kc, "apply", "-k", "deploy/"],
+        cache.path(),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply -k deploy/: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        &["--kubeconfig", kc, "get", "-k", "deploy/", "-o", "json"],
+        cache.path(),
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stored = stored["items"].as_array().unwrap();
+    assert_eq!(stored.len(), expected.len());
+    for v in stored {
+        let k = key(v);
+        assert!(expected.contains_key(&k), "{k:?} not in the base");
+        assert!(s(v, "/metadata/uid").len() == 36, "{k:?} stored");
+    }
+    rt.block_on(cluster.shutdown());
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod common;
 use std::time::Duration;
 
 use axum::http::Method;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
@@ -595,5 +596,386 @@ async fn kube_rs_clients_work_as_in_production() {
         }
     }
     assert!(saw_init_done);
+    cluster.shutdown().await;
+}
+
+fn types_of(watch: &str) -> Vec<String> {
+    watch
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn statefulsets_are_served_like_kube_apiserver() {
+    let sc = Scenario {
+        stateful_sets: 1,
+        ..small()
+    };
+    let cluster = Cluster::start(sc).await.unwrap();
+    let c = &cluster;
+    // Discovery: the entry of golden 04, without the verbs and subresources not served.
+    let (code, apps) = get(c, "/apis/apps/v1").await;
+    assert_eq!(code, 200);
+    let g = golden(4)["response"]["body"].clone();
+    let mut want = g["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "statefulsets")
+        .unwrap()
+        .clone();
+    want["verbs"] = json!(["create", "delete", "get", "list", "patch", "update", "watch"]);
+    let got = apps["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "statefulsets")
+        .expect("statefulsets in /apis/apps/v1");
+    assert_eq!(got, &want);
+
+    // The world's StatefulSet: list (all namespaces, one namespace, selectors).
+    let (code, list) = get(c, "/apis/apps/v1/statefulsets").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "StatefulSetList");
+    assert_eq!(list["apiVersion"], "apps/v1");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    let ss: StatefulSet = serde_json::from_value(items[0].clone()).unwrap();
+    let ns = ss.metadata.namespace.clone().unwrap();
+    assert_eq!(ss.metadata.name.as_deref(), Some("db-0"));
+    assert_eq!(ss.status.as_ref().unwrap().ready_replicas, Some(3));
+    for (query, n) in [
+        ("labelSelector=app%3Ddb-0", 1),
+        ("labelSelector=app%3Dnone", 0),
+        ("fieldSelector=metadata.name%3Ddb-0", 1),
+        ("fieldSelector=metadata.name%21%3Ddb-0", 0),
+    ] {
+        let (code, l) = get(
+            c,
+            &format!("/apis/apps/v1/namespaces/{ns}/statefulsets?{query}"),
+        )
+        .await;
+        assert_eq!(code, 200, "{query}");
+        assert_eq!(l["items"].as_array().unwrap().len(), n, "{query}");
+    }
+    let (code, body) = get(
+        c,
+        "/apis/apps/v1/statefulsets?fieldSelector=spec.replicas%3D1",
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(body["message"], "field label not supported: spec.replicas");
+    // Its pods are NAME-ORDINAL, owned by it.
+    let (_, pods) = get(
+        c,
+        &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3Ddb-0"),
+    )
+    .await;
+    let mut names: Vec<String> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "StatefulSet");
+            p["metadata"]["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["db-0-0", "db-0-1", "db-0-2"]);
+
+    // Watch one namespace while a StatefulSet is created, scaled and deleted.
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let addr = c.addr();
+    let path = format!(
+        "/apis/apps/v1/namespaces/apps-0/statefulsets?watch=1&resourceVersion={rv}&labelSelector=app%3Dweb&timeoutSeconds=2"
+    );
+    let watch = tokio::spawn(async move { raw_addr(addr, Method::GET, &path, "", "").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let base = "/apis/apps/v1/namespaces/apps-0/statefulsets";
+    let web = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"replicas": 2, "serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}}}});
+    let (code, created) = call(c, Method::POST, base, "application/json", &web.to_string()).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(created["metadata"]["namespace"], "apps-0");
+    assert!(created["metadata"]["uid"].is_string());
+    let (code, again) = call(c, Method::POST, base, "application/json", &web.to_string()).await;
+    assert_eq!(code, 409);
+    assert_eq!(again["reason"], "AlreadyExists");
+    assert_eq!(
+        again["message"],
+        r#"statefulsets.apps "web" already exists"#
+    );
+    let mut bad = web.clone();
+    bad["metadata"]["name"] = json!("bad");
+    bad["spec"]["replicas"] = json!("two");
+    let (code, st) = call(c, Method::POST, base, "application/json", &bad.to_string()).await;
+    assert_eq!(code, 400);
+    assert_eq!(st["kind"], "Status");
+    assert!(st["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("StatefulSet in version \"v1\" cannot be handled as a StatefulSet"));
+    // fieldValidation=Strict refuses a field StatefulSet does not have; without it the field
+    // is dropped. dryRun is not implemented, so it is refused.
+    let mut typo = web.clone();
+    typo["metadata"]["name"] = json!("typo");
+    typo["spec"]["replicaz"] = json!(2);
+    typo["spec"]["template"]["spec"]["containers"][0]["imagex"] = json!("x");
+    let (code, st) = call(
+        c,
+        Method::POST,
+        &format!("{base}?fieldValidation=Strict"),
+        "application/json",
+        &typo.to_string(),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        st["message"],
+        r#"StatefulSet in version "v1" cannot be handled as a StatefulSet: strict decoding error: unknown field "spec.replicaz", unknown field "spec.template.spec.containers[0].imagex""#
+    );
+    let (code, st) = call(
+        c,
+        Method::POST,
+        &format!("{base}?dryRun=All"),
+        "application/json",
+        &typo.to_string(),
+    )
+    .await;
+    assert_eq!((code, st["reason"].as_str()), (400, Some("BadRequest")));
+    let (code, st) = call(
+        c,
+        Method::PATCH,
+        &format!("{base}/web?fieldValidation=Strict"),
+        "application/merge-patch+json",
+        r#"{"spec":{"replicaz":3}}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{st}");
+    let (code, patched) = call(
+        c,
+        Method::PATCH,
+        &format!("{base}/web?fieldValidation=Strict"),
+        "application/merge-patch+json",
+        r#"{"spec":{"replicas":3}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(patched["metadata"]["generation"], 2);
+    let mut stale = created.clone();
+    stale["spec"]["replicas"] = json!(1);
+    let (code, st) = call(
+        c,
+        Method::PUT,
+        &format!("{base}/web"),
+        "application/json",
+        &stale.to_string(),
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert_eq!(st["reason"], "Conflict");
+    // The world creates web-0..web-2 and runs them; the status follows.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, pods) = get(c, "/api/v1/namespaces/apps-0/pods?labelSelector=app%3Dweb&fieldSelector=status.phase%3DRunning").await;
+        let (_, web) = get(c, &format!("{base}/web")).await;
+        if pods["items"].as_array().unwrap().len() == 3 && web["status"]["readyReplicas"] == 3 {
+            assert_eq!(web["status"]["replicas"], 3);
+            assert_eq!(web["status"]["observedGeneration"], 2);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "web pods not running: {pods}, status {}",
+            web["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, st) = call(
+        c,
+        Method::DELETE,
+        &format!("{base}/web"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(st["status"], "Success");
+    assert_eq!(st["details"]["group"], "apps");
+    assert_eq!(st["details"]["kind"], "statefulsets");
+    let (code, st) = get(c, &format!("{base}/web")).await;
+    assert_eq!(code, 404);
+    assert_eq!(st["message"], r#"statefulsets.apps "web" not found"#);
+    assert_eq!(
+        st["details"],
+        json!({"name": "web", "group": "apps", "kind": "statefulsets"})
+    );
+    let (_, text) = watch.await.unwrap();
+    let types = types_of(&text);
+    assert_eq!(
+        types.first().map(String::as_str),
+        Some("ADDED"),
+        "{types:?}"
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("DELETED"),
+        "{types:?}"
+    );
+    assert!(
+        types[1..types.len() - 1].iter().all(|t| t == "MODIFIED") && types.len() >= 3,
+        "the patch and the status updates: {types:?}"
+    );
+
+    // An evicted pod of the StatefulSet comes back under the same name.
+    let client = c.kube_client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let old = pods.get("db-0-1").await.unwrap();
+    pods.evict("db-0-1", &EvictParams::default()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(p) = pods.get_opt("db-0-1").await.unwrap() {
+            if p.metadata.uid != old.metadata.uid
+                && p.status.and_then(|s| s.phase).as_deref() == Some("Running")
+            {
+                break;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "db-0-1 not recreated"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sts
+        .get("db-0")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .ready_replicas
+        != Some(3)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "db-0 not ready again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // kube-rs, as the controller's health gate uses it: list and watch.
+    assert_eq!(
+        sts.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+    use futures::StreamExt;
+    let mut stream = kube::runtime::watcher(sts, kube::runtime::watcher::Config::default()).boxed();
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if matches!(ev, kube::runtime::watcher::Event::InitDone) {
+            break;
+        }
+    }
+    cluster.shutdown().await;
+}
+
+/// Discovery and `/openapi/v3` describe exactly what the router serves: every served kind is
+/// in its group-version's APIResourceList and has a PATCH operation declaring
+/// `fieldValidation` (what kubectl apply looks for), and every listed resource is routed.
+#[tokio::test]
+async fn discovery_and_openapi_v3_list_exactly_the_served_kinds() {
+    let cluster = Cluster::start(small()).await.unwrap();
+    let c = &cluster;
+    let (code, root) = get(c, "/openapi/v3").await;
+    assert_eq!(code, 200);
+    let (_, groups) = get(c, "/apis").await;
+    let mut gvs = vec!["v1".to_string()];
+    for g in groups["groups"].as_array().unwrap() {
+        gvs.push(
+            g["preferredVersion"]["groupVersion"]
+                .as_str()
+                .unwrap()
+                .into(),
+        );
+    }
+    let mut served = 0;
+    for gv in &gvs {
+        let disc_path = if gv == "v1" {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{gv}")
+        };
+        let (code, list) = get(c, &disc_path).await;
+        assert_eq!(code, 200, "{disc_path}");
+        assert_eq!(list["groupVersion"], gv.as_str());
+        let key = disc_path.trim_start_matches('/');
+        let url = root["paths"][key]["serverRelativeURL"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} not in /openapi/v3"));
+        let (code, doc) = get(c, url).await;
+        assert_eq!(code, 200, "{url}");
+        for r in list["resources"].as_array().unwrap() {
+            let name = r["name"].as_str().unwrap();
+            if name.contains('/') {
+                continue;
+            }
+            served += 1;
+            let ns = r["namespaced"].as_bool().unwrap();
+            let kind = r["kind"].as_str().unwrap();
+            let item = if ns {
+                format!("{disc_path}/namespaces/default/{name}/no-such-object")
+            } else {
+                format!("{disc_path}/{name}/no-such-object")
+            };
+            let (code, st) = get(c, &item).await;
+            assert_eq!(
+                (code, st["reason"].as_str()),
+                (404, Some("NotFound")),
+                "{item}"
+            );
+            assert_eq!(st["details"]["kind"], name, "{item}");
+            let (code, l) = get(c, &format!("{disc_path}/{name}")).await;
+            assert_eq!(code, 200, "list {name}");
+            assert_eq!(l["kind"], format!("{kind}List"));
+            let template = if ns {
+                format!("{disc_path}/namespaces/{{namespace}}/{name}/{{name}}")
+            } else {
+                format!("{disc_path}/{name}/{{name}}")
+            };
+            let patch = &doc["paths"][&template]["patch"];
+            let (group, version) = gv.split_once('/').unwrap_or(("", gv));
+            assert_eq!(
+                patch["x-kubernetes-group-version-kind"],
+                json!({"group": group, "version": version, "kind": kind}),
+                "{template}"
+            );
+            assert!(patch["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation" && p["in"] == "query"));
+        }
+    }
+    assert_eq!(served, rollboot::sim::kinds::Kind::ALL.len());
+    let (code, _) = get(c, "/openapi/v2").await;
+    assert_eq!(code, 404);
     cluster.shutdown().await;
 }

@@ -469,6 +469,7 @@ pub fn budget_now(inner: &Inner, pdb: &Value) -> (Budget, BTreeSet<String>) {
                     "ReplicaSet" => (Kind::ReplicaSet, "/spec/replicas"),
                     "DaemonSet" => (Kind::DaemonSet, "/status/desiredNumberScheduled"),
                     "Deployment" => (Kind::Deployment, "/spec/replicas"),
+                    "StatefulSet" => (Kind::StatefulSet, "/spec/replicas"),
                     _ => return None,
                 };
                 let v = inner.get(kind, &key_of(&p.namespace, oname))?.value();

@@ -36,11 +36,34 @@ pub enum Kind {
     ReplicaSet,
     /// apps/v1 deployments
     Deployment,
+    /// apps/v1 statefulsets
+    StatefulSet,
+    /// core/v1 serviceaccounts (stored only: no tokens are issued)
+    ServiceAccount,
+    /// core/v1 configmaps
+    ConfigMap,
+    /// core/v1 services (stored only: no cluster IP is allocated, no endpoints)
+    Service,
+    /// rbac.authorization.k8s.io/v1 roles (stored only: enforcement is `rbac.rs`, opt-in)
+    Role,
+    /// rbac.authorization.k8s.io/v1 rolebindings
+    RoleBinding,
+    /// rbac.authorization.k8s.io/v1 clusterroles
+    ClusterRole,
+    /// rbac.authorization.k8s.io/v1 clusterrolebindings
+    ClusterRoleBinding,
+    /// scheduling.k8s.io/v1 priorityclasses (stored only: the world does not preempt)
+    PriorityClass,
+    /// admissionregistration.k8s.io/v1 validatingadmissionpolicies (stored only: the policy
+    /// the simulator enforces is the one given to `rbac::Enforcement`)
+    ValidatingAdmissionPolicy,
+    /// admissionregistration.k8s.io/v1 validatingadmissionpolicybindings
+    ValidatingAdmissionPolicyBinding,
 }
 
 impl Kind {
     /// Every served kind.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -51,16 +74,52 @@ impl Kind {
         Kind::DaemonSet,
         Kind::ReplicaSet,
         Kind::Deployment,
+        Kind::StatefulSet,
+        Kind::ServiceAccount,
+        Kind::ConfigMap,
+        Kind::Service,
+        Kind::Role,
+        Kind::RoleBinding,
+        Kind::ClusterRole,
+        Kind::ClusterRoleBinding,
+        Kind::PriorityClass,
+        Kind::ValidatingAdmissionPolicy,
+        Kind::ValidatingAdmissionPolicyBinding,
+    ];
+
+    /// The served API groups ("" for core), each with version v1.
+    pub const GROUPS: [&'static str; 8] = [
+        "",
+        "apps",
+        "events.k8s.io",
+        "policy",
+        "coordination.k8s.io",
+        "rbac.authorization.k8s.io",
+        "scheduling.k8s.io",
+        "admissionregistration.k8s.io",
     ];
 
     /// API group ("" for core).
     pub fn group(self) -> &'static str {
         match self {
-            Kind::Node | Kind::Pod | Kind::Namespace | Kind::Event => "",
+            Kind::Node
+            | Kind::Pod
+            | Kind::Namespace
+            | Kind::Event
+            | Kind::ServiceAccount
+            | Kind::ConfigMap
+            | Kind::Service => "",
             Kind::EventV1 => "events.k8s.io",
             Kind::Lease => "coordination.k8s.io",
             Kind::Pdb => "policy",
-            Kind::DaemonSet | Kind::ReplicaSet | Kind::Deployment => "apps",
+            Kind::DaemonSet | Kind::ReplicaSet | Kind::Deployment | Kind::StatefulSet => "apps",
+            Kind::Role | Kind::RoleBinding | Kind::ClusterRole | Kind::ClusterRoleBinding => {
+                "rbac.authorization.k8s.io"
+            }
+            Kind::PriorityClass => "scheduling.k8s.io",
+            Kind::ValidatingAdmissionPolicy | Kind::ValidatingAdmissionPolicyBinding => {
+                "admissionregistration.k8s.io"
+            }
         }
     }
 
@@ -71,6 +130,9 @@ impl Kind {
             "events.k8s.io" => "events.k8s.io/v1",
             "coordination.k8s.io" => "coordination.k8s.io/v1",
             "policy" => "policy/v1",
+            "rbac.authorization.k8s.io" => "rbac.authorization.k8s.io/v1",
+            "scheduling.k8s.io" => "scheduling.k8s.io/v1",
+            "admissionregistration.k8s.io" => "admissionregistration.k8s.io/v1",
             _ => "apps/v1",
         }
     }
@@ -87,6 +149,17 @@ impl Kind {
             Kind::DaemonSet => "daemonsets",
             Kind::ReplicaSet => "replicasets",
             Kind::Deployment => "deployments",
+            Kind::StatefulSet => "statefulsets",
+            Kind::ServiceAccount => "serviceaccounts",
+            Kind::ConfigMap => "configmaps",
+            Kind::Service => "services",
+            Kind::Role => "roles",
+            Kind::RoleBinding => "rolebindings",
+            Kind::ClusterRole => "clusterroles",
+            Kind::ClusterRoleBinding => "clusterrolebindings",
+            Kind::PriorityClass => "priorityclasses",
+            Kind::ValidatingAdmissionPolicy => "validatingadmissionpolicies",
+            Kind::ValidatingAdmissionPolicyBinding => "validatingadmissionpolicybindings",
         }
     }
 
@@ -102,6 +175,17 @@ impl Kind {
             Kind::DaemonSet => "DaemonSet",
             Kind::ReplicaSet => "ReplicaSet",
             Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::ServiceAccount => "ServiceAccount",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Service => "Service",
+            Kind::Role => "Role",
+            Kind::RoleBinding => "RoleBinding",
+            Kind::ClusterRole => "ClusterRole",
+            Kind::ClusterRoleBinding => "ClusterRoleBinding",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::ValidatingAdmissionPolicy => "ValidatingAdmissionPolicy",
+            Kind::ValidatingAdmissionPolicyBinding => "ValidatingAdmissionPolicyBinding",
         }
     }
 
@@ -116,7 +200,16 @@ impl Kind {
 
     /// Namespaced or cluster-scoped.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::Namespace)
+        !matches!(
+            self,
+            Kind::Node
+                | Kind::Namespace
+                | Kind::ClusterRole
+                | Kind::ClusterRoleBinding
+                | Kind::PriorityClass
+                | Kind::ValidatingAdmissionPolicy
+                | Kind::ValidatingAdmissionPolicyBinding
+        )
     }
 
     /// The kind for a URL's group and plural, if served.
@@ -146,6 +239,9 @@ impl Kind {
                 | Kind::DaemonSet
                 | Kind::ReplicaSet
                 | Kind::Deployment
+                | Kind::StatefulSet
+                | Kind::Service
+                | Kind::ValidatingAdmissionPolicy
                 | Kind::Namespace
         )
     }
@@ -154,7 +250,14 @@ impl Kind {
     pub fn sets_generation(self) -> bool {
         matches!(
             self,
-            Kind::Pod | Kind::Pdb | Kind::DaemonSet | Kind::ReplicaSet | Kind::Deployment
+            Kind::Pod
+                | Kind::Pdb
+                | Kind::DaemonSet
+                | Kind::ReplicaSet
+                | Kind::Deployment
+                | Kind::StatefulSet
+                | Kind::ValidatingAdmissionPolicy
+                | Kind::ValidatingAdmissionPolicyBinding
         )
     }
 
@@ -172,7 +275,38 @@ impl Kind {
             Kind::DaemonSet => roundtrip::<a::apps::v1::DaemonSet>(self, value),
             Kind::ReplicaSet => roundtrip::<a::apps::v1::ReplicaSet>(self, value),
             Kind::Deployment => roundtrip::<a::apps::v1::Deployment>(self, value),
+            Kind::StatefulSet => roundtrip::<a::apps::v1::StatefulSet>(self, value),
+            Kind::ServiceAccount => roundtrip::<a::core::v1::ServiceAccount>(self, value),
+            Kind::ConfigMap => roundtrip::<a::core::v1::ConfigMap>(self, value),
+            Kind::Service => roundtrip::<a::core::v1::Service>(self, value),
+            Kind::Role => roundtrip::<a::rbac::v1::Role>(self, value),
+            Kind::RoleBinding => roundtrip::<a::rbac::v1::RoleBinding>(self, value),
+            Kind::ClusterRole => roundtrip::<a::rbac::v1::ClusterRole>(self, value),
+            Kind::ClusterRoleBinding => roundtrip::<a::rbac::v1::ClusterRoleBinding>(self, value),
+            Kind::PriorityClass => roundtrip::<a::scheduling::v1::PriorityClass>(self, value),
+            Kind::ValidatingAdmissionPolicy => {
+                roundtrip::<a::admissionregistration::v1::ValidatingAdmissionPolicy>(self, value)
+            }
+            Kind::ValidatingAdmissionPolicyBinding => roundtrip::<
+                a::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+            >(self, value),
         }
+    }
+
+    /// `fieldValidation=Strict`: the 400 kube-apiserver answers when `value` has fields its
+    /// type does not know (they would be dropped on decoding).
+    pub fn check_strict(self, value: &Value) -> Result<(), ApiError> {
+        let canonical = self.canonicalize(value.clone())?;
+        let mut unknown = Vec::new();
+        unknown_fields(value, &canonical, "", &mut unknown);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        Err(self.decode_error(format!("strict decoding error: {}", list.join(", "))))
     }
 
     /// The 400 answer for a body that does not decode (golden 65).
@@ -197,6 +331,34 @@ impl Kind {
                 "field label not supported: {field}"
             ))),
         }
+    }
+}
+
+/// Fields of `raw` (dotted paths, `[i]` for list items) that `canonical` lost.
+fn unknown_fields(raw: &Value, canonical: &Value, at: &str, out: &mut Vec<String>) {
+    let join = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match (raw, canonical) {
+        (Value::Object(r), Value::Object(c)) => {
+            for (k, v) in r {
+                match c.get(k) {
+                    Some(cv) => unknown_fields(v, cv, &join(k), out),
+                    None if !v.is_null() => out.push(join(k)),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(r), Value::Array(c)) if r.len() == c.len() => {
+            for (i, (v, cv)) in r.iter().zip(c).enumerate() {
+                unknown_fields(v, cv, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
     }
 }
 

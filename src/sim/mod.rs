@@ -2,8 +2,8 @@
 //!
 //! An HTTP server on 127.0.0.1 that speaks the part of the Kubernetes API rollboot and kubectl
 //! use, the way kube-apiserver v1.36 does (checked against recorded exchanges in
-//! `tests/golden/`), plus a world that plays kubelets, the scheduler, ReplicaSets, DaemonSets
-//! and the disruption controller. Product code never imports this module; it talks to the
+//! `tests/golden/`), plus a world that plays kubelets, the scheduler, ReplicaSets,
+//! StatefulSets, DaemonSets and the disruption controller. Product code never imports this module; it talks to the
 //! simulator through an ordinary kubeconfig.
 //!
 //! Known differences from kube-apiserver: no server-side apply (415); no deletecollection;
@@ -11,7 +11,11 @@
 //! serves the current state after its key; core/v1 and events.k8s.io/v1 Events are stored
 //! apart; Pod and Node defaulting and admission are partial (no service-account volume, no
 //! not-ready taint on create); namespace deletion removes the namespace object only;
-//! watch bookmarks carry only metadata.
+//! watch bookmarks carry only metadata; ServiceAccounts, ConfigMaps, Services, RBAC objects,
+//! PriorityClasses and ValidatingAdmissionPolicies(+Bindings) are stored and served (so
+//! `kubectl apply -k deploy/` works) but have no effect; `/openapi/v3` has paths and no schemas,
+//! `/openapi/v2` is not served; `dryRun` is refused (400); `fieldValidation=Strict` refuses
+//! unknown fields, any other value drops them without a warning.
 
 pub mod admission;
 pub mod api;
@@ -20,6 +24,7 @@ pub mod errors;
 pub mod faults;
 pub mod invariants;
 pub mod kinds;
+pub mod openapi;
 pub mod patch;
 pub mod pdb;
 pub mod rbac;

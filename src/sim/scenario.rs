@@ -24,6 +24,9 @@ pub struct Scenario {
     pub pdb_max_unavailable: i64,
     /// DaemonSets (one pod per node each, in kube-system).
     pub daemon_sets: usize,
+    /// StatefulSets of `replicas` pods each (pods `NAME-0`, `NAME-1`... spread over the nodes,
+    /// recreated under the same name once evicted), in the apps namespaces.
+    pub stateful_sets: usize,
     /// Pods with no owner (placed on the last nodes, so draining the first needs no --force).
     pub bare_pods: usize,
     /// ReplicaSet-owned pods that use an emptyDir volume.
@@ -56,6 +59,7 @@ impl Default for Scenario {
             pdb_share: 0.5,
             pdb_max_unavailable: 1,
             daemon_sets: 1,
+            stateful_sets: 0,
             bare_pods: 1,
             empty_dir_pods: 1,
             mirror_pods: 1,

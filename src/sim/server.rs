@@ -87,6 +87,11 @@ fn discovery(path: &str) -> Option<&'static str> {
         "/apis/policy/v1" => include_str!("discovery/policy-v1.json"),
         "/apis/coordination.k8s.io/v1" => include_str!("discovery/coordination-v1.json"),
         "/apis/events.k8s.io/v1" => include_str!("discovery/events-v1.json"),
+        "/apis/rbac.authorization.k8s.io/v1" => include_str!("discovery/rbac-v1.json"),
+        "/apis/scheduling.k8s.io/v1" => include_str!("discovery/scheduling-v1.json"),
+        "/apis/admissionregistration.k8s.io/v1" => {
+            include_str!("discovery/admissionregistration-v1.json")
+        }
         "/version" => include_str!("discovery/version.json"),
         _ => return None,
     })
@@ -110,11 +115,7 @@ pub fn parse_path(path: &str) -> Result<Route, ApiError> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, rest) = match segs.as_slice() {
         ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", g, "v1", rest @ ..]
-            if ["apps", "policy", "coordination.k8s.io", "events.k8s.io"].contains(g) =>
-        {
-            (*g, rest)
-        }
+        ["apis", g, "v1", rest @ ..] if !g.is_empty() && Kind::GROUPS.contains(g) => (*g, rest),
         _ => return Err(ApiError::page_not_found()),
     };
     let find = |plural: &str| Kind::from_path(group, plural).ok_or_else(ApiError::unknown_resource);
@@ -191,7 +192,10 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         }
     }
     if path.starts_with("/openapi/") {
-        return ApiError::unknown_resource().into_response();
+        return match super::openapi::document(&path) {
+            Some(doc) if req.method() == Method::GET => json_response(StatusCode::OK, doc),
+            _ => ApiError::unknown_resource().into_response(),
+        };
     }
     let route = match parse_path(&path) {
         Ok(r) => r,
@@ -366,6 +370,16 @@ fn dispatch(
     let kind = route.kind;
     let ns = route.namespace.as_deref().unwrap_or("");
     let name = route.name.as_deref().unwrap_or("");
+    let writes = matches!(verb, "create" | "update" | "patch" | "delete");
+    if writes && query.contains_key("dryRun") {
+        // Not implemented: refused rather than persisted.
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the simulated API server",
+        ));
+    }
+    let strict = writes
+        && route.sub.as_deref() != Some("eviction")
+        && query.get("fieldValidation").map(String::as_str) == Some("Strict");
     let target = if route.sub.as_deref() == Some("status") {
         Target::Status
     } else {
@@ -390,16 +404,32 @@ fn dispatch(
         }
         "create" => {
             let v = parse_json(kind, body)?;
+            if strict {
+                kind.check_strict(&v)?;
+            }
             let e = api::create(&sh.store, kind, ns, v)?;
             Ok(json_response(StatusCode::CREATED, e.bytes))
         }
         "update" => {
             let v = parse_json(kind, body)?;
+            if strict {
+                kind.check_strict(&v)?;
+            }
             let e = api::update(&sh.store, kind, ns, name, target, v)?;
             Ok(json_response(StatusCode::OK, e.bytes))
         }
         "patch" => {
             let typ = PatchType::from_content_type(content_type)?;
+            if strict {
+                if let Some(old) = sh.store.get(kind, &key_of(ns, name)) {
+                    kind.check_strict(&super::patch::apply(
+                        kind.kind_name(),
+                        typ,
+                        &old.value(),
+                        body,
+                    )?)?;
+                }
+            }
             let e = api::patch(&sh.store, kind, ns, name, target, typ, body)?;
             Ok(json_response(StatusCode::OK, e.bytes))
         }

@@ -1,5 +1,5 @@
 //! The world: the parts of a cluster that are not the API server. Kubelets, the scheduler, the
-//! ReplicaSet and DaemonSet controllers, the disruption controller, and simulated reboots.
+//! ReplicaSet, StatefulSet and DaemonSet controllers, the disruption controller, and simulated reboots.
 //!
 //! Built from a [`Scenario`], then driven by one task reacting to the store's change stream
 //! (no polling) and to its own timers (pod start, grace period expiry, reboot phases), all
@@ -307,6 +307,41 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             refresh_pdb(&mut inner, &e.idx.key());
         }
     }
+    for d in 0..sc.stateful_sets {
+        let ns = &namespaces[4 + d % sc.namespaces.max(1)];
+        let name = format!("db-{d}");
+        let ss_uid = uid(&mut rng);
+        let labels = json!({APP_LABEL: name});
+        let count = replicas;
+        let revision = format!("{name}-{}", rand_hex(&mut rng, 10));
+        inner.put(Kind::StatefulSet, json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": ns, "uid": ss_uid, "creationTimestamp": now, "generation": 1, "labels": labels},
+            "spec": {"replicas": count, "serviceName": name, "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}},
+                "podManagementPolicy": "OrderedReady", "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                "revisionHistoryLimit": 10, "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}},
+            "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "currentReplicas": count, "updatedReplicas": count,
+                "availableReplicas": count, "currentRevision": revision, "updateRevision": revision, "collisionCount": 0}}));
+        let mut template = None;
+        for i in 0..count {
+            let node = &node_names[slot % sc.nodes.max(1)];
+            slot += 1;
+            let p = PodSpec {
+                name: format!("{name}-{i}"),
+                namespace: ns,
+                labels: labels.clone(),
+                owner: Some(("StatefulSet", &name, &ss_uid)),
+                node: Some(node),
+                running: true,
+                grace: sc.grace_seconds,
+                empty_dir: false,
+                mirror: false,
+                daemon: false,
+            };
+            let v = from_template(&mut template, &p, &mut rng);
+            inner.put(Kind::Pod, v);
+        }
+    }
     for d in 0..sc.daemon_sets {
         let name = format!("node-agent-{d}");
         let ds_uid = uid(&mut rng);
@@ -410,6 +445,33 @@ pub fn refresh_pdb(inner: &mut Inner, key: &str) {
     }
 }
 
+/// Recomputes a StatefulSet's replica counts from its pods, as its controller does; writes only
+/// on change.
+fn refresh_ss(inner: &mut Inner, key: &str) {
+    let Some(old) = inner.get(Kind::StatefulSet, key).cloned() else {
+        return;
+    };
+    let (mut replicas, mut ready) = (0u64, 0u64);
+    for p in inner.range(Kind::Pod, Some(&old.idx.namespace), None) {
+        if p.idx.owner.as_ref().is_some_and(|o| o.2 == old.idx.uid) {
+            replicas += 1;
+            ready += u64::from(p.idx.ready && !p.idx.deleting);
+        }
+    }
+    let mut v = old.value();
+    let before = v.clone();
+    let st = &mut v["status"];
+    st["observedGeneration"] = before["metadata"]["generation"].clone();
+    st["replicas"] = json!(replicas);
+    st["readyReplicas"] = json!(ready);
+    st["availableReplicas"] = json!(ready);
+    st["currentReplicas"] = json!(replicas);
+    st["updatedReplicas"] = json!(replicas);
+    if v != before {
+        inner.put(Kind::StatefulSet, v);
+    }
+}
+
 struct Runner {
     shared: Arc<Shared>,
     sc: Scenario,
@@ -422,6 +484,8 @@ struct Runner {
     /// Labels of pods changed since the last flush, per namespace: only the budgets selecting
     /// one of them are recomputed, as the disruption controller enqueues the budgets of a pod.
     dirty_pods: HashMap<String, Vec<BTreeMap<String, String>>>,
+    /// StatefulSets (`namespace/name`) whose pods changed: status to recompute.
+    dirty_ss: BTreeSet<String>,
     rebooting: BTreeSet<String>,
 }
 
@@ -446,6 +510,7 @@ pub fn start(
         timers: BTreeSet::new(),
         dirty_ns: BTreeSet::new(),
         dirty_pods: HashMap::new(),
+        dirty_ss: BTreeSet::new(),
         rebooting: BTreeSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
@@ -526,6 +591,11 @@ impl Runner {
                     changed.push(p.labels.clone());
                 }
                 changed.push(idx.labels.clone());
+                if let Some((okind, oname, _)) = &idx.owner {
+                    if okind == "StatefulSet" {
+                        self.dirty_ss.insert(key_of(&idx.namespace, oname));
+                    }
+                }
                 if ev.typ == EventType::Deleted {
                     self.pod_gone(idx);
                     self.schedule_pending();
@@ -558,6 +628,9 @@ impl Runner {
             }
             Kind::ReplicaSet if ev.typ != EventType::Deleted => {
                 self.reconcile_rs(&idx.namespace, &idx.name)
+            }
+            Kind::StatefulSet if ev.typ != EventType::Deleted => {
+                self.reconcile_ss(&idx.namespace, &idx.name)
             }
             _ => {}
         }
@@ -616,6 +689,7 @@ impl Runner {
         };
         match okind.as_str() {
             "ReplicaSet" => self.reconcile_rs(&p.namespace, oname),
+            "StatefulSet" => self.reconcile_ss(&p.namespace, oname),
             "DaemonSet" => {
                 let Some(node) = p.node_name.clone() else {
                     return;
@@ -678,6 +752,37 @@ impl Runner {
                 running: false,
                 grace: self.sc.grace_seconds,
                 empty_dir,
+                mirror: false,
+                daemon: false,
+            };
+            let v = pod_object(&spec, &mut self.rng);
+            let _ = api::insert(&mut inner, Kind::Pod, v);
+        }
+    }
+
+    /// Creates the missing pods `NAME-0` .. `NAME-(replicas-1)` of a StatefulSet (a pod gone
+    /// comes back under the same name; scaling down deletes nothing, unlike the real controller).
+    fn reconcile_ss(&mut self, ns: &str, name: &str) {
+        let Some(ss) = self.shared.store.get(Kind::StatefulSet, &key_of(ns, name)) else {
+            return;
+        };
+        let ssv = ss.value();
+        let want = ssv["spec"]["replicas"].as_u64().unwrap_or(1);
+        let mut inner = self.shared.store.lock();
+        for i in 0..want {
+            let pod = format!("{name}-{i}");
+            if inner.get(Kind::Pod, &key_of(ns, &pod)).is_some() {
+                continue;
+            }
+            let spec = PodSpec {
+                name: pod,
+                namespace: ns,
+                labels: ssv["spec"]["template"]["metadata"]["labels"].clone(),
+                owner: Some(("StatefulSet", name, &ss.idx.uid)),
+                node: None,
+                running: false,
+                grace: self.sc.grace_seconds,
+                empty_dir: false,
                 mirror: false,
                 daemon: false,
             };
@@ -857,6 +962,13 @@ impl Runner {
     }
 
     fn flush(&mut self) {
+        if !self.dirty_ss.is_empty() {
+            let dirty = std::mem::take(&mut self.dirty_ss);
+            let mut inner = self.shared.store.lock();
+            for k in dirty {
+                refresh_ss(&mut inner, &k);
+            }
+        }
         if self.dirty_ns.is_empty() && self.dirty_pods.is_empty() {
             return;
         }
