@@ -118,7 +118,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
             };
             let identity = identity.unwrap_or_else(default_identity);
-            runtime()?.block_on(async move {
+            multi_thread_runtime()?.block_on(async move {
                 let kube_config = kube::Config::infer().await?;
                 let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
                 tokio::spawn(crate::metrics::serve(metrics_addr, metrics.clone()));
@@ -138,7 +138,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let Some(config) = load_or_report(&config)? else {
                 return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
             };
-            runtime()?.block_on(async move {
+            // The agent watches one Node and checks one sentinel: a single thread does it, and
+            // it runs on every node, so its memory counts (issue 4: under 15 MiB resident).
+            current_thread_runtime()?.block_on(async move {
                 let client = kube::Client::try_default().await?;
                 let config = std::sync::Arc::new(config);
                 let r = &config.reboot;
@@ -159,8 +161,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn multi_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn current_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }

@@ -130,6 +130,15 @@ impl Timings {
     }
 }
 
+/// The elector's last exchange with the API server, for the controller's readiness probe.
+#[derive(Clone, Debug, Default)]
+pub struct Contact {
+    /// When (monotonic) the API server last answered a take or renew, whatever the answer.
+    pub last_answer: Option<Instant>,
+    /// Why the last attempt failed; cleared by the next answer.
+    pub last_error: Option<String>,
+}
+
 /// A replica's view of whether it leads: true only until the renew deadline of its last
 /// successful renewal, on the monotonic clock. Cheap to clone; check it before every write.
 #[derive(Clone)]
@@ -137,6 +146,7 @@ pub struct Leadership {
     until: Arc<Mutex<Option<Instant>>>,
     changes: watch::Receiver<bool>,
     identity: Arc<str>,
+    contact: Arc<Mutex<Contact>>,
 }
 
 /// Returned by [`Leadership::ensure`] when this replica may not act.
@@ -170,6 +180,11 @@ impl Leadership {
     /// This replica's identity.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The elector's last exchange with the API server (it tries every retry period).
+    pub fn contact(&self) -> Contact {
+        self.contact.lock().expect("contact mutex").clone()
     }
 
     /// Waits until this replica leads.
@@ -212,6 +227,7 @@ pub struct Elector {
     observed: Option<(String, Instant)>,
     /// The Lease as this replica last wrote it: renewals replace it without reading first.
     last_written: Option<Lease>,
+    contact: Arc<Mutex<Contact>>,
 }
 
 impl Elector {
@@ -220,10 +236,12 @@ impl Elector {
     pub fn new(lease: LeaseRef, identity: &str, timings: Timings) -> (Elector, Leadership) {
         let (tx, rx) = watch::channel(false);
         let until = Arc::new(Mutex::new(None));
+        let contact = Arc::new(Mutex::new(Contact::default()));
         let handle = Leadership {
             until: until.clone(),
             changes: rx,
             identity: identity.into(),
+            contact: contact.clone(),
         };
         (
             Elector {
@@ -234,6 +252,7 @@ impl Elector {
                 tx,
                 observed: None,
                 last_written: None,
+                contact,
             },
             handle,
         )
@@ -254,7 +273,20 @@ impl Elector {
         tokio::pin!(shutdown);
         loop {
             let started = Instant::now();
-            match self.try_acquire_or_renew().await {
+            let result = self.try_acquire_or_renew().await;
+            {
+                let mut c = self.contact.lock().expect("contact mutex");
+                match &result {
+                    Ok(_) => {
+                        *c = Contact {
+                            last_answer: Some(Instant::now()),
+                            last_error: None,
+                        }
+                    }
+                    Err(e) => c.last_error = Some(e.to_string()),
+                }
+            }
+            match result {
                 Ok(true) => self.set(Some(started + self.timings.renew_deadline)),
                 Ok(false) => self.set(None),
                 Err(e) => {

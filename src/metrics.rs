@@ -1,12 +1,22 @@
 //! The controller's Prometheus metrics and its `/metrics`, `/healthz` and `/readyz` endpoints.
 //!
-//! Owns the counters and gauges and their text exposition. It must never block the controller:
-//! every update is an atomic operation.
+//! Owns the counters and gauges and their text exposition, and the readiness state behind
+//! `/readyz`. It must never block the controller: every update is an atomic operation or a
+//! short uncontended lock.
+//!
+//! `/healthz` is liveness: the process answers HTTP. `/readyz` answers 200 only while the
+//! replica can act or stand by correctly: its controller loop runs with a loaded config, its
+//! Node cache has synced at least once, and its leader elector's last answer from the API
+//! server (it tries every retry period, leader or not) is younger than the lease duration.
+//! Otherwise 503 with a one-line reason.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::lease::Leadership;
 
 /// Counters and gauges of one controller replica.
 #[derive(Debug, Default)]
@@ -18,6 +28,65 @@ pub struct Metrics {
     failed: AtomicU64,
     evicted: AtomicU64,
     errors: Mutex<BTreeMap<&'static str, u64>>,
+    /// What `/readyz` answers from.
+    pub readiness: Readiness,
+}
+
+/// Whether the replica is ready, as `/readyz` reports it. Set by the controller loop.
+#[derive(Default)]
+pub struct Readiness {
+    /// The running replica's leadership handle (its elector's API contact) and lease duration.
+    replica: Mutex<Option<(Leadership, Duration)>>,
+    nodes_synced: AtomicBool,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness")
+            .field("ready", &self.check())
+            .finish()
+    }
+}
+
+impl Readiness {
+    /// A controller replica started with a loaded config: readiness now follows its elector.
+    /// Its Node cache starts unsynced (a config reload starts a new replica and a new cache).
+    pub fn replica_started(&self, leadership: Leadership, lease_duration: Duration) {
+        self.nodes_synced.store(false, Ordering::Relaxed);
+        *self.replica.lock().expect("readiness") = Some((leadership, lease_duration));
+    }
+
+    /// The Node cache received its initial list.
+    pub fn nodes_synced(&self) {
+        self.nodes_synced.store(true, Ordering::Relaxed);
+    }
+
+    /// `Ok` when ready, else why not.
+    pub fn check(&self) -> Result<(), String> {
+        let (contact, lease_duration) = match &*self.replica.lock().expect("readiness") {
+            Some((l, d)) => (l.contact(), *d),
+            None => return Err("controller not started: no config loaded yet".into()),
+        };
+        let error = contact
+            .last_error
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        match contact.last_answer {
+            None => return Err(format!("no answer from the API server yet{error}")),
+            Some(t) if t.elapsed() > lease_duration => {
+                return Err(format!(
+                    "no answer from the API server for {}s (lease duration {}s){error}",
+                    t.elapsed().as_secs(),
+                    lease_duration.as_secs_f64()
+                ))
+            }
+            Some(_) => {}
+        }
+        if !self.nodes_synced.load(Ordering::Relaxed) {
+            return Err("node cache not synced yet".into());
+        }
+        Ok(())
+    }
 }
 
 impl Metrics {
@@ -128,11 +197,31 @@ impl Metrics {
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` until the process ends.
 pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    serve_on(tokio::net::TcpListener::bind(addr).await?, metrics).await
+}
+
+/// [`serve`] on a bound listener.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<()> {
+    use axum::http::StatusCode;
     use axum::routing::get;
+    let ready = metrics.clone();
     let app = axum::Router::new()
         .route("/metrics", get(move || async move { metrics.render() }))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+        .route(
+            "/readyz",
+            get(move || async move {
+                match ready.readiness.check() {
+                    Ok(()) => (StatusCode::OK, "ok".to_string()),
+                    Err(why) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("not ready: {why}\n"),
+                    ),
+                }
+            }),
+        );
     axum::serve(listener, app).await
 }

@@ -739,7 +739,7 @@ fn the_controller_probes_metrics_port_and_config_path_match_the_binary() {
     let pod = pod_of_deployment(&objects);
     let c = &pod.containers[0];
     assert_eq!(c.args.as_ref().unwrap()[0], "controller");
-    // `--metrics-addr` serves /metrics, /healthz and /readyz (metrics.rs:133-135).
+    // `--metrics-addr` serves /metrics, /healthz and /readyz (`metrics::serve_on`).
     let addr: std::net::SocketAddr = arg_after(c, "--metrics-addr").unwrap().parse().unwrap();
     let port = c
         .ports

@@ -149,8 +149,10 @@ pub struct FileSentinel(pub PathBuf);
 
 impl Sentinel for FileSentinel {
     async fn check(&self) -> Option<String> {
-        tokio::fs::try_exists(&self.0)
-            .await
+        // One stat of a local file: done inline rather than through `tokio::fs`, which would
+        // start a blocking-pool thread (and a malloc arena with it) every check period.
+        self.0
+            .try_exists()
             .unwrap_or(false)
             .then(|| format!("sentinel file {} exists", self.0.display()))
     }

@@ -180,6 +180,10 @@ pub async fn run(
         &identity,
         Timings::from_config(&config.leader),
     );
+    let lease_duration = config.leader.lease_duration.to_std();
+    metrics
+        .readiness
+        .replica_started(leadership.clone(), lease_duration);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let elector_done = {
         let mut stop = stop_rx.clone();
@@ -195,7 +199,7 @@ pub async fn run(
     // Node cache.
     let (nodes, writer) = reflector::store::<Node>();
     let _node_watch = {
-        let wake = wake.clone();
+        let (wake, metrics) = (wake.clone(), metrics.clone());
         let api: Api<Node> = Api::all(client.clone());
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -209,8 +213,10 @@ pub async fn run(
         Task(tokio::spawn(async move {
             futures::pin_mut!(stream);
             while let Some(ev) = stream.next().await {
-                if let Err(e) = ev {
-                    tracing::warn!(error = %e, "node watch");
+                match ev {
+                    Err(e) => tracing::warn!(error = %e, "node watch"),
+                    Ok(watcher::Event::InitDone) => metrics.readiness.nodes_synced(),
+                    Ok(_) => {}
                 }
                 wake.notify_one();
             }
