@@ -484,6 +484,8 @@ struct Runner {
     /// Labels of pods changed since the last flush, per namespace: only the budgets selecting
     /// one of them are recomputed, as the disruption controller enqueues the budgets of a pod.
     dirty_pods: HashMap<String, Vec<BTreeMap<String, String>>>,
+    /// Budgets (`namespace/name`) created or changed since the last flush.
+    dirty_pdbs: BTreeSet<String>,
     /// StatefulSets (`namespace/name`) whose pods changed: status to recompute.
     dirty_ss: BTreeSet<String>,
     rebooting: BTreeSet<String>,
@@ -510,6 +512,7 @@ pub fn start(
         timers: BTreeSet::new(),
         dirty_ns: BTreeSet::new(),
         dirty_pods: HashMap::new(),
+        dirty_pdbs: BTreeSet::new(),
         dirty_ss: BTreeSet::new(),
         rebooting: BTreeSet::new(),
     };
@@ -621,10 +624,11 @@ impl Runner {
                     self.start_pending_on(&idx.name);
                 }
             }
+            // Only that budget: its own status writes come back here, and recomputing the whole
+            // namespace on each of them made every write cost one pass over all its budgets.
+            // The second look finds nothing to change, so it does not loop.
             Kind::Pdb if ev.typ != EventType::Deleted => {
-                let prev_gen = ev.prev.as_ref().map(|p| p.rv);
-                let _ = prev_gen;
-                self.dirty_ns.insert(idx.namespace.clone());
+                self.dirty_pdbs.insert(idx.key());
             }
             Kind::ReplicaSet if ev.typ != EventType::Deleted => {
                 self.reconcile_rs(&idx.namespace, &idx.name)
@@ -969,12 +973,16 @@ impl Runner {
                 refresh_ss(&mut inner, &k);
             }
         }
-        if self.dirty_ns.is_empty() && self.dirty_pods.is_empty() {
+        if self.dirty_ns.is_empty() && self.dirty_pods.is_empty() && self.dirty_pdbs.is_empty() {
             return;
         }
         let all = std::mem::take(&mut self.dirty_ns);
         let mut pods = std::mem::take(&mut self.dirty_pods);
+        let budgets = std::mem::take(&mut self.dirty_pdbs);
         let mut inner = self.shared.store.lock();
+        for k in &budgets {
+            refresh_pdb(&mut inner, k);
+        }
         let namespaces: BTreeSet<String> = all.iter().chain(pods.keys()).cloned().collect();
         for ns in namespaces {
             let whole = all.contains(&ns);
@@ -991,6 +999,7 @@ impl Runner {
                             .is_some_and(|s| changed.iter().any(|l| s.matches(l)))
                 })
                 .map(|e| e.idx.key())
+                .filter(|k| !budgets.contains(k))
                 .collect();
             for k in keys {
                 refresh_pdb(&mut inner, &k);
