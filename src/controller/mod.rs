@@ -12,21 +12,19 @@
 pub mod alerts;
 pub mod decide;
 pub mod events;
+pub mod gate;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
-use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -38,6 +36,7 @@ use crate::metrics::Metrics;
 use crate::node::{self as proto, NodeState, NodeView, Token};
 use decide::{Snapshot, Step};
 use events::Recorder;
+pub use gate::GateRecord;
 
 /// What can stop the controller or one of its steps.
 #[derive(Debug, thiserror::Error)]
@@ -89,15 +88,6 @@ const RESYNC: Duration = Duration::from_secs(300);
 
 /// How often Prometheus is asked again while its alerts (or its failure) block a flagged node.
 const ALERTS_RECHECK: chrono::Duration = chrono::Duration::seconds(5);
-
-/// What the health gate must see healthy again, written with `state: rebooting`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct GateRecord {
-    /// Budgets `namespace/name` that covered the evicted pods.
-    pub budgets: Vec<String>,
-    /// Controllers of the evicted pods: (kind, namespace, name).
-    pub owners: Vec<(String, String, String)>,
-}
 
 /// Aborts a task when dropped, so killing the controller kills all its work.
 struct Task(JoinHandle<()>);
@@ -203,12 +193,7 @@ pub async fn run(
         let api: Api<Node> = Api::all(client.clone());
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|n| {
-                n.metadata.managed_fields = None;
-                if let Some(s) = n.status.as_mut() {
-                    s.images = None;
-                }
-            })
+            .modify(|n| *n = proto::trim(std::mem::take(n)))
             .reflect(writer);
         Task(tokio::spawn(async move {
             futures::pin_mut!(stream);
@@ -775,39 +760,15 @@ async fn run_step(
             tasks.insert(
                 name.into(),
                 Task(tokio::spawn(async move {
-                    // Woken by every change to the budgets and controllers it waits for, not
-                    // by a polling sleep; the timer is only a safety net.
-                    let changed = Arc::new(Notify::new());
-                    let _watches = gate_watches(&ctx2, &gate, &changed);
-                    let r = async {
-                        loop {
-                            match gate_passes(&ctx2, &gate).await {
-                                Ok(None) => return finish(&ctx2, &node).await,
-                                Ok(Some(why)) if Utc::now() >= deadline => {
-                                    return fail(
-                                        &ctx2,
-                                        &node,
-                                        format!(
-                                            "the health gate did not pass within {}: {why}",
-                                            ctx2.config.health_gate.timeout
-                                        ),
-                                    )
-                                    .await
-                                }
-                                Ok(Some(why)) => tracing::debug!(node, why, "health gate waiting"),
-                                Err(e) => tracing::warn!(node, error = %e, "health gate check"),
-                            }
-                            let until_deadline = (deadline - Utc::now())
-                                .to_std()
-                                .unwrap_or_default()
-                                .max(Duration::from_millis(10));
-                            tokio::select! {
-                                _ = changed.notified() => {}
-                                _ = tokio::time::sleep(GATE_SAFETY_NET.min(until_deadline)) => {}
-                            }
+                    let r = match gate::wait(&ctx2.client, &gate, deadline, &node).await {
+                        Ok(()) => finish(&ctx2, &node).await,
+                        Err(why) => {
+                            let within = ctx2.config.health_gate.timeout;
+                            let reason =
+                                format!("the health gate did not pass within {within}: {why}");
+                            fail(&ctx2, &node, reason).await
                         }
-                    }
-                    .await;
+                    };
                     if let Err(e) = r {
                         tracing::warn!(node, error = %e, "finishing the node");
                         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -893,134 +854,6 @@ async fn request_reboot(
         .await;
     ctx.wake.notify_one();
     Ok(())
-}
-
-/// How often the health gate looks again without any change seen (a safety net only).
-const GATE_SAFETY_NET: Duration = Duration::from_secs(5);
-
-/// Watches (no cache) the PodDisruptionBudgets and the ReplicaSets/StatefulSets of the
-/// namespaces the gate waits on, waking `changed` on every event. Dropping the tasks stops them.
-fn gate_watches(ctx: &Ctx, gate: &GateRecord, changed: &Arc<Notify>) -> Vec<Task> {
-    let mut out = Vec::new();
-    let budget_ns: BTreeSet<&str> = gate
-        .budgets
-        .iter()
-        .filter_map(|b| b.split_once('/').map(|(ns, _)| ns))
-        .collect();
-    for ns in budget_ns {
-        out.push(watch_ns::<PodDisruptionBudget>(&ctx.client, ns, changed));
-    }
-    let owner_ns: BTreeSet<(&str, &str)> = gate
-        .owners
-        .iter()
-        .map(|(k, ns, _)| (k.as_str(), ns.as_str()))
-        .collect();
-    for (kind, ns) in owner_ns {
-        match kind {
-            "ReplicaSet" => out.push(watch_ns::<ReplicaSet>(&ctx.client, ns, changed)),
-            "StatefulSet" => out.push(watch_ns::<StatefulSet>(&ctx.client, ns, changed)),
-            _ => {}
-        }
-    }
-    out
-}
-
-fn watch_ns<K>(client: &Client, ns: &str, changed: &Arc<Notify>) -> Task
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let changed = changed.clone();
-    Task(tokio::spawn(async move {
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            if matches!(
-                ev,
-                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
-            ) {
-                changed.notify_one();
-            }
-        }
-    }))
-}
-
-/// `None` when the gate passes, else what it waits for.
-async fn gate_passes(ctx: &Ctx, gate: &GateRecord) -> Result<Option<String>, kube::Error> {
-    // One list per namespace and kind, not one read per object.
-    let mut budget_ns: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for b in &gate.budgets {
-        if let Some((ns, name)) = b.split_once('/') {
-            budget_ns.entry(ns).or_default().push(name);
-        }
-    }
-    for (ns, names) in budget_ns {
-        let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
-        for pdb in api.list(&ListParams::default()).await?.items {
-            let name = pdb.metadata.name.clone().unwrap_or_default();
-            if !names.contains(&name.as_str()) {
-                continue;
-            }
-            let s = pdb.status.unwrap_or_default();
-            if s.current_healthy < s.desired_healthy {
-                return Ok(Some(format!(
-                    "PodDisruptionBudget {ns}/{name} has {} healthy of {} desired",
-                    s.current_healthy, s.desired_healthy
-                )));
-            }
-        }
-    }
-    let mut owner_ns: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
-    for (kind, ns, name) in &gate.owners {
-        if kind == "ReplicaSet" || kind == "StatefulSet" {
-            owner_ns.entry((kind, ns)).or_default().push(name);
-        }
-    }
-    for ((kind, ns), names) in owner_ns {
-        let counts: Vec<(String, i32, i32)> = if kind == "ReplicaSet" {
-            Api::<ReplicaSet>::namespaced(ctx.client.clone(), ns)
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .map(|rs| {
-                    (
-                        rs.metadata.name.unwrap_or_default(),
-                        rs.spec.and_then(|s| s.replicas).unwrap_or(1),
-                        rs.status.and_then(|s| s.ready_replicas).unwrap_or(0),
-                    )
-                })
-                .collect()
-        } else {
-            Api::<StatefulSet>::namespaced(ctx.client.clone(), ns)
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .map(|ss| {
-                    (
-                        ss.metadata.name.unwrap_or_default(),
-                        ss.spec.and_then(|s| s.replicas).unwrap_or(1),
-                        ss.status.and_then(|s| s.ready_replicas).unwrap_or(0),
-                    )
-                })
-                .collect()
-        };
-        for (name, want, ready) in counts {
-            if names.contains(&name.as_str()) && ready < want {
-                return Ok(Some(format!(
-                    "{kind} {ns}/{name} has {ready} of {want} replicas Ready"
-                )));
-            }
-        }
-    }
-    Ok(None)
 }
 
 async fn finish(ctx: &Ctx, node: &str) -> Result<(), Error> {

@@ -1,0 +1,399 @@
+//! The health gate: after a node's reboot, the next node may start only when the budgets that
+//! covered its evicted pods are healthy again and the controllers of those pods have their
+//! replicas Ready.
+//!
+//! It owns the [`GateRecord`] written to the Node with `state: rebooting`, the pure
+//! [`GateState`] that decides from what has been seen, and [`wait`], which feeds that state from
+//! one watch per namespace and kind. The watches' initial lists are paged and every object that
+//! is not waited on is dropped as it arrives, so a namespace of 25,000 budgets costs pages of
+//! 500, never a whole list in memory; after the initial list the gate is woken by changes only.
+//! It never writes: finishing or failing the node is the caller's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::Api;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+/// What the health gate must see healthy again, written with `state: rebooting`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GateRecord {
+    /// Budgets `namespace/name` that covered the evicted pods.
+    pub budgets: Vec<String>,
+    /// Controllers of the evicted pods: (kind, namespace, name).
+    pub owners: Vec<(String, String, String)>,
+}
+
+/// The kinds the gate reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GateKind {
+    Budget,
+    ReplicaSet,
+    StatefulSet,
+}
+
+impl GateKind {
+    fn name(self) -> &'static str {
+        match self {
+            GateKind::Budget => "PodDisruptionBudget",
+            GateKind::ReplicaSet => "ReplicaSet",
+            GateKind::StatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// One watch: a kind in a namespace.
+pub type Stream = (GateKind, String);
+
+/// What was seen of one object waited on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// A budget's `currentHealthy` and `desiredHealthy`.
+    Budget { healthy: i32, desired: i32 },
+    /// A controller's Ready replicas and wanted replicas.
+    Replicas { ready: i32, want: i32 },
+}
+
+/// What a watch reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// The watch (re)starts its list: what it said before no longer counts.
+    Listing(Stream),
+    /// An object waited on, as it is now.
+    Seen(Stream, String, Health),
+    /// An object waited on was deleted.
+    Gone(Stream, String),
+    /// The list is complete: an object waited on and not seen does not exist.
+    Listed(Stream),
+}
+
+/// The gate's knowledge, fed by [`Update`]s; decides without I/O.
+#[derive(Clone, Debug, Default)]
+pub struct GateState {
+    wanted: BTreeMap<Stream, BTreeSet<String>>,
+    seen: BTreeMap<(Stream, String), Health>,
+    listed: BTreeSet<Stream>,
+}
+
+impl GateState {
+    /// The objects of `record`; controllers other than ReplicaSets and StatefulSets (a
+    /// DaemonSet, a Job) have nothing to wait for and are left out.
+    pub fn new(record: &GateRecord) -> GateState {
+        let mut wanted: BTreeMap<Stream, BTreeSet<String>> = BTreeMap::new();
+        for b in &record.budgets {
+            if let Some((ns, name)) = b.split_once('/') {
+                wanted
+                    .entry((GateKind::Budget, ns.into()))
+                    .or_default()
+                    .insert(name.into());
+            }
+        }
+        for (kind, ns, name) in &record.owners {
+            let kind = match kind.as_str() {
+                "ReplicaSet" => GateKind::ReplicaSet,
+                "StatefulSet" => GateKind::StatefulSet,
+                _ => continue,
+            };
+            wanted
+                .entry((kind, ns.clone()))
+                .or_default()
+                .insert(name.clone());
+        }
+        GateState {
+            wanted,
+            ..GateState::default()
+        }
+    }
+
+    /// The watches needed.
+    pub fn streams(&self) -> Vec<Stream> {
+        self.wanted.keys().cloned().collect()
+    }
+
+    /// Whether `name` is waited on in `stream` (everything else is dropped unread).
+    pub fn wants(&self, stream: &Stream, name: &str) -> bool {
+        self.wanted.get(stream).is_some_and(|n| n.contains(name))
+    }
+
+    pub fn apply(&mut self, update: Update) {
+        match update {
+            Update::Listing(s) => {
+                self.listed.remove(&s);
+                self.seen.retain(|(st, _), _| *st != s);
+            }
+            Update::Seen(s, name, h) => {
+                if self.wants(&s, &name) {
+                    self.seen.insert((s, name), h);
+                }
+            }
+            Update::Gone(s, name) => {
+                self.seen.remove(&(s, name));
+            }
+            Update::Listed(s) => {
+                self.listed.insert(s);
+            }
+        }
+    }
+
+    /// `None` when the gate passes, else the first thing it waits for. An object that does not
+    /// exist (a budget or ReplicaSet deleted meanwhile) has nothing left to wait for.
+    pub fn verdict(&self) -> Option<String> {
+        if let Some((kind, ns)) = self.wanted.keys().find(|s| !self.listed.contains(*s)) {
+            return Some(format!("listing the {}s of namespace {ns}", kind.name()));
+        }
+        self.seen
+            .iter()
+            .find_map(|(((kind, ns), name), h)| match *h {
+                Health::Budget { healthy, desired } if healthy < desired => Some(format!(
+                    "{} {ns}/{name} has {healthy} healthy of {desired} desired",
+                    kind.name()
+                )),
+                Health::Replicas { ready, want } if ready < want => Some(format!(
+                    "{} {ns}/{name} has {ready} of {want} replicas Ready",
+                    kind.name()
+                )),
+                _ => None,
+            })
+    }
+}
+
+fn budget_health(p: &PodDisruptionBudget) -> Health {
+    let s = p.status.clone().unwrap_or_default();
+    Health::Budget {
+        healthy: s.current_healthy,
+        desired: s.desired_healthy,
+    }
+}
+
+fn rs_health(rs: &ReplicaSet) -> Health {
+    Health::Replicas {
+        ready: rs
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0),
+        want: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+    }
+}
+
+fn ss_health(ss: &StatefulSet) -> Health {
+    Health::Replicas {
+        ready: ss
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0),
+        want: ss.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+    }
+}
+
+/// Waits until the gate passes (`Ok`) or `deadline` (`Err` with what it still waits for).
+pub async fn wait(
+    client: &Client,
+    record: &GateRecord,
+    deadline: DateTime<Utc>,
+    node: &str,
+) -> Result<(), String> {
+    let mut state = GateState::new(record);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let _watches: Vec<super::Task> = state
+        .streams()
+        .into_iter()
+        .map(|s| {
+            let names = state.wanted[&s].clone();
+            let tx = tx.clone();
+            let client = client.clone();
+            super::Task(tokio::spawn(async move {
+                let (kind, ns) = s.clone();
+                match kind {
+                    GateKind::Budget => follow(client, s, names, tx, budget_health).await,
+                    GateKind::ReplicaSet => follow(client, s, names, tx, rs_health).await,
+                    GateKind::StatefulSet => follow(client, s, names, tx, ss_health).await,
+                }
+                tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
+            }))
+        })
+        .collect();
+    drop(tx);
+    loop {
+        let why = match state.verdict() {
+            None => return Ok(()),
+            Some(why) => why,
+        };
+        let left = (deadline - Utc::now()).to_std().unwrap_or_default();
+        if left.is_zero() {
+            return Err(why);
+        }
+        tracing::debug!(node, why, "health gate waiting");
+        match tokio::time::timeout(left, rx.recv()).await {
+            Ok(Some(u)) => {
+                state.apply(u);
+                // Apply what else is queued before deciding again.
+                while let Ok(u) = rx.try_recv() {
+                    state.apply(u);
+                }
+            }
+            // No watch is left (none was needed): the verdict above already decided.
+            Ok(None) => tokio::time::sleep(left.min(Duration::from_secs(1))).await,
+            Err(_) => return Err(why),
+        }
+    }
+}
+
+/// Watches one kind in one namespace and forwards what concerns `names`.
+async fn follow<K>(
+    client: Client,
+    stream: Stream,
+    names: BTreeSet<String>,
+    tx: mpsc::UnboundedSender<Update>,
+    health: fn(&K) -> Health,
+) where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client, &stream.1);
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(events);
+    while let Some(ev) = events.next().await {
+        let update = match ev {
+            Ok(watcher::Event::Init) => Update::Listing(stream.clone()),
+            Ok(watcher::Event::InitDone) => Update::Listed(stream.clone()),
+            Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
+                if !names.contains(&o.name_any()) {
+                    continue;
+                }
+                Update::Seen(stream.clone(), o.name_any(), health(&o))
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                if !names.contains(&o.name_any()) {
+                    continue;
+                }
+                Update::Gone(stream.clone(), o.name_any())
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %stream.1, kind = stream.0.name(), error = %e, "health gate watch");
+                continue;
+            }
+        };
+        if tx.send(update).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> GateRecord {
+        GateRecord {
+            budgets: vec!["a/web".into()],
+            owners: vec![
+                ("ReplicaSet".into(), "a".into(), "web-1".into()),
+                ("DaemonSet".into(), "kube-system".into(), "ds".into()),
+            ],
+        }
+    }
+
+    fn pdb() -> Stream {
+        (GateKind::Budget, "a".into())
+    }
+    fn rs() -> Stream {
+        (GateKind::ReplicaSet, "a".into())
+    }
+
+    #[test]
+    fn waits_until_every_stream_is_listed_then_for_each_object() {
+        let mut g = GateState::new(&record());
+        assert_eq!(g.streams(), vec![pdb(), rs()], "no watch for the DaemonSet");
+        assert!(g.verdict().unwrap().contains("listing"));
+        g.apply(Update::Seen(
+            pdb(),
+            "web".into(),
+            Health::Budget {
+                healthy: 2,
+                desired: 3,
+            },
+        ));
+        g.apply(Update::Listed(pdb()));
+        assert!(g.verdict().unwrap().contains("listing the ReplicaSets"));
+        g.apply(Update::Seen(
+            rs(),
+            "web-1".into(),
+            Health::Replicas { ready: 3, want: 3 },
+        ));
+        g.apply(Update::Listed(rs()));
+        assert_eq!(
+            g.verdict().unwrap(),
+            "PodDisruptionBudget a/web has 2 healthy of 3 desired"
+        );
+        g.apply(Update::Seen(
+            pdb(),
+            "web".into(),
+            Health::Budget {
+                healthy: 3,
+                desired: 3,
+            },
+        ));
+        assert_eq!(g.verdict(), None);
+    }
+
+    #[test]
+    fn a_relist_forgets_what_the_stream_said_and_waits_again() {
+        let mut g = GateState::new(&record());
+        for s in [pdb(), rs()] {
+            g.apply(Update::Listed(s));
+        }
+        assert_eq!(
+            g.verdict(),
+            None,
+            "objects that do not exist wait for nothing"
+        );
+        g.apply(Update::Seen(
+            rs(),
+            "web-1".into(),
+            Health::Replicas { ready: 1, want: 3 },
+        ));
+        assert_eq!(
+            g.verdict().unwrap(),
+            "ReplicaSet a/web-1 has 1 of 3 replicas Ready"
+        );
+        g.apply(Update::Listing(rs()));
+        assert!(g.verdict().unwrap().contains("listing"));
+        g.apply(Update::Listed(rs()));
+        assert_eq!(g.verdict(), None, "the relist did not see it: deleted");
+        g.apply(Update::Seen(
+            rs(),
+            "web-1".into(),
+            Health::Replicas { ready: 1, want: 3 },
+        ));
+        g.apply(Update::Gone(rs(), "web-1".into()));
+        assert_eq!(g.verdict(), None);
+    }
+
+    #[test]
+    fn objects_not_waited_on_are_ignored() {
+        let mut g = GateState::new(&record());
+        g.apply(Update::Seen(
+            rs(),
+            "other".into(),
+            Health::Replicas { ready: 0, want: 3 },
+        ));
+        for s in [pdb(), rs()] {
+            g.apply(Update::Listed(s));
+        }
+        assert_eq!(g.verdict(), None);
+    }
+}
