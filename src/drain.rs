@@ -196,10 +196,12 @@ pub trait DrainApi: Send + Sync {
     ) -> impl Future<Output = Result<Evicted, DrainError>> + Send;
     /// Deletes the pod (only after the timeout, when configured).
     fn delete(&self, pod: &PodRef) -> impl Future<Output = Result<(), DrainError>> + Send;
-    /// The budgets in `namespace`.
+    /// The budgets in `namespace` that select at least one of `pods` (each a pod's labels);
+    /// name and selector are all the drain reads of them.
     fn budgets(
         &self,
         namespace: &str,
+        pods: &[BTreeMap<String, String>],
     ) -> impl Future<Output = Result<Vec<PodDisruptionBudget>, DrainError>> + Send;
     /// Records a Warning/Normal Event on the node.
     fn event(&self, warning: bool, reason: &str, note: String) -> impl Future<Output = ()> + Send;
@@ -299,13 +301,20 @@ pub async fn drain<A: DrainApi>(
     }
     // The budgets covering the evicted pods, per namespace, for the health gate and the Events.
     let mut budgets = BTreeSet::new();
+    let mut labels_by_ns: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+    for p in &to_evict {
+        labels_by_ns
+            .entry(p.metadata.namespace.clone().unwrap_or_default())
+            .or_default()
+            .push(p.metadata.labels.clone().unwrap_or_default());
+    }
     let mut by_ns: BTreeMap<String, Vec<PodDisruptionBudget>> = BTreeMap::new();
+    for (ns, labels) in &labels_by_ns {
+        by_ns.insert(ns.clone(), api.budgets(ns, labels).await?);
+    }
     let mut covering: BTreeMap<PodRef, Vec<String>> = BTreeMap::new();
     for p in &to_evict {
         let r = PodRef::of(p);
-        if !by_ns.contains_key(&r.namespace) {
-            by_ns.insert(r.namespace.clone(), api.budgets(&r.namespace).await?);
-        }
         let labels = p.metadata.labels.clone().unwrap_or_default();
         let names: Vec<String> = by_ns[&r.namespace]
             .iter()
@@ -530,14 +539,48 @@ impl DrainApi for KubeDrain {
         }
     }
 
-    async fn budgets(&self, namespace: &str) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+    async fn budgets(
+        &self,
+        namespace: &str,
+        pods: &[BTreeMap<String, String>],
+    ) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+        // Paged, and only the budgets of these pods kept, reduced to name and selector: a
+        // namespace can hold tens of thousands of budgets, and a whole list of them decoded at
+        // once was most of the controller's peak memory in a 5,000-node world.
         let api: kube::Api<PodDisruptionBudget> =
             kube::Api::namespaced(self.client.clone(), namespace);
-        Ok(api
-            .list(&Default::default())
-            .await
-            .map_err(self.err(format!("listing PodDisruptionBudgets in {namespace}")))?
-            .items)
+        let mut out = Vec::new();
+        let mut lp = kube::api::ListParams::default().limit(500);
+        loop {
+            let page = api
+                .list(&lp)
+                .await
+                .map_err(self.err(format!("listing PodDisruptionBudgets in {namespace}")))?;
+            let selects = |b: &PodDisruptionBudget| {
+                let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
+                pods.iter().any(|l| selector_matches(sel, l))
+            };
+            out.extend(page.items.into_iter().filter(selects).map(|b| {
+                PodDisruptionBudget {
+                    metadata: kube::api::ObjectMeta {
+                        name: b.metadata.name,
+                        namespace: b.metadata.namespace,
+                        ..Default::default()
+                    },
+                    spec: b
+                        .spec
+                        .map(|s| k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+                            selector: s.selector,
+                            ..Default::default()
+                        }),
+                    status: None,
+                }
+            }));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => lp = lp.continue_token(&c),
+                None => return Ok(out),
+            }
+        }
     }
 
     async fn event(&self, warning: bool, reason: &str, note: String) {
@@ -765,7 +808,11 @@ mod tests {
             self.deletions.lock().unwrap().push(pod.name.clone());
             Ok(())
         }
-        async fn budgets(&self, _: &str) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+        async fn budgets(
+            &self,
+            _: &str,
+            _: &[BTreeMap<String, String>],
+        ) -> Result<Vec<PodDisruptionBudget>, DrainError> {
             let mut b = PodDisruptionBudget::default();
             b.metadata.name = Some("web-pdb".into());
             b.spec = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
