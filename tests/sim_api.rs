@@ -168,6 +168,17 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     )
     .await;
     assert_eq!((code, body), golden_response(25));
+    // A protobuf body (what kubectl's typed `create namespace` sends) cannot be decoded by the
+    // simulator: the same 415 Status, not a JSON syntax error about a binary body.
+    let (code, body) = call(
+        c,
+        Method::POST,
+        "/api/v1/namespaces",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\0binary",
+    )
+    .await;
+    assert_eq!((code, body), golden_response(24));
     // 16: strategic merge cordon.
     let (code, body) = call(
         c,

@@ -15,7 +15,9 @@
 //! PriorityClasses and ValidatingAdmissionPolicies(+Bindings) are stored and served (so
 //! `kubectl apply -k deploy/` works) but have no effect; `/openapi/v3` has paths and no schemas,
 //! `/openapi/v2` is not served; `dryRun` is refused (400); `fieldValidation=Strict` refuses
-//! unknown fields, any other value drops them without a warning.
+//! unknown fields, any other value drops them without a warning; protobuf (and CBOR) request
+//! bodies are answered 415, so kubectl's typed generators (`kubectl create namespace`) fail
+//! where `kubectl create -f`/`apply -f` (JSON) work.
 
 pub mod admission;
 pub mod api;

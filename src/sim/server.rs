@@ -377,6 +377,14 @@ fn dispatch(
             "dryRun is not supported by the simulated API server",
         ));
     }
+    if matches!(verb, "create" | "update")
+        && (content_type.starts_with("application/vnd.kubernetes.protobuf")
+            || content_type.starts_with("application/cbor"))
+    {
+        // kube-apiserver decodes these; the simulator only JSON. 415 names the cause instead
+        // of a JSON syntax error about a binary body.
+        return Err(ApiError::unsupported_media_type());
+    }
     let strict = writes
         && route.sub.as_deref() != Some("eviction")
         && query.get("fieldValidation").map(String::as_str) == Some("Strict");
