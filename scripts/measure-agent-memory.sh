@@ -26,26 +26,7 @@ pods=${4:-30}
 limit=15728640
 node=node-0000
 
-work=$(mktemp -d)
-sim_pid=
-agent_pid=
-cleanup() {
-    [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
-    [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-kc=$work/kubeconfig
-"$bin" simulate --serve --nodes "$nodes" --pods-per-node "$pods" --kubeconfig-out "$kc" \
-    --listen 127.0.0.1:0 >"$work/sim.log" 2>&1 &
-sim_pid=$!
-for _ in $(seq 1 300); do
-    grep -q '^serving' "$work/sim.log" 2>/dev/null && break
-    sleep 0.2
-done
-grep -q '^serving' "$work/sim.log" || { cat "$work/sim.log"; echo "simulator did not start" >&2; exit 1; }
+. "$(dirname "$0")/sim-serve.sh"
 
 cat >"$work/config.yaml" <<EOF
 reboot:
@@ -66,6 +47,7 @@ if [ "${WARM:-0}" != 1 ]; then
 fi
 KUBECONFIG=$kc "$agent_bin" agent --config "$work/config.yaml" --node-name "$node" >"$work/agent.log" 2>&1 &
 agent_pid=$!
+child_pid=$agent_pid
 
 status() { grep -E "^$1:" "/proc/$agent_pid/status" | awk '{print $2}'; }
 k() { kubectl --kubeconfig "$kc" "$@" >/dev/null; }

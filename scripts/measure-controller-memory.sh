@@ -22,26 +22,7 @@ pods=${3:-30}
 cycles=${4:-3}
 limit=104857600
 
-work=$(mktemp -d)
-sim_pid=
-ctl_pid=
-cleanup() {
-    [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null || true
-    [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-kc=$work/kubeconfig
-"$bin" simulate --serve --nodes "$nodes" --pods-per-node "$pods" --kubeconfig-out "$kc" \
-    --listen 127.0.0.1:0 >"$work/sim.log" 2>&1 &
-sim_pid=$!
-for _ in $(seq 1 600); do
-    grep -q '^serving' "$work/sim.log" 2>/dev/null && break
-    sleep 0.2
-done
-grep -q '^serving' "$work/sim.log" || { cat "$work/sim.log"; echo "simulator did not start" >&2; exit 1; }
+. "$(dirname "$0")/sim-serve.sh"
 k() { kubectl --kubeconfig "$kc" "$@"; }
 
 cat >"$work/config.yaml" <<EOF
@@ -56,6 +37,7 @@ EOF
 KUBECONFIG=$kc ${WRAP:-} "$bin" controller --config "$work/config.yaml" --identity measure \
     --metrics-addr 127.0.0.1:0 >"$work/ctl.log" 2>&1 &
 ctl_pid=$!
+child_pid=$ctl_pid
 status() { grep -E "^$1:" "/proc/$ctl_pid/status" | awk '{print $2}'; }
 alive() { kill -0 "$ctl_pid" 2>/dev/null || { tail -n 30 "$work/ctl.log"; echo "controller exited" >&2; exit 1; }; }
 

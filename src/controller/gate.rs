@@ -172,26 +172,26 @@ fn budget_health(p: &PodDisruptionBudget) -> Health {
     }
 }
 
-fn rs_health(rs: &ReplicaSet) -> Health {
+/// `spec.replicas` defaults to 1, as in the API.
+fn replicas(ready: Option<i32>, want: Option<i32>) -> Health {
     Health::Replicas {
-        ready: rs
-            .status
-            .as_ref()
-            .and_then(|s| s.ready_replicas)
-            .unwrap_or(0),
-        want: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        ready: ready.unwrap_or(0),
+        want: want.unwrap_or(1),
     }
 }
 
+fn rs_health(rs: &ReplicaSet) -> Health {
+    replicas(
+        rs.status.as_ref().and_then(|s| s.ready_replicas),
+        rs.spec.as_ref().and_then(|s| s.replicas),
+    )
+}
+
 fn ss_health(ss: &StatefulSet) -> Health {
-    Health::Replicas {
-        ready: ss
-            .status
-            .as_ref()
-            .and_then(|s| s.ready_replicas)
-            .unwrap_or(0),
-        want: ss.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-    }
+    replicas(
+        ss.status.as_ref().and_then(|s| s.ready_replicas),
+        ss.spec.as_ref().and_then(|s| s.replicas),
+    )
 }
 
 /// Waits until the gate passes (`Ok`) or `deadline` (`Err` with what it still waits for).
