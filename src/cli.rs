@@ -85,6 +85,18 @@ pub enum Command {
         #[arg(long, env = "NODE_NAME")]
         node_name: String,
     },
+    /// Show the rollout: leader, maintenance lock, flagged/in-flight/failed nodes, schedule.
+    ///
+    /// Reads the cluster with the current kubeconfig (get and list only). Exit 0 normally,
+    /// 1 when the cluster cannot be read, 2 for an invalid config.
+    Status {
+        /// The YAML config file (the controller's: Lease names, windows, failures).
+        #[arg(long)]
+        config: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
     /// Run the real controller and agents against an embedded simulated cluster.
     Simulate(crate::simulate::RolloutArgs),
 }
@@ -99,7 +111,8 @@ fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // A simulated rollout runs dozens of components in one process: their logs would bury the
     // progress line, so it logs warnings only unless RUST_LOG says otherwise.
-    let quiet = matches!(&cli.command, Command::Simulate(a) if !a.sim.serve);
+    let quiet = matches!(&cli.command, Command::Simulate(a) if !a.sim.serve)
+        || matches!(&cli.command, Command::Status { .. });
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     match cli.command {
         Command::CheckConfig {
@@ -157,8 +170,42 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             })
         }
+        Command::Status { config, output } => {
+            let Some(config) = load_or_report(&config)? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            current_thread_runtime()?.block_on(status(&config, output))
+        }
         Command::Simulate(args) => crate::simulate::main(args),
     }
+}
+
+async fn status(config: &Config, output: Output) -> anyhow::Result<ExitCode> {
+    let mut kube_config = match kube::Config::infer().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: no Kubernetes API server configured (kubeconfig or in-cluster): {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    // A person is waiting: a hung API server should fail in seconds, not after kube's 295 s.
+    let limit = std::time::Duration::from_secs(30);
+    kube_config.connect_timeout = Some(limit);
+    kube_config.read_timeout = Some(limit);
+    let snapshot = match crate::status::fetch(kube_config, config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let report = crate::status::build(config, &snapshot, Utc::now());
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Output::Text => write!(out, "{}", crate::status::text(&report))?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn multi_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -5,6 +5,7 @@
 //! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`sim`]: the embedded simulated cluster behind `rollboot simulate` and the tests;
+//! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
 //! - [`cli`]: the command line, the only place that prints or picks exit codes.
 
 pub mod cli;
@@ -21,4 +22,5 @@ pub mod lock;
 pub mod metrics;
 pub mod node;
 pub mod simulate;
+pub mod status;
 pub mod time;

@@ -172,6 +172,8 @@ pub struct NodeView {
     pub reboot_ack: Option<String>,
     /// `health-gate` JSON.
     pub health_gate: Option<String>,
+    /// `failure-reason` (with `state: failed`).
+    pub failure_reason: Option<String>,
 }
 
 impl NodeView {
@@ -217,6 +219,7 @@ impl NodeView {
             reboot_token: get(REBOOT),
             reboot_ack: get(REBOOT_ACK),
             health_gate: get(HEALTH_GATE),
+            failure_reason: get(FAILURE_REASON),
             labels,
         }
     }

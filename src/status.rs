@@ -1,0 +1,750 @@
+//! `rollboot status`: the operator's view of a rollout — the leader, the maintenance lock, the
+//! nodes that are flagged, in flight or failed, the counts, the schedule and what blocks progress.
+//!
+//! Owns the [`Status`] report built from a [`Snapshot`] (pure: the caller passes `now`), its text
+//! and JSON forms, and [`fetch`], the only I/O: one get of each Lease and a paged list of the
+//! Nodes. It must never write to the cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::controller::decide;
+use crate::lock::{LockEntry, LockRecord};
+use crate::node::{NodeState, NodeView};
+use crate::time;
+
+/// What the cluster says, as read: the two Leases (absent when they do not exist) and every Node.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// The leader Lease.
+    pub leader: Option<Lease>,
+    /// The maintenance lock Lease.
+    pub lock: Option<Lease>,
+    /// Every Node.
+    pub nodes: Vec<NodeView>,
+}
+
+/// The report, serialized as the `--output json` object.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// The instant the report describes.
+    pub now: DateTime<Utc>,
+    /// The leader Lease.
+    pub leader: Leader,
+    /// The maintenance lock.
+    pub lock: Lock,
+    /// The nodes that are flagged, in flight or failed, by name.
+    pub nodes: Vec<NodeStatus>,
+    /// Counts over all nodes.
+    pub counts: Counts,
+    /// The maintenance schedule at `now`.
+    pub maintenance: Maintenance,
+    /// Failed nodes against `failures.maxFailures`.
+    pub failures: Failures,
+    /// What keeps new reboots from starting now (the controller's own rules), as sentences.
+    pub blockers: Vec<String>,
+    /// Configured blockers this report does not evaluate (it reads no Pods and no Prometheus).
+    pub not_checked: Vec<String>,
+}
+
+/// The leader Lease.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Leader {
+    /// `namespace/name`.
+    pub lease: String,
+    /// The holder; `None` when the Lease is absent or released.
+    pub holder: Option<String>,
+    /// When the holder last renewed.
+    pub renew_time: Option<DateTime<Utc>>,
+    /// The record's lease duration (the config's when the record has none).
+    pub lease_duration_seconds: i64,
+    /// No holder, or the holder has not renewed within the lease duration: no replica leads.
+    pub expired: bool,
+}
+
+/// The maintenance lock.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lock {
+    /// `namespace/name`.
+    pub lease: String,
+    /// The holder; `None` when free.
+    pub holder: Option<String>,
+    /// The identity rollboot holds it under.
+    pub rollboot_identity: String,
+    /// Held by someone other than rollboot: rollboot starts nothing new (paused).
+    pub foreign: bool,
+    /// The nodes recorded in flight, by name.
+    pub in_flight: Vec<InFlight>,
+}
+
+/// One node recorded in the lock.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlight {
+    /// Node name.
+    pub node: String,
+    /// State when the entry was written.
+    pub state: NodeState,
+    /// When the node entered maintenance.
+    pub since: DateTime<Utc>,
+    /// The leader that started it.
+    pub leader: String,
+}
+
+/// Who cordoned a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CordonedBy {
+    /// rollboot (`rollboot.dev/cordoned-by` is set): rollboot will uncordon it.
+    Rollboot,
+    /// Someone else: it stays cordoned after its cycle.
+    Operator,
+}
+
+/// One flagged, in-flight or failed node.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// Node name.
+    pub name: String,
+    /// `rollboot.dev/state`; `None` when not started (or unreadable).
+    pub state: Option<NodeState>,
+    /// `rollboot.dev/state-since`.
+    pub state_since: Option<DateTime<Utc>>,
+    /// Flagged by the agent (`reboot-required`) or an operator (`reboot-requested`).
+    pub flagged: bool,
+    /// The earliest flag instant.
+    pub flagged_at: Option<DateTime<Utc>>,
+    /// Why it is flagged: the sentinel's reason and/or `requested`.
+    pub flag_reason: Option<String>,
+    /// `rollboot.dev/exclude` label: never rebooted.
+    pub excluded: bool,
+    /// Ready condition.
+    pub ready: bool,
+    /// `spec.unschedulable`.
+    pub cordoned: bool,
+    /// Who cordoned it, when cordoned.
+    pub cordoned_by: Option<CordonedBy>,
+    /// The rollboot identity in `rollboot.dev/cordoned-by`.
+    pub cordoned_by_identity: Option<String>,
+    /// Listed in the maintenance lock.
+    pub in_lock: bool,
+    /// `rollboot.dev/failure-reason`.
+    pub failure_reason: Option<String>,
+}
+
+/// Counts over all nodes.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Nodes carrying a flag (in flight ones included).
+    pub flagged: usize,
+    /// Nodes in a cycle: an in-progress state, or listed in the lock.
+    pub in_flight: usize,
+    /// `state: done`.
+    pub done: usize,
+    /// `state: failed`.
+    pub failed: usize,
+    /// With the exclude label.
+    pub excluded: usize,
+}
+
+/// The schedule at `now`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Maintenance {
+    /// New maintenance may start now.
+    pub allowed_now: bool,
+    /// When the current opening ends (`None`: not open, or open without end).
+    pub current_window_end: Option<DateTime<Utc>>,
+    /// The next opening that starts after `now`.
+    pub next_opening: Option<NextOpening>,
+}
+
+/// An opening; an unbounded end is `None`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextOpening {
+    /// First allowed instant.
+    pub start: DateTime<Utc>,
+    /// First instant after it; `None` when unbounded.
+    pub end: Option<DateTime<Utc>>,
+    /// Index of the configured window.
+    pub window: usize,
+}
+
+/// Failed nodes against the limit.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failures {
+    /// The failed nodes.
+    pub failed: Vec<String>,
+    /// `failures.maxFailures`.
+    pub max_failures: u32,
+    /// More failures than tolerated: nothing new starts until an operator clears one.
+    pub halted: bool,
+}
+
+fn bounded(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    (t != DateTime::<Utc>::MAX_UTC && t != DateTime::<Utc>::MIN_UTC).then_some(t)
+}
+
+fn lease_name(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn leader(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>) -> Leader {
+    let spec = lease.and_then(|l| l.spec.as_ref());
+    let holder = spec
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty());
+    let renew_time = spec
+        .and_then(|s| s.renew_time.as_ref())
+        .map(time::from_micro);
+    let lease_duration_seconds = spec
+        .and_then(|s| s.lease_duration_seconds)
+        .map(i64::from)
+        .unwrap_or_else(|| config.leader.lease_duration.as_millis() / 1000);
+    let expired = match (&holder, renew_time) {
+        (Some(_), Some(r)) => r + chrono::TimeDelta::seconds(lease_duration_seconds) <= now,
+        _ => true,
+    };
+    Leader {
+        lease: lease_name(&config.leader.namespace, &config.leader.name),
+        holder,
+        renew_time,
+        lease_duration_seconds,
+        expired,
+    }
+}
+
+fn flag_reason(n: &NodeView) -> Option<String> {
+    let mut parts = Vec::new();
+    if n.reboot_required {
+        parts.push(
+            n.reboot_required_reason
+                .clone()
+                .unwrap_or_else(|| "reboot-required".into()),
+        );
+    }
+    if n.reboot_requested {
+        parts.push("requested".into());
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// Builds the report from what the cluster says at `now`.
+pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
+    let record = LockRecord::from_lease(snap.lock.clone());
+    let ours = crate::controller::lock_owner(config);
+    let foreign = record.foreign_holder(&ours).map(str::to_string);
+    let entries: &BTreeMap<String, LockEntry> = &record.entries;
+
+    let mut nodes: Vec<NodeStatus> = snap
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.flagged()
+                || n.state.is_some_and(|s| s != NodeState::Done)
+                || entries.contains_key(&n.name)
+        })
+        .map(|n| NodeStatus {
+            name: n.name.clone(),
+            state: n.state,
+            state_since: n.state_since,
+            flagged: n.flagged(),
+            flagged_at: n.flagged_at,
+            flag_reason: flag_reason(n),
+            excluded: n.excluded,
+            ready: n.ready,
+            cordoned: n.unschedulable,
+            cordoned_by: n.unschedulable.then(|| {
+                if n.cordoned_by.is_some() {
+                    CordonedBy::Rollboot
+                } else {
+                    CordonedBy::Operator
+                }
+            }),
+            cordoned_by_identity: n.cordoned_by.clone(),
+            in_lock: entries.contains_key(&n.name),
+            failure_reason: n.failure_reason.clone(),
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let with_state = |s: NodeState| snap.nodes.iter().filter(|n| n.state == Some(s)).count();
+    let in_flight: BTreeSet<&str> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.state.is_some_and(NodeState::in_flight))
+        .map(|n| n.name.as_str())
+        .chain(entries.keys().map(String::as_str))
+        .collect();
+    let counts = Counts {
+        nodes: snap.nodes.len(),
+        flagged: snap.nodes.iter().filter(|n| n.flagged()).count(),
+        in_flight: in_flight.len(),
+        done: with_state(NodeState::Done),
+        failed: with_state(NodeState::Failed),
+        excluded: snap.nodes.iter().filter(|n| n.excluded).count(),
+    };
+
+    let schedule = config.schedule();
+    let allowed_now = schedule.is_allowed(now);
+    let maintenance = Maintenance {
+        allowed_now,
+        current_window_end: if allowed_now {
+            schedule.current_window_end(now).and_then(bounded)
+        } else {
+            None
+        },
+        next_opening: schedule.next_opening(now).map(|o| NextOpening {
+            start: o.start,
+            end: bounded(o.end),
+            window: o.window,
+        }),
+    };
+
+    let mut failed: Vec<String> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .map(|n| n.name.clone())
+        .collect();
+    failed.sort();
+    let failures = Failures {
+        halted: failed.len() > config.failures.max_failures as usize,
+        failed,
+        max_failures: config.failures.max_failures,
+    };
+
+    let decide_snapshot = decide::Snapshot {
+        nodes: &snap.nodes,
+        in_flight: entries,
+        foreign_holder: foreign.as_deref(),
+        blocking_pods: &[],
+    };
+    let blockers = decide::blockers(&decide_snapshot, config, now)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let mut not_checked = Vec::new();
+    if !config.blockers.pod_selectors.is_empty() {
+        not_checked.push("blockers.podSelectors".to_string());
+    }
+    if config.blockers.prometheus.is_some() {
+        not_checked.push("blockers.prometheus".to_string());
+    }
+
+    Status {
+        now,
+        leader: leader(config, snap.leader.as_ref(), now),
+        lock: Lock {
+            lease: lease_name(&config.lock.namespace, &config.lock.name),
+            holder: record.holder.clone(),
+            rollboot_identity: ours,
+            foreign: foreign.is_some(),
+            in_flight: entries
+                .iter()
+                .map(|(name, e)| InFlight {
+                    node: name.clone(),
+                    state: e.state,
+                    since: e.since,
+                    leader: e.leader.clone(),
+                })
+                .collect(),
+        },
+        nodes,
+        counts,
+        maintenance,
+        failures,
+        blockers,
+        not_checked,
+    }
+}
+
+fn instant(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
+    let s = (now - t).num_seconds();
+    if s < 0 {
+        return format!("in {}", crate::config::Duration::from_secs(-s));
+    }
+    format!("{} ago", crate::config::Duration::from_secs(s))
+}
+
+/// The report as the lines a person reads.
+pub fn text(s: &Status) -> String {
+    let mut out = String::new();
+    let now = s.now;
+    let l = &s.leader;
+    let _ = match (&l.holder, l.renew_time) {
+        (Some(h), Some(r)) => writeln!(
+            out,
+            "leader:       {h} (lease {}: renewed {}, {}; {}s lease, {})",
+            l.lease,
+            instant(r),
+            ago(now, r),
+            l.lease_duration_seconds,
+            if l.expired {
+                "EXPIRED: no replica is leading"
+            } else {
+                "live"
+            }
+        ),
+        (Some(h), None) => writeln!(out, "leader:       {h} (lease {}: never renewed)", l.lease),
+        (None, _) => writeln!(
+            out,
+            "leader:       none (lease {}: no replica is leading)",
+            l.lease
+        ),
+    };
+    let k = &s.lock;
+    let _ = match (&k.holder, k.foreign) {
+        (None, _) => writeln!(out, "lock:         free (lease {})", k.lease),
+        (Some(h), true) => writeln!(
+            out,
+            "lock:         held by `{h}`, not rollboot: PAUSED, rollboot starts nothing new (lease {})",
+            k.lease
+        ),
+        (Some(h), false) => writeln!(out, "lock:         held by rollboot ({h}) (lease {})", k.lease),
+    };
+    if k.in_flight.is_empty() {
+        let _ = writeln!(out, "in flight:    none");
+    } else {
+        let _ = writeln!(out, "in flight:    {} node(s)", k.in_flight.len());
+        for e in &k.in_flight {
+            let _ = writeln!(
+                out,
+                "  {}  {}  since {} ({}), started by {}",
+                e.node,
+                e.state,
+                instant(e.since),
+                ago(now, e.since),
+                e.leader
+            );
+        }
+    }
+    let m = &s.maintenance;
+    let next = match &m.next_opening {
+        Some(o) => match o.end {
+            Some(e) => format!("next opening {} -> {}", instant(o.start), instant(e)),
+            None => format!("next opening {} (open-ended)", instant(o.start)),
+        },
+        None => "no opening in the look-ahead horizon".to_string(),
+    };
+    let _ = if m.allowed_now {
+        match m.current_window_end {
+            Some(e) => writeln!(
+                out,
+                "maintenance:  allowed now, until {}; {next}",
+                instant(e)
+            ),
+            None => writeln!(out, "maintenance:  allowed now (no window end)"),
+        }
+    } else {
+        writeln!(out, "maintenance:  not allowed now; {next}")
+    };
+    let f = &s.failures;
+    let _ = writeln!(
+        out,
+        "failures:     {} failed node(s), {} tolerated{}",
+        f.failed.len(),
+        f.max_failures,
+        if f.halted {
+            ": rollout HALTED until an operator clears `rollboot.dev/state` on a failed node"
+        } else {
+            ""
+        }
+    );
+    let c = &s.counts;
+    let _ = writeln!(
+        out,
+        "nodes:        {} flagged, {} in flight, {} done, {} failed, {} excluded (of {})",
+        c.flagged, c.in_flight, c.done, c.failed, c.excluded, c.nodes
+    );
+    if s.blockers.is_empty() {
+        let _ = writeln!(out, "blockers:     none");
+    } else {
+        let _ = writeln!(out, "blockers:");
+        for b in &s.blockers {
+            let _ = writeln!(out, "  - {b}");
+        }
+    }
+    if !s.not_checked.is_empty() {
+        let _ = writeln!(out, "not checked:  {}", s.not_checked.join(", "));
+    }
+    if s.nodes.is_empty() {
+        return out;
+    }
+    let rows: Vec<[String; 6]> = s
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut note = Vec::new();
+            if n.excluded {
+                note.push("excluded".to_string());
+            }
+            if !n.ready {
+                note.push("not Ready".to_string());
+            }
+            if n.in_lock {
+                note.push("in lock".to_string());
+            }
+            if let Some(r) = &n.failure_reason {
+                note.push(format!("failure: {r}"));
+            }
+            [
+                n.name.clone(),
+                n.state.map_or("-".into(), |s| s.to_string()),
+                n.state_since.or(n.flagged_at).map_or("-".into(), instant),
+                n.flag_reason.clone().unwrap_or_else(|| "-".into()),
+                match n.cordoned_by {
+                    Some(CordonedBy::Rollboot) => "rollboot".into(),
+                    Some(CordonedBy::Operator) => "operator".into(),
+                    None => "-".into(),
+                },
+                note.join(", "),
+            ]
+        })
+        .collect();
+    let header = ["NODE", "STATE", "SINCE", "FLAGGED", "CORDONED", "NOTE"];
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let _ = writeln!(out);
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                let _ = write!(l, "{c:<w$}  ", w = widths[i]);
+            }
+        }
+        let _ = writeln!(out, "{}", l.trim_end());
+    };
+    line(header.to_vec());
+    for r in &rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// What can go wrong reading the cluster.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {object} from the API server at {server}: {source}")]
+pub struct FetchError {
+    /// The API server's URL.
+    pub server: String,
+    /// What was being read.
+    pub object: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Reads the two Leases and every Node (paged), with gets and lists only.
+pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Snapshot, FetchError> {
+    let server = kube_config.cluster_url.to_string();
+    let err = |object: String| {
+        let server = server.clone();
+        move |source| FetchError {
+            server,
+            object,
+            source,
+        }
+    };
+    let client = kube::Client::try_from(kube_config).map_err(err("a client".into()))?;
+    let lease = |ns: &str, name: &str| {
+        let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+        let object = format!("Lease {ns}/{name}");
+        let name = name.to_string();
+        let e = err(object);
+        async move { api.get_opt(&name).await.map_err(e) }
+    };
+    let leader = lease(&config.leader.namespace, &config.leader.name).await?;
+    let lock = lease(&config.lock.namespace, &config.lock.name).await?;
+    let api: Api<Node> = Api::all(client);
+    let mut nodes = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await.map_err(err("the Nodes".into()))?;
+        nodes.extend(page.items.iter().map(NodeView::from_node));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => params = params.continue_token(&c),
+            None => break,
+        }
+    }
+    Ok(Snapshot {
+        leader,
+        lock,
+        nodes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::fixtures::{annotate, node};
+    use crate::node::{
+        CORDONED_BY, EXCLUDE, FAILURE_REASON, REBOOT_REQUESTED, REBOOT_REQUIRED,
+        REBOOT_REQUIRED_REASON, STATE, STATE_SINCE,
+    };
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        time::parse_annotation(s).unwrap()
+    }
+
+    fn cfg(yaml: &str) -> Config {
+        crate::config::parse_str(yaml).unwrap()
+    }
+
+    fn lease(holder: &str, renewed: &str, secs: i32) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(time::micro(t(renewed))),
+                lease_duration_seconds: Some(secs),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn world() -> Vec<NodeView> {
+        let flagged = annotate(
+            annotate(
+                node("a-flagged", &[]),
+                REBOOT_REQUIRED,
+                "2026-01-01T00:00:00Z",
+            ),
+            REBOOT_REQUIRED_REASON,
+            "/var/run/reboot-required",
+        );
+        let mut failed = annotate(
+            annotate(
+                annotate(node("b-failed", &[]), STATE, "failed"),
+                STATE_SINCE,
+                "2026-01-01T01:00:00Z",
+            ),
+            FAILURE_REASON,
+            "drain timed out",
+        );
+        failed = annotate(failed, CORDONED_BY, "controller-0");
+        failed
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        let mut by_operator = annotate(
+            node("c-operator", &[]),
+            REBOOT_REQUESTED,
+            "2026-01-01T00:30:00Z",
+        );
+        by_operator
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        let excluded = annotate(
+            node("d-excluded", &[(EXCLUDE, "true")]),
+            REBOOT_REQUESTED,
+            "2026-01-01T00:00:00Z",
+        );
+        let done = annotate(node("e-done", &[]), STATE, "done");
+        let quiet = node("f-quiet", &[]);
+        [flagged, failed, by_operator, excluded, done, quiet]
+            .iter()
+            .map(NodeView::from_node)
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_node_halts_and_every_interesting_node_is_listed() {
+        let c = cfg("leader: {leaseDuration: 15s}");
+        let now = t("2026-01-01T02:00:00Z");
+        let snap = Snapshot {
+            leader: Some(lease("controller-1", "2026-01-01T01:59:55Z", 15)),
+            lock: None,
+            nodes: world(),
+        };
+        let s = build(&c, &snap, now);
+        assert_eq!(s.leader.holder.as_deref(), Some("controller-1"));
+        assert!(!s.leader.expired);
+        assert_eq!(s.lock.holder, None);
+        assert!(!s.lock.foreign);
+        let names: Vec<_> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a-flagged", "b-failed", "c-operator", "d-excluded"]);
+        assert_eq!(
+            s.nodes[0].flag_reason.as_deref(),
+            Some("/var/run/reboot-required")
+        );
+        assert_eq!(
+            s.nodes[1].failure_reason.as_deref(),
+            Some("drain timed out")
+        );
+        assert_eq!(s.nodes[1].cordoned_by, Some(CordonedBy::Rollboot));
+        assert_eq!(s.nodes[2].cordoned_by, Some(CordonedBy::Operator));
+        assert_eq!(s.nodes[2].flag_reason.as_deref(), Some("requested"));
+        assert_eq!(s.counts.flagged, 3);
+        assert_eq!(s.counts.failed, 1);
+        assert_eq!(s.counts.done, 1);
+        assert_eq!(s.counts.excluded, 1);
+        assert_eq!(s.counts.in_flight, 0);
+        assert!(s.failures.halted);
+        assert!(s.maintenance.allowed_now);
+        assert!(
+            s.blockers.iter().any(|b| b.contains("failed node")),
+            "{:?}",
+            s.blockers
+        );
+        let txt = text(&s);
+        assert!(txt.contains("rollout HALTED"), "{txt}");
+        assert!(txt.contains("failure: drain timed out"), "{txt}");
+    }
+
+    #[test]
+    fn a_foreign_lock_holder_reads_as_a_pause_and_a_stale_leader_as_expired() {
+        let c = cfg("failures: {maxFailures: 1}");
+        let now = t("2026-01-01T02:00:00Z");
+        let snap = Snapshot {
+            leader: Some(lease("controller-0", "2026-01-01T01:00:00Z", 15)),
+            lock: Some(lease("ops-team", "2026-01-01T01:00:00Z", 15)),
+            nodes: world(),
+        };
+        let s = build(&c, &snap, now);
+        assert!(s.leader.expired);
+        assert!(s.lock.foreign);
+        assert!(!s.failures.halted);
+        assert!(s.blockers.iter().any(|b| b.contains("held by `ops-team`")));
+        assert!(text(&s).contains("PAUSED"), "{}", text(&s));
+    }
+
+    #[test]
+    fn a_blackout_closes_maintenance_and_names_the_next_opening() {
+        let c = cfg("blackouts: [{from: '2026-01-01T00:00:00Z', to: '2026-01-01T06:00:00Z'}]");
+        let s = build(&c, &Snapshot::default(), t("2026-01-01T02:00:00Z"));
+        assert!(!s.maintenance.allowed_now);
+        let o = s.maintenance.next_opening.unwrap();
+        assert_eq!(o.start, t("2026-01-01T06:00:00Z"));
+        assert_eq!(o.end, None);
+        assert!(s.leader.expired && s.leader.holder.is_none());
+    }
+}
