@@ -86,24 +86,38 @@ impl RebootMethod for CommandReboot {
 }
 
 /// Reboots by sending a signal to PID 1 (39, SIGRTMIN+5, is systemd's "reboot").
-pub struct SignalReboot(pub i32);
+#[derive(Debug, PartialEq, Eq)]
+pub struct SignalReboot {
+    /// The signal number.
+    pub signal: i32,
+    /// The process signalled: 1 on a host (the agent runs with hostPID); another in tests.
+    pub pid: i32,
+}
+
+impl SignalReboot {
+    /// `signal` to PID 1.
+    pub fn pid1(signal: i32) -> SignalReboot {
+        SignalReboot { signal, pid: 1 }
+    }
+}
 
 impl RebootMethod for SignalReboot {
     async fn reboot(&self, node: &str, _token: &str) -> Result<(), AgentError> {
-        let status = tokio::process::Command::new("kill")
-            .args([format!("-{}", self.0), "1".into()])
-            .status()
-            .await
-            .map_err(|e| AgentError::Reboot {
-                node: node.into(),
-                reason: format!("sending signal {} to PID 1: {e}", self.0),
-            })?;
-        if status.success() {
+        // kill(2) directly: the agent image need not carry a `kill` binary, and the error is
+        // the kernel's (EPERM without the capability, ESRCH without hostPID).
+        // SAFETY: kill has no memory-safety preconditions.
+        let r = unsafe { libc::kill(self.pid, self.signal) };
+        if r == 0 {
             Ok(())
         } else {
             Err(AgentError::Reboot {
                 node: node.into(),
-                reason: format!("sending signal {} to PID 1 failed: {status}", self.0),
+                reason: format!(
+                    "sending signal {} to PID {}: {}",
+                    self.signal,
+                    self.pid,
+                    std::io::Error::last_os_error()
+                ),
             })
         }
     }
@@ -124,7 +138,7 @@ impl HostReboot {
             crate::config::RebootMethod::Command => {
                 HostReboot::Command(CommandReboot(r.command.clone()))
             }
-            crate::config::RebootMethod::Signal => HostReboot::Signal(SignalReboot(r.signal)),
+            crate::config::RebootMethod::Signal => HostReboot::Signal(SignalReboot::pid1(r.signal)),
         }
     }
 }
@@ -356,6 +370,55 @@ mod tests {
         assert_eq!(s.check().await, None);
     }
 
+    #[tokio::test]
+    async fn the_command_method_runs_the_argv_and_reports_its_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rebooted");
+        let argv = |script: &str| -> Vec<String> {
+            vec!["sh".into(), "-c".into(), script.into(), "sh".into()]
+        };
+        let m = CommandReboot(argv(&format!("echo asked > {}", out.display())));
+        m.reboot("n1", "t1").await.unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "asked\n");
+        let e = CommandReboot(argv("exit 3"))
+            .reboot("n1", "t1")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("n1") && e.contains("exit 3") && e.contains("exit status: 3"),
+            "{e}"
+        );
+        let e = CommandReboot(vec!["/nonexistent/reboot".into()])
+            .reboot("n1", "t1")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/reboot"), "{e}");
+        assert!(CommandReboot(vec![]).reboot("n1", "t1").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_signal_method_signals_the_process() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let m = SignalReboot {
+            signal: libc::SIGTERM,
+            pid: child.id() as i32,
+        };
+        m.reboot("n1", "t1").await.unwrap();
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+        // The child is reaped: its PID names no process now.
+        let e = m.reboot("n1", "t1").await.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("signal 15 to PID {}", child.id())),
+            "{e}"
+        );
+    }
+
     #[test]
     fn the_configured_reboot_method_is_the_one_used() {
         let mut r = crate::config::Reboot::default();
@@ -366,7 +429,7 @@ mod tests {
         r.method = crate::config::RebootMethod::Signal;
         assert!(matches!(
             HostReboot::from_config(&r),
-            HostReboot::Signal(SignalReboot(39))
+            HostReboot::Signal(SignalReboot { signal: 39, pid: 1 })
         ));
     }
 
