@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use serde::{Deserialize, Serialize};
 
-use crate::lease::{LeaseError, LeaseRef};
+use crate::lease::{LeaseError, LeaseRef, NotLeader};
 use crate::node::NodeState;
 use crate::time;
 
@@ -55,6 +55,9 @@ pub enum LockError {
     /// The Lease could not be written.
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// Leadership was lost before a retry.
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
 }
 
 impl LockRecord {
@@ -126,11 +129,18 @@ pub async fn read(lease: &LeaseRef) -> Result<LockRecord, LeaseError> {
 
 /// Writes `entries` to the lock as `ours`, starting from `record` and re-reading after a
 /// conflict. `change` edits the entries; it is applied to the freshest record.
+///
+/// Every write is a replace carrying the resourceVersion of the Lease as read (or a create
+/// without one, when there is none): a write from a stale view, such as a late one from a
+/// replica that was paused past its leader lease, is refused with 409 and changes nothing.
+/// After such a conflict `ensure` re-checks leadership before the write is tried again from
+/// the fresh read: the caller checked it before the first attempt only.
 pub async fn update(
     lease: &LeaseRef,
     ours: &str,
     mut record: LockRecord,
     change: impl Fn(&mut BTreeMap<String, LockEntry>),
+    ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
 ) -> Result<LockRecord, LockError> {
     for _ in 0..5 {
         if let Some(h) = record.foreign_holder(ours) {
@@ -152,7 +162,10 @@ pub async fn update(
         };
         match written {
             Ok(l) => return Ok(LockRecord::from_lease(Some(l))),
-            Err(LeaseError::Conflict { .. }) => record = read(lease).await?,
+            Err(LeaseError::Conflict { .. }) => {
+                record = read(lease).await?;
+                ensure()?;
+            }
             Err(e) => return Err(e.into()),
         }
     }

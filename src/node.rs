@@ -138,6 +138,9 @@ impl Token {
 pub struct NodeView {
     /// Node name.
     pub name: String,
+    /// `metadata.resourceVersion` of the version this view was parsed from: a write decided
+    /// from this view carries it as a precondition (see [`fenced`]); empty when unknown.
+    pub resource_version: String,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// `spec.unschedulable`.
@@ -199,6 +202,7 @@ impl NodeView {
             .min();
         NodeView {
             name: meta.name.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
             unschedulable: node
                 .spec
                 .as_ref()
@@ -296,6 +300,17 @@ pub fn patch(annotations: &[(&str, Option<String>)], unschedulable: Option<bool>
     p
 }
 
+/// `patch` made conditional on the Node still being at `resource_version`: kube-apiserver
+/// answers 409 Conflict to a merge patch whose `metadata.resourceVersion` is not the stored one.
+/// This fences a write decided from a view against every write made since that view, by anyone
+/// (a newer leader, the agent, the kubelet). An empty `resource_version` leaves it unconditional.
+pub fn fenced(mut patch: Value, resource_version: &str) -> Value {
+    if !resource_version.is_empty() {
+        patch["metadata"]["resourceVersion"] = Value::String(resource_version.to_string());
+    }
+    patch
+}
+
 /// The annotations that move a node to `state` at `now`.
 pub fn state_annotations(
     state: NodeState,
@@ -354,6 +369,25 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::*;
     use super::*;
+
+    #[test]
+    fn a_view_keeps_the_resource_version_and_a_fenced_patch_carries_it() {
+        let mut n = node("n1", &[]);
+        n.metadata.resource_version = Some("378".into());
+        let v = NodeView::from_node(&n);
+        assert_eq!(v.resource_version, "378");
+        let p = fenced(
+            patch(&state_annotations(NodeState::Draining, Utc::now()), None),
+            &v.resource_version,
+        );
+        assert_eq!(p["metadata"]["resourceVersion"], "378");
+        assert_eq!(p["metadata"]["annotations"][STATE], "draining");
+        // Without a known version the write stays unconditional.
+        let p = fenced(patch(&[], Some(true)), "");
+        assert!(p["metadata"].get("resourceVersion").is_none());
+        // `trim` keeps it, so views of the cache carry it too.
+        assert_eq!(NodeView::from_node(&trim(n)).resource_version, "378");
+    }
 
     #[test]
     fn a_flagged_node_parses_into_its_view() {

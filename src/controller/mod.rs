@@ -64,6 +64,19 @@ pub enum Error {
     /// A drain failed.
     #[error(transparent)]
     Drain(#[from] DrainError),
+    /// A Node write was refused (409) because the Node changed since the view the step was
+    /// decided from: someone else (a newer leader, the agent, the kubelet) wrote first. Not a
+    /// failure: nothing was written, and the next pass decides again from the newer version,
+    /// woken by the watch when the cache has it.
+    #[error("node {node}: {what}: the node changed since resourceVersion {rv}; not acting, deciding again")]
+    Conflict {
+        /// Node.
+        node: String,
+        /// What was being written.
+        what: String,
+        /// The resourceVersion the step was decided from.
+        rv: String,
+    },
     /// The API client could not be built.
     #[error("building the Kubernetes client: {0}")]
     Client(String),
@@ -78,6 +91,7 @@ impl Error {
             Error::Lease(_) => "lease",
             Error::NotLeader(_) => "not_leader",
             Error::Drain(_) => "drain",
+            Error::Conflict { .. } => "conflict",
             Error::Client(_) => "client",
         }
     }
@@ -111,6 +125,10 @@ struct Ctx {
     events: Recorder,
     metrics: Arc<Metrics>,
     wake: Arc<Notify>,
+    /// The watch-backed Node cache.
+    nodes: reflector::Store<Node>,
+    /// Counts the Node watch's events: a task can wait for the cache to change.
+    node_seq: tokio::sync::watch::Receiver<u64>,
     /// Nodes as returned by our own writes, newer than the cache until the watch catches up.
     written: Arc<std::sync::Mutex<HashMap<String, Node>>>,
     /// The lock as last read or written.
@@ -188,6 +206,7 @@ pub async fn run(
     let wake = Arc::new(Notify::new());
     // Node cache.
     let (nodes, writer) = reflector::store::<Node>();
+    let (node_seq_tx, node_seq) = tokio::sync::watch::channel(0u64);
     let _node_watch = {
         let (wake, metrics) = (wake.clone(), metrics.clone());
         let api: Api<Node> = Api::all(client.clone());
@@ -203,6 +222,7 @@ pub async fn run(
                     Ok(watcher::Event::InitDone) => metrics.readiness.nodes_synced(),
                     Ok(_) => {}
                 }
+                node_seq_tx.send_modify(|s| *s += 1);
                 wake.notify_one();
             }
         }))
@@ -261,6 +281,8 @@ pub async fn run(
         leadership: leadership.clone(),
         metrics,
         wake,
+        nodes: nodes.clone(),
+        node_seq,
         written: Default::default(),
         lock_record,
     };
@@ -360,6 +382,18 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     }
 }
 
+/// One Node as the controller knows it now: the newer of the cache and our own last write.
+/// Steps decided long after their pass (the end of a drain, of a health gate) decide from it.
+fn current(ctx: &Ctx, name: &str) -> Option<NodeView> {
+    let cached = ctx.nodes.get(&reflector::ObjectRef::new(name));
+    let written = ctx.written.lock().expect("written cache");
+    match (cached, written.get(name)) {
+        (Some(c), Some(w)) if rv(w) > rv(&c) => Some(NodeView::from_node(w)),
+        (Some(c), _) => Some(NodeView::from_node(&c)),
+        (None, _) => None,
+    }
+}
+
 /// The cached Nodes, overlaid with our own fresher writes.
 fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Vec<NodeView> {
     let mut written = ctx.written.lock().expect("written cache");
@@ -408,8 +442,12 @@ async fn tick(
             }
             let view = by_name.get(name.as_str()).copied();
             let step = decide::next_step(view, entry, &ctx.config, now);
-            if let Some(t) = run_step(ctx, name, view, step, tasks).await? {
-                soon(t);
+            match run_step(ctx, name, view, step, tasks).await {
+                Ok(Some(t)) => soon(t),
+                Ok(None) => {}
+                // Logged where it happened; the watch brings the newer version and a new pass.
+                Err(Error::Conflict { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
     }
@@ -494,10 +532,17 @@ async fn tick(
         };
         let current = ctx.lock_record.lock().expect("lock cache").clone();
         let n = name.clone();
-        let written = lock::update(&ctx.lock, &ctx.lock_owner, current, move |e| {
-            e.entry(n.clone()).or_insert_with(|| entry.clone());
-        })
-        .await?;
+        let written = lock::update(
+            &ctx.lock,
+            &ctx.lock_owner,
+            current,
+            move |e| {
+                e.entry(n.clone()).or_insert_with(|| entry.clone());
+            },
+            &|| ctx.leadership.ensure(),
+        )
+        .await
+        .map_err(lock_error)?;
         set_lock(ctx, written);
         tracing::info!(node = %name, "starting maintenance");
         ctx.metrics.started();
@@ -539,6 +584,14 @@ fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
     *last = holder;
 }
 
+/// A lost leadership found by the lock's retry is the controller's own `NotLeader`.
+fn lock_error(e: LockError) -> Error {
+    match e {
+        LockError::NotLeader(n) => Error::NotLeader(n),
+        e => Error::Lock(e),
+    }
+}
+
 fn set_lock(ctx: &Ctx, r: LockRecord) {
     let mut cur = ctx.lock_record.lock().expect("lock cache");
     if lease_rv(&r) >= lease_rv(&cur) {
@@ -570,23 +623,52 @@ async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
     out
 }
 
-/// Patches a Node after re-checking leadership; remembers the result.
+/// Patches a Node after re-checking leadership, on condition that it is still the version
+/// `view` was parsed from (the step was decided from it); remembers the result.
+///
+/// The leadership check is fencing by time, and it happens before the request leaves: a
+/// replica paused (or whose request sat in the network) for longer than the lease after that
+/// check could otherwise land its write after a newer leader acted on the same Node. The
+/// resourceVersion precondition closes that gap: any write to the Node since `view`, by anyone,
+/// makes the API server refuse this one with 409, answered here as [`Error::Conflict`].
 async fn patch_node(
     ctx: &Ctx,
-    node: &str,
+    view: &NodeView,
     what: &str,
     patch: serde_json::Value,
 ) -> Result<Node, Error> {
+    let node = view.name.as_str();
+    debug_assert!(!view.resource_version.is_empty(), "a view of a stored Node");
+    let patch = proto::fenced(patch, &view.resource_version);
     ctx.leadership.ensure()?;
     let api: Api<Node> = Api::all(ctx.client.clone());
-    let n = api
+    let n = match api
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|source| Error::Node {
-            node: node.into(),
-            what: what.into(),
-            source,
-        })?;
+    {
+        Ok(n) => n,
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            tracing::info!(
+                node,
+                state = view.state.map_or("none", NodeState::as_str),
+                resource_version = %view.resource_version,
+                what,
+                "the node changed since this step was decided; not acting, deciding again from the newer version"
+            );
+            return Err(Error::Conflict {
+                node: node.into(),
+                what: what.into(),
+                rv: view.resource_version.clone(),
+            });
+        }
+        Err(source) => {
+            return Err(Error::Node {
+                node: node.into(),
+                what: what.into(),
+                source,
+            })
+        }
+    };
     ctx.written
         .lock()
         .expect("written cache")
@@ -598,19 +680,27 @@ async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
     ctx.leadership.ensure()?;
     let current = ctx.lock_record.lock().expect("lock cache").clone();
     let name = node.to_string();
-    let r = lock::update(&ctx.lock, &ctx.lock_owner, current, move |e| {
-        e.remove(&name);
-    })
-    .await?;
+    let r = lock::update(
+        &ctx.lock,
+        &ctx.lock_owner,
+        current,
+        move |e| {
+            e.remove(&name);
+        },
+        &|| ctx.leadership.ensure(),
+    )
+    .await
+    .map_err(lock_error)?;
     set_lock(ctx, r);
     ctx.wake.notify_one();
     Ok(())
 }
 
-async fn fail(ctx: &Ctx, node: &str, reason: String) -> Result<(), Error> {
+async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
+    let node = view.name.as_str();
     let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
-    patch_node(ctx, node, "marking it failed", proto::patch(&ann, None)).await?;
+    patch_node(ctx, view, "marking it failed", proto::patch(&ann, None)).await?;
     tracing::error!(node, state = "failed", reason = %reason, "node failed; the rollout halts");
     ctx.metrics.failed();
     ctx.events
@@ -624,6 +714,33 @@ async fn fail(ctx: &Ctx, node: &str, reason: String) -> Result<(), Error> {
         )
         .await;
     free(ctx, node).await
+}
+
+/// After a write refused with 409 in a task (the end of a drain or of a health gate): waits,
+/// bounded, until the controller knows a version of `node` newer than the refused `rv`, so the
+/// pass the task then wakes decides from it instead of refusing itself again in a loop. (A step
+/// refused in the pass itself needs no wait: the watch's event for the newer version wakes the
+/// next pass.)
+async fn await_newer(ctx: &Ctx, node: &str, rv: &str) {
+    let refused: u64 = rv.parse().unwrap_or(0);
+    let mut seq = ctx.node_seq.clone();
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            seq.borrow_and_update();
+            let newer = current(ctx, node)
+                .is_none_or(|v| v.resource_version.parse::<u64>().unwrap_or(0) > refused);
+            if newer || seq.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+/// The node as known now, if it is still in `state`: a step decided at the end of a long wait
+/// is decided from this view, and its write carries this view's resourceVersion.
+fn still(ctx: &Ctx, node: &str, state: NodeState) -> Option<NodeView> {
+    current(ctx, node).filter(|v| v.state == Some(state))
 }
 
 /// Carries out one step; returns a deadline to look again at, if any.
@@ -645,7 +762,8 @@ async fn run_step(
                 ));
             }
             ann.push((proto::FAILURE_REASON, None));
-            patch_node(ctx, name, "cordoning", proto::patch(&ann, Some(true))).await?;
+            let view = view.expect("a cordon step has a node");
+            patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
             tracing::info!(
                 node = name,
                 state = "cordoning",
@@ -672,7 +790,7 @@ async fn run_step(
             let since = if view.state != Some(NodeState::Draining) {
                 patch_node(
                     ctx,
-                    name,
+                    view,
                     "marking it draining",
                     proto::patch(&proto::state_annotations(NodeState::Draining, now), None),
                 )
@@ -692,9 +810,16 @@ async fn run_step(
                     let r = drain_then_request(&ctx2, &node, &boot_id, deadline).await;
                     match r {
                         Ok(()) | Err(Error::NotLeader(_)) => {}
+                        // Logged where it happened; decided again from the newer version.
+                        Err(Error::Conflict { rv, .. }) => await_newer(&ctx2, &node, &rv).await,
                         Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
-                            if let Err(e) = fail(&ctx2, &node, e.to_string()).await {
-                                tracing::warn!(node, error = %e, "could not mark the node failed");
+                            match still(&ctx2, &node, NodeState::Draining) {
+                                Some(view) => match fail(&ctx2, &view, e.to_string()).await {
+                                    Ok(()) | Err(Error::NotLeader(_)) => {}
+                                    Err(Error::Conflict { rv, .. }) => await_newer(&ctx2, &node, &rv).await,
+                                    Err(e) => tracing::warn!(node, error = %e, "could not mark the node failed"),
+                                },
+                                None => tracing::info!(node, error = %e, "drain ended, but the node is no longer draining; not marking it failed"),
                             }
                         }
                         Err(e) => {
@@ -710,21 +835,22 @@ async fn run_step(
         }
         Step::RequestReboot => {
             let view = view.expect("a reboot step has a node");
-            request_reboot(ctx, name, &view.boot_id, view.health_gate.clone()).await?;
+            request_reboot(ctx, view, &view.boot_id, view.health_gate.clone()).await?;
             Ok(None)
         }
         Step::AwaitReboot { deadline } => Ok(Some(deadline)),
         Step::MarkVerifying => {
             // `verifying` and the uncordon in one write: the state is on the Node no later
             // than the act, and a successor finds either both or neither.
-            let ours = view.is_some_and(|v| v.cordoned_by.is_some() && v.unschedulable);
+            let view = view.expect("a verify step has a node");
+            let ours = view.cordoned_by.is_some() && view.unschedulable;
             let mut ann = proto::state_annotations(NodeState::Verifying, now);
             if ours {
                 ann.push((proto::CORDONED_BY, None));
             }
             patch_node(
                 ctx,
-                name,
+                view,
                 "marking it verifying",
                 proto::patch(&ann, ours.then_some(false)),
             )
@@ -741,7 +867,7 @@ async fn run_step(
         Step::Uncordon => {
             patch_node(
                 ctx,
-                name,
+                view.expect("an uncordon step has a node"),
                 "uncordoning",
                 proto::patch(&[(proto::CORDONED_BY, None)], Some(false)),
             )
@@ -760,18 +886,32 @@ async fn run_step(
             tasks.insert(
                 name.into(),
                 Task(tokio::spawn(async move {
-                    let r = match gate::wait(&ctx2.client, &gate, deadline, &node).await {
-                        Ok(()) => finish(&ctx2, &node).await,
+                    let passed = gate::wait(&ctx2.client, &gate, deadline, &node).await;
+                    // Decided now, from the node as it is now: the gate may have taken minutes.
+                    let Some(view) = still(&ctx2, &node, NodeState::Verifying) else {
+                        tracing::info!(
+                            node,
+                            "health gate ended, but the node is no longer verifying; not acting"
+                        );
+                        ctx2.wake.notify_one();
+                        return;
+                    };
+                    let r = match passed {
+                        Ok(()) => finish(&ctx2, &view).await,
                         Err(why) => {
                             let within = ctx2.config.health_gate.timeout;
                             let reason =
                                 format!("the health gate did not pass within {within}: {why}");
-                            fail(&ctx2, &node, reason).await
+                            fail(&ctx2, &view, reason).await
                         }
                     };
-                    if let Err(e) = r {
-                        tracing::warn!(node, error = %e, "finishing the node");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    match r {
+                        Ok(()) | Err(Error::NotLeader(_)) => {}
+                        Err(Error::Conflict { rv, .. }) => await_newer(&ctx2, &node, &rv).await,
+                        Err(e) => {
+                            tracing::warn!(node, error = %e, "finishing the node");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
                     }
                     ctx2.wake.notify_one();
                 })),
@@ -779,7 +919,7 @@ async fn run_step(
             Ok(None)
         }
         Step::Fail(reason) => {
-            fail(ctx, name, reason).await?;
+            fail(ctx, view.expect("a fail step has a node"), reason).await?;
             Ok(None)
         }
         Step::Free(reason) => {
@@ -805,6 +945,11 @@ async fn drain_then_request(
         events: ctx.events.clone(),
         node: node.into(),
     };
+    // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
+    // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership
+    // check right before each one (`ensure`) and by the PodDisruptionBudgets the API server
+    // enforces on every eviction, whoever sends it: a late eviction from a stale leader can
+    // only take a pod a budget allows to go, and on a node that is being drained anyway.
     let leadership = ctx.leadership.clone();
     let ensure = move || leadership.ensure();
     let drained: Drained = drain::drain(
@@ -821,9 +966,18 @@ async fn drain_then_request(
         budgets: drained.budgets.into_iter().collect(),
         owners: drained.owners.into_iter().collect(),
     };
+    // Decided now, from the node as it is now (the drain may have taken minutes): still
+    // draining, as far as this replica knows; anything newer makes the write a 409.
+    let Some(view) = still(ctx, node, NodeState::Draining) else {
+        tracing::info!(
+            node,
+            "drained, but the node is no longer draining; not requesting the reboot"
+        );
+        return Ok(());
+    };
     request_reboot(
         ctx,
-        node,
+        &view,
         boot_id,
         Some(serde_json::to_string(&gate).expect("gate record")),
     )
@@ -832,17 +986,18 @@ async fn drain_then_request(
 
 async fn request_reboot(
     ctx: &Ctx,
-    node: &str,
+    view: &NodeView,
     boot_id: &str,
     gate: Option<String>,
 ) -> Result<(), Error> {
+    let node = view.name.as_str();
     let now = Utc::now();
     let token = Token::new(now, rand::random());
     let mut ann = proto::state_annotations(NodeState::Rebooting, now);
     ann.push((proto::BOOT_ID_BEFORE, Some(boot_id.to_string())));
     ann.push((proto::REBOOT, Some(token.text.clone())));
     ann.push((proto::HEALTH_GATE, gate));
-    patch_node(ctx, node, "requesting the reboot", proto::patch(&ann, None)).await?;
+    patch_node(ctx, view, "requesting the reboot", proto::patch(&ann, None)).await?;
     tracing::info!(node, token = %token.text, state = "rebooting", boot_id, "reboot requested");
     ctx.events
         .publish(
@@ -856,7 +1011,8 @@ async fn request_reboot(
     Ok(())
 }
 
-async fn finish(ctx: &Ctx, node: &str) -> Result<(), Error> {
+async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+    let node = view.name.as_str();
     let mut ann = proto::state_annotations(NodeState::Done, Utc::now());
     for k in [
         proto::REBOOT_REQUIRED,
@@ -867,7 +1023,7 @@ async fn finish(ctx: &Ctx, node: &str) -> Result<(), Error> {
     ] {
         ann.push((k, None));
     }
-    patch_node(ctx, node, "marking it done", proto::patch(&ann, None)).await?;
+    patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
     tracing::info!(node, state = "done", "reboot cycle done");
     ctx.metrics.done();
     ctx.events

@@ -1,9 +1,12 @@
-//! Fault injection, off by default: errors, delays, cut watches and an API server outage.
+//! Fault injection, off by default: errors, delays, cut watches, an API server outage, and
+//! holding back every request of one client identity.
 //!
 //! Owns the per-run fault settings and the random draws that apply them. The reliability
-//! tests set them through [`super::Cluster::set_faults`] and [`super::Cluster::outage`]. It
-//! must never inject anything while every rate is zero.
+//! tests set them through [`super::Cluster::set_faults`], [`super::Cluster::outage`] and
+//! [`super::Cluster::hold`]. It must never inject anything while every rate is zero and no
+//! hold is set.
 
+use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
@@ -38,11 +41,23 @@ pub enum Fault {
     Delay(Duration),
 }
 
+/// Every request of one identity held back before it is served: a paused process or a slow
+/// network between that client and the API server. A held request is served after the delay
+/// even when its client has given up on it meanwhile: once sent, a request lands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Hold {
+    delay: Duration,
+    /// `(verb, resource)`: the hold starts with the first such request (held too); until then
+    /// the identity is served normally. `None`: it starts at once.
+    from: Option<(String, String)>,
+}
+
 /// Live fault settings.
 #[derive(Default)]
 pub struct Faults {
     config: RwLock<FaultConfig>,
     down_until: RwLock<Option<Instant>>,
+    holds: RwLock<HashMap<String, Hold>>,
 }
 
 impl Faults {
@@ -68,6 +83,49 @@ impl Faults {
     pub fn down_for(&self) -> Option<Duration> {
         let until = (*self.down_until.read().unwrap_or_else(|e| e.into_inner()))?;
         until.checked_duration_since(Instant::now())
+    }
+
+    /// Holds every request of `identity` for `delay` before serving it, from now on, or, with
+    /// `from = Some((verb, resource))`, from the first such request of that identity on.
+    pub fn hold(&self, identity: &str, delay: Duration, from: Option<(&str, &str)>) {
+        let hold = Hold {
+            delay,
+            from: from.map(|(v, r)| (v.to_string(), r.to_string())),
+        };
+        self.holds
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(identity.to_string(), hold);
+    }
+
+    /// Ends the hold on `identity` (requests already held are still served late).
+    pub fn release(&self, identity: &str) {
+        self.holds
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(identity);
+    }
+
+    /// How long to hold one request of `identity`, if at all. A request matching a pending
+    /// `from` starts the hold.
+    pub fn held(&self, identity: &str, verb: &str, resource: &str) -> Option<Duration> {
+        if self
+            .holds
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return None;
+        }
+        let mut holds = self.holds.write().unwrap_or_else(|e| e.into_inner());
+        let h = holds.get_mut(identity)?;
+        if let Some((v, r)) = &h.from {
+            if v != verb || r != resource {
+                return None;
+            }
+            h.from = None;
+        }
+        Some(h.delay)
     }
 
     /// Draws the fault for one request.
@@ -96,5 +154,26 @@ impl Faults {
             .unwrap_or_else(|e| e.into_inner())
             .watch_cut_max_ms?;
         Some(Duration::from_millis(rand::random_range(0..=max.max(1))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_starts_with_its_first_matching_request_and_then_holds_everything() {
+        let f = Faults::default();
+        assert_eq!(f.held("c", "patch", "nodes"), None);
+        let d = Duration::from_secs(3);
+        f.hold("c", d, Some(("patch", "nodes")));
+        assert_eq!(f.held("c", "update", "leases"), None);
+        assert_eq!(f.held("other", "patch", "nodes"), None);
+        assert_eq!(f.held("c", "patch", "nodes"), Some(d));
+        assert_eq!(f.held("c", "update", "leases"), Some(d));
+        f.release("c");
+        assert_eq!(f.held("c", "patch", "nodes"), None);
+        f.hold("c", d, None);
+        assert_eq!(f.held("c", "get", "pods"), Some(d));
     }
 }

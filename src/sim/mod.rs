@@ -287,6 +287,19 @@ impl Cluster {
         self.shared.faults.set(config);
     }
 
+    /// Holds every request of the client presenting `identity` for `delay` before serving it
+    /// (a paused client or a slow network), from now on or, with `from = Some((verb,
+    /// resource))`, from its first such request on. Held requests are served even if the client
+    /// gave up on them. [`Cluster::release`] ends it.
+    pub fn hold(&self, identity: &str, delay: Duration, from: Option<(&str, &str)>) {
+        self.shared.faults.hold(identity, delay, from);
+    }
+
+    /// Ends a [`Cluster::hold`].
+    pub fn release(&self, identity: &str) {
+        self.shared.faults.release(identity);
+    }
+
     /// Turns on RBAC and admission enforcement for the tokens of `e` (once per cluster; later
     /// calls are ignored). Returns the shared enforcement state, to read what was used.
     pub fn enforce(&self, e: rbac::Enforcement) -> Arc<rbac::Enforcement> {

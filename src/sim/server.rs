@@ -220,14 +220,38 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .enforcement
         .get()
         .and_then(|e| e.identities.get(&identity).map(|w| (e.clone(), w.clone())));
-    sh.stats.request(RequestKey {
+    let key = RequestKey {
         identity,
         verb: verb.into(),
         group: route.kind.group().into(),
         resource: route.kind.plural().into(),
         subresource: route.sub.clone().unwrap_or_default(),
         namespace: route.namespace.clone().unwrap_or_default(),
-    });
+    };
+    sh.stats.request(key.clone());
+    let r = serve(&sh, &key, who, verb, route, query, req).await;
+    if r.extensions().get::<Answered>().is_none() {
+        sh.stats.answer(&key, r.status().as_u16());
+    }
+    r
+}
+
+/// Marks a response already counted in [`super::stats::Stats::answer`].
+#[derive(Clone, Copy)]
+struct Answered;
+
+/// Serves one authenticated, routed and counted request: authorization, injected faults and
+/// holds, admission, then the operation itself.
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    sh: &Arc<Shared>,
+    key: &RequestKey,
+    who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    verb: &'static str,
+    route: Route,
+    query: HashMap<String, String>,
+    req: Request,
+) -> Response {
     if let Some((e, w)) = &who {
         if let Some(rbac) = &e.rbac {
             let name = match verb {
@@ -280,6 +304,37 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
     };
+    if let Some(d) = sh.faults.held(&key.identity, verb, route.kind.plural()) {
+        // Served by a task of its own: a client that gives up meanwhile does not cancel it.
+        sh.stats.fault();
+        let (sh, key) = (sh.clone(), key.clone());
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            let mut r = operate(&sh, who, verb, route, query, content_type, accept, body).await;
+            // Counted here: the client may be gone by now, and the handler with it.
+            sh.stats.answer(&key, r.status().as_u16());
+            r.extensions_mut().insert(Answered);
+            r
+        });
+        return late
+            .await
+            .unwrap_or_else(|e| ApiError::internal(format!("held request: {e}")).into_response());
+    }
+    operate(sh, who, verb, route, query, content_type, accept, body).await
+}
+
+/// Admission and the operation, once the request is read.
+#[allow(clippy::too_many_arguments)]
+async fn operate(
+    sh: &Arc<Shared>,
+    who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    verb: &'static str,
+    route: Route,
+    query: HashMap<String, String>,
+    content_type: String,
+    accept: String,
+    body: Bytes,
+) -> Response {
     let mut query = query;
     if verb == "watch" && super::table::wanted(&accept, route.kind) {
         // Watch events then carry one-row Tables, as kube-apiserver sends them to kubectl -w.
@@ -287,12 +342,12 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     }
     if let Some((e, w)) = &who {
         if let Some(adm) = &e.admission {
-            if let Err(err) = admit(&sh, adm, w, verb, &route, &content_type, &body) {
+            if let Err(err) = admit(sh, adm, w, verb, &route, &content_type, &body) {
                 return err.into_response();
             }
         }
     }
-    let r = match dispatch(&sh, verb, &route, &query, &content_type, &body) {
+    let r = match dispatch(sh, verb, &route, &query, &content_type, &body) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };

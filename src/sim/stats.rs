@@ -1,8 +1,8 @@
 //! Request accounting: how much API load the clients put on the simulated server.
 //!
 //! Owns counters of requests keyed by (identity, verb, group, resource, subresource,
-//! namespace), of watch events sent, and of injected faults. Identity is the bearer token the
-//! client presented (any token is accepted). It must never affect how a request is answered.
+//! namespace), of the error statuses answered to them, of watch events sent, and of injected
+//! faults. Identity is the bearer token the client presented (any token is accepted). It must never affect how a request is answered.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +39,8 @@ pub struct StatsReport {
     pub watch_events_sent: u64,
     /// Faults injected.
     pub faults_injected: u64,
+    /// Requests answered with an error status, per key and status code.
+    pub errors: Vec<((RequestKey, u16), u64)>,
 }
 
 impl StatsReport {
@@ -47,6 +49,17 @@ impl StatsReport {
         self.requests
             .iter()
             .filter(|(k, _)| k.verb == verb && k.resource == resource)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Requests of `identity` matching a verb and resource answered with `code`.
+    pub fn answered(&self, identity: &str, verb: &str, resource: &str, code: u16) -> u64 {
+        self.errors
+            .iter()
+            .filter(|((k, c), _)| {
+                *c == code && k.identity == identity && k.verb == verb && k.resource == resource
+            })
             .map(|(_, n)| n)
             .sum()
     }
@@ -65,6 +78,7 @@ impl StatsReport {
 #[derive(Default)]
 pub struct Stats {
     requests: Mutex<BTreeMap<RequestKey, u64>>,
+    errors: Mutex<BTreeMap<(RequestKey, u16), u64>>,
     watch_events: AtomicU64,
     faults: AtomicU64,
 }
@@ -77,6 +91,19 @@ impl Stats {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(key)
+            .or_default() += 1;
+    }
+
+    /// Counts the answer to one request, when it is an error (status 400 and up).
+    pub fn answer(&self, key: &RequestKey, status: u16) {
+        if status < 400 {
+            return;
+        }
+        *self
+            .errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((key.clone(), status))
             .or_default() += 1;
     }
 
@@ -99,7 +126,15 @@ impl Stats {
             .iter()
             .map(|(k, n)| (k.clone(), *n))
             .collect();
+        let errors = self
+            .errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, n)| (k.clone(), *n))
+            .collect();
         StatsReport {
+            errors,
             total_requests: requests.iter().map(|(_, n)| n).sum(),
             requests,
             watch_events_sent: self.watch_events.load(Ordering::Relaxed),
