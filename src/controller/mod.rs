@@ -112,6 +112,34 @@ impl Drop for Task {
     }
 }
 
+/// A node's background step (drain, health gate). It marks itself done before it wakes the
+/// leader's loop: a pass woken by it must not see it still running and skip the node, which
+/// would leave the node waiting for the next watch event or the resync.
+struct StepTask {
+    task: Task,
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StepTask {
+    fn spawn(
+        wake: Arc<Notify>,
+        step: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> StepTask {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = done.clone();
+        let task = Task(tokio::spawn(async move {
+            step.await;
+            flag.store(true, std::sync::atomic::Ordering::Release);
+            wake.notify_one();
+        }));
+        StepTask { task, done }
+    }
+
+    fn running(&self) -> bool {
+        !self.done.load(std::sync::atomic::Ordering::Acquire) && !self.task.0.is_finished()
+    }
+}
+
 /// Everything the leader's loop and its per-node tasks share.
 #[derive(Clone)]
 struct Ctx {
@@ -352,14 +380,14 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
             }
         }
     }
-    let mut tasks: HashMap<String, Task> = HashMap::new();
+    let mut tasks: HashMap<String, StepTask> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
     let mut last_holder: Option<String> = None;
     loop {
         let wake = ctx.wake.notified();
         tokio::pin!(wake);
         wake.as_mut().enable();
-        tasks.retain(|_, t| !t.0.is_finished());
+        tasks.retain(|_, t| t.running());
         report_holder(ctx, &mut last_holder);
         let next = match tick(ctx, nodes, &mut tasks, &mut last_blockers).await {
             Ok(next) => next,
@@ -421,7 +449,7 @@ fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Vec<NodeView> {
 async fn tick(
     ctx: &Ctx,
     nodes: &reflector::Store<Node>,
-    tasks: &mut HashMap<String, Task>,
+    tasks: &mut HashMap<String, StepTask>,
     last_blockers: &mut Vec<String>,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     ctx.leadership.ensure()?;
@@ -749,7 +777,7 @@ async fn run_step(
     name: &str,
     view: Option<&NodeView>,
     step: Step,
-    tasks: &mut HashMap<String, Task>,
+    tasks: &mut HashMap<String, StepTask>,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     let now = Utc::now();
     match step {
@@ -806,7 +834,7 @@ async fn run_step(
             let node = name.to_string();
             tasks.insert(
                 name.into(),
-                Task(tokio::spawn(async move {
+                StepTask::spawn(ctx.wake.clone(), async move {
                     let r = drain_then_request(&ctx2, &node, &boot_id, deadline).await;
                     match r {
                         Ok(()) | Err(Error::NotLeader(_)) => {}
@@ -828,8 +856,7 @@ async fn run_step(
                             tokio::time::sleep(Duration::from_secs(1)).await;
                         }
                     }
-                    ctx2.wake.notify_one();
-                })),
+                }),
             );
             Ok(None)
         }
@@ -885,7 +912,7 @@ async fn run_step(
             let node = name.to_string();
             tasks.insert(
                 name.into(),
-                Task(tokio::spawn(async move {
+                StepTask::spawn(ctx.wake.clone(), async move {
                     let passed = gate::wait(&ctx2.client, &gate, deadline, &node).await;
                     // Decided now, from the node as it is now: the gate may have taken minutes.
                     let Some(view) = still(&ctx2, &node, NodeState::Verifying) else {
@@ -893,7 +920,6 @@ async fn run_step(
                             node,
                             "health gate ended, but the node is no longer verifying; not acting"
                         );
-                        ctx2.wake.notify_one();
                         return;
                     };
                     let r = match passed {
@@ -913,8 +939,7 @@ async fn run_step(
                             tokio::time::sleep(Duration::from_secs(1)).await;
                         }
                     }
-                    ctx2.wake.notify_one();
-                })),
+                }),
             );
             Ok(None)
         }
