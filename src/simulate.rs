@@ -189,6 +189,14 @@ impl Harness {
         })
     }
 
+    /// Starts what a rollout runs: controller replicas 0 and 1 (leader election included) and
+    /// one agent per node.
+    pub async fn start_rollout(&mut self) -> anyhow::Result<()> {
+        self.start_controller(0).await?;
+        self.start_controller(1).await?;
+        self.start_all_agents().await
+    }
+
     /// Starts controller replica `i` (identity `controller-i`).
     pub async fn start_controller(&mut self, i: usize) -> anyhow::Result<()> {
         let kc: kube::config::Kubeconfig =
@@ -673,9 +681,7 @@ pub async fn rollout(
         .cloned()
         .collect();
     let started = Instant::now();
-    h.start_controller(0).await?;
-    h.start_controller(1).await?;
-    h.start_all_agents().await?;
+    h.start_rollout().await?;
     let start = Instant::now();
     let flagged_at = Utc::now();
     let list: Vec<String> = flagged.iter().cloned().collect();

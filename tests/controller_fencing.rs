@@ -48,9 +48,7 @@ async fn draining() -> (Harness, Vec<String>, usize) {
     let mut h = Harness::start(sc, sim_config("nodes: {order: name}").unwrap())
         .await
         .unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     let names = h.node_names().await.unwrap();
     let flagged: Vec<String> = names[..2].to_vec();
     h.flag(&flagged);

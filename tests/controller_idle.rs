@@ -14,9 +14,7 @@ async fn an_idle_controller_only_renews_leases_and_watches() {
         ..Scenario::default()
     };
     let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let stats = h.cluster.stats();
     let mut seen = Vec::new();

@@ -59,9 +59,7 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
         admission: Some(admission),
     });
     h.agent_token_prefix = Some("agent:".into());
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     h.flag(&names);
     let flagged: BTreeSet<String> = names.iter().cloned().collect();
     let done = h

@@ -31,9 +31,7 @@ async fn running(sc: Scenario, overrides: &str) -> Harness {
     let mut h = Harness::start(sc, sim_config(overrides).unwrap())
         .await
         .unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     h
 }
 
@@ -367,9 +365,7 @@ async fn a_lock_held_by_another_holder_starts_nothing_until_released() {
         ..Default::default()
     });
     leases.create(&Default::default(), &lock).await.unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     let names = h.node_names().await.unwrap();
     h.flag(&names);
     let flagged_seen = h
@@ -427,9 +423,7 @@ async fn a_lock_entry_for_a_deleted_node_frees_its_slot() {
         ..Default::default()
     });
     leases.create(&Default::default(), &lock).await.unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     let names = h.node_names().await.unwrap();
     h.flag(&names);
     finish(&h, &set(&names)).await;

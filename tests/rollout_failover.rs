@@ -31,9 +31,7 @@ async fn kill_the_leader_during(state: NodeState) -> NodeState {
     let mut h = Harness::start(sc, sim_config("nodes: {order: name}").unwrap())
         .await
         .unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     let names = h.node_names().await.unwrap();
     let flagged: Vec<String> = names[..2].to_vec();
     h.flag(&flagged);

@@ -26,9 +26,7 @@ async fn running(overrides: &str) -> Harness {
     let mut h = Harness::start(sc, sim_config(overrides).unwrap())
         .await
         .unwrap();
-    h.start_controller(0).await.unwrap();
-    h.start_controller(1).await.unwrap();
-    h.start_all_agents().await.unwrap();
+    h.start_rollout().await.unwrap();
     h
 }
 
