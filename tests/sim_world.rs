@@ -317,6 +317,54 @@ async fn deleted_pod_terminates_then_disappears_after_its_scaled_grace_period() 
     cluster.shutdown().await;
 }
 
+/// Mirrors the ReplicaSet controller's status: a terminating pod no longer counts in
+/// `replicas`, its replacement counts at once but is Ready (and available) only once started.
+#[tokio::test]
+async fn replicaset_status_follows_its_pods_through_a_deletion_and_a_replacement() {
+    let cluster = Cluster::start(Scenario {
+        start_delay: 100.0,
+        ..small()
+    })
+    .await
+    .unwrap();
+    let c = &cluster;
+    let p = all_pods(c)
+        .await
+        .into_iter()
+        .find(|p| owner_kind(p) == "ReplicaSet")
+        .unwrap();
+    let ns = p["metadata"]["namespace"].as_str().unwrap().to_string();
+    let rs_name = p["metadata"]["ownerReferences"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rs_path = format!("/apis/apps/v1/namespaces/{ns}/replicasets/{rs_name}");
+    let status = |rs: &Value| {
+        let s = &rs["status"];
+        (
+            s["replicas"].as_i64().unwrap_or(-1),
+            s["readyReplicas"].as_i64().unwrap_or(-1),
+            s["availableReplicas"].as_i64().unwrap_or(-1),
+        )
+    };
+    let (_, rs) = get(c, &rs_path).await;
+    let want = rs["spec"]["replicas"].as_i64().unwrap();
+    assert_eq!(status(&rs), (want, want, want), "{rs}");
+    let (code, _) = delete(c, &pod_path(&p), 30).await;
+    assert_eq!(code, 200);
+    // The replacement (start delay 1 s) is created at once: `replicas` is whole again, one short
+    // of Ready until it starts.
+    eventually!(5, "the terminating pod to leave readyReplicas", {
+        let (_, rs) = get(c, &rs_path).await;
+        (status(&rs) == (want, want - 1, want - 1)).then_some(())
+    });
+    eventually!(10, "the replacement to be Ready", {
+        let (_, rs) = get(c, &rs_path).await;
+        (status(&rs) == (want, want, want)).then_some(())
+    });
+    cluster.shutdown().await;
+}
+
 fn pdb(name: &str, spec: Value) -> Value {
     let mut s = spec;
     s["selector"] = json!({"matchLabels": {"app": "pct"}});

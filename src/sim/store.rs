@@ -86,6 +86,9 @@ pub struct Inner {
     /// Pod keys by `namespace \0 label \0 value`, so that a budget's pods are found without
     /// scanning its namespace (PDB status is recomputed on every pod change).
     pod_labels: HashMap<String, BTreeSet<String>>,
+    /// Pod keys by their controller's uid: a controller's pods are counted on every change of
+    /// one of them, and scanning the namespace for them was the simulator's largest cost.
+    pod_owners: HashMap<String, BTreeSet<String>>,
 }
 
 fn label_key(ns: &str, k: &str, v: &str) -> String {
@@ -137,6 +140,7 @@ impl Store {
                 ring_cap,
                 world_tx: world_tx.clone(),
                 pod_labels: HashMap::new(),
+                pod_owners: HashMap::new(),
             }),
             world_tx,
         }
@@ -236,6 +240,12 @@ impl Inner {
                     .or_default()
                     .insert(key.clone());
             }
+            if let Some((_, _, uid)) = &idx.owner {
+                self.pod_owners
+                    .entry(uid.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
         }
         let typ = if prev.is_some() {
             EventType::Modified
@@ -273,6 +283,23 @@ impl Inner {
                 }
             }
         }
+        if let Some((_, _, uid)) = &idx.owner {
+            if let Some(set) = self.pod_owners.get_mut(uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.pod_owners.remove(uid);
+                }
+            }
+        }
+    }
+
+    /// Pods whose controller owner reference has `uid`, in key order.
+    pub fn pods_owned_by<'a>(&'a self, uid: &str) -> impl Iterator<Item = &'a Entry> + 'a {
+        let objects = &self.tables[&Kind::Pod].objects;
+        self.pod_owners
+            .get(uid)
+            .into_iter()
+            .flat_map(move |set| set.iter().filter_map(move |key| objects.get(key)))
     }
 
     /// Pods of `namespace` carrying label `k=v`, in key order.

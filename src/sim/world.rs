@@ -452,11 +452,9 @@ fn refresh_ss(inner: &mut Inner, key: &str) {
         return;
     };
     let (mut replicas, mut ready) = (0u64, 0u64);
-    for p in inner.range(Kind::Pod, Some(&old.idx.namespace), None) {
-        if p.idx.owner.as_ref().is_some_and(|o| o.2 == old.idx.uid) {
-            replicas += 1;
-            ready += u64::from(p.idx.ready && !p.idx.deleting);
-        }
+    for p in inner.pods_owned_by(&old.idx.uid) {
+        replicas += 1;
+        ready += u64::from(p.idx.ready && !p.idx.deleting);
     }
     let mut v = old.value();
     let before = v.clone();
@@ -469,6 +467,33 @@ fn refresh_ss(inner: &mut Inner, key: &str) {
     st["updatedReplicas"] = json!(replicas);
     if v != before {
         inner.put(Kind::StatefulSet, v);
+    }
+}
+
+/// Recomputes a ReplicaSet's status from its pods, as the ReplicaSet controller does: only
+/// active pods (not terminating) count, and a Ready one is available at once (the world's
+/// ReplicaSets have no minReadySeconds); writes only on change.
+fn refresh_rs(inner: &mut Inner, key: &str) {
+    let Some(old) = inner.get(Kind::ReplicaSet, key).cloned() else {
+        return;
+    };
+    let (mut replicas, mut ready) = (0u64, 0u64);
+    for p in inner.pods_owned_by(&old.idx.uid) {
+        if !p.idx.deleting {
+            replicas += 1;
+            ready += u64::from(p.idx.ready);
+        }
+    }
+    let mut v = old.value();
+    let before = v.clone();
+    let st = &mut v["status"];
+    st["observedGeneration"] = before["metadata"]["generation"].clone();
+    st["replicas"] = json!(replicas);
+    st["fullyLabeledReplicas"] = json!(replicas);
+    st["readyReplicas"] = json!(ready);
+    st["availableReplicas"] = json!(ready);
+    if v != before {
+        inner.put(Kind::ReplicaSet, v);
     }
 }
 
@@ -488,6 +513,7 @@ struct Runner {
     dirty_pdbs: BTreeSet<String>,
     /// StatefulSets (`namespace/name`) whose pods changed: status to recompute.
     dirty_ss: BTreeSet<String>,
+    dirty_rs: BTreeSet<String>,
     rebooting: BTreeSet<String>,
 }
 
@@ -514,6 +540,7 @@ pub fn start(
         dirty_pods: HashMap::new(),
         dirty_pdbs: BTreeSet::new(),
         dirty_ss: BTreeSet::new(),
+        dirty_rs: BTreeSet::new(),
         rebooting: BTreeSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
@@ -595,8 +622,14 @@ impl Runner {
                 }
                 changed.push(idx.labels.clone());
                 if let Some((okind, oname, _)) = &idx.owner {
-                    if okind == "StatefulSet" {
-                        self.dirty_ss.insert(key_of(&idx.namespace, oname));
+                    match okind.as_str() {
+                        "StatefulSet" => {
+                            self.dirty_ss.insert(key_of(&idx.namespace, oname));
+                        }
+                        "ReplicaSet" => {
+                            self.dirty_rs.insert(key_of(&idx.namespace, oname));
+                        }
+                        _ => {}
                     }
                 }
                 if ev.typ == EventType::Deleted {
@@ -738,10 +771,8 @@ impl Runner {
         let have = {
             let inner = self.shared.store.lock();
             inner
-                .range(Kind::Pod, Some(ns), None)
-                .filter(|e| {
-                    !e.idx.deleting && e.idx.owner.as_ref().is_some_and(|o| o.2 == rs.idx.uid)
-                })
+                .pods_owned_by(&rs.idx.uid)
+                .filter(|e| !e.idx.deleting)
                 .count()
         };
         for _ in have..want {
@@ -966,11 +997,15 @@ impl Runner {
     }
 
     fn flush(&mut self) {
-        if !self.dirty_ss.is_empty() {
-            let dirty = std::mem::take(&mut self.dirty_ss);
+        if !self.dirty_ss.is_empty() || !self.dirty_rs.is_empty() {
+            let ss = std::mem::take(&mut self.dirty_ss);
+            let rs = std::mem::take(&mut self.dirty_rs);
             let mut inner = self.shared.store.lock();
-            for k in dirty {
+            for k in ss {
                 refresh_ss(&mut inner, &k);
+            }
+            for k in rs {
+                refresh_rs(&mut inner, &k);
             }
         }
         if self.dirty_ns.is_empty() && self.dirty_pods.is_empty() && self.dirty_pdbs.is_empty() {
