@@ -471,3 +471,105 @@ async fn the_agent_refuses_a_token_for_a_node_outside_the_lock() {
         "a refused token is not acknowledged"
     );
 }
+
+/// What is not healthy now: budgets below `desiredHealthy`, ReplicaSets short of Ready pods.
+async fn unhealthy(h: &Harness) -> Vec<String> {
+    let pdbs: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        kube::Api::all(h.client.clone());
+    let rss: kube::Api<k8s_openapi::api::apps::v1::ReplicaSet> = kube::Api::all(h.client.clone());
+    let mut out = Vec::new();
+    for b in pdbs.list(&Default::default()).await.unwrap().items {
+        let s = b.status.unwrap_or_default();
+        if s.current_healthy < s.desired_healthy {
+            out.push(format!("budget {}", b.metadata.name.unwrap_or_default()));
+        }
+    }
+    for rs in rss.list(&Default::default()).await.unwrap().items {
+        let want = rs.spec.and_then(|s| s.replicas).unwrap_or(1);
+        let ready = rs.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+        if ready < want {
+            out.push(format!(
+                "replicaset {}",
+                rs.metadata.name.unwrap_or_default()
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_gate_holds_the_node_until_its_pods_are_replaced_and_budgets_healthy() {
+    // Replacements take 3 s to become Ready, the reboot 0.6 s: the node is back long before
+    // its evicted pods have Ready replacements, and must wait in `verifying` for them.
+    let sc = Scenario {
+        pdb_share: 1.0,
+        start_delay: 300.0,
+        ..scenario(3)
+    };
+    let h = running(sc, "").await;
+    let first = h.node_names().await.unwrap()[0].clone();
+    h.flag(std::slice::from_ref(&first));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut waited_on_unhealthy = false;
+    loop {
+        let node = h.node(&first).await.unwrap();
+        let unhealthy = unhealthy(&h).await;
+        match node.state {
+            Some(NodeState::Verifying) if !unhealthy.is_empty() => waited_on_unhealthy = true,
+            Some(NodeState::Done) if !node.flagged() => {
+                assert!(
+                    unhealthy.is_empty(),
+                    "done while not healthy: {unhealthy:?}"
+                );
+                break;
+            }
+            Some(NodeState::Failed) => panic!("failed: {:?}", node.failure_reason),
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node did not finish: {:?}",
+            node.state
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        waited_on_unhealthy,
+        "never saw the node back while its pods were unready: the scenario did not test the gate"
+    );
+    assert_eq!(h.reboots(&first), 1);
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_gate_that_does_not_pass_in_time_fails_the_node_and_says_what_it_waited_for() {
+    // Replacements never become Ready within the test: the gate times out.
+    let sc = Scenario {
+        pdb_share: 1.0,
+        start_delay: 100_000.0,
+        ..scenario(3)
+    };
+    let h = running(sc, "{healthGate: {timeout: 2s}}").await;
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    let failed = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| n.state == Some(NodeState::Failed))
+        })
+        .await
+        .unwrap();
+    assert!(failed, "no node failed its health gate");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let nodes = h.nodes().await.unwrap();
+    let touched: Vec<&NodeView> = nodes.iter().filter(|n| n.state.is_some()).collect();
+    assert_eq!(touched.len(), 1, "another node started after the failure");
+    let reason = touched[0].failure_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("health gate did not pass within 2s")
+            && (reason.contains("ReplicaSet apps-")
+                || reason.contains("PodDisruptionBudget apps-")),
+        "{reason}"
+    );
+    assert!(!touched[0].unschedulable, "left cordoned after its reboot");
+    assert_invariants(&h, 1);
+}

@@ -3,7 +3,7 @@
 //! replicas Ready.
 //!
 //! It owns the [`GateRecord`] written to the Node with `state: rebooting`, the pure
-//! [`GateState`] that decides from what has been seen, and [`wait`], which feeds that state from
+//! [`GateState`] that decides from what has been seen, and [`Gate`], which feeds that state from
 //! one watch per namespace and kind. The watches' initial lists are paged and every object that
 //! is not waited on is dropped as it arrives, so a namespace of 25,000 budgets costs pages of
 //! 500, never a whole list in memory; after the initial list the gate is woken by changes only.
@@ -194,55 +194,75 @@ fn ss_health(ss: &StatefulSet) -> Health {
     )
 }
 
-/// Waits until the gate passes (`Ok`) or `deadline` (`Err` with what it still waits for).
-pub async fn wait(
-    client: &Client,
-    record: &GateRecord,
-    deadline: DateTime<Utc>,
-    node: &str,
-) -> Result<(), String> {
-    let mut state = GateState::new(record);
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let _watches: Vec<super::Task> = state
-        .streams()
-        .into_iter()
-        .map(|s| {
-            let names = state.wanted[&s].clone();
-            let tx = tx.clone();
-            let client = client.clone();
-            super::Task(tokio::spawn(async move {
-                let (kind, ns) = s.clone();
-                match kind {
-                    GateKind::Budget => follow(client, s, names, tx, budget_health).await,
-                    GateKind::ReplicaSet => follow(client, s, names, tx, rs_health).await,
-                    GateKind::StatefulSet => follow(client, s, names, tx, ss_health).await,
-                }
-                tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
-            }))
-        })
-        .collect();
-    drop(tx);
-    loop {
-        let why = match state.verdict() {
-            None => return Ok(()),
-            Some(why) => why,
-        };
-        let left = (deadline - Utc::now()).to_std().unwrap_or_default();
-        if left.is_zero() {
-            return Err(why);
+/// A gate with its watches running. The controller starts it as soon as the reboot is asked,
+/// so the watches' initial lists are done while the node reboots instead of after it is back:
+/// those lists were most of the time between a node's return and the next node's start.
+pub struct Gate {
+    record: GateRecord,
+    state: GateState,
+    rx: mpsc::UnboundedReceiver<Update>,
+    _watches: Vec<super::Task>,
+}
+
+impl Gate {
+    /// Starts one watch per stream of `record`; they run until the gate is dropped.
+    pub fn start(client: &Client, record: &GateRecord) -> Gate {
+        let state = GateState::new(record);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let watches = state
+            .streams()
+            .into_iter()
+            .map(|s| {
+                let names = state.wanted[&s].clone();
+                let tx = tx.clone();
+                let client = client.clone();
+                super::Task(tokio::spawn(async move {
+                    let (kind, ns) = s.clone();
+                    match kind {
+                        GateKind::Budget => follow(client, s, names, tx, budget_health).await,
+                        GateKind::ReplicaSet => follow(client, s, names, tx, rs_health).await,
+                        GateKind::StatefulSet => follow(client, s, names, tx, ss_health).await,
+                    }
+                    tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
+                }))
+            })
+            .collect();
+        Gate {
+            record: record.clone(),
+            state,
+            rx,
+            _watches: watches,
         }
-        tracing::debug!(node, why, "health gate waiting");
-        match tokio::time::timeout(left, rx.recv()).await {
-            Ok(Some(u)) => {
-                state.apply(u);
-                // Apply what else is queued before deciding again.
-                while let Ok(u) = rx.try_recv() {
-                    state.apply(u);
-                }
+    }
+
+    /// What the gate waits on.
+    pub fn record(&self) -> &GateRecord {
+        &self.record
+    }
+
+    /// Waits until the gate passes (`Ok`) or `deadline` (`Err` with what it still waits for).
+    /// What the watches reported since [`Gate::start`] counts: the verdict is about now.
+    pub async fn wait(mut self, deadline: DateTime<Utc>, node: &str) -> Result<(), String> {
+        loop {
+            // Apply what is queued before deciding.
+            while let Ok(u) = self.rx.try_recv() {
+                self.state.apply(u);
             }
-            // No watch is left (none was needed): the verdict above already decided.
-            Ok(None) => tokio::time::sleep(left.min(Duration::from_secs(1))).await,
-            Err(_) => return Err(why),
+            let why = match self.state.verdict() {
+                None => return Ok(()),
+                Some(why) => why,
+            };
+            let left = (deadline - Utc::now()).to_std().unwrap_or_default();
+            if left.is_zero() {
+                return Err(why);
+            }
+            tracing::debug!(node, why, "health gate waiting");
+            match tokio::time::timeout(left, self.rx.recv()).await {
+                Ok(Some(u)) => self.state.apply(u),
+                // No watch is left (none was needed): the verdict above already decided.
+                Ok(None) => tokio::time::sleep(left.min(Duration::from_secs(1))).await,
+                Err(_) => return Err(why),
+            }
         }
     }
 }

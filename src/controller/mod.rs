@@ -36,6 +36,7 @@ use crate::metrics::Metrics;
 use crate::node::{self as proto, NodeState, NodeView, Token};
 use decide::{Snapshot, Step};
 use events::Recorder;
+use gate::Gate;
 pub use gate::GateRecord;
 
 /// What can stop the controller or one of its steps.
@@ -381,6 +382,8 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
         }
     }
     let mut tasks: HashMap<String, StepTask> = HashMap::new();
+    // Health gates started while their node reboots, taken by its health-gate step.
+    let mut gates: HashMap<String, Gate> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
     let mut last_holder: Option<String> = None;
     loop {
@@ -389,7 +392,7 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
         wake.as_mut().enable();
         tasks.retain(|_, t| t.running());
         report_holder(ctx, &mut last_holder);
-        let next = match tick(ctx, nodes, &mut tasks, &mut last_blockers).await {
+        let next = match tick(ctx, nodes, &mut tasks, &mut gates, &mut last_blockers).await {
             Ok(next) => next,
             Err(Error::NotLeader(_)) => return,
             Err(e) => {
@@ -450,6 +453,7 @@ async fn tick(
     ctx: &Ctx,
     nodes: &reflector::Store<Node>,
     tasks: &mut HashMap<String, StepTask>,
+    gates: &mut HashMap<String, Gate>,
     last_blockers: &mut Vec<String>,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     ctx.leadership.ensure()?;
@@ -470,7 +474,7 @@ async fn tick(
             }
             let view = by_name.get(name.as_str()).copied();
             let step = decide::next_step(view, entry, &ctx.config, now);
-            match run_step(ctx, name, view, step, tasks).await {
+            match run_step(ctx, name, view, step, tasks, gates).await {
                 Ok(Some(t)) => soon(t),
                 Ok(None) => {}
                 // Logged where it happened; the watch brings the newer version and a new pass.
@@ -479,6 +483,13 @@ async fn tick(
             }
         }
     }
+    // A gate started for a reboot that ended some other way (failed, freed, lock lost).
+    gates.retain(|name, _| {
+        ours && record.entries.contains_key(name)
+            && by_name.get(name.as_str()).is_some_and(|v| {
+                matches!(v.state, Some(NodeState::Rebooting | NodeState::Verifying))
+            })
+    });
     // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
     let views = self::views(ctx, nodes);
@@ -767,6 +778,11 @@ async fn await_newer(ctx: &Ctx, node: &str, rv: &str) {
 
 /// The node as known now, if it is still in `state`: a step decided at the end of a long wait
 /// is decided from this view, and its write carries this view's resourceVersion.
+/// The health gate record written with `state: rebooting`, if any.
+fn gate_record(view: &NodeView) -> Option<GateRecord> {
+    serde_json::from_str(view.health_gate.as_deref()?).ok()
+}
+
 fn still(ctx: &Ctx, node: &str, state: NodeState) -> Option<NodeView> {
     current(ctx, node).filter(|v| v.state == Some(state))
 }
@@ -778,6 +794,7 @@ async fn run_step(
     view: Option<&NodeView>,
     step: Step,
     tasks: &mut HashMap<String, StepTask>,
+    gates: &mut HashMap<String, Gate>,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     let now = Utc::now();
     match step {
@@ -865,7 +882,16 @@ async fn run_step(
             request_reboot(ctx, view, &view.boot_id, view.health_gate.clone()).await?;
             Ok(None)
         }
-        Step::AwaitReboot { deadline } => Ok(Some(deadline)),
+        Step::AwaitReboot { deadline } => {
+            // The health gate's watches start now, so their lists are done by the time the
+            // node is back; the gate decides only then, from what they see at that moment.
+            if let Some(record) = view.and_then(gate_record) {
+                if gates.get(name).is_none_or(|g| *g.record() != record) {
+                    gates.insert(name.into(), Gate::start(&ctx.client, &record));
+                }
+            }
+            Ok(Some(deadline))
+        }
         Step::MarkVerifying => {
             // `verifying` and the uncordon in one write: the state is on the Node no later
             // than the act, and a successor finds either both or neither.
@@ -904,16 +930,17 @@ async fn run_step(
             Ok(None)
         }
         Step::HealthGate { deadline } => {
-            let gate: GateRecord = view
-                .and_then(|v| v.health_gate.as_deref())
-                .and_then(|j| serde_json::from_str(j).ok())
-                .unwrap_or_default();
+            let record = view.and_then(gate_record).unwrap_or_default();
+            let gate = match gates.remove(name) {
+                Some(g) if *g.record() == record => g,
+                _ => Gate::start(&ctx.client, &record),
+            };
             let ctx2 = ctx.clone();
             let node = name.to_string();
             tasks.insert(
                 name.into(),
                 StepTask::spawn(ctx.wake.clone(), async move {
-                    let passed = gate::wait(&ctx2.client, &gate, deadline, &node).await;
+                    let passed = gate.wait(deadline, &node).await;
                     // Decided now, from the node as it is now: the gate may have taken minutes.
                     let Some(view) = still(&ctx2, &node, NodeState::Verifying) else {
                         tracing::info!(
