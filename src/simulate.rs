@@ -14,8 +14,10 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
@@ -663,6 +665,57 @@ pub async fn report(
     })
 }
 
+/// The harness's own watch of the Nodes. The rollout is followed from its events: listing every
+/// Node every 50 ms cost a tenth of the process's CPU at 100 nodes, taken from the controller and
+/// the simulated cluster it was measuring.
+struct NodeWatch {
+    store: reflector::Store<Node>,
+    changed: Arc<tokio::sync::Notify>,
+    task: JoinHandle<()>,
+}
+
+impl NodeWatch {
+    async fn start(client: kube::Client) -> anyhow::Result<NodeWatch> {
+        let (store, writer) = reflector::store();
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let notify = changed.clone();
+        let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
+            .default_backoff()
+            .reflect(writer);
+        let task = tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            while stream.next().await.is_some() {
+                notify.notify_one();
+            }
+        });
+        store.wait_until_ready().await?;
+        Ok(NodeWatch {
+            store,
+            changed,
+            task,
+        })
+    }
+
+    fn nodes(&self) -> Vec<NodeView> {
+        self.store
+            .state()
+            .iter()
+            .map(|n| NodeView::from_node(n))
+            .collect()
+    }
+
+    /// Returns on the next change, or after `at_most`.
+    async fn changed(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.changed.notified()).await;
+    }
+}
+
+impl Drop for NodeWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Runs a whole rollout: world, 2 controller replicas, one agent per node, flags, waits,
 /// and returns the report.
 pub async fn rollout(
@@ -681,6 +734,7 @@ pub async fn rollout(
         .cloned()
         .collect();
     let started = Instant::now();
+    let watch = NodeWatch::start(h.client.clone()).await?;
     h.start_rollout().await?;
     let start = Instant::now();
     let flagged_at = Utc::now();
@@ -690,7 +744,7 @@ pub async fn rollout(
     let mut last_print = Instant::now();
     let mut done_at = None;
     while start.elapsed() < timeout {
-        let nodes = h.nodes().await?;
+        let nodes = watch.nodes();
         if done_at.is_none()
             && Harness::finished(&nodes, &flagged)
             && h.host.sentinel.lock().expect("sentinel").is_empty()
@@ -729,8 +783,10 @@ pub async fn rollout(
                 eprintln!("{line}");
             }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The sentinels are the hosts', not the cluster's: looked at again at least this often.
+        watch.changed(Duration::from_millis(200)).await;
     }
+    drop(watch);
     if progress && tty {
         eprintln!();
     }
