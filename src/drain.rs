@@ -220,9 +220,9 @@ pub trait DrainApi: Send + Sync {
 pub struct Drained {
     /// The evicted pods.
     pub evicted: Vec<PodRef>,
-    /// The budgets (`namespace/name`) covering them.
+    /// The budgets (`namespace/name`) covering them and the pods found already terminating.
     pub budgets: BTreeSet<String>,
-    /// Their controllers: (kind, namespace, name).
+    /// The controllers of those pods: (kind, namespace, name).
     pub owners: BTreeSet<(String, String, String)>,
 }
 
@@ -263,7 +263,7 @@ pub async fn drain<A: DrainApi>(
     let mut to_evict = Vec::new();
     let mut refused = Vec::new();
     // Pods already terminating (an earlier leader's evictions) are waited for, not evicted.
-    let mut terminating = Vec::new();
+    let mut terminating: Vec<&Pod> = Vec::new();
     let mut daemon_sets: BTreeMap<(String, String), bool> = BTreeMap::new();
     for p in &pods {
         let ds_exists = match (controller_of(p), p.metadata.namespace.as_deref()) {
@@ -286,7 +286,7 @@ pub async fn drain<A: DrainApi>(
                 if p.metadata.deletion_timestamp.is_some()
                     && controller_of(p).is_none_or(|(k, _)| k != "DaemonSet")
                 {
-                    terminating.push(PodRef::of(p));
+                    terminating.push(p);
                 }
                 tracing::debug!(node, pod = %PodRef::of(p), why, "not evicting")
             }
@@ -299,40 +299,61 @@ pub async fn drain<A: DrainApi>(
             pods: refused,
         });
     }
-    // The budgets covering the evicted pods, per namespace, for the health gate and the Events.
-    let mut budgets = BTreeSet::new();
+    // The budgets covering each evicted pod, for the health gate and to name them in Events.
+    // They are read while the evictions run (the API server enforces the budgets, not us): read
+    // first, they delayed every drain by one list per namespace. An Event that needs them
+    // before the read is done waits for it.
+    // Pods found terminating count as drained: an earlier leader evicted them, and the gate
+    // must wait for their budgets and replacements as for the ones evicted now.
+    let drained: Vec<&Pod> = to_evict.iter().chain(&terminating).copied().collect();
     let mut labels_by_ns: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
-    for p in &to_evict {
+    for p in &drained {
         labels_by_ns
             .entry(p.metadata.namespace.clone().unwrap_or_default())
             .or_default()
             .push(p.metadata.labels.clone().unwrap_or_default());
     }
-    let mut by_ns: BTreeMap<String, Vec<PodDisruptionBudget>> = BTreeMap::new();
-    for (ns, labels) in &labels_by_ns {
-        by_ns.insert(ns.clone(), api.budgets(ns, labels).await?);
-    }
-    let mut covering: BTreeMap<PodRef, Vec<String>> = BTreeMap::new();
-    for p in &to_evict {
-        let r = PodRef::of(p);
-        let labels = p.metadata.labels.clone().unwrap_or_default();
-        let names: Vec<String> = by_ns[&r.namespace]
-            .iter()
-            .filter(|b| {
-                selector_matches(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
-            })
-            .map(|b| {
-                format!(
-                    "{}/{}",
-                    r.namespace,
-                    b.metadata.name.clone().unwrap_or_default()
-                )
-            })
-            .collect();
-        budgets.extend(names.iter().cloned());
-        covering.insert(r, names);
-    }
-    let owners = to_evict
+    let covering_cell: tokio::sync::OnceCell<BTreeMap<PodRef, Vec<String>>> =
+        tokio::sync::OnceCell::new();
+    let read_covering = || async {
+        let reads = labels_by_ns.iter().map(|(ns, labels)| async move {
+            Ok::<_, DrainError>((ns, api.budgets(ns, labels).await?))
+        });
+        let by_ns: BTreeMap<&String, Vec<PodDisruptionBudget>> =
+            futures::future::try_join_all(reads)
+                .await?
+                .into_iter()
+                .collect();
+        let mut covering: BTreeMap<PodRef, Vec<String>> = BTreeMap::new();
+        for p in &drained {
+            let r = PodRef::of(p);
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            let names: Vec<String> = by_ns[&r.namespace]
+                .iter()
+                .filter(|b| {
+                    selector_matches(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
+                })
+                .map(|b| {
+                    format!(
+                        "{}/{}",
+                        r.namespace,
+                        b.metadata.name.clone().unwrap_or_default()
+                    )
+                })
+                .collect();
+            covering.insert(r, names);
+        }
+        Ok::<_, DrainError>(covering)
+    };
+    let names_of = |pod: &PodRef| {
+        let (cell, read) = (&covering_cell, &read_covering);
+        let pod = pod.clone();
+        async move {
+            let covering = cell.get_or_try_init(read).await?;
+            Ok::<_, DrainError>(covering.get(&pod).map(|v| v.join(", ")).unwrap_or_default())
+        }
+    };
+    let owners = drained
         .iter()
         .filter_map(|p| {
             let (kind, name) = controller_of(p)?;
@@ -347,9 +368,9 @@ pub async fn drain<A: DrainApi>(
     let grace = cfg.grace_period.map(|g| g.as_millis() / 1000);
     let retry = cfg.eviction_retry_interval.to_std();
     let refs: Vec<PodRef> = to_evict.iter().map(|p| PodRef::of(p)).collect();
-    let results: Vec<Result<Option<PodRef>, DrainError>> = futures::stream::iter(refs.iter().cloned())
+    let evictions = futures::stream::iter(refs.iter().cloned())
         .map(|pod| {
-            let covering = &covering;
+            let names_of = &names_of;
             async move {
                 let mut announced = false;
                 loop {
@@ -359,13 +380,13 @@ pub async fn drain<A: DrainApi>(
                         Evicted::Blocked { message, retry_after } => {
                             if !announced {
                                 announced = true;
-                                let names = covering.get(&pod).map(|v| v.join(", ")).unwrap_or_default();
+                                let names = names_of(&pod).await?;
                                 api.event(true, "EvictionBlocked", format!("evicting pod {pod} is blocked by PodDisruptionBudget {names}: {message}; retrying")).await;
                             }
                             retry_after.unwrap_or(retry)
                         }
                         Evicted::ServerError(message) => {
-                            let names = covering.get(&pod).map(|v| v.join(", ")).unwrap_or_default();
+                            let names = names_of(&pod).await?;
                             api.event(true, "EvictionFailed", format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")).await;
                             retry
                         }
@@ -379,8 +400,10 @@ pub async fn drain<A: DrainApi>(
             }
         })
         .buffer_unordered(cfg.concurrent_evictions.max(1) as usize)
-        .collect()
-        .await;
+        .collect::<Vec<Result<Option<PodRef>, DrainError>>>();
+    let (results, covering) =
+        futures::join!(evictions, covering_cell.get_or_try_init(&read_covering));
+    let budgets: BTreeSet<String> = covering?.values().flatten().cloned().collect();
     let mut stuck = Vec::new();
     for r in results {
         if let Some(p) = r? {
@@ -406,7 +429,7 @@ pub async fn drain<A: DrainApi>(
         "evictions accepted; waiting for the pods to go"
     );
     let mut waited = refs.clone();
-    waited.extend(terminating);
+    waited.extend(terminating.iter().map(|p| PodRef::of(p)));
     let left = api.wait_gone(node, &waited, deadline).await?;
     if !left.is_empty() {
         if cfg.force_delete_after_timeout {
@@ -842,6 +865,44 @@ mod tests {
 
     fn ok() -> Result<(), NotLeader> {
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn pods_found_terminating_are_not_evicted_again_but_go_to_the_health_gate() {
+        // An earlier leader evicted web-0 and died before recording the reboot.
+        let mut going = pod("web-0", Some("ReplicaSet"));
+        going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        let api = Fake::new(vec![going.clone(), pod("web-1", Some("ReplicaSet"))], 0);
+        let d = drain(
+            &api,
+            "n1",
+            &cfg(),
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::seconds(30),
+            &ok,
+        )
+        .await
+        .unwrap();
+        assert_eq!(*api.evictions.lock().unwrap(), vec!["web-1".to_string()]);
+        assert_eq!(d.budgets, BTreeSet::from(["default/web-pdb".to_string()]));
+        assert_eq!(
+            d.owners,
+            BTreeSet::from([("ReplicaSet".into(), "default".into(), "owner".into())])
+        );
+        // Found with nothing left to evict, the drain still records what the gate waits for.
+        let api = Fake::new(vec![going], 0);
+        let d = drain(
+            &api,
+            "n1",
+            &cfg(),
+            &Selector::everything(),
+            Utc::now() + chrono::Duration::seconds(30),
+            &ok,
+        )
+        .await
+        .unwrap();
+        assert!(api.evictions.lock().unwrap().is_empty());
+        assert_eq!(d.budgets, BTreeSet::from(["default/web-pdb".to_string()]));
     }
 
     #[tokio::test]
