@@ -503,6 +503,9 @@ struct Runner {
     rng: SmallRng,
     tx: mpsc::UnboundedSender<Msg>,
     pods_on_node: HashMap<String, usize>,
+    /// Pods not bound to a node and not deleting: the scheduler's queue, so that a pod's
+    /// departure does not scan every pod of the world for something to schedule.
+    unscheduled: BTreeSet<String>,
     timers: BTreeSet<(String, String)>,
     /// Namespaces whose every budget is recomputed at the next flush (start, budget changes).
     dirty_ns: BTreeSet<String>,
@@ -535,6 +538,7 @@ pub fn start(
         rng,
         tx,
         pods_on_node: HashMap::new(),
+        unscheduled: BTreeSet::new(),
         timers: BTreeSet::new(),
         dirty_ns: BTreeSet::new(),
         dirty_pods: HashMap::new(),
@@ -579,6 +583,7 @@ impl Runner {
     fn resync(&mut self) {
         let inner = self.shared.store.lock();
         self.pods_on_node.clear();
+        self.unscheduled.clear();
         let pods: Vec<Arc<Index>> = inner
             .range(Kind::Pod, None, None)
             .map(|e| e.idx.clone())
@@ -591,6 +596,8 @@ impl Runner {
         for p in &pods {
             if let Some(n) = &p.node_name {
                 *self.pods_on_node.entry(n.clone()).or_default() += 1;
+            } else if !p.deleting {
+                self.unscheduled.insert(p.key());
             }
             self.pod_changed(p);
         }
@@ -608,6 +615,11 @@ impl Runner {
                 } else {
                     idx.node_name.clone()
                 };
+                if ev.typ != EventType::Deleted && after.is_none() && !idx.deleting {
+                    self.unscheduled.insert(idx.key());
+                } else {
+                    self.unscheduled.remove(&idx.key());
+                }
                 if before != after {
                     if let Some(b) = before {
                         *self.pods_on_node.entry(b).or_default() -= 1;
@@ -867,15 +879,7 @@ impl Runner {
     }
 
     fn schedule_pending(&mut self) {
-        let pending: Vec<String> = {
-            let inner = self.shared.store.lock();
-            inner
-                .range(Kind::Pod, None, None)
-                .filter(|e| e.idx.node_name.is_none() && !e.idx.deleting)
-                .map(|e| e.idx.key())
-                .take(1000)
-                .collect()
-        };
+        let pending: Vec<String> = self.unscheduled.iter().take(1000).cloned().collect();
         for k in pending {
             self.schedule(&k);
         }
