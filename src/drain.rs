@@ -867,22 +867,33 @@ mod tests {
         Ok(())
     }
 
+    /// Drains node `n1` of `api`, every pod selected, with `within` to go.
+    async fn drain_n1(
+        api: &Fake,
+        cfg: &Drain,
+        within: chrono::Duration,
+        ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
+    ) -> Result<Drained, DrainError> {
+        drain(
+            api,
+            "n1",
+            cfg,
+            &Selector::everything(),
+            Utc::now() + within,
+            ensure,
+        )
+        .await
+    }
+
     #[tokio::test]
     async fn pods_found_terminating_are_not_evicted_again_but_go_to_the_health_gate() {
         // An earlier leader evicted web-0 and died before recording the reboot.
         let mut going = pod("web-0", Some("ReplicaSet"));
         going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         let api = Fake::new(vec![going.clone(), pod("web-1", Some("ReplicaSet"))], 0);
-        let d = drain(
-            &api,
-            "n1",
-            &cfg(),
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::seconds(30),
-            &ok,
-        )
-        .await
-        .unwrap();
+        let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+            .await
+            .unwrap();
         assert_eq!(*api.evictions.lock().unwrap(), vec!["web-1".to_string()]);
         assert_eq!(d.budgets, BTreeSet::from(["default/web-pdb".to_string()]));
         assert_eq!(
@@ -891,16 +902,9 @@ mod tests {
         );
         // Found with nothing left to evict, the drain still records what the gate waits for.
         let api = Fake::new(vec![going], 0);
-        let d = drain(
-            &api,
-            "n1",
-            &cfg(),
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::seconds(30),
-            &ok,
-        )
-        .await
-        .unwrap();
+        let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+            .await
+            .unwrap();
         assert!(api.evictions.lock().unwrap().is_empty());
         assert_eq!(d.budgets, BTreeSet::from(["default/web-pdb".to_string()]));
     }
@@ -914,16 +918,9 @@ mod tests {
             ],
             3,
         );
-        let d = drain(
-            &api,
-            "n1",
-            &cfg(),
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::seconds(30),
-            &ok,
-        )
-        .await
-        .unwrap();
+        let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+            .await
+            .unwrap();
         assert_eq!(
             api.evictions.lock().unwrap().len(),
             4,
@@ -949,16 +946,9 @@ mod tests {
             eviction_retry_interval: crate::config::Duration::from_millis(5),
             ..cfg()
         };
-        drain(
-            &api,
-            "n1",
-            &c,
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::seconds(5),
-            &ok,
-        )
-        .await
-        .unwrap();
+        drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+            .await
+            .unwrap();
         assert_eq!(api.evictions.lock().unwrap().len(), 3);
         let events = api.events.lock().unwrap();
         assert!(
@@ -973,16 +963,9 @@ mod tests {
     #[tokio::test]
     async fn evicting_past_an_exhausted_budget_waits_and_never_deletes() {
         let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], u32::MAX);
-        let err = drain(
-            &api,
-            "n1",
-            &cfg(),
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::milliseconds(100),
-            &ok,
-        )
-        .await
-        .unwrap_err();
+        let err = drain_n1(&api, &cfg(), chrono::Duration::milliseconds(100), &ok)
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, DrainError::Timeout { ref pods, .. } if pods.len() == 1),
             "{err}"
@@ -1000,16 +983,9 @@ mod tests {
             force_delete_after_timeout: true,
             ..cfg()
         };
-        drain(
-            &api,
-            "n1",
-            &c,
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::milliseconds(50),
-            &ok,
-        )
-        .await
-        .unwrap();
+        drain_n1(&api, &c, chrono::Duration::milliseconds(50), &ok)
+            .await
+            .unwrap();
         assert_eq!(*api.deletions.lock().unwrap(), ["web-1"]);
     }
 
@@ -1021,16 +997,9 @@ mod tests {
                 identity: "c-0".into(),
             })
         };
-        let err = drain(
-            &api,
-            "n1",
-            &cfg(),
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::seconds(5),
-            &lost,
-        )
-        .await
-        .unwrap_err();
+        let err = drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &lost)
+            .await
+            .unwrap_err();
         assert!(matches!(err, DrainError::NotLeader(_)));
         assert!(api.evictions.lock().unwrap().is_empty());
     }
@@ -1038,16 +1007,9 @@ mod tests {
     #[tokio::test]
     async fn an_unreplicated_pod_fails_the_drain_before_any_eviction() {
         let api = Fake::new(vec![pod("web-1", Some("ReplicaSet")), pod("bare", None)], 0);
-        let err = drain(
-            &api,
-            "n1",
-            &cfg(),
-            &Selector::everything(),
-            Utc::now() + chrono::Duration::seconds(5),
-            &ok,
-        )
-        .await
-        .unwrap_err();
+        let err = drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &ok)
+            .await
+            .unwrap_err();
         assert!(matches!(err, DrainError::Refused { .. }), "{err}");
         assert!(api.evictions.lock().unwrap().is_empty());
     }
