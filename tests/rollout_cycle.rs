@@ -472,6 +472,17 @@ async fn the_agent_refuses_a_token_for_a_node_outside_the_lock() {
     );
 }
 
+/// A rollout of 3 nodes whose every Deployment has a budget and whose replacement pods take
+/// `start_delay` simulated seconds to become Ready.
+async fn slow_replacements(start_delay: f64, overrides: &str) -> Harness {
+    let sc = Scenario {
+        pdb_share: 1.0,
+        start_delay,
+        ..scenario(3)
+    };
+    running(sc, overrides).await
+}
+
 /// What is not healthy now: budgets below `desiredHealthy`, ReplicaSets short of Ready pods.
 async fn unhealthy(h: &Harness) -> Vec<String> {
     let pdbs: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
@@ -501,12 +512,7 @@ async fn unhealthy(h: &Harness) -> Vec<String> {
 async fn the_health_gate_holds_the_node_until_its_pods_are_replaced_and_budgets_healthy() {
     // Replacements take 3 s to become Ready, the reboot 0.6 s: the node is back long before
     // its evicted pods have Ready replacements, and must wait in `verifying` for them.
-    let sc = Scenario {
-        pdb_share: 1.0,
-        start_delay: 300.0,
-        ..scenario(3)
-    };
-    let h = running(sc, "").await;
+    let h = slow_replacements(300.0, "").await;
     let first = h.node_names().await.unwrap()[0].clone();
     h.flag(std::slice::from_ref(&first));
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -544,12 +550,7 @@ async fn the_health_gate_holds_the_node_until_its_pods_are_replaced_and_budgets_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_health_gate_that_does_not_pass_in_time_fails_the_node_and_says_what_it_waited_for() {
     // Replacements never become Ready within the test: the gate times out.
-    let sc = Scenario {
-        pdb_share: 1.0,
-        start_delay: 100_000.0,
-        ..scenario(3)
-    };
-    let h = running(sc, "{healthGate: {timeout: 2s}}").await;
+    let h = slow_replacements(100_000.0, "{healthGate: {timeout: 2s}}").await;
     let names = h.node_names().await.unwrap();
     h.flag(&names);
     let failed = h

@@ -445,43 +445,19 @@ pub fn refresh_pdb(inner: &mut Inner, key: &str) {
     }
 }
 
-/// Recomputes a StatefulSet's replica counts from its pods, as its controller does; writes only
-/// on change.
-fn refresh_ss(inner: &mut Inner, key: &str) {
-    let Some(old) = inner.get(Kind::StatefulSet, key).cloned() else {
+/// Recomputes a StatefulSet's or a ReplicaSet's replica counts from its pods, as their
+/// controllers do; writes only on change. The StatefulSet controller counts a terminating pod
+/// in `replicas` (it keeps the pod's identity until it is gone); the ReplicaSet controller
+/// counts only active pods. A Ready pod is available at once (no minReadySeconds here).
+fn refresh_replicas(inner: &mut Inner, kind: Kind, key: &str) {
+    let Some(old) = inner.get(kind, key).cloned() else {
         return;
     };
     let (mut replicas, mut ready) = (0u64, 0u64);
     for p in inner.pods_owned_by(&old.idx.uid) {
-        replicas += 1;
-        ready += u64::from(p.idx.ready && !p.idx.deleting);
-    }
-    let mut v = old.value();
-    let before = v.clone();
-    let st = &mut v["status"];
-    st["observedGeneration"] = before["metadata"]["generation"].clone();
-    st["replicas"] = json!(replicas);
-    st["readyReplicas"] = json!(ready);
-    st["availableReplicas"] = json!(ready);
-    st["currentReplicas"] = json!(replicas);
-    st["updatedReplicas"] = json!(replicas);
-    if v != before {
-        inner.put(Kind::StatefulSet, v);
-    }
-}
-
-/// Recomputes a ReplicaSet's status from its pods, as the ReplicaSet controller does: only
-/// active pods (not terminating) count, and a Ready one is available at once (the world's
-/// ReplicaSets have no minReadySeconds); writes only on change.
-fn refresh_rs(inner: &mut Inner, key: &str) {
-    let Some(old) = inner.get(Kind::ReplicaSet, key).cloned() else {
-        return;
-    };
-    let (mut replicas, mut ready) = (0u64, 0u64);
-    for p in inner.pods_owned_by(&old.idx.uid) {
-        if !p.idx.deleting {
+        if kind == Kind::StatefulSet || !p.idx.deleting {
             replicas += 1;
-            ready += u64::from(p.idx.ready);
+            ready += u64::from(p.idx.ready && !p.idx.deleting);
         }
     }
     let mut v = old.value();
@@ -489,11 +465,18 @@ fn refresh_rs(inner: &mut Inner, key: &str) {
     let st = &mut v["status"];
     st["observedGeneration"] = before["metadata"]["generation"].clone();
     st["replicas"] = json!(replicas);
-    st["fullyLabeledReplicas"] = json!(replicas);
     st["readyReplicas"] = json!(ready);
     st["availableReplicas"] = json!(ready);
+    let same_as_replicas: &[&str] = if kind == Kind::StatefulSet {
+        &["currentReplicas", "updatedReplicas"]
+    } else {
+        &["fullyLabeledReplicas"]
+    };
+    for f in same_as_replicas {
+        st[*f] = json!(replicas);
+    }
     if v != before {
-        inner.put(Kind::ReplicaSet, v);
+        inner.put(kind, v);
     }
 }
 
@@ -1006,10 +989,10 @@ impl Runner {
             let rs = std::mem::take(&mut self.dirty_rs);
             let mut inner = self.shared.store.lock();
             for k in ss {
-                refresh_ss(&mut inner, &k);
+                refresh_replicas(&mut inner, Kind::StatefulSet, &k);
             }
             for k in rs {
-                refresh_rs(&mut inner, &k);
+                refresh_replicas(&mut inner, Kind::ReplicaSet, &k);
             }
         }
         if self.dirty_ns.is_empty() && self.dirty_pods.is_empty() && self.dirty_pdbs.is_empty() {
