@@ -64,6 +64,36 @@ fn assert_invariants(h: &Harness, max_out: usize) {
     assert!(twice.is_empty(), "rebooted more than once: {twice:?}");
 }
 
+/// Waits until a node is marked failed (`which` names the one expected), then checks for 2 s
+/// that no other node starts after the failure; returns the failed node.
+async fn the_one_failed_node(h: &Harness, which: &str) -> NodeView {
+    let failed = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| n.state == Some(NodeState::Failed))
+        })
+        .await
+        .unwrap();
+    assert!(failed, "{which} was not marked failed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let touched: Vec<NodeView> = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.state.is_some())
+        .collect();
+    assert_eq!(
+        touched.len(),
+        1,
+        "another node started after a failure: {:?}",
+        touched
+            .iter()
+            .map(|n| (&n.name, n.state))
+            .collect::<Vec<_>>()
+    );
+    touched.into_iter().next().unwrap()
+}
+
 fn set(names: &[String]) -> BTreeSet<String> {
     names.iter().cloned().collect()
 }
@@ -285,31 +315,15 @@ async fn a_node_that_never_comes_back_fails_and_halts_the_rollout() {
     // No host comes back: whichever node goes first fails, and then nothing else may start.
     h.host.broken.lock().unwrap().extend(names.iter().cloned());
     h.flag(&names);
-    let failed = h
-        .wait_for(Duration::from_secs(30), |ns| {
-            ns.iter().any(|n| n.state == Some(NodeState::Failed))
-        })
-        .await
-        .unwrap();
-    assert!(
-        failed,
-        "the node that never came back was not marked failed"
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let nodes = h.nodes().await.unwrap();
-    let touched: Vec<_> = nodes.iter().filter(|n| n.state.is_some()).collect();
-    assert_eq!(
-        touched.len(),
-        1,
-        "another node started after a failure: {:?}",
-        touched
-            .iter()
-            .map(|n| (&n.name, n.state))
-            .collect::<Vec<_>>()
-    );
-    let failed = touched[0];
+    let failed = the_one_failed_node(&h, "the node that never came back").await;
     assert_eq!(h.reboots(&failed.name), 1);
-    for other in nodes.iter().filter(|n| n.name != failed.name) {
+    for other in h
+        .nodes()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|n| n.name != failed.name)
+    {
         assert_eq!(
             h.reboots(&other.name),
             0,
@@ -553,24 +567,14 @@ async fn a_health_gate_that_does_not_pass_in_time_fails_the_node_and_says_what_i
     let h = slow_replacements(100_000.0, "{healthGate: {timeout: 2s}}").await;
     let names = h.node_names().await.unwrap();
     h.flag(&names);
-    let failed = h
-        .wait_for(Duration::from_secs(30), |ns| {
-            ns.iter().any(|n| n.state == Some(NodeState::Failed))
-        })
-        .await
-        .unwrap();
-    assert!(failed, "no node failed its health gate");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let nodes = h.nodes().await.unwrap();
-    let touched: Vec<&NodeView> = nodes.iter().filter(|n| n.state.is_some()).collect();
-    assert_eq!(touched.len(), 1, "another node started after the failure");
-    let reason = touched[0].failure_reason.clone().unwrap_or_default();
+    let failed = the_one_failed_node(&h, "the node whose gate could not pass").await;
+    let reason = failed.failure_reason.clone().unwrap_or_default();
     assert!(
         reason.contains("health gate did not pass within 2s")
             && (reason.contains("ReplicaSet apps-")
                 || reason.contains("PodDisruptionBudget apps-")),
         "{reason}"
     );
-    assert!(!touched[0].unschedulable, "left cordoned after its reboot");
+    assert!(!failed.unschedulable, "left cordoned after its reboot");
     assert_invariants(&h, 1);
 }
