@@ -776,13 +776,13 @@ async fn await_newer(ctx: &Ctx, node: &str, rv: &str) {
     .await;
 }
 
-/// The node as known now, if it is still in `state`: a step decided at the end of a long wait
-/// is decided from this view, and its write carries this view's resourceVersion.
 /// The health gate record written with `state: rebooting`, if any.
 fn gate_record(view: &NodeView) -> Option<GateRecord> {
     serde_json::from_str(view.health_gate.as_deref()?).ok()
 }
 
+/// The node as known now, if it is still in `state`: a step decided at the end of a long wait
+/// is decided from this view, and its write carries this view's resourceVersion.
 fn still(ctx: &Ctx, node: &str, state: NodeState) -> Option<NodeView> {
     current(ctx, node).filter(|v| v.state == Some(state))
 }
