@@ -1015,7 +1015,8 @@ async fn drain_then_request(
     .await?;
     ctx.metrics.evicted(drained.evicted.len());
     let gate = GateRecord {
-        budgets: drained.budgets.into_iter().collect(),
+        budgets: Vec::new(),
+        pods: drained.pods.into_iter().collect(),
         owners: drained.owners.into_iter().collect(),
     };
     // Decided now, from the node as it is now (the drain may have taken minutes): still
