@@ -7,8 +7,11 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rollboot::node::NodeState;
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+#[path = "common/slow_rollout.rs"]
+mod slow_rollout;
+
+use rollboot::simulate::Harness;
+use slow_rollout::slow_rollout_of_two;
 
 fn log() {
     let _ = tracing_subscriber::fmt()
@@ -37,21 +40,7 @@ fn node_conflicts(h: &Harness, identity: &str) -> u64 {
 /// first one is seen draining, with the leader's index.
 async fn draining() -> (Harness, Vec<String>, usize) {
     log();
-    // Slow pods, so the drain lasts long enough to be seen.
-    let sc = Scenario {
-        nodes: 3,
-        pods_per_node: 4,
-        grace_seconds: 80,
-        reboot_time: 150.0,
-        ..Scenario::default()
-    };
-    let mut h = Harness::start(sc, sim_config("nodes: {order: name}").unwrap())
-        .await
-        .unwrap();
-    h.start_rollout().await.unwrap();
-    let names = h.node_names().await.unwrap();
-    let flagged: Vec<String> = names[..2].to_vec();
-    h.flag(&flagged);
+    let (h, flagged) = slow_rollout_of_two().await;
     let start = Instant::now();
     loop {
         if h.node(&flagged[0]).await.unwrap().state == Some(NodeState::Draining) {

@@ -6,8 +6,11 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rollboot::node::NodeState;
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+#[path = "common/slow_rollout.rs"]
+mod slow_rollout;
+
+use rollboot::simulate::Harness;
+use slow_rollout::slow_rollout_of_two;
 
 fn log() {
     let _ = tracing_subscriber::fmt()
@@ -20,21 +23,7 @@ fn log() {
 /// rollout still completes safely. Returns the state the node was in when the leader died.
 async fn kill_the_leader_during(state: NodeState) -> NodeState {
     log();
-    // Slow pods and reboots, so each state lasts long enough to be seen.
-    let sc = Scenario {
-        nodes: 3,
-        pods_per_node: 4,
-        grace_seconds: 80,
-        reboot_time: 150.0,
-        ..Scenario::default()
-    };
-    let mut h = Harness::start(sc, sim_config("nodes: {order: name}").unwrap())
-        .await
-        .unwrap();
-    h.start_rollout().await.unwrap();
-    let names = h.node_names().await.unwrap();
-    let flagged: Vec<String> = names[..2].to_vec();
-    h.flag(&flagged);
+    let (mut h, flagged) = slow_rollout_of_two().await;
     let first = &flagged[0];
     let order = [
         NodeState::Cordoning,
