@@ -31,6 +31,21 @@ fn node_patches(h: &Harness, identity: &str) -> u64 {
         .sum()
 }
 
+/// Holds `identity`'s Node patches for `delay` each and returns once the next one was sent
+/// (looking every `poll`).
+async fn hold_next_node_write(h: &Harness, identity: &str, delay: Duration, poll: Duration) {
+    let before = node_patches(h, identity);
+    h.cluster.hold(identity, delay, Some(("patch", "nodes")));
+    let start = Instant::now();
+    while node_patches(h, identity) == before {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the leader never wrote the node again"
+        );
+        tokio::time::sleep(poll).await;
+    }
+}
+
 /// Node patches of `identity` answered 409 Conflict so far.
 fn node_conflicts(h: &Harness, identity: &str) -> u64 {
     h.cluster.stats().answered(identity, "patch", "nodes", 409)
@@ -121,17 +136,8 @@ async fn a_stale_leaders_late_node_write_is_refused_after_a_new_leader_acted() {
     let old_id = format!("controller-{old}");
     // Lease 3 s: the other replica leads after about 3.5 s and requests the reboot soon after.
     let delay = Duration::from_secs(8);
-    let before = node_patches(&h, &old_id);
-    h.cluster.hold(&old_id, delay, Some(("patch", "nodes")));
     // The hold starts with the leader's next Node write: its reboot request, once drained.
-    let start = Instant::now();
-    while node_patches(&h, &old_id) == before {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the leader never wrote the node again"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    hold_next_node_write(&h, &old_id, delay, Duration::from_millis(5)).await;
     let landed = Instant::now() + delay;
     tracing::info!(old, "the leader's reboot request is held in the network");
     // The other replica leads and acts on the node before the old request lands.
@@ -175,16 +181,7 @@ async fn a_conflicting_write_is_decided_again_not_failed() {
     let id = format!("controller-{leader}");
     // Shorter than the renew deadline (2 s): the leader keeps its lease.
     let delay = Duration::from_millis(700);
-    let before = node_patches(&h, &id);
-    h.cluster.hold(&id, delay, Some(("patch", "nodes")));
-    let start = Instant::now();
-    while node_patches(&h, &id) == before {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the leader never wrote the node again"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    hold_next_node_write(&h, &id, delay, Duration::from_millis(2)).await;
     // While its reboot request is in flight, an operator labels the node.
     h.patch_node(
         &flagged[0],
