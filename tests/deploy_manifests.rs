@@ -182,7 +182,7 @@ fn every_kustomize_and_helm_object_parses_as_its_kubernetes_type_with_no_unknown
         })
         .collect();
     assert!(problems.is_empty(), "{problems:#?}");
-    assert_eq!(kustomize().len(), 21, "objects in the Kustomize base");
+    assert_eq!(kustomize().len(), 23, "objects in the Kustomize base");
 }
 
 #[test]
@@ -589,7 +589,9 @@ fn no_rule_uses_a_wildcard_or_reaches_secrets_or_escalates() {
 /// The agent's calls (wt-ctl, commit 1b60085):
 /// - nodes list+watch, fieldSelector metadata.name (agent/mod.rs:185-195), patch (agent/mod.rs:206-210);
 /// - the lock Lease get (agent/mod.rs:234 -> lock.rs:124 -> lease.rs:86);
-/// - events.k8s.io Events create in the lock's namespace (agent/mod.rs:187-192 -> controller/events.rs:57-58).
+/// - events.k8s.io Events about its Node, in `default` where kube-apiserver keeps Events about
+///   cluster-scoped objects: create, and patch for a repeated Event's series (agent/mod.rs ->
+///   controller/events.rs, kube's events recorder).
 #[test]
 fn the_agent_may_do_exactly_what_the_agent_code_calls() {
     let got = granted_to(&kustomize(), "rollboot-agent", "rollboot-agent");
@@ -604,7 +606,8 @@ fn the_agent_may_do_exactly_what_the_agent_code_calls() {
             "get",
             "rollboot-lock",
         ),
-        ("rollboot-system", "events.k8s.io", "events", "create", ""),
+        ("default", "events.k8s.io", "events", "create", ""),
+        ("default", "events.k8s.io", "events", "patch", ""),
     ]);
     assert_eq!(got, want);
 }
@@ -663,7 +666,12 @@ fn the_controller_may_do_exactly_what_the_controller_code_calls() {
             "create",
             "",
         ),
+        // Events about the lock Lease stay in its namespace; Events about Nodes go to
+        // `default`. kube's events recorder creates, and patches a repeated one (a series).
         ("rollboot-system", "events.k8s.io", "events", "create", ""),
+        ("rollboot-system", "events.k8s.io", "events", "patch", ""),
+        ("default", "events.k8s.io", "events", "create", ""),
+        ("default", "events.k8s.io", "events", "patch", ""),
     ]);
     assert_eq!(got, want);
     assert!(

@@ -3,7 +3,9 @@
 //! presenting the token of their ServiceAccount. (a) nothing is forbidden and the rollout
 //! completes; (b) every grant of the controller's and the agent's roles (verb × resource ×
 //! resourceName) allowed at least one call. The world has a StatefulSet, so the health gate's
-//! list and watch of StatefulSets are among those calls. `deploy/optional/force-delete-rbac.yaml` is opt-in
+//! list and watch of StatefulSets are among those calls. An operator pauses twice and one node is
+//! rebooted twice, so the Events about the lock and about a Node repeat (kube's recorder then
+//! PATCHes them into a series) and the `patch` of Events is among those calls too. `deploy/optional/force-delete-rbac.yaml` is opt-in
 //! and not part of the base, so it is not loaded here.
 
 use std::collections::{BTreeSet, HashMap};
@@ -24,6 +26,55 @@ fn controller() -> Identity {
 
 fn agent() -> Identity {
     Identity::service_account("rollboot-agent", "rollboot-agent")
+}
+
+/// Sets the lock Lease's holder as an operator would (creating the Lease the first time).
+async fn hold_lock(h: &Harness, holder: Option<&str>) {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    let leases: kube::Api<Lease> =
+        kube::Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let mut l = match leases.get_opt(&h.config.lock.name).await.unwrap() {
+        Some(l) => l,
+        None => {
+            let mut l = Lease::default();
+            l.metadata.name = Some(h.config.lock.name.clone());
+            l.spec = Some(LeaseSpec::default());
+            leases.create(&Default::default(), &l).await.unwrap()
+        }
+    };
+    l.spec.get_or_insert_with(Default::default).holder_identity = holder.map(str::to_string);
+    leases
+        .replace(&h.config.lock.name, &Default::default(), &l)
+        .await
+        .unwrap();
+}
+
+/// Waits until the Events with `reason` in the lock's namespace add up to `count` occurrences
+/// (an Event repeated as a series counts `series.count` times).
+async fn wait_event_count(h: &Harness, reason: &str, count: i32) {
+    use k8s_openapi::api::events::v1::Event;
+    let events: kube::Api<Event> =
+        kube::Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen: i32 = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+            .sum();
+        if seen >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{reason} seen {seen} times, waiting for {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,11 +111,30 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
     });
     h.agent_token_prefix = Some("agent:".into());
     h.start_rollout().await.unwrap();
+    // An operator pauses and resumes twice before anything is flagged: the controller's Events
+    // about the lock Lease (its namespace), the second of each a repeat (a series PATCH).
+    for round in 1..=2 {
+        hold_lock(&h, Some("ops-team")).await;
+        wait_event_count(&h, "LockHeld", round).await;
+        hold_lock(&h, None).await;
+        wait_event_count(&h, "LockReleased", round).await;
+    }
     h.flag(&names);
     let flagged: BTreeSet<String> = names.iter().cloned().collect();
-    let done = h
+    let mut done = h
         .wait_for(Duration::from_secs(90), |ns| {
             Harness::finished(ns, &flagged)
+        })
+        .await
+        .unwrap();
+    // One node again within minutes: its Events (the controller's and its agent's) repeat.
+    let again = names[0].clone();
+    h.flag(std::slice::from_ref(&again));
+    done &= h
+        .wait_for(Duration::from_secs(60), |ns| {
+            ns.iter().any(|n| {
+                n.name == again && n.state == Some(rollboot::node::NodeState::Done) && !n.flagged()
+            }) && h.reboots(&again) == 2
         })
         .await
         .unwrap();
@@ -78,7 +148,8 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
     );
     assert!(done, "the rollout did not finish under the deploy RBAC");
     for n in &names {
-        assert_eq!(h.reboots(n), 1, "{n} rebooted {} times", h.reboots(n));
+        let want = if *n == again { 2 } else { 1 };
+        assert_eq!(h.reboots(n), want, "{n} rebooted {} times", h.reboots(n));
     }
 
     // (b) no unused grant.

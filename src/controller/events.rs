@@ -1,90 +1,141 @@
-//! Kubernetes Events (events.k8s.io/v1) on Nodes, for each transition and each blocked eviction.
+//! Kubernetes Events (events.k8s.io/v1) about Nodes and the maintenance lock, for people.
 //!
-//! Owns the shape of the Events rollboot writes. It must never fail the caller: an Event that
-//! cannot be written is logged and dropped, because Events are for people, not for correctness.
+//! Owns what rollboot says in Events and about which object. The writing is kube's own
+//! recorder ([`kube::runtime::events::Recorder`]), because it follows kube-apiserver's rules
+//! that a hand-made Event broke on a real server: an Event about a cluster-scoped Node lives in
+//! namespace `default` and one about the lock Lease in the Lease's namespace; its name is
+//! `<object>.<hex nanoseconds>` (a `generateName` ending in a dot is invalid); and an Event
+//! that repeats within minutes becomes a series (a PATCH of the first one, `series.count`)
+//! instead of a new object each time. It must never fail or hold up the caller: an Event that
+//! cannot be written is logged and dropped, because Events are not part of correctness.
 
-use chrono::Utc;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder as KubeRecorder, Reporter};
 use kube::Client;
 
-use crate::time;
+/// kube-apiserver refuses an Event whose note is longer than this many bytes.
+const NOTE_LIMIT: usize = 1024;
+/// kube-apiserver refuses a reportingInstance longer than this many bytes.
+const INSTANCE_LIMIT: usize = 128;
 
-/// Writes Events on Nodes on behalf of one rollboot component.
+/// Writes Events on behalf of one rollboot component (a controller replica or an agent).
 #[derive(Clone)]
 pub struct Recorder {
-    client: Client,
-    namespace: String,
-    controller: String,
-    instance: String,
+    inner: KubeRecorder,
+    /// The namespace of the lock Lease, where Events about it go.
+    lease_namespace: String,
+}
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// The reference to a Node that an Event is about. Its `uid` is the node's name, as the kubelet
+/// writes it: `kubectl describe node` looks Events up by the Node's uid and by its name.
+pub fn node_reference(node: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(node.into()),
+        uid: Some(node.into()),
+        ..Default::default()
+    }
 }
 
 impl Recorder {
-    /// A recorder writing into `namespace` as `controller` (e.g. `rollboot.dev/controller`),
-    /// instance `instance` (the replica or node).
-    pub fn new(client: Client, namespace: &str, controller: &str, instance: &str) -> Recorder {
-        Recorder {
-            client,
-            namespace: namespace.into(),
+    /// A recorder reporting as `controller` (a qualified name such as `rollboot.dev/controller`),
+    /// instance `instance` (the replica or the node); Events about the lock Lease go to
+    /// `lease_namespace`.
+    pub fn new(
+        client: Client,
+        lease_namespace: &str,
+        controller: &str,
+        instance: &str,
+    ) -> Recorder {
+        let reporter = Reporter {
             controller: controller.into(),
-            instance: instance.into(),
+            instance: Some(cut(instance, INSTANCE_LIMIT)),
+        };
+        Recorder {
+            inner: KubeRecorder::new(client, reporter),
+            lease_namespace: lease_namespace.into(),
         }
     }
 
     /// Records an Event about Node `node`, in the background: the caller never waits for it.
     pub async fn publish(&self, node: &str, warning: bool, reason: &str, note: String) {
-        let regarding = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(node.into()),
-            uid: Some(node.into()),
-            ..Default::default()
-        };
-        self.emit(node, regarding, warning, reason, note);
+        self.emit(node_reference(node), warning, reason, note);
     }
 
-    /// Records an Event about the Lease `name` in the recorder's namespace (the maintenance
-    /// lock), in the background.
+    /// Records an Event about the Lease `name` (the maintenance lock), in the background.
     pub fn publish_lease(&self, name: &str, warning: bool, reason: &str, note: String) {
         let regarding = ObjectReference {
             api_version: Some("coordination.k8s.io/v1".into()),
             kind: Some("Lease".into()),
             name: Some(name.into()),
-            namespace: Some(self.namespace.clone()),
+            namespace: Some(self.lease_namespace.clone()),
             ..Default::default()
         };
-        self.emit(name, regarding, warning, reason, note);
+        self.emit(regarding, warning, reason, note);
     }
 
-    fn emit(
-        &self,
-        node: &str,
-        regarding: ObjectReference,
-        warning: bool,
-        reason: &str,
-        note: String,
-    ) {
-        let now = Utc::now();
-        let mut ev = Event {
-            event_time: Some(time::micro(now)),
-            action: Some(reason.into()),
-            reason: Some(reason.into()),
-            note: Some(note.chars().take(1024).collect()),
-            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-            reporting_controller: Some(self.controller.clone()),
-            reporting_instance: Some(self.instance.chars().take(128).collect()),
-            regarding: Some(regarding),
-            ..Default::default()
+    fn emit(&self, regarding: ObjectReference, warning: bool, reason: &str, note: String) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(cut(&note, NOTE_LIMIT)),
+            action: reason.into(),
+            secondary: None,
         };
-        ev.metadata.generate_name = Some(format!("{node}."));
-        ev.metadata.namespace = Some(self.namespace.clone());
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
-        let (node, reason) = (node.to_string(), reason.to_string());
+        let recorder = self.inner.clone();
+        let reason = reason.to_string();
         tokio::spawn(async move {
-            if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                tracing::warn!(node, reason, error = %e, "could not record an Event");
+            if let Err(e) = recorder.publish(&event, &regarding).await {
+                let object = format!(
+                    "{}/{}",
+                    regarding.kind.as_deref().unwrap_or(""),
+                    regarding.name.as_deref().unwrap_or("")
+                );
+                tracing::warn!(object, reason, error = %e, "could not record an Event");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_cut_to_the_byte_limit_at_a_character_boundary() {
+        let long = "é".repeat(700); // 1,400 bytes
+        let c = cut(&long, NOTE_LIMIT);
+        assert!(
+            c.len() <= NOTE_LIMIT && c.len() >= NOTE_LIMIT - 1,
+            "{}",
+            c.len()
+        );
+        assert!(long.starts_with(&c));
+        assert_eq!(cut("short", NOTE_LIMIT), "short");
+    }
+
+    #[test]
+    fn a_node_reference_is_cluster_scoped_and_named_as_the_kubelet_does() {
+        let r = node_reference("node-2");
+        assert_eq!(r.namespace, None);
+        assert_eq!(r.uid.as_deref(), Some("node-2"));
+        assert_eq!(r.kind.as_deref(), Some("Node"));
     }
 }
