@@ -1,13 +1,21 @@
-//! Opt-in ValidatingAdmissionPolicy evaluation: the simulated server runs a policy and its
-//! binding (parsed from `deploy/admission-policy.yaml`) on writes of known identities, with the
-//! CEL interpreter of the `cel` crate, and answers a denial as kube-apiserver's validating
-//! policy dispatcher does (422 `Invalid`, `... is forbidden: ValidatingAdmissionPolicy 'P' with
-//! binding 'B' denied request: MSG`, the same text as the only cause).
+//! Opt-in ValidatingAdmissionPolicy evaluation: the simulated server runs policies and their
+//! bindings (parsed from `deploy/admission-policy.yaml` and test fixtures) on writes of known
+//! identities, with the CEL interpreter of the `cel` crate, and answers a denial as
+//! kube-apiserver's validating policy dispatcher does (422 `Invalid`, `... is forbidden:
+//! ValidatingAdmissionPolicy 'P' with binding 'B' denied request: MSG`, the same text as the
+//! only cause).
 //!
-//! Owns the order of evaluation (matchConstraints, binding, matchConditions, variables in
-//! order, validations in order; the first failed validation is reported). Not modelled:
-//! paramKind/params, namespaceSelector/objectSelector, the binding's matchResources,
-//! auditAnnotations, the `authorizer` variable, Warn/Audit actions (only Deny acts).
+//! Owns the order of evaluation (policies in order; per policy matchConstraints, binding,
+//! matchConditions, variables, validations in order; the first failed validation is
+//! reported) and the shape of the `request` variable, which is kube-apiserver's: an
+//! AdmissionRequest converted with its `omitempty` rules, so an empty `subResource`, `name`,
+//! `namespace` or `userInfo.extra` is absent rather than empty (reading it is the CEL error
+//! `no such key: ...`, `has()` is false), and a service-account token's `userInfo.extra`
+//! carries its credential id and, when bound to a pod, `authentication.kubernetes.io/node-name`
+//! (not the pod's name and uid, nor the node's uid). Errors are worded as cel-go and the apiserver
+//! word them. Not modelled: paramKind/params, namespaceSelector/objectSelector, the binding's
+//! matchResources, auditAnnotations, the `authorizer` variable, Warn/Audit actions (only Deny
+//! acts).
 
 use std::collections::HashMap;
 
@@ -30,6 +38,8 @@ pub struct Request<'a> {
     pub version: &'a str,
     /// plural resource
     pub resource: &'a str,
+    /// the kind (`Node`)
+    pub kind: &'a str,
     /// subresource ("" for none)
     pub subresource: &'a str,
     /// namespace ("" for cluster scope)
@@ -44,10 +54,15 @@ pub struct Request<'a> {
     pub old_object: &'a Value,
 }
 
-/// A policy with its bindings.
-pub struct Admission {
+/// One policy with its bindings.
+struct Policy {
     policy: ValidatingAdmissionPolicy,
     bindings: Vec<ValidatingAdmissionPolicyBinding>,
+}
+
+/// The policies in force, in the order they were read.
+pub struct Admission {
+    policies: Vec<Policy>,
 }
 
 fn listed(list: Option<&Vec<String>>, x: &str) -> bool {
@@ -58,37 +73,124 @@ fn cel(v: &Value) -> cel::Value {
     cel::to_value(v).unwrap_or(cel::Value::Null)
 }
 
+/// An evaluation error as cel-go words it (the cel crate capitalizes some).
+fn cel_error(e: cel::ExecutionError) -> String {
+    match e {
+        cel::ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
+        e => e.to_string(),
+    }
+}
+
 fn run(expr: &str, ctx: &cel::Context) -> Result<cel::Value, String> {
     let p = cel::Program::compile(expr).map_err(|e| format!("compilation failed: {e}"))?;
-    p.execute(ctx).map_err(|e| e.to_string())
+    p.execute(ctx).map_err(cel_error)
+}
+
+/// kube-apiserver's `request` variable for `r`: an AdmissionRequest converted to unstructured
+/// JSON, where every `omitempty` field that is empty is left out.
+pub fn request_variable(r: &Request) -> Value {
+    let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    let resource = json!({"group": r.group, "version": r.version, "resource": r.resource});
+    let mut request = json!({
+        "kind": kind,
+        "resource": resource,
+        "requestKind": kind,
+        "requestResource": resource,
+        "operation": r.operation,
+        "userInfo": {"username": r.user.user},
+        "dryRun": false,
+    });
+    let options = match r.operation {
+        "CREATE" => Some("CreateOptions"),
+        "UPDATE" => Some("UpdateOptions"),
+        "DELETE" => Some("DeleteOptions"),
+        _ => None,
+    };
+    if let Some(o) = options {
+        request["options"] = json!({"kind": o, "apiVersion": "meta.k8s.io/v1"});
+    }
+    for (key, value) in [
+        ("subResource", r.subresource),
+        ("requestSubResource", r.subresource),
+        ("name", r.name),
+        ("namespace", r.namespace),
+    ] {
+        if !value.is_empty() {
+            request[key] = json!(value);
+        }
+    }
+    if !r.user.groups.is_empty() {
+        request["userInfo"]["groups"] = json!(r.user.groups);
+    }
+    // Every service-account token carries its credential id as an extra (so `extra` is present
+    // even without a bound pod); one bound to a pod also names the pod's node.
+    let mut extra = serde_json::Map::new();
+    if r.user.user.starts_with("system:serviceaccount:") {
+        extra.insert(
+            "authentication.kubernetes.io/credential-id".into(),
+            json!(["JTI=00000000-0000-4000-8000-000000000000"]),
+        );
+    }
+    if let Some(node) = &r.user.node {
+        extra.insert(
+            "authentication.kubernetes.io/node-name".into(),
+            json!([node]),
+        );
+    }
+    if !extra.is_empty() {
+        request["userInfo"]["extra"] = Value::Object(extra);
+    }
+    request
 }
 
 impl Admission {
-    /// Reads the (first) ValidatingAdmissionPolicy and its ValidatingAdmissionPolicyBindings.
+    /// Reads every ValidatingAdmissionPolicy of the YAML documents, each with the
+    /// ValidatingAdmissionPolicyBindings that name it.
     pub fn from_yaml(text: &str) -> anyhow::Result<Admission> {
-        let mut policy = None;
-        let mut bindings = Vec::new();
-        for de in yaml_serde::Deserializer::from_str(text) {
-            let v: Value = serde::Deserialize::deserialize(de)?;
-            match v["kind"].as_str() {
-                Some("ValidatingAdmissionPolicy") if policy.is_none() => {
-                    policy = Some(serde_json::from_value(v)?)
-                }
-                Some("ValidatingAdmissionPolicyBinding") => {
-                    bindings.push(serde_json::from_value(v)?)
-                }
-                _ => {}
-            }
-        }
-        let policy: ValidatingAdmissionPolicy =
-            policy.ok_or_else(|| anyhow::anyhow!("no ValidatingAdmissionPolicy"))?;
-        let name = policy.metadata.name.clone();
-        bindings.retain(|b: &ValidatingAdmissionPolicyBinding| {
-            b.spec.as_ref().and_then(|s| s.policy_name.clone()) == name
-        });
-        Ok(Admission { policy, bindings })
+        Admission::from_yaml_docs(&[text])
     }
 
+    /// [`Admission::from_yaml`] over several files.
+    pub fn from_yaml_docs(texts: &[&str]) -> anyhow::Result<Admission> {
+        let mut policies: Vec<ValidatingAdmissionPolicy> = Vec::new();
+        let mut bindings: Vec<ValidatingAdmissionPolicyBinding> = Vec::new();
+        for text in texts {
+            for de in yaml_serde::Deserializer::from_str(text) {
+                let v: Value = serde::Deserialize::deserialize(de)?;
+                match v["kind"].as_str() {
+                    Some("ValidatingAdmissionPolicy") => policies.push(serde_json::from_value(v)?),
+                    Some("ValidatingAdmissionPolicyBinding") => {
+                        bindings.push(serde_json::from_value(v)?)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if policies.is_empty() {
+            anyhow::bail!("no ValidatingAdmissionPolicy");
+        }
+        let policies = policies
+            .into_iter()
+            .map(|policy| {
+                let name = policy.metadata.name.clone();
+                let bindings = bindings
+                    .iter()
+                    .filter(|b| b.spec.as_ref().and_then(|s| s.policy_name.clone()) == name)
+                    .cloned()
+                    .collect();
+                Policy { policy, bindings }
+            })
+            .collect();
+        Ok(Admission { policies })
+    }
+
+    /// Admits or denies `r`: the first policy that denies decides.
+    pub fn admit(&self, r: &Request) -> Result<(), ApiError> {
+        self.policies.iter().try_for_each(|p| p.admit(r))
+    }
+}
+
+impl Policy {
     fn matches(&self, r: &Request) -> bool {
         let Some(mc) = self
             .policy
@@ -112,7 +214,7 @@ impl Admission {
     }
 
     /// Admits or denies `r` (Ok when the policy does not apply or every validation holds).
-    pub fn admit(&self, r: &Request) -> Result<(), ApiError> {
+    fn admit(&self, r: &Request) -> Result<(), ApiError> {
         if !self.matches(r) {
             return Ok(());
         }
@@ -120,23 +222,7 @@ impl Admission {
             return Ok(());
         };
         let policy = self.policy.metadata.name.clone().unwrap_or_default();
-        let mut extra = serde_json::Map::new();
-        if let Some(node) = &r.user.node {
-            extra.insert(
-                "authentication.kubernetes.io/node-name".into(),
-                json!([node]),
-            );
-        }
-        let request = json!({
-            "kind": {"group": r.group, "version": r.version, "kind": ""},
-            "resource": {"group": r.group, "version": r.version, "resource": r.resource},
-            "subResource": r.subresource,
-            "name": r.name,
-            "namespace": r.namespace,
-            "operation": r.operation,
-            "userInfo": {"username": r.user.user, "groups": r.user.groups, "extra": extra},
-            "dryRun": false,
-        });
+        let request = request_variable(r);
         let mut ctx = cel::Context::default();
         ctx.add_variable_from_value("object", cel(r.object));
         ctx.add_variable_from_value("oldObject", cel(r.old_object));
@@ -175,28 +261,49 @@ impl Admission {
             if !applies {
                 continue;
             }
+            // Variables are evaluated lazily by kube-apiserver: one that fails is an error only
+            // where an expression really reads it (`true || variables.x` does not). Left out of
+            // `variables`, it fails exactly there with "no such key", reworded as the
+            // composition library words it.
             let mut vars: HashMap<String, cel::Value> = HashMap::new();
+            let mut failed: HashMap<String, String> = HashMap::new();
             for v in spec.variables.iter().flatten() {
                 let mut vctx = ctx.new_inner_scope();
                 vctx.add_variable_from_value("variables", vars.clone());
-                let val = run(&v.expression, &vctx).unwrap_or(cel::Value::Null);
-                vars.insert(v.name.clone(), val);
+                match run(&v.expression, &vctx) {
+                    Ok(val) => {
+                        vars.insert(v.name.clone(), val);
+                    }
+                    Err(e) => {
+                        failed.insert(v.name.clone(), e);
+                    }
+                }
             }
             let mut vctx = ctx.new_inner_scope();
             vctx.add_variable_from_value("variables", vars.clone());
+            let eval = |expr: &str| -> Result<cel::Value, String> {
+                run(expr, &vctx).map_err(|e| {
+                    match e
+                        .strip_prefix("no such key: ")
+                        .and_then(|k| failed.get(k).map(|f| (k, f)))
+                    {
+                        Some((name, why)) => {
+                            format!("composited variable \"{name}\" fails to evaluate: {why}")
+                        }
+                        None => e,
+                    }
+                })
+            };
             for v in spec.validations.iter().flatten() {
-                match run(&v.expression, &vctx) {
+                match eval(&v.expression) {
                     Ok(cel::Value::Bool(true)) => {}
                     Ok(_) => {
-                        let from_expr =
-                            v.message_expression
-                                .as_ref()
-                                .and_then(|m| match run(m, &vctx) {
-                                    Ok(cel::Value::String(s)) if !s.trim().is_empty() => {
-                                        Some(s.to_string())
-                                    }
-                                    _ => None,
-                                });
+                        let from_expr = v.message_expression.as_ref().and_then(|m| match eval(m) {
+                            Ok(cel::Value::String(s)) if !s.trim().is_empty() => {
+                                Some(s.to_string())
+                            }
+                            _ => None,
+                        });
                         let msg = from_expr
                             .or_else(|| v.message.clone().filter(|m| !m.is_empty()))
                             .unwrap_or_else(|| format!("failed expression: {}", v.expression));

@@ -401,6 +401,7 @@ fn admit(
         group: kind.group(),
         version: "v1",
         resource: kind.plural(),
+        kind: kind.kind_name(),
         subresource: route.sub.as_deref().unwrap_or(""),
         namespace: ns,
         name,
