@@ -42,6 +42,15 @@ pub const FAILURE_REASON: &str = "rollboot.dev/failure-reason";
 pub const HEALTH_GATE: &str = "rollboot.dev/health-gate";
 /// Annotation kubelet puts on mirror pods.
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+/// Taint the node-lifecycle controller puts on a node whose Ready condition is not True
+/// (NoSchedule at once, NoExecute after the grace period) and removes some seconds after Ready.
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+/// Taint the node-lifecycle controller puts on a node whose kubelet stopped reporting.
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+/// Taint the node-lifecycle controller keeps in step with `spec.unschedulable` (a cordon).
+pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+/// The prefix of the taints Kubernetes itself manages; the only taints rollboot reads.
+const KUBERNETES_TAINTS: &str = "node.kubernetes.io/";
 
 /// A node's maintenance state, as written in `rollboot.dev/state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -145,6 +154,12 @@ pub struct NodeView {
     pub labels: BTreeMap<String, String>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
+    /// A `not-ready` or `unreachable` taint is on the node: the node-lifecycle controller does
+    /// not count it as back yet, and pods that land on it may be evicted by that taint.
+    pub not_ready_taint: bool,
+    /// The `unschedulable` taint is on the node (the node-lifecycle controller's copy of
+    /// `spec.unschedulable`, written a few milliseconds after a cordon or uncordon).
+    pub unschedulable_taint: bool,
     /// Ready condition is True.
     pub ready: bool,
     /// `status.nodeInfo.bootID`.
@@ -196,6 +211,12 @@ impl NodeView {
             .and_then(|s| s.node_info.as_ref())
             .map(|i| i.boot_id.clone())
             .unwrap_or_default();
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[]);
+        let tainted = |keys: &[&str]| taints.iter().any(|t| keys.contains(&t.key.as_str()));
         let flagged_at = [REBOOT_REQUIRED, REBOOT_REQUESTED]
             .iter()
             .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
@@ -208,6 +229,8 @@ impl NodeView {
                 .as_ref()
                 .and_then(|s| s.unschedulable)
                 .unwrap_or(false),
+            not_ready_taint: tainted(&[TAINT_NOT_READY, TAINT_UNREACHABLE]),
+            unschedulable_taint: tainted(&[TAINT_UNSCHEDULABLE]),
             ready,
             boot_id,
             deleting: meta.deletion_timestamp.is_some(),
@@ -233,6 +256,13 @@ impl NodeView {
         self.reboot_required || self.reboot_requested
     }
 
+    /// The node-lifecycle controller has not yet copied `spec.unschedulable` into its taint.
+    /// It will, within milliseconds, and that write changes the Node's resourceVersion: a
+    /// write decided from this view would be refused with 409 (see [`fenced`]).
+    pub fn cordon_taint_pending(&self) -> bool {
+        self.unschedulable != self.unschedulable_taint
+    }
+
     /// The reboot token is written and not yet acknowledged by the agent.
     pub fn token_unacknowledged(&self) -> Option<&str> {
         match (&self.reboot_token, &self.reboot_ack) {
@@ -245,7 +275,7 @@ impl NodeView {
 
 /// Keeps of a Node only what [`NodeView::from_node`] reads, before it is cached: name,
 /// resourceVersion, labels, rollboot's own annotations, deletion, `spec.unschedulable`, the
-/// Ready condition and the boot ID. A kubelet's Node carries images, volumes, addresses,
+/// `node.kubernetes.io/` taints, the Ready condition and the boot ID. A kubelet's Node carries images, volumes, addresses,
 /// capacity and a dozen conditions; 5,000 of them kept whole were half the controller's memory.
 pub fn trim(node: Node) -> Node {
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, NodeSystemInfo};
@@ -276,6 +306,11 @@ pub fn trim(node: Node) -> Node {
         },
         spec: node.spec.map(|s| NodeSpec {
             unschedulable: s.unschedulable,
+            taints: s.taints.map(|ts| {
+                ts.into_iter()
+                    .filter(|t| t.key.starts_with(KUBERNETES_TAINTS))
+                    .collect()
+            }),
             ..Default::default()
         }),
         status,
@@ -352,6 +387,20 @@ pub(crate) mod fixtures {
             }),
             ..Default::default()
         });
+        n
+    }
+
+    /// Adds a taint.
+    pub fn taint(mut n: Node, key: &str, effect: &str) -> Node {
+        n.spec
+            .get_or_insert_with(Default::default)
+            .taints
+            .get_or_insert_with(Vec::new)
+            .push(k8s_openapi::api::core::v1::Taint {
+                key: key.into(),
+                effect: effect.into(),
+                ..Default::default()
+            });
         n
     }
 
@@ -437,6 +486,11 @@ mod tests {
             "x",
         );
         n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        let mut n = taint(
+            taint(n, TAINT_UNSCHEDULABLE, "NoSchedule"),
+            "gpu.example/busy",
+            "NoSchedule",
+        );
         let st = n.status.get_or_insert_with(Default::default);
         st.images = Some(vec![ContainerImage {
             names: Some(vec!["big".into()]),
@@ -463,6 +517,42 @@ mod tests {
             .collect();
         assert_eq!(types, vec!["Ready".to_string()]);
         assert_eq!(t.metadata.resource_version, n.metadata.resource_version);
+        let keys: Vec<_> = t
+            .spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        assert_eq!(keys, vec![TAINT_UNSCHEDULABLE.to_string()]);
+    }
+
+    #[test]
+    fn the_node_lifecycle_taints_are_read_into_the_view() {
+        let n = node("n1", &[]);
+        let v = NodeView::from_node(&n);
+        assert!(!v.not_ready_taint && !v.unschedulable_taint && !v.cordon_taint_pending());
+        for key in [TAINT_NOT_READY, TAINT_UNREACHABLE] {
+            let v = NodeView::from_node(&taint(n.clone(), key, "NoExecute"));
+            assert!(v.not_ready_taint, "{key}");
+        }
+        // Cordoned, and the node-lifecycle controller has not copied it into its taint yet.
+        let mut cordoned = n.clone();
+        cordoned
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = Some(true);
+        assert!(NodeView::from_node(&cordoned).cordon_taint_pending());
+        let mirrored = taint(cordoned, TAINT_UNSCHEDULABLE, "NoSchedule");
+        assert!(!NodeView::from_node(&mirrored).cordon_taint_pending());
+        // Uncordoned, the taint not yet removed.
+        let mut uncordoned = mirrored;
+        uncordoned
+            .spec
+            .get_or_insert_with(Default::default)
+            .unschedulable = None;
+        assert!(NodeView::from_node(&uncordoned).cordon_taint_pending());
     }
 
     #[test]

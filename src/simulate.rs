@@ -599,8 +599,14 @@ pub async fn report(
         .iter()
         .filter(|n| reboots.get(*n) == Some(&1))
         .count();
+    // A node is back only once the node-lifecycle controller takes its not-ready taint off.
     let per_node = scenario
-        .scaled(scenario.grace_seconds as f64 + scenario.reboot_delay + scenario.reboot_time)
+        .scaled(
+            scenario.grace_seconds as f64
+                + scenario.reboot_delay
+                + scenario.reboot_time
+                + scenario.taint_removal_delay,
+        )
         .as_secs_f64();
     let max_nodes = h.config.concurrency.max_nodes;
     let bound = per_node * flagged.len() as f64 / max_nodes.max(1) as f64;

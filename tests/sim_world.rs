@@ -570,3 +570,104 @@ async fn deleting_a_pod_under_an_exhausted_budget_is_recorded_as_a_violation() {
     assert_eq!((viol.healthy, viol.desired), (1, 2));
     cluster.shutdown().await;
 }
+
+/// The taints of kube-controller-manager's node-lifecycle controller, in the order a real one
+/// (v1.36.2) wrote them, each a write of its own (the resourceVersion moves each time):
+/// `unschedulable:NoSchedule` right after a cordon and off right after the uncordon;
+/// `not-ready:NoSchedule`, then `not-ready:NoExecute` once the node is NotReady; when it is
+/// Ready again the NoSchedule one goes at once and the NoExecute one on the next monitor pass,
+/// seconds later (`taintRemovalDelay`).
+#[tokio::test]
+async fn the_node_lifecycle_controller_taints_cordoned_and_not_ready_nodes() {
+    let cluster = Cluster::start(Scenario {
+        reboot_delay: 5.0,
+        reboot_time: 100.0,
+        taint_removal_delay: 150.0,
+        ..small()
+    })
+    .await
+    .unwrap();
+    let c = &cluster;
+    let target = "node-0001";
+    let taints = |n: &Value| -> Vec<(String, String)> {
+        n["spec"]["taints"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        (
+                            t["key"].as_str().unwrap().to_string(),
+                            t["effect"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let pair = |k: &str, e: &str| (k.to_string(), e.to_string());
+    let (code, cordoned) = call(
+        c,
+        Method::PATCH,
+        &format!("/api/v1/nodes/{target}"),
+        "application/merge-patch+json",
+        r#"{"spec":{"unschedulable":true}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(taints(&cordoned).is_empty(), "the taint is a later write");
+    let rv_cordon: u64 = cordoned["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let tainted = eventually!(5, "the unschedulable taint", {
+        let n = node(c, target).await;
+        (taints(&n) == [pair("node.kubernetes.io/unschedulable", "NoSchedule")]).then_some(n)
+    });
+    let rv: u64 = tainted["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv > rv_cordon, "the taint moved the resourceVersion");
+    assert!(tainted["spec"]["taints"][0]["timeAdded"].is_string());
+
+    c.world().reboot(target, "req-1");
+    eventually!(10, "both not-ready taints while NotReady", {
+        let n = node(c, target).await;
+        let t = taints(&n);
+        (!is_ready(&n)
+            && t.contains(&pair("node.kubernetes.io/not-ready", "NoSchedule"))
+            && t.contains(&pair("node.kubernetes.io/not-ready", "NoExecute")))
+        .then_some(())
+    });
+    // Ready again: the NoExecute taint outlives the NoSchedule one by the monitor period.
+    eventually!(10, "Ready with only the NoExecute not-ready taint left", {
+        let n = node(c, target).await;
+        let t = taints(&n);
+        (is_ready(&n)
+            && t.contains(&pair("node.kubernetes.io/not-ready", "NoExecute"))
+            && !t.contains(&pair("node.kubernetes.io/not-ready", "NoSchedule")))
+        .then_some(())
+    });
+    eventually!(10, "the not-ready taints gone", {
+        let n = node(c, target).await;
+        (taints(&n) == [pair("node.kubernetes.io/unschedulable", "NoSchedule")]).then_some(())
+    });
+    // Uncordoned: the unschedulable taint goes too.
+    let (code, _) = call(
+        c,
+        Method::PATCH,
+        &format!("/api/v1/nodes/{target}"),
+        "application/merge-patch+json",
+        r#"{"spec":{"unschedulable":null}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    eventually!(5, "no taint left", {
+        let n = node(c, target).await;
+        taints(&n).is_empty().then_some(())
+    });
+    assert!(c.invariants().uncordoned_while_not_ready.is_empty());
+    cluster.shutdown().await;
+}

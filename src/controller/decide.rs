@@ -210,6 +210,14 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     out
 }
 
+/// How long a step waits, at most, for the node-lifecycle controller to copy a cordon or an
+/// uncordon into the `unschedulable` taint before writing again. That copy changes the Node's
+/// resourceVersion a few milliseconds after rollboot's write, so a write decided before it
+/// arrives is refused with 409 and decided again: a wasted round trip on every cycle. Bounded,
+/// because a cluster whose controller-manager is down (or which runs without that controller)
+/// never writes the taint, and the rollout must not hang on it.
+pub const LIFECYCLE_SETTLE: chrono::Duration = chrono::Duration::seconds(2);
+
 /// The next thing to do for a node listed in the lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -238,6 +246,12 @@ pub enum Step {
     HealthGate {
         /// When the gate times out.
         deadline: DateTime<Utc>,
+    },
+    /// Nothing to do until the node-lifecycle controller has copied the cordon or uncordon into
+    /// its taint (a watched change), or until this instant.
+    Settle {
+        /// When to go on without it.
+        until: DateTime<Utc>,
     },
     /// Write `state: failed` with the reason, and free the slot.
     Fail(String),
@@ -271,6 +285,13 @@ pub fn next_step(
         Some(NodeState::Cordoning) if !n.unschedulable => Step::Cordon {
             record_cordoned_by: true,
         },
+        Some(NodeState::Cordoning)
+            if n.cordon_taint_pending() && now < since + LIFECYCLE_SETTLE =>
+        {
+            Step::Settle {
+                until: since + LIFECYCLE_SETTLE,
+            }
+        }
         Some(NodeState::Cordoning) => Step::Drain {
             deadline: now + config.drain.timeout.to_chrono(),
         },
@@ -289,7 +310,10 @@ pub fn next_step(
             let Some(before) = &n.boot_id_before else {
                 return Step::RequestReboot;
             };
-            if &n.boot_id != before && !n.boot_id.is_empty() && n.ready {
+            // Back means a new boot, Ready, and the node-lifecycle controller agreeing: until it
+            // takes its not-ready/unreachable taints off, pods scheduled there after an
+            // uncordon can be evicted by the NoExecute taint.
+            if &n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
                 return Step::MarkVerifying;
             }
             let deadline = since + config.reboot.timeout.to_chrono();
@@ -305,6 +329,12 @@ pub fn next_step(
         Some(NodeState::Verifying) => {
             if n.unschedulable && n.cordoned_by.is_some() {
                 return Step::Uncordon;
+            }
+            // The health gate may pass at once, and its `done` would race the taint's removal.
+            if n.cordon_taint_pending() && now < since + LIFECYCLE_SETTLE {
+                return Step::Settle {
+                    until: since + LIFECYCLE_SETTLE,
+                };
             }
             let deadline = since + config.health_gate.timeout.to_chrono();
             if now >= deadline {
@@ -569,9 +599,78 @@ mod tests {
             ..base.clone()
         };
         assert_eq!(next_step(Some(&back), &e, &c, now), Step::MarkVerifying);
+        // Ready with a new boot ID, but the node-lifecycle controller still has its not-ready
+        // taint on: pods scheduled after an uncordon now could be evicted by it. Not back yet.
+        let still_tainted = NodeView {
+            not_ready_taint: true,
+            ..back.clone()
+        };
+        assert!(matches!(
+            next_step(Some(&still_tainted), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
         assert!(matches!(
             next_step(Some(&base), &e, &c, t("2026-01-01T00:06:00Z")),
             Step::Fail(_)
+        ));
+    }
+
+    #[test]
+    fn after_a_cordon_or_uncordon_the_next_write_waits_for_the_lifecycle_taint_a_bounded_time() {
+        let c = cfg("{}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let since = "2026-01-01T00:01:00Z";
+        // Cordoned by rollboot; the controller-manager has not written its taint yet.
+        let cordoned = NodeView {
+            unschedulable: true,
+            cordoned_by: Some("c-0".into()),
+            ..in_state(
+                flagged("n", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Cordoning,
+                since,
+            )
+        };
+        assert_eq!(
+            next_step(Some(&cordoned), &e, &c, t("2026-01-01T00:01:00.500Z")),
+            Step::Settle {
+                until: t("2026-01-01T00:01:02Z")
+            }
+        );
+        let mirrored = NodeView {
+            unschedulable_taint: true,
+            ..cordoned.clone()
+        };
+        assert!(matches!(
+            next_step(Some(&mirrored), &e, &c, t("2026-01-01T00:01:00.500Z")),
+            Step::Drain { .. }
+        ));
+        // A cluster that never writes the taint only costs the bound.
+        assert!(matches!(
+            next_step(Some(&cordoned), &e, &c, t("2026-01-01T00:01:02Z")),
+            Step::Drain { .. }
+        ));
+        // Uncordoned with `verifying`; the taint still there.
+        let uncordoned = NodeView {
+            unschedulable: false,
+            cordoned_by: None,
+            unschedulable_taint: true,
+            ..in_state(
+                flagged("n", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Verifying,
+                since,
+            )
+        };
+        assert!(matches!(
+            next_step(Some(&uncordoned), &e, &c, t("2026-01-01T00:01:00.010Z")),
+            Step::Settle { .. }
+        ));
+        let gone = NodeView {
+            unschedulable_taint: false,
+            ..uncordoned
+        };
+        assert!(matches!(
+            next_step(Some(&gone), &e, &c, t("2026-01-01T00:01:00.010Z")),
+            Step::HealthGate { .. }
         ));
     }
 

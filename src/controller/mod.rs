@@ -970,6 +970,8 @@ async fn run_step(
             );
             Ok(None)
         }
+        // The watch brings the taint's arrival (a new pass); the bound is the fallback.
+        Step::Settle { until } => Ok(Some(until)),
         Step::Fail(reason) => {
             fail(ctx, view.expect("a fail step has a node"), reason).await?;
             Ok(None)

@@ -1,8 +1,9 @@
 //! The invariant watch: what a safe rollout must never do, recorded as it happens.
 //!
 //! Owns the records of PDB violations caused by admitted evictions, deletions or reboots, the
-//! largest number of nodes cordoned or NotReady at once, and nodes rebooted twice for one
-//! request token. It must never influence the cluster: it only observes.
+//! largest number of nodes cordoned or NotReady at once, nodes rebooted twice for one
+//! request token, and nodes uncordoned while the node-lifecycle controller still counted them
+//! as not ready. It must never influence the cluster: it only observes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -44,12 +45,17 @@ pub struct InvariantReport {
     pub reboots: usize,
     /// `(node, token)` pairs that asked for a second reboot with an already used token.
     pub repeated_reboots: Vec<(String, String)>,
+    /// Nodes uncordoned while the node-lifecycle controller still had a `not-ready` or
+    /// `unreachable` taint on them (pods landing there can be evicted by it), with when.
+    pub uncordoned_while_not_ready: Vec<(String, String)>,
 }
 
 impl InvariantReport {
     /// True when no invariant was broken.
     pub fn clean(&self) -> bool {
-        self.pdb_violations.is_empty() && self.repeated_reboots.is_empty()
+        self.pdb_violations.is_empty()
+            && self.repeated_reboots.is_empty()
+            && self.uncordoned_while_not_ready.is_empty()
     }
 }
 
@@ -107,6 +113,14 @@ impl Invariants {
         let n = s.unavailable.len();
         s.report.nodes_unavailable_now = n;
         s.report.max_nodes_unavailable = s.report.max_nodes_unavailable.max(n);
+    }
+
+    /// Records an uncordon of `node` while it carried a not-ready/unreachable taint.
+    pub fn uncordoned_while_not_ready(&self, node: &str) {
+        self.lock()
+            .report
+            .uncordoned_while_not_ready
+            .push((node.to_string(), super::api::timestamp(Utc::now())));
     }
 
     /// Notes a node removed from the cluster.

@@ -390,6 +390,8 @@ pub struct Index {
     pub deleting: bool,
     /// spec.unschedulable (nodes)
     pub unschedulable: bool,
+    /// a `node.kubernetes.io/not-ready` or `unreachable` taint (nodes)
+    pub not_ready_taint: bool,
     /// the controller owner reference: (kind, name, uid)
     pub owner: Option<(String, String, String)>,
     /// spec.selector of a PodDisruptionBudget, parsed once: the budgets of a pod are found on
@@ -438,6 +440,12 @@ impl Index {
             ready,
             deleting: !md["deletionTimestamp"].is_null(),
             unschedulable: value["spec"]["unschedulable"] == true,
+            not_ready_taint: value["spec"]["taints"].as_array().is_some_and(|ts| {
+                ts.iter().any(|t| {
+                    t["key"] == "node.kubernetes.io/not-ready"
+                        || t["key"] == "node.kubernetes.io/unreachable"
+                })
+            }),
             owner,
             pdb_selector: if value["kind"] == "PodDisruptionBudget" {
                 super::pdb::label_selector(&value["spec"]["selector"])

@@ -39,6 +39,10 @@ pub struct Scenario {
     pub reboot_time: f64,
     /// Delay before a node goes NotReady once a reboot is asked, seconds.
     pub reboot_delay: f64,
+    /// How long after a node is Ready again the node-lifecycle controller takes its
+    /// `not-ready` taints off, seconds (kube-controller-manager notices on its 5 s monitor
+    /// period: 0 to 5 s).
+    pub taint_removal_delay: f64,
     /// Pods' terminationGracePeriodSeconds.
     pub grace_seconds: i64,
     /// Delay from binding to Running+Ready, seconds.
@@ -66,6 +70,7 @@ impl Default for Scenario {
             namespaces: 2,
             reboot_time: 60.0,
             reboot_delay: 2.0,
+            taint_removal_delay: 3.0,
             grace_seconds: 30,
             start_delay: 2.0,
             time_factor: 0.01,

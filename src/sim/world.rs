@@ -30,7 +30,13 @@ enum Msg {
     Reboot(String),
     RebootDown(String),
     RebootUp(String),
+    /// The node-lifecycle controller's monitor pass after a node is Ready again.
+    Untaint(String),
 }
+
+/// The taint keys kube-controller-manager's node-lifecycle controller manages here.
+const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 
 /// A handle on the world: reboots and counts.
 #[derive(Clone)]
@@ -501,6 +507,8 @@ struct Runner {
     dirty_ss: BTreeSet<String>,
     dirty_rs: BTreeSet<String>,
     rebooting: BTreeSet<String>,
+    /// Nodes Ready again whose NoExecute not-ready taint waits for the next monitor pass.
+    untaint_pending: BTreeSet<String>,
 }
 
 /// Starts the world task; returns its handle.
@@ -529,6 +537,7 @@ pub fn start(
         dirty_ss: BTreeSet::new(),
         dirty_rs: BTreeSet::new(),
         rebooting: BTreeSet::new(),
+        untaint_pending: BTreeSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
     (world, task)
@@ -635,6 +644,15 @@ impl Runner {
                 }
             }
             Kind::Node => {
+                if ev.typ != EventType::Deleted {
+                    if ev.prev.as_ref().is_some_and(|p| p.unschedulable)
+                        && !idx.unschedulable
+                        && idx.not_ready_taint
+                    {
+                        self.shared.invariants.uncordoned_while_not_ready(&idx.name);
+                    }
+                    self.lifecycle_taints(&idx.name);
+                }
                 let unavailable = ev.typ != EventType::Deleted && (idx.unschedulable || !idx.ready);
                 if ev.typ == EventType::Deleted {
                     self.shared.invariants.node_gone(&idx.name);
@@ -643,11 +661,11 @@ impl Runner {
                         .invariants
                         .node_availability(&idx.name, unavailable);
                 }
-                let was_ok = ev
-                    .prev
-                    .as_ref()
-                    .is_some_and(|p| p.ready && !p.unschedulable);
-                if !unavailable && !was_ok {
+                // Pods wait for a node the scheduler takes: Ready, schedulable, not tainted
+                // not-ready (the taint can outlast the other two by seconds).
+                let takes = |i: &Index| i.ready && !i.unschedulable && !i.not_ready_taint;
+                let was_ok = ev.prev.as_ref().is_some_and(|p| takes(p));
+                if ev.typ != EventType::Deleted && takes(idx) && !was_ok {
                     self.schedule_pending();
                     self.start_pending_on(&idx.name);
                 }
@@ -704,6 +722,78 @@ impl Runner {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// kube-controller-manager's node-lifecycle controller, for the taints rollboot reads, as a
+    /// real one was seen doing (each a write of its own, so each moves the resourceVersion):
+    /// `unschedulable:NoSchedule` as soon as a node is cordoned and off as soon as it is
+    /// uncordoned; `not-ready:NoSchedule` then `not-ready:NoExecute` as soon as Ready is not
+    /// True; when Ready again, NoSchedule off at once and NoExecute off at the next monitor
+    /// pass (`taintRemovalDelay`). It does not evict pods for the NoExecute taint.
+    fn lifecycle_taints(&mut self, node: &str) {
+        let mut inner = self.shared.store.lock();
+        let Some(n) = inner.get(Kind::Node, node).cloned() else {
+            return;
+        };
+        let mut v = n.value();
+        let taints: Vec<Value> = v["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        let has = |key: &str, effect: &str| {
+            taints
+                .iter()
+                .any(|t| t["key"] == key && t["effect"] == effect)
+        };
+        let now = timestamp(Utc::now());
+        let taint =
+            |key: &str, effect: &str| json!({"key": key, "effect": effect, "timeAdded": now});
+        // One change per write, in the order the real controller makes them.
+        let next: Option<Vec<Value>> =
+            if n.idx.unschedulable && !has(TAINT_UNSCHEDULABLE, "NoSchedule") {
+                Some(
+                    [
+                        taints.clone(),
+                        vec![taint(TAINT_UNSCHEDULABLE, "NoSchedule")],
+                    ]
+                    .concat(),
+                )
+            } else if !n.idx.unschedulable && has(TAINT_UNSCHEDULABLE, "NoSchedule") {
+                Some(
+                    taints
+                        .iter()
+                        .filter(|t| t["key"] != TAINT_UNSCHEDULABLE)
+                        .cloned()
+                        .collect(),
+                )
+            } else if !n.idx.ready && !has(TAINT_NOT_READY, "NoSchedule") {
+                self.untaint_pending.remove(node);
+                Some([taints.clone(), vec![taint(TAINT_NOT_READY, "NoSchedule")]].concat())
+            } else if !n.idx.ready && !has(TAINT_NOT_READY, "NoExecute") {
+                Some([taints.clone(), vec![taint(TAINT_NOT_READY, "NoExecute")]].concat())
+            } else if n.idx.ready && has(TAINT_NOT_READY, "NoSchedule") {
+                Some(
+                    taints
+                        .iter()
+                        .filter(|t| !(t["key"] == TAINT_NOT_READY && t["effect"] == "NoSchedule"))
+                        .cloned()
+                        .collect(),
+                )
+            } else {
+                None
+            };
+        let monitor_pass = next.is_none()
+            && n.idx.ready
+            && has(TAINT_NOT_READY, "NoExecute")
+            && self.untaint_pending.insert(node.to_string());
+        if let Some(t) = next {
+            set_taints(&mut v, t);
+            inner.put(Kind::Node, v);
+        }
+        drop(inner);
+        if monitor_pass {
+            self.later(
+                self.sc.scaled(self.sc.taint_removal_delay),
+                Msg::Untaint(node.to_string()),
+            );
         }
     }
 
@@ -837,8 +927,13 @@ impl Runner {
             .unwrap_or_default();
         let best = inner
             .range(Kind::Node, None, None)
+            // The not-ready NoSchedule taint keeps pods off as the scheduler's taint filter does
+            // (the world's pods tolerate only the NoExecute one).
             .filter(|n| {
-                n.idx.ready && !n.idx.unschedulable && !self.rebooting.contains(&n.idx.name)
+                n.idx.ready
+                    && !n.idx.unschedulable
+                    && !n.idx.not_ready_taint
+                    && !self.rebooting.contains(&n.idx.name)
             })
             .filter(|n| {
                 selector
@@ -969,6 +1064,30 @@ impl Runner {
                 drop(inner);
                 self.later(self.sc.scaled(self.sc.reboot_time), Msg::RebootUp(node));
             }
+            Msg::Untaint(node) => {
+                self.untaint_pending.remove(&node);
+                let mut inner = self.shared.store.lock();
+                let Some(n) = inner.get(Kind::Node, &node).cloned() else {
+                    return;
+                };
+                if !n.idx.ready {
+                    return;
+                }
+                let mut v = n.value();
+                let taints: Vec<Value> = v["spec"]["taints"]
+                    .as_array()
+                    .map(|ts| {
+                        ts.iter()
+                            .filter(|t| t["key"] != TAINT_NOT_READY)
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                set_taints(&mut v, taints);
+                if v != n.value() {
+                    inner.put(Kind::Node, v);
+                }
+            }
             Msg::RebootUp(node) => {
                 self.rebooting.remove(&node);
                 let mut inner = self.shared.store.lock();
@@ -1027,6 +1146,17 @@ impl Runner {
                 refresh_pdb(&mut inner, &k);
             }
         }
+    }
+}
+
+/// Writes a Node's taints; no taints is no `taints` key, as the API server stores it.
+fn set_taints(v: &mut Value, taints: Vec<Value>) {
+    if taints.is_empty() {
+        if let Some(spec) = v["spec"].as_object_mut() {
+            spec.remove("taints");
+        }
+    } else {
+        v["spec"]["taints"] = Value::Array(taints);
     }
 }
 
