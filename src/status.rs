@@ -93,12 +93,31 @@ pub struct Lock {
 pub struct InFlight {
     /// Node name.
     pub node: String,
-    /// State when the entry was written.
+    /// The node's state now, as its `rollboot.dev/state` says (the lock entry keeps only the
+    /// state it was written with, `cordoning`, until the node leaves the lock).
     pub state: NodeState,
-    /// When the node entered maintenance.
+    /// When the node entered that state.
     pub since: DateTime<Utc>,
+    /// When the node entered maintenance (its lock entry was written).
+    pub started: DateTime<Utc>,
     /// The leader that started it.
     pub leader: String,
+}
+
+/// A lock entry as the Node reports it now: its state of this cycle (a state written before
+/// the entry belongs to an earlier cycle), else the entry's own.
+fn in_flight_entry(name: &str, entry: &LockEntry, node: Option<&NodeView>) -> InFlight {
+    let (state, since) = node
+        .and_then(|n| Some((n.state?, n.state_since?)))
+        .filter(|(_, since)| *since >= entry.since)
+        .unwrap_or((entry.state, entry.since));
+    InFlight {
+        node: name.to_string(),
+        state,
+        since,
+        started: entry.since,
+        leader: entry.leader.clone(),
+    }
 }
 
 /// Who cordoned a node.
@@ -358,11 +377,8 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             foreign: foreign.is_some(),
             in_flight: entries
                 .iter()
-                .map(|(name, e)| InFlight {
-                    node: name.clone(),
-                    state: e.state,
-                    since: e.since,
-                    leader: e.leader.clone(),
+                .map(|(name, e)| {
+                    in_flight_entry(name, e, snap.nodes.iter().find(|n| n.name == *name))
                 })
                 .collect(),
         },
@@ -430,11 +446,12 @@ pub fn text(s: &Status) -> String {
         for e in &k.in_flight {
             let _ = writeln!(
                 out,
-                "  {}  {}  since {} ({}), started by {}",
+                "  {}  {}  since {} ({}), started {} by {}",
                 e.node,
                 e.state,
                 instant(e.since),
                 ago(now, e.since),
+                instant(e.started),
                 e.leader
             );
         }
