@@ -132,7 +132,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let identity = identity.unwrap_or_else(default_identity);
             multi_thread_runtime()?.block_on(async move {
-                let kube_config = kube::Config::infer().await?;
+                let mut kube_config = kube::Config::infer().await?;
+                crate::client::identify(&mut kube_config, "controller");
                 let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
                 tokio::spawn(crate::metrics::serve(metrics_addr, metrics.clone()));
                 crate::controller::run_with_config_file(
@@ -154,7 +155,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // The agent watches one Node and checks one sentinel: a single thread does it, and
             // it runs on every node, so its memory counts (issue 4: under 15 MiB resident).
             current_thread_runtime()?.block_on(async move {
-                let client = kube::Client::try_default().await?;
+                let mut kube_config = kube::Config::infer().await?;
+                crate::client::identify(&mut kube_config, "agent");
+                let client = kube::Client::try_from(kube_config)?;
                 let config = std::sync::Arc::new(config);
                 let r = &config.reboot;
                 let shutdown = shutdown_signal();
@@ -189,6 +192,7 @@ async fn status(config: &Config, output: Output) -> anyhow::Result<ExitCode> {
         }
     };
     // A person is waiting: a hung API server should fail in seconds, not after kube's 295 s.
+    crate::client::identify(&mut kube_config, "status");
     let limit = std::time::Duration::from_secs(30);
     kube_config.connect_timeout = Some(limit);
     kube_config.read_timeout = Some(limit);

@@ -6,7 +6,8 @@
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`sim`]: the embedded simulated cluster behind `rollboot simulate` and the tests;
 //! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
-//! - [`cli`]: the command line, the only place that prints or picks exit codes.
+//! - [`cli`]: the command line, the only place that prints or picks exit codes;
+//! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent).
 
 pub mod cli;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod sim;
 pub mod windows;
 
 pub mod agent;
+pub mod client;
 pub mod controller;
 pub mod drain;
 pub mod lease;

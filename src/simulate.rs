@@ -163,7 +163,9 @@ impl Harness {
     pub async fn start(scenario: Scenario, config: Config) -> anyhow::Result<Harness> {
         let cluster = Cluster::start(scenario).await?;
         let client = cluster.kube_client_as("harness").await?;
-        let agent_client = cluster.kube_client_as("agent").await?;
+        let mut agent_config = cluster.kube_config_as("agent").await?;
+        crate::client::identify(&mut agent_config, "agent");
+        let agent_client = kube::Client::try_from(agent_config)?;
         // What the deploy manifests create: the namespace of the Leases.
         let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
         for name in BTreeSet::from([
@@ -203,7 +205,8 @@ impl Harness {
     pub async fn start_controller(&mut self, i: usize) -> anyhow::Result<()> {
         let kc: kube::config::Kubeconfig =
             yaml_serde::from_str(&self.cluster.kubeconfig(&format!("controller-{i}")))?;
-        let client = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        let mut client = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        crate::client::identify(&mut client, "controller");
         while self.controllers.len() <= i {
             self.controllers.push(None);
             self.metrics.push(Arc::new(Metrics::default()));
@@ -262,6 +265,7 @@ impl Harness {
             Some(prefix) => {
                 let mut c = kube::Config::new(self.cluster.base_url().parse().expect("url"));
                 c.auth_info.token = Some(format!("{prefix}{node}").into());
+                crate::client::identify(&mut c, "agent");
                 kube::Client::try_from(c).unwrap_or_else(|_| self.agent_client.clone())
             }
             None => self.agent_client.clone(),

@@ -253,13 +253,18 @@ impl Cluster {
         std::fs::write(path, self.kubeconfig(token))
     }
 
+    /// A kube client config for this cluster, identified by `token`.
+    pub async fn kube_config_as(&self, token: &str) -> anyhow::Result<kube::Config> {
+        let kc: kube::config::Kubeconfig = yaml_serde::from_str(&self.kubeconfig(token))?;
+        Ok(
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?,
+        )
+    }
+
     /// A kube client for this cluster, identified by `token`.
     pub async fn kube_client_as(&self, token: &str) -> anyhow::Result<kube::Client> {
-        let kc: kube::config::Kubeconfig = yaml_serde::from_str(&self.kubeconfig(token))?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await?;
-        Ok(kube::Client::try_from(config)?)
+        Ok(kube::Client::try_from(self.kube_config_as(token).await?)?)
     }
 
     /// A kube client for this cluster with the token `test`.

@@ -229,6 +229,12 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         namespace: route.namespace.clone().unwrap_or_default(),
     };
     sh.stats.request(key.clone());
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    sh.stats.user_agent(&key.identity, user_agent);
     let r = serve(&sh, &key, who, verb, route, query, req).await;
     if r.extensions().get::<Answered>().is_none() {
         sh.stats.answer(&key, r.status().as_u16());

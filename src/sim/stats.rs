@@ -1,10 +1,10 @@
 //! Request accounting: how much API load the clients put on the simulated server.
 //!
 //! Owns counters of requests keyed by (identity, verb, group, resource, subresource,
-//! namespace), of the error statuses answered to them, of watch events sent, and of injected
-//! faults. Identity is the bearer token the client presented (any token is accepted). It must never affect how a request is answered.
+//! namespace), of the error statuses answered to them, of watch events sent, of injected
+//! faults, and of the User-Agents each identity sent. Identity is the bearer token the client presented (any token is accepted). It must never affect how a request is answered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -41,6 +41,8 @@ pub struct StatsReport {
     pub faults_injected: u64,
     /// Requests answered with an error status, per key and status code.
     pub errors: Vec<((RequestKey, u16), u64)>,
+    /// The User-Agent headers each identity sent ("" for a request without one).
+    pub user_agents: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl StatsReport {
@@ -81,6 +83,7 @@ pub struct Stats {
     errors: Mutex<BTreeMap<(RequestKey, u16), u64>>,
     watch_events: AtomicU64,
     faults: AtomicU64,
+    user_agents: Mutex<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl Stats {
@@ -105,6 +108,16 @@ impl Stats {
             .unwrap_or_else(|e| e.into_inner())
             .entry((key.clone(), status))
             .or_default() += 1;
+    }
+
+    /// Notes the User-Agent `identity` sent.
+    pub fn user_agent(&self, identity: &str, user_agent: &str) {
+        let mut m = self.user_agents.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.get(identity).is_some_and(|s| s.contains(user_agent)) {
+            m.entry(identity.to_string())
+                .or_default()
+                .insert(user_agent.to_string());
+        }
     }
 
     /// Counts watch events sent.
@@ -139,6 +152,11 @@ impl Stats {
             requests,
             watch_events_sent: self.watch_events.load(Ordering::Relaxed),
             faults_injected: self.faults.load(Ordering::Relaxed),
+            user_agents: self
+                .user_agents
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 }
