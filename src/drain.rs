@@ -197,12 +197,18 @@ pub trait DrainApi: Send + Sync {
     /// Deletes the pod (only after the timeout, when configured).
     fn delete(&self, pod: &PodRef) -> impl Future<Output = Result<(), DrainError>> + Send;
     /// The budgets in `namespace` that select at least one of `pods` (each a pod's labels);
-    /// name and selector are all the drain reads of them.
+    /// name, selector and `status.disruptedPods` are all the drain reads of them.
     fn budgets(
         &self,
         namespace: &str,
         pods: &[BTreeMap<String, String>],
     ) -> impl Future<Output = Result<Vec<PodDisruptionBudget>, DrainError>> + Send;
+    /// Whether pod `namespace/name` is being deleted: `None` when it does not exist.
+    fn pod_deleting(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<bool>, DrainError>> + Send;
     /// Records a Warning/Normal Event on the node.
     fn event(&self, warning: bool, reason: &str, note: String) -> impl Future<Output = ()> + Send;
     /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
@@ -248,6 +254,54 @@ pub fn selector_matches(sel: Option<&LabelSelector>, labels: &BTreeMap<String, S
                 }
             })
         })
+}
+
+/// How long kube-apiserver's disruption controller keeps counting a pod in a budget's
+/// `status.disruptedPods` when the pod's deletion does not follow (`DeletionTimeout`).
+pub const DISRUPTION_EXPIRY: chrono::Duration = chrono::Duration::minutes(2);
+
+/// Why a budget refuses evictions although nothing is being disrupted, when that is so: it
+/// lists in `status.disruptedPods` (pod name -> when its eviction was admitted) a pod that is
+/// not being deleted or no longer exists. The eviction that put it there was admitted and its
+/// deletion never happened (a client killed mid-request: kube-apiserver writes the budget,
+/// then deletes the pod), and Kubernetes itself clears the entry [`DISRUPTION_EXPIRY`] after
+/// the eviction. `deleting` says, per listed pod, `None` for gone and whether it is deleting.
+pub fn phantom_disruptions(
+    budget: &str,
+    disrupted: &BTreeMap<String, DateTime<Utc>>,
+    deleting: &BTreeMap<String, Option<bool>>,
+    now: DateTime<Utc>,
+) -> Option<String> {
+    let notes: Vec<String> = disrupted
+        .iter()
+        .filter(|(pod, _)| deleting.get(*pod).copied().flatten() != Some(true))
+        .map(|(pod, since)| {
+            let clears = *since + DISRUPTION_EXPIRY;
+            let left = (clears - now).max(chrono::Duration::zero());
+            let what = match deleting.get(pod).copied().flatten() {
+                None => "no longer exists",
+                Some(_) => "is not being deleted",
+            };
+            format!(
+                "{budget} counts pod {pod} as disrupted since {} but that pod {what}: an eviction \
+                 was admitted and its deletion never happened (a client stopped mid-request); \
+                 Kubernetes stops counting it at {} (in {}s), then evictions go through",
+                since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                clears.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                left.num_seconds()
+            )
+        })
+        .collect();
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+/// One budget covering a pod, as an Event about a refused eviction needs it.
+#[derive(Clone, Debug, Default)]
+struct Covering {
+    /// `namespace/name`.
+    name: String,
+    /// `status.disruptedPods`.
+    disrupted: BTreeMap<String, DateTime<Utc>>,
 }
 
 /// Drains `node`: evicts what [`classify`] says, retrying refusals until `deadline`, then waits
@@ -313,7 +367,7 @@ pub async fn drain<A: DrainApi>(
             .or_default()
             .push(p.metadata.labels.clone().unwrap_or_default());
     }
-    let covering_cell: tokio::sync::OnceCell<BTreeMap<PodRef, Vec<String>>> =
+    let covering_cell: tokio::sync::OnceCell<BTreeMap<PodRef, Vec<Covering>>> =
         tokio::sync::OnceCell::new();
     let read_covering = || async {
         let reads = labels_by_ns.iter().map(|(ns, labels)| async move {
@@ -324,33 +378,73 @@ pub async fn drain<A: DrainApi>(
                 .await?
                 .into_iter()
                 .collect();
-        let mut covering: BTreeMap<PodRef, Vec<String>> = BTreeMap::new();
+        let mut covering: BTreeMap<PodRef, Vec<Covering>> = BTreeMap::new();
         for p in &drained {
             let r = PodRef::of(p);
             let labels = p.metadata.labels.clone().unwrap_or_default();
-            let names: Vec<String> = by_ns[&r.namespace]
+            let budgets: Vec<Covering> = by_ns[&r.namespace]
                 .iter()
                 .filter(|b| {
                     selector_matches(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
                 })
-                .map(|b| {
-                    format!(
+                .map(|b| Covering {
+                    name: format!(
                         "{}/{}",
                         r.namespace,
                         b.metadata.name.clone().unwrap_or_default()
-                    )
+                    ),
+                    disrupted: b
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.disrupted_pods.as_ref())
+                        .map(|d| {
+                            d.iter()
+                                .map(|(pod, t)| (pod.clone(), crate::time::from_jiff(t.0)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 })
                 .collect();
-            covering.insert(r, names);
+            covering.insert(r, budgets);
         }
         Ok::<_, DrainError>(covering)
     };
-    let names_of = |pod: &PodRef| {
+    let covering_of = |pod: &PodRef| {
         let (cell, read) = (&covering_cell, &read_covering);
         let pod = pod.clone();
         async move {
             let covering = cell.get_or_try_init(read).await?;
-            Ok::<_, DrainError>(covering.get(&pod).map(|v| v.join(", ")).unwrap_or_default())
+            Ok::<_, DrainError>(covering.get(&pod).cloned().unwrap_or_default())
+        }
+    };
+    let names = |budgets: &[Covering]| {
+        budgets
+            .iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // For a refused eviction: the budgets' entries for pods whose deletion never happened.
+    let phantoms = |pod: &PodRef, budgets: Vec<Covering>| {
+        let pod = pod.clone();
+        async move {
+            let mut notes = Vec::new();
+            for b in budgets {
+                let mut deleting = BTreeMap::new();
+                for listed in b.disrupted.keys() {
+                    deleting.insert(
+                        listed.clone(),
+                        api.pod_deleting(&pod.namespace, listed).await?,
+                    );
+                }
+                notes.extend(phantom_disruptions(
+                    &b.name,
+                    &b.disrupted,
+                    &deleting,
+                    Utc::now(),
+                ));
+            }
+            Ok::<_, DrainError>(notes)
         }
     };
     let owners = drained
@@ -370,7 +464,7 @@ pub async fn drain<A: DrainApi>(
     let refs: Vec<PodRef> = to_evict.iter().map(|p| PodRef::of(p)).collect();
     let evictions = futures::stream::iter(refs.iter().cloned())
         .map(|pod| {
-            let names_of = &names_of;
+            let (covering_of, names, phantoms) = (&covering_of, &names, &phantoms);
             async move {
                 let mut announced = false;
                 loop {
@@ -380,14 +474,28 @@ pub async fn drain<A: DrainApi>(
                         Evicted::Blocked { message, retry_after } => {
                             if !announced {
                                 announced = true;
-                                let names = names_of(&pod).await?;
-                                api.event(true, "EvictionBlocked", format!("evicting pod {pod} is blocked by PodDisruptionBudget {names}: {message}; retrying")).await;
+                                let budgets = covering_of(&pod).await?;
+                                let names = names(&budgets);
+                                let phantom = phantoms(&pod, budgets).await?;
+                                let mut note = format!("evicting pod {pod} is blocked by PodDisruptionBudget {names}: {message}; retrying");
+                                if !phantom.is_empty() {
+                                    note = format!("{note}. {}", phantom.join(". "));
+                                    tracing::warn!(node, pod = %pod, budget = %names, reason = %phantom.join("; "), "a budget counts a disruption that is not happening");
+                                }
+                                api.event(true, "EvictionBlocked", note).await;
                             }
                             retry_after.unwrap_or(retry)
                         }
-                        Evicted::ServerError(message) => {
-                            let names = names_of(&pod).await?;
+                        Evicted::ServerError(message) if message.contains("more than one PodDisruptionBudget") => {
+                            let names = names(&covering_of(&pod).await?);
                             api.event(true, "EvictionFailed", format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")).await;
+                            retry
+                        }
+                        // A timeout or an unavailable server: the eviction may or may not have
+                        // been admitted; asking again is safe (the UID precondition holds).
+                        Evicted::ServerError(message) => {
+                            tracing::warn!(node, pod = %pod, error = %message, "eviction failed on the server side; retrying");
+                            api.event(true, "EvictionFailed", format!("evicting pod {pod} failed: {message}; retrying")).await;
                             retry
                         }
                     };
@@ -603,7 +711,13 @@ impl DrainApi for KubeDrain {
                             selector: s.selector,
                             ..Default::default()
                         }),
-                    status: None,
+                    status: b.status.and_then(|s| {
+                        let d = s.disrupted_pods.filter(|d| !d.is_empty())?;
+                        Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+                            disrupted_pods: Some(d),
+                            ..Default::default()
+                        })
+                    }),
                 }
             }));
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -611,6 +725,20 @@ impl DrainApi for KubeDrain {
                 None => return Ok(out),
             }
         }
+    }
+
+    async fn pod_deleting(&self, namespace: &str, name: &str) -> Result<Option<bool>, DrainError> {
+        // A list by name: the controller's RBAC lists pods and never gets one.
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        let pods = api
+            .list_metadata(&lp)
+            .await
+            .map_err(self.err(format!("reading pod {namespace}/{name}")))?;
+        Ok(pods
+            .items
+            .first()
+            .map(|p| p.metadata.deletion_timestamp.is_some()))
     }
 
     async fn event(&self, warning: bool, reason: &str, note: String) {
@@ -791,6 +919,12 @@ mod tests {
         evictions: Mutex<Vec<String>>,
         deletions: Mutex<Vec<String>>,
         events: Mutex<Vec<String>>,
+        /// The budget's `status.disruptedPods`.
+        disrupted: Mutex<BTreeMap<String, DateTime<Utc>>>,
+        /// What `pod_deleting` answers per pod name (absent: gone).
+        pod_states: Mutex<BTreeMap<String, Option<bool>>>,
+        /// 5xx messages answered (first to last) before anything else.
+        server_errors: Mutex<Vec<String>>,
     }
 
     impl Fake {
@@ -802,6 +936,9 @@ mod tests {
                 evictions: Mutex::default(),
                 deletions: Mutex::default(),
                 events: Mutex::default(),
+                disrupted: Mutex::default(),
+                pod_states: Mutex::default(),
+                server_errors: Mutex::default(),
             }
         }
     }
@@ -815,6 +952,11 @@ mod tests {
         }
         async fn evict(&self, pod: &PodRef, _: Option<i64>) -> Result<Evicted, DrainError> {
             self.evictions.lock().unwrap().push(pod.name.clone());
+            let mut errors = self.server_errors.lock().unwrap();
+            if !errors.is_empty() {
+                return Ok(Evicted::ServerError(errors.remove(0)));
+            }
+            drop(errors);
             let mut o = self.overlapping_for.lock().unwrap();
             if *o > 0 {
                 *o -= 1;
@@ -852,7 +994,22 @@ mod tests {
                 }),
                 ..Default::default()
             });
+            let disrupted = self.disrupted.lock().unwrap().clone();
+            if !disrupted.is_empty() {
+                b.status = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+                    disrupted_pods: Some(
+                        disrupted
+                            .into_iter()
+                            .map(|(k, t)| (k, Time(crate::time::to_jiff(t))))
+                            .collect(),
+                    ),
+                    ..Default::default()
+                });
+            }
             Ok(vec![b])
+        }
+        async fn pod_deleting(&self, _: &str, name: &str) -> Result<Option<bool>, DrainError> {
+            Ok(self.pod_states.lock().unwrap().get(name).copied().flatten())
         }
         async fn event(&self, _: bool, reason: &str, note: String) {
             self.events
@@ -973,6 +1130,86 @@ mod tests {
             "{events:?}"
         );
         assert!(api.deletions.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_server_timeout_is_retried_without_blaming_overlapping_budgets() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+        api.server_errors
+            .lock()
+            .unwrap()
+            .push("Timeout: request did not complete within requested timeout".into());
+        let c = Drain {
+            eviction_retry_interval: crate::config::Duration::from_millis(5),
+            ..cfg()
+        };
+        drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+            .await
+            .unwrap();
+        assert_eq!(api.evictions.lock().unwrap().len(), 2, "retried once");
+        let events = api.events.lock().unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(
+            events[0].starts_with("EvictionFailed") && events[0].contains("Timeout"),
+            "{events:?}"
+        );
+        assert!(!events[0].contains("overlapping"), "{events:?}");
+    }
+
+    #[test]
+    fn a_budget_entry_for_a_pod_whose_deletion_never_happened_is_explained() {
+        let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+        let now = t("2026-11-23T10:00:30Z");
+        let disrupted = BTreeMap::from([
+            ("web-0".to_string(), t("2026-11-23T10:00:00Z")),
+            ("web-1".to_string(), t("2026-11-23T10:00:10Z")),
+            ("web-2".to_string(), t("2026-11-23T09:59:50Z")),
+        ]);
+        // web-0 still runs (its eviction's DELETE never came), web-1 is being deleted (a
+        // normal eviction in progress), web-2 is gone.
+        let states = BTreeMap::from([
+            ("web-0".to_string(), Some(false)),
+            ("web-1".to_string(), Some(true)),
+        ]);
+        let note = phantom_disruptions("apps/web", &disrupted, &states, now).unwrap();
+        assert!(note.contains("counts pod web-0 as disrupted since 2026-11-23T10:00:00Z but that pod is not being deleted"), "{note}");
+        assert!(note.contains("at 2026-11-23T10:02:00Z (in 90s)"), "{note}");
+        assert!(
+            note.contains("web-2") && note.contains("no longer exists"),
+            "{note}"
+        );
+        assert!(
+            !note.contains("web-1"),
+            "an eviction in progress is not a phantom: {note}"
+        );
+        let only_real = BTreeMap::from([("web-1".to_string(), t("2026-11-23T10:00:10Z"))]);
+        assert_eq!(
+            phantom_disruptions("apps/web", &only_real, &states, now),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_by_a_budget_holding_a_phantom_disruption_says_so_in_its_event() {
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 2);
+        let since = Utc::now() - chrono::Duration::seconds(30);
+        api.disrupted.lock().unwrap().insert("web-0".into(), since);
+        api.pod_states
+            .lock()
+            .unwrap()
+            .insert("web-0".into(), Some(false));
+        drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &ok)
+            .await
+            .unwrap();
+        let events = api.events.lock().unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(
+            events[0].starts_with("EvictionBlocked")
+                && events[0].contains("counts pod web-0 as disrupted")
+                && events[0].contains("not being deleted")
+                && events[0].contains("Kubernetes stops counting it"),
+            "{events:?}"
+        );
     }
 
     #[tokio::test]

@@ -514,6 +514,32 @@ pub fn evict(
     body: &[u8],
     invariants: &Invariants,
 ) -> Result<(), ApiError> {
+    evict_or_abandon(store, namespace, name, body, invariants, false)
+}
+
+/// An eviction whose request is abandoned after the budget was written and before the pod is
+/// deleted (its client killed mid-request, the server timing it out): kube-apiserver keeps the
+/// budget's `disruptedPods` entry and answers 504. The disruption controller counts that pod as
+/// disrupted until the entry expires, two minutes later.
+pub fn evict_abandoned(
+    store: &Store,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+    invariants: &Invariants,
+) -> Result<(), ApiError> {
+    evict_or_abandon(store, namespace, name, body, invariants, true)?;
+    Err(ApiError::timeout())
+}
+
+fn evict_or_abandon(
+    store: &Store,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+    invariants: &Invariants,
+    abandon: bool,
+) -> Result<(), ApiError> {
     let ev: Value = serde_json::from_slice(body)
         .map_err(|e| Kind::Pod.decode_error(format!("decoding Eviction: {e}")))?;
     if ev["metadata"]["name"].as_str().is_some_and(|n| n != name) {
@@ -577,6 +603,9 @@ pub fn evict(
             }
             let pdb_old = pdb.clone();
             commit_update(&mut inner, Kind::Pdb, &pdb_old, v, Target::Status)?;
+            if abandon {
+                return Ok(());
+            }
         }
     } else {
         check_disruption(&inner, &idx, Cause::Eviction, invariants);

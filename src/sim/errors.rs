@@ -278,6 +278,17 @@ impl ApiError {
             .with_details(json!({"causes": [{"message": "injected fault"}]}))
     }
 
+    /// 504 Timeout as kube-apiserver's request timeout answers a request it gave up on (the
+    /// work it had done is not undone).
+    pub fn timeout() -> ApiError {
+        ApiError::new(
+            504,
+            Some("Timeout"),
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
+        )
+        .with_details(json!({}))
+    }
+
     /// 429 TooManyRequests as the API priority-and-fairness filter answers (fault injection).
     pub fn throttled() -> ApiError {
         ApiError {

@@ -7,6 +7,7 @@
 //! hold is set.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
@@ -58,6 +59,7 @@ pub struct Faults {
     config: RwLock<FaultConfig>,
     down_until: RwLock<Option<Instant>>,
     holds: RwLock<HashMap<String, Hold>>,
+    abandoned_evictions: AtomicUsize,
 }
 
 impl Faults {
@@ -72,6 +74,20 @@ impl Faults {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The next `n` admitted evictions are abandoned half-way, as when the evicting client is
+    /// killed mid-request: the budget records the disruption (`status.disruptedPods`), the pod
+    /// is not deleted, and the client gets 504.
+    pub fn abandon_evictions(&self, n: usize) {
+        self.abandoned_evictions.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether the eviction being served now is to be abandoned (counts it).
+    pub fn take_abandoned_eviction(&self) -> bool {
+        self.abandoned_evictions
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// Refuses connections for `d` from now.

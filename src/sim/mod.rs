@@ -312,6 +312,12 @@ impl Cluster {
         self.shared.enforcement.get().expect("set").clone()
     }
 
+    /// Abandons the next `n` admitted evictions half-way (see
+    /// [`faults::Faults::abandon_evictions`]): a phantom disruption in the budget.
+    pub fn abandon_evictions(&self, n: usize) {
+        self.shared.faults.abandon_evictions(n);
+    }
+
     /// Refuses connections for `d` ("API server down").
     pub fn outage(&self, d: Duration) {
         self.shared.faults.outage(d);

@@ -466,6 +466,9 @@ fn dispatch(
             Ok(json_response(StatusCode::OK, e.bytes))
         }
         "create" if route.sub.as_deref() == Some("eviction") => {
+            if sh.faults.take_abandoned_eviction() {
+                api::evict_abandoned(&sh.store, ns, name, body, &sh.invariants)?;
+            }
             api::evict(&sh.store, ns, name, body, &sh.invariants)?;
             Ok(json_response(
                 StatusCode::CREATED,
