@@ -29,6 +29,7 @@ pub mod kinds;
 pub mod openapi;
 pub mod patch;
 pub mod pdb;
+pub mod protobuf;
 pub mod rbac;
 pub mod scenario;
 pub mod server;
