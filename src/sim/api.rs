@@ -183,6 +183,7 @@ pub fn commit_update(
             m
         }
         Target::Main => {
+            kinds::default_fields(kind, &mut new);
             if kind == Kind::Namespace {
                 // Only the finalize subresource changes a namespace's finalizers.
                 match old_v["spec"].get("finalizers") {

@@ -536,15 +536,39 @@ pub fn validate(kind: Kind, raw: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Defaults the real server fills in on create (a subset: see the module docs of `sim`): its
-/// defaulting functions, the registry strategies' create rules and, for Pods, what the
-/// ServiceAccount, Priority and DefaultTolerationSeconds admission plugins add (not the
-/// service-account token volume).
+/// Defaults the real server fills in on create (a subset: see the module docs of `sim`): the
+/// scheme's defaults of [`default_fields`], then the registry strategies' create rules and, for
+/// Pods, what the ServiceAccount, Priority and DefaultTolerationSeconds admission plugins add
+/// (not the service-account token volume).
 pub fn apply_defaults(kind: Kind, v: &mut Value) {
+    default_fields(kind, v);
+    match kind {
+        Kind::Pod => admit_pod(v),
+        Kind::Namespace => {
+            v["status"] = json!({"phase": "Active"});
+            let fin = &mut v["spec"]["finalizers"];
+            match fin.as_array_mut() {
+                Some(a) if a.iter().any(|f| f == "kubernetes") => {}
+                Some(a) => a.push(json!("kubernetes")),
+                None => *fin = json!(["kubernetes"]),
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The scheme's defaults, which kube-apiserver applies to every object it decodes: on create,
+/// update and to the result of a patch alike.
+pub fn default_fields(kind: Kind, v: &mut Value) {
     match kind {
         Kind::Pod => default_pod(v),
         Kind::Deployment => default_deployment(v),
-        Kind::Namespace => default_namespace(v),
+        Kind::Namespace => {
+            let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+            if !name.is_empty() {
+                v["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            }
+        }
         Kind::PriorityClass => set_if_null(v, "preemptionPolicy", json!("PreemptLowerPriority")),
         Kind::RoleBinding | Kind::ClusterRoleBinding => {
             for s in v["subjects"].as_array_mut().into_iter().flatten() {
@@ -562,21 +586,6 @@ pub fn apply_defaults(kind: Kind, v: &mut Value) {
 fn set_if_null(v: &mut Value, key: &str, d: Value) {
     if v[key].is_null() {
         v[key] = d;
-    }
-}
-
-/// A Namespace is Active and carries the `kubernetes` finalizer and its name label.
-fn default_namespace(v: &mut Value) {
-    v["status"] = json!({"phase": "Active"});
-    let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
-    if !name.is_empty() {
-        v["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-    }
-    let fin = &mut v["spec"]["finalizers"];
-    match fin.as_array_mut() {
-        Some(a) if a.iter().any(|f| f == "kubernetes") => {}
-        Some(a) => a.push(json!("kubernetes")),
-        None => *fin = json!(["kubernetes"]),
     }
 }
 
@@ -644,7 +653,7 @@ fn image_tag(image: &str) -> Option<&str> {
     }
 }
 
-/// A Pod: its spec's defaults, the Pod-only ones, and the admission plugins' additions.
+/// A Pod: its spec's defaults and the Pod-only ones.
 fn default_pod(v: &mut Value) {
     let spec = &mut v["spec"];
     default_pod_spec(spec);
@@ -663,6 +672,12 @@ fn default_pod(v: &mut Value) {
             }
         }
     }
+}
+
+/// What admission and the registry add to a new Pod: its service account, priority, the
+/// tolerations of the not-ready and unreachable taints, phase and QoS class.
+fn admit_pod(v: &mut Value) {
+    let spec = &mut v["spec"];
     set_if_null(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
     set_if_null(spec, "serviceAccount", sa);
