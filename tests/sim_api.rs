@@ -168,8 +168,7 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
     )
     .await;
     assert_eq!((code, body), golden_response(25));
-    // A protobuf body (what kubectl's typed `create namespace` sends) cannot be decoded by the
-    // simulator: the same 415 Status, not a JSON syntax error about a binary body.
+    // 112: a protobuf body whose envelope does not decode (well-formed ones: sim_protobuf.rs).
     let (code, body) = call(
         c,
         Method::POST,
@@ -178,7 +177,17 @@ async fn node_errors_answer_the_status_bodies_of_kube_apiserver() {
         "k8s\0binary",
     )
     .await;
-    assert_eq!((code, body), golden_response(24));
+    assert_eq!((code, body), golden_response(112));
+    // 116: CBOR is not decoded (alpha in v1.36): 415, not a JSON syntax error.
+    let (code, body) = call(
+        c,
+        Method::POST,
+        "/api/v1/namespaces",
+        "application/cbor",
+        "\u{a0}",
+    )
+    .await;
+    assert_eq!((code, body), golden_response(116));
     // 16: strategic merge cordon.
     let (code, body) = call(
         c,

@@ -183,6 +183,18 @@ pub fn commit_update(
             m
         }
         Target::Main => {
+            kinds::default_fields(kind, &mut new);
+            if kind == Kind::Namespace {
+                // Only the finalize subresource changes a namespace's finalizers.
+                match old_v["spec"].get("finalizers") {
+                    Some(f) => new["spec"]["finalizers"] = f.clone(),
+                    None => {
+                        if let Some(spec) = new["spec"].as_object_mut() {
+                            spec.remove("finalizers");
+                        }
+                    }
+                }
+            }
             if kind.has_status_subresource() {
                 new["status"] = old_v["status"].clone();
                 if new["status"].is_null() {

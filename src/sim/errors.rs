@@ -210,6 +210,16 @@ impl ApiError {
         .with_details(json!({}))
     }
 
+    /// 415 UnsupportedMediaType for a create or update body in a format the server does not
+    /// decode, without details (golden 116).
+    pub fn unsupported_body_media_type() -> ApiError {
+        ApiError::new(
+            415,
+            Some("UnsupportedMediaType"),
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )
+    }
+
     /// 410 Expired for a list at a resourceVersion no longer kept (golden 84).
     pub fn list_expired() -> ApiError {
         ApiError::new(

@@ -9,15 +9,23 @@
 //! Known differences from kube-apiserver: no server-side apply (415); no deletecollection;
 //! lists at an exact old resourceVersion answer 410 (no history is kept); a continue token
 //! serves the current state after its key; core/v1 and events.k8s.io/v1 Events are stored
-//! apart; Pod and Node defaulting and admission are partial (no service-account volume, no
-//! not-ready taint on create); namespace deletion removes the namespace object only;
+//! apart; defaulting covers Pods, Deployments, Namespaces, PriorityClasses and role bindings
+//! only, and Pod and Node admission is partial (no service-account volume, no not-ready taint
+//! on create); a Deployment created through the API (`kubectl create deployment`) gets no
+//! ReplicaSet and no pods: the world runs controllers only for the objects it built itself;
+//! namespace deletion removes the namespace object only;
 //! watch bookmarks carry only metadata; ServiceAccounts, ConfigMaps, Services, RBAC objects,
 //! PriorityClasses and ValidatingAdmissionPolicies(+Bindings) are stored and served (so
 //! `kubectl apply -k deploy/` works) but have no effect; `/openapi/v3` has paths and no schemas,
 //! `/openapi/v2` is not served; `dryRun` is refused (400); `fieldValidation=Strict` refuses
-//! unknown fields, any other value drops them without a warning; protobuf (and CBOR) request
-//! bodies are answered 415, so kubectl's typed generators (`kubectl create namespace`) fail
-//! where `kubectl create -f`/`apply -f` (JSON) work.
+//! unknown fields, any other value drops them without a warning; protobuf create/update bodies
+//! (kubectl's typed generators: `kubectl create namespace/deployment/configmap/pdb/...`) are
+//! decoded by the table of `protobuf.rs` (Namespace, Deployment, Pod with the common PodSpec
+//! and Container fields, ConfigMap, ServiceAccount, PodDisruptionBudget, Eviction, RBAC roles
+//! and bindings, PriorityClass): other kinds (`kubectl create service`) and field numbers
+//! outside the table are refused with a 400 naming them, where kube-apiserver decodes them
+//! (and skips a field number it does not know); CBOR bodies are answered 415, as by
+//! kube-apiserver v1.36 with its alpha CBOR gate off.
 
 pub mod admission;
 pub mod api;
@@ -29,6 +37,7 @@ pub mod kinds;
 pub mod openapi;
 pub mod patch;
 pub mod pdb;
+pub mod protobuf;
 pub mod rbac;
 pub mod scenario;
 pub mod server;
