@@ -387,7 +387,8 @@ fn admit(
     let Some(old) = sh.store.get(kind, &key_of(ns, name)) else {
         return Ok(());
     };
-    let old = old.value();
+    // Admission sees objects in the request's version.
+    let old = events::view(kind, &old.value());
     let mut new = if verb == "patch" {
         let typ = PatchType::from_content_type(content_type)?;
         super::patch::apply(kind.kind_name(), typ, &old, body)?
