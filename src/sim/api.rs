@@ -11,11 +11,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 
 use super::errors::ApiError;
+use super::events;
 use super::invariants::Invariants;
 use super::kinds::{self, key_of, Index, Kind};
 use super::patch::{self, PatchType};
 use super::pdb::{self, Budget};
 use super::store::{Entry, Inner, Store};
+use super::validation::{self, NameRule};
 
 /// Seconds-precision RFC 3339 UTC, as metav1.Time serializes.
 pub fn timestamp(t: DateTime<Utc>) -> String {
@@ -65,8 +67,8 @@ pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Va
     body["kind"] = json!(kind.kind_name());
     let md = &mut body["metadata"];
     if md["name"].as_str().unwrap_or("").is_empty() {
-        if let Some(g) = md["generateName"].as_str() {
-            md["name"] = json!(format!("{g}{}", random_suffix()));
+        if let Some(g) = md["generateName"].as_str().filter(|g| !g.is_empty()) {
+            md["name"] = json!(validation::generated_name(g, &random_suffix()));
         }
     }
     if kind.namespaced() {
@@ -82,26 +84,32 @@ pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Va
         m.remove("namespace");
     }
     let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
-    if let Some(msg) = kinds::invalid_name(&name) {
-        let reason = if name.is_empty() {
-            "FieldValueRequired"
-        } else {
-            "FieldValueInvalid"
-        };
-        let msg = msg
-            .strip_prefix("Required value: ")
-            .map_or(msg.clone(), |_| {
-                "Required value: name or generateName is required".into()
-            });
-        return Err(ApiError::invalid(
+    // Decoded first (400), in the request's version, then validated: by the kind's strategy,
+    // then by the generic metadata rules (422).
+    kinds::validate(kind, &body)?;
+    let decoded = kind.canonicalize(body)?;
+    let mut body = if kind.is_event() {
+        // Events are validated in the stored form, by the request version's rules.
+        let stored = events::to_storage(kind, &decoded);
+        validation::check(Kind::Event, &name, &events::validate_create(&stored, kind))?;
+        stored
+    } else {
+        // The strategy's ValidateObjectMeta with the kind's name rule.
+        validation::check(
             kind,
             &name,
-            &[(reason, msg, "metadata.name".into())],
-        ));
-    }
-    kinds::validate(kind, &body)?;
-    kinds::apply_defaults(kind, &mut body);
-    let mut body = kind.canonicalize(body)?;
+            &validation::object_meta(&decoded["metadata"], kind.namespaced(), kind.name_rule()),
+        )?;
+        let mut body = decoded;
+        kinds::apply_defaults(kind, &mut body);
+        body
+    };
+    // rest.BeforeCreate's generic metadata check, after the strategy's.
+    validation::check(
+        if kind.is_event() { Kind::Event } else { kind },
+        &name,
+        &validation::object_meta(&body["metadata"], kind.namespaced(), NameRule::PathSegment),
+    )?;
     let md = body["metadata"].as_object_mut().expect("metadata");
     for k in [
         "uid",
@@ -174,8 +182,18 @@ pub fn commit_update(
         )));
     }
     let old_v = old.value();
-    let mut new = kind.canonicalize(new)?;
     kinds::validate(kind, &new)?;
+    let mut new = kind.canonicalize(new)?;
+    if kind.is_event() {
+        new = events::to_storage(kind, &new);
+        // rest.BeforeUpdate checks labels and annotations twice (ValidateObjectMetaAccessor
+        // and ValidateObjectMetaAccessorUpdate) before the strategy: a bad label is two
+        // causes (one line of the message).
+        let mut errs = validation::labels_and_annotations(&new["metadata"]);
+        errs.extend(validation::labels_and_annotations(&new["metadata"]));
+        errs.extend(events::validate_update(&new, &old_v, kind));
+        validation::check(Kind::Event, &name, &errs)?;
+    }
     let mut merged = match target {
         Target::Status => {
             let mut m = old_v.clone();
@@ -281,7 +299,9 @@ pub fn patch(
         .get(kind, &key_of(namespace, name))
         .cloned()
         .ok_or_else(|| ApiError::not_found(kind, name))?;
-    let new = patch::apply(kind.kind_name(), typ, &old.value(), body)?;
+    // A patch applies to the object as the request's version shows it.
+    let current = events::view(kind, &old.value());
+    let new = patch::apply(kind.kind_name(), typ, &current, body)?;
     commit_update(&mut inner, kind, &old, new, target)
 }
 

@@ -146,10 +146,15 @@ impl ApiError {
 
     /// 422 Invalid with causes `(reason, message, field)` (golden 22, 66).
     pub fn invalid(kind: Kind, name: &str, causes: &[(&'static str, String, String)]) -> ApiError {
-        let summary: Vec<String> = causes
-            .iter()
-            .map(|(_, msg, field)| format!("{field}: {msg}"))
-            .collect();
+        // The message lists each distinct error once (Go's aggregate drops repeats); the
+        // causes keep every one.
+        let mut summary: Vec<String> = Vec::new();
+        for (_, msg, field) in causes {
+            let line = format!("{field}: {msg}");
+            if !summary.contains(&line) {
+                summary.push(line);
+            }
+        }
         let joined = if summary.len() == 1 {
             summary[0].clone()
         } else {
@@ -163,10 +168,16 @@ impl ApiError {
         if !kind.group().is_empty() {
             details["group"] = json!(kind.group());
         }
+        // schema.GroupKind's String(): `Kind.group`, or `Kind` for the core group.
+        let qualified = if kind.group().is_empty() {
+            kind.kind_name().to_string()
+        } else {
+            format!("{}.{}", kind.kind_name(), kind.group())
+        };
         ApiError::new(
             422,
             Some("Invalid"),
-            format!("{} \"{name}\" is invalid: {joined}", kind.kind_name()),
+            format!("{qualified} \"{name}\" is invalid: {joined}"),
         )
         .with_details(details)
     }

@@ -8,12 +8,19 @@
 //!
 //! Known differences from kube-apiserver: no server-side apply (415); no deletecollection;
 //! lists at an exact old resourceVersion answer 410 (no history is kept); a continue token
-//! serves the current state after its key; core/v1 and events.k8s.io/v1 Events are stored
-//! apart; defaulting covers Pods, Deployments, Namespaces, PriorityClasses and role bindings
-//! only, and Pod and Node admission is partial (no service-account volume, no not-ready taint
-//! on create); a Deployment created through the API (`kubectl create deployment`) gets no
-//! ReplicaSet and no pods: the world runs controllers only for the objects it built itself;
-//! namespace deletion removes the namespace object only;
+//! serves the current state after its key; core/v1 and events.k8s.io/v1 Events share one
+//! storage and are validated as kube-apiserver does (`events.rs`, tests/golden/120-159), but
+//! are never expired (the real server drops them after `--event-ttl`, 1 h) and carry no
+//! managedFields; object metadata is validated on create (name and generateName by the kind's
+//! rule, namespace, labels, annotations; not ownerReferences, finalizers or managedFields), and
+//! on update only for Events (other kinds: immutable metadata is silently kept, not refused);
+//! spec fields are not validated beyond decoding; defaulting covers Pods, Deployments,
+//! Namespaces, PriorityClasses and role bindings only, and Pod and Node admission is partial
+//! (no service-account volume, no not-ready taint on create); a Deployment created through the
+//! API (`kubectl create deployment`) gets no ReplicaSet and no pods: the world runs controllers
+//! only for the objects it built itself; the node-lifecycle controller's taints are written
+//! (`world.rs`) but its taint-based evictions are not; namespace deletion removes the
+//! namespace object only;
 //! watch bookmarks carry only metadata; ServiceAccounts, ConfigMaps, Services, RBAC objects,
 //! PriorityClasses and ValidatingAdmissionPolicies(+Bindings) are stored and served (so
 //! `kubectl apply -k deploy/` works) but have no effect; `/openapi/v3` has paths and no schemas,
@@ -31,6 +38,7 @@ pub mod admission;
 pub mod api;
 pub mod cli;
 pub mod errors;
+pub mod events;
 pub mod faults;
 pub mod invariants;
 pub mod kinds;
@@ -44,6 +52,7 @@ pub mod server;
 pub mod stats;
 pub mod store;
 pub mod table;
+pub mod validation;
 pub mod world;
 
 use std::net::SocketAddr;

@@ -25,6 +25,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::api::{self, DeleteOptions, Deleted, Target};
 use super::errors::ApiError;
+use super::events;
 use super::faults::{Fault, Faults};
 use super::invariants::Invariants;
 use super::kinds::{key_of, Index, Kind};
@@ -392,7 +393,8 @@ fn admit(
     let Some(old) = sh.store.get(kind, &key_of(ns, name)) else {
         return Ok(());
     };
-    let old = old.value();
+    // Admission sees objects in the request's version.
+    let old = events::view(kind, &old.value());
     let mut new = if verb == "patch" {
         let typ = PatchType::from_content_type(content_type)?;
         super::patch::apply(kind.kind_name(), typ, &old, body)?
@@ -473,7 +475,10 @@ fn dispatch(
                 .store
                 .get(kind, &key_of(ns, name))
                 .ok_or_else(|| ApiError::not_found(kind, name))?;
-            Ok(json_response(StatusCode::OK, e.bytes))
+            Ok(json_response(
+                StatusCode::OK,
+                events::present(kind, &e.bytes),
+            ))
         }
         "create" if route.sub.as_deref() == Some("eviction") => {
             let body = if protobuf {
@@ -496,15 +501,35 @@ fn dispatch(
                 kind.check_strict(&v)?;
             }
             let e = api::create(&sh.store, kind, ns, v)?;
-            Ok(json_response(StatusCode::CREATED, e.bytes))
+            Ok(json_response(
+                StatusCode::CREATED,
+                events::present(kind, &e.bytes),
+            ))
         }
         "update" => {
             let v = body_object(kind, content_type, body)?;
             if strict {
                 kind.check_strict(&v)?;
             }
+            if kind.is_event() && sh.store.get(kind, &key_of(ns, name)).is_none() {
+                // The Event strategy allows create on update: a PUT of a missing Event makes it.
+                if v["metadata"]["name"].as_str() != Some(name) {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the request ({name})",
+                        v["metadata"]["name"].as_str().unwrap_or("")
+                    )));
+                }
+                let e = api::create(&sh.store, kind, ns, v)?;
+                return Ok(json_response(
+                    StatusCode::CREATED,
+                    events::present(kind, &e.bytes),
+                ));
+            }
             let e = api::update(&sh.store, kind, ns, name, target, v)?;
-            Ok(json_response(StatusCode::OK, e.bytes))
+            Ok(json_response(
+                StatusCode::OK,
+                events::present(kind, &e.bytes),
+            ))
         }
         "patch" => {
             let typ = PatchType::from_content_type(content_type)?;
@@ -519,7 +544,10 @@ fn dispatch(
                 }
             }
             let e = api::patch(&sh.store, kind, ns, name, target, typ, body)?;
-            Ok(json_response(StatusCode::OK, e.bytes))
+            Ok(json_response(
+                StatusCode::OK,
+                events::present(kind, &e.bytes),
+            ))
         }
         "delete" => {
             let grace = query.get("gracePeriodSeconds").and_then(|g| g.parse().ok());
@@ -538,7 +566,10 @@ fn dispatch(
                         "status": "Success", "details": details});
                     Ok(json_response(StatusCode::OK, status.to_string()))
                 }
-                Deleted::Gone(e) | Deleted::Marked(e) => Ok(json_response(StatusCode::OK, e.bytes)),
+                Deleted::Gone(e) | Deleted::Marked(e) => Ok(json_response(
+                    StatusCode::OK,
+                    events::present(kind, &e.bytes),
+                )),
             }
         }
         _ => Err(ApiError::method_not_allowed()),
@@ -551,24 +582,78 @@ pub struct FieldSelector {
     terms: Vec<(String, bool, String)>,
 }
 
+/// `fields.UnescapeValue`.
+fn unescape_field_value(v: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(v.len());
+    let mut in_slash = false;
+    for c in v.chars() {
+        if in_slash {
+            if !matches!(c, '\\' | ',' | '=') {
+                return Err(format!(
+                    "invalid field selector: invalid escape sequence: \\{c}"
+                ));
+            }
+            out.push(c);
+            in_slash = false;
+            continue;
+        }
+        match c {
+            '\\' => in_slash = true,
+            ',' | '=' => {
+                // Go prints the rune with %v: its code point.
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                ));
+            }
+            c => out.push(c),
+        }
+    }
+    if in_slash {
+        return Err("invalid field selector: invalid escape sequence: \\".into());
+    }
+    Ok(out)
+}
+
 impl FieldSelector {
-    /// Parses `a=b,c!=d` and checks every field is supported for `kind` (400 otherwise).
+    /// Parses `a=b,c!=d` as `fields.ParseSelector` does (terms split at unescaped commas and
+    /// sorted, the first operator of a term splits it, `\\`, `\,` and `\=` unescaped in
+    /// values) and checks every field is supported for `kind` (400 otherwise).
     pub fn parse(kind: Kind, s: &str) -> Result<FieldSelector, ApiError> {
+        let mut parts = Vec::new();
+        let (mut start, mut in_slash) = (0, false);
+        for (i, c) in s.char_indices() {
+            match c {
+                _ if in_slash => in_slash = false,
+                '\\' => in_slash = true,
+                ',' => {
+                    parts.push(&s[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if !s.is_empty() {
+            parts.push(&s[start..]);
+        }
+        parts.sort_unstable();
         let mut terms = Vec::new();
-        for t in s.split(',').filter(|t| !t.trim().is_empty()) {
-            let (f, eq, v) = if let Some((f, v)) = t.split_once("!=") {
-                (f, false, v)
-            } else if let Some((f, v)) = t.split_once("==") {
-                (f, true, v)
-            } else if let Some((f, v)) = t.split_once('=') {
-                (f, true, v)
-            } else {
+        for t in parts.into_iter().filter(|t| !t.is_empty()) {
+            let split = t.char_indices().find_map(|(i, _)| {
+                let rest = &t[i..];
+                ["!=", "==", "="]
+                    .into_iter()
+                    .find(|op| rest.starts_with(op))
+                    .map(|op| (&t[..i], op != "!=", &t[i + op.len()..]))
+            });
+            let Some((f, eq, v)) = split else {
                 return Err(ApiError::bad_request(format!(
                     "invalid selector: '{s}'; can't understand '{t}'"
                 )));
             };
-            kind.field_value(&Index::default(), f.trim())?;
-            terms.push((f.trim().to_string(), eq, v.trim().to_string()));
+            let v = unescape_field_value(v).map_err(ApiError::bad_request)?;
+            kind.field_value(&Index::default(), f)?;
+            terms.push((f.to_string(), eq, v));
         }
         Ok(FieldSelector { terms })
     }
@@ -731,7 +816,7 @@ fn list(
             more = true;
             break;
         }
-        items.push(e.bytes.clone());
+        items.push(events::present(kind, &e.bytes));
     }
     let rest = iter.count();
     let rest = if more && filter.is_everything() {
@@ -781,11 +866,13 @@ fn list(
 /// Internal query key marking a watch whose events are printed as Tables.
 const TABLE_WATCH: &str = "\u{0}table";
 
-/// The event object as sent: the stored bytes, or a one-row Table for kubectl.
-fn printed(table: Option<(Kind, Option<&str>)>, bytes: &Bytes) -> Bytes {
-    match table.and_then(|(k, inc)| super::table::to_table(k, bytes, inc)) {
+/// The event object as sent: the stored bytes (as the watched version reads them), or a
+/// one-row Table for kubectl.
+fn printed(kind: Kind, table: Option<(Kind, Option<&str>)>, bytes: &Bytes) -> Bytes {
+    let bytes = events::present(kind, bytes);
+    match table.and_then(|(k, inc)| super::table::to_table(k, &bytes, inc)) {
         Some(t) => Bytes::from(t.to_string()),
-        None => bytes.clone(),
+        None => bytes,
     }
 }
 
@@ -889,6 +976,7 @@ fn watch(
                     .send(Ok(event_line(
                         t,
                         &printed(
+                            kind,
                             table.as_ref().map(|(k, i)| (*k, i.as_deref())),
                             &ev.entry.bytes,
                         ),
@@ -924,7 +1012,7 @@ fn watch(
                     Ok(ev) => {
                         sent_rv = ev.rv;
                         if let Some(t) = translate(&filter, &ev) {
-                            if tx.send(Ok(event_line(t, &printed(table.as_ref().map(|(k, i)| (*k, i.as_deref())), &ev.entry.bytes)))).await.is_err() {
+                            if tx.send(Ok(event_line(t, &printed(kind, table.as_ref().map(|(k, i)| (*k, i.as_deref())), &ev.entry.bytes)))).await.is_err() {
                                 return;
                             }
                             sh2.stats.watch_events(1);

@@ -1,5 +1,6 @@
 //! The object store: every object as its serialized JSON plus a parsed [`Index`], one global
-//! resourceVersion counter (like etcd's revision), and per-resource event streams.
+//! resourceVersion counter (like etcd's revision), and per-resource event streams. Kinds that
+//! share a storage ([`Kind::storage`]: events.k8s.io/v1 and core/v1 Events) share one table.
 //!
 //! Owns consistency: every write happens under one lock, gets the next revision, and is
 //! published (to a bounded per-resource ring that lets a watch resume from a recent revision,
@@ -120,6 +121,7 @@ impl Store {
         let (world_tx, _) = broadcast::channel(1 << 16);
         let tables = Kind::ALL
             .into_iter()
+            .filter(|k| k.storage() == *k)
             .map(|k| {
                 let (tx, _) = broadcast::channel(WATCH_BUFFER);
                 (
@@ -170,7 +172,7 @@ impl Store {
 impl Inner {
     /// One object.
     pub fn get(&self, kind: Kind, key: &str) -> Option<&Entry> {
-        self.tables[&kind].objects.get(key)
+        self.tables[&kind.storage()].objects.get(key)
     }
 
     /// The current revision.
@@ -186,7 +188,7 @@ impl Inner {
         after: Option<&str>,
     ) -> Box<dyn Iterator<Item = &'a Entry> + 'a> {
         use std::ops::Bound;
-        let objects = &self.tables[&kind].objects;
+        let objects = &self.tables[&kind.storage()].objects;
         let prefix = namespace.map(|ns| format!("{ns}/"));
         let start = match (after, &prefix) {
             (Some(a), _) => Bound::Excluded(a.to_string()),
@@ -205,16 +207,17 @@ impl Inner {
 
     /// Newest revision of `kind` no longer kept for watch resumption.
     pub fn compacted(&self, kind: Kind) -> u64 {
-        self.tables[&kind].compacted
+        self.tables[&kind.storage()].compacted
     }
 
     /// Number of objects of a kind.
     pub fn count(&self, kind: Kind) -> usize {
-        self.tables[&kind].objects.len()
+        self.tables[&kind.storage()].objects.len()
     }
 
     /// Writes `value` (canonical, complete but for resourceVersion) at the next revision.
     pub fn put(&mut self, kind: Kind, mut value: Value) -> Entry {
+        let kind = kind.storage();
         self.rv += 1;
         let rv = self.rv;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
@@ -258,6 +261,7 @@ impl Inner {
 
     /// Removes an object at the next revision; `last` is its final state.
     pub fn remove(&mut self, kind: Kind, key: &str, mut last: Value) -> Option<Entry> {
+        let kind = kind.storage();
         let old = self.tables.get_mut(&kind)?.objects.remove(key)?;
         if kind == Kind::Pod {
             self.unindex_pod(&old.idx.clone(), key);
@@ -347,6 +351,7 @@ impl Inner {
     /// Starts a watch. `since = None` gives synthetic ADDEDs for the current state; `Some(rv)`
     /// replays the kept events after `rv`, or fails with the oldest revision still kept.
     pub fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStart, u64> {
+        let kind = kind.storage();
         let t = &self.tables[&kind];
         let initial = match since {
             None => t

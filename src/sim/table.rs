@@ -1,10 +1,11 @@
-//! Server-side printing: `meta.k8s.io/v1` Tables for Nodes and Pods, as kube-apiserver answers
-//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (what `kubectl get` asks for).
+//! Server-side printing: `meta.k8s.io/v1` Tables for Nodes, Pods and Events, as kube-apiserver
+//! answers `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` (what `kubectl get` asks for).
 //!
-//! Owns the columns of the two kinds kubectl users look at (the real printers in
+//! Owns the columns of the kinds kubectl users look at (the real printers in
 //! pkg/printers/internalversion: nodes NAME/STATUS/ROLES/AGE/VERSION, pods
-//! NAME/READY/STATUS/RESTARTS/AGE, plus the `-o wide` columns). Other kinds are answered as
-//! plain objects, which kubectl prints as NAME/AGE. It must never change what is stored.
+//! NAME/READY/STATUS/RESTARTS/AGE, plus the `-o wide` columns; Events' columns come from
+//! `events.rs`, the same for both Event APIs). Other kinds are answered as plain objects, which
+//! kubectl prints as NAME/AGE. It must never change what is stored.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -13,7 +14,8 @@ use super::kinds::Kind;
 
 /// True when the request asks for a Table this module can print.
 pub fn wanted(accept: &str, kind: Kind) -> bool {
-    accept.contains("as=Table") && matches!(kind, Kind::Node | Kind::Pod)
+    accept.contains("as=Table")
+        && matches!(kind, Kind::Node | Kind::Pod | Kind::Event | Kind::EventV1)
 }
 
 fn col(name: &str, typ: &str, priority: u8, description: &str) -> Value {
@@ -205,15 +207,18 @@ pub fn to_table(kind: Kind, body: &[u8], include: Option<&str>) -> Option<Value>
             col("Nominated Node", "string", 1, "nominatedNodeName is set only when this pod preempts other pods on the node."),
             col("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness."),
         ],
+        Kind::Event | Kind::EventV1 => super::events::columns(),
         _ => return None,
     };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let cells = if kind == Kind::Node {
-                node_cells(o, now)
-            } else {
-                pod_cells(o, now)
+            let cells = match kind {
+                Kind::Node => node_cells(o, now),
+                Kind::Pod => pod_cells(o, now),
+                // Printed from the stored form, whichever API served the object.
+                Kind::EventV1 => super::events::cells(&super::events::from_v1(o), now),
+                _ => super::events::cells(o, now),
             };
             let mut row = json!({"cells": cells});
             match include {
