@@ -2,10 +2,10 @@
 //! up.sh's audit policy): every request with its user, user agent, verb, object and answer.
 //!
 //! Owns reading it for rollboot's two identities (the controller's and the agents' service
-//! accounts), telling rollboot's requests from the suite's own probes (by user agent: the
-//! probes are sent with kubectl, whose user agent starts `kubectl/`), the summary by identity,
-//! verb, resource and code, and the classification of 409s on Nodes by the write that came
-//! before them. It must never need more than the Metadata level records.
+//! accounts), telling rollboot's requests from the suite's own probes with those tokens (by
+//! user agent: the probes send [`PROBE_USER_AGENT`]), the summary by identity, verb, resource
+//! and code, and the classification of 409s on Nodes by the writes around them. It must never
+//! need more than the Metadata level records.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,6 +19,10 @@ pub const CONTROLLER: &str = "system:serviceaccount:rollboot-system:rollboot-con
 pub const AGENT: &str = "system:serviceaccount:rollboot-agent:rollboot-agent";
 /// The node-lifecycle controller (kube-controller-manager with per-controller credentials).
 pub const NODE_LIFECYCLE: &str = "system:serviceaccount:kube-system:node-controller";
+/// The User-Agent of the suite's own requests with rollboot's tokens (check 6). Not kubectl's:
+/// kubectl's `patch`, `annotate` and `label` GET the Node first, which the agent's RBAC does
+/// not allow, so their writes would never reach the admission policy under test.
+pub const PROBE_USER_AGENT: &str = "e2e-probe/1.0 (rollboot end-to-end, check 6)";
 
 /// One completed request.
 #[derive(Clone, Debug)]
@@ -57,9 +61,22 @@ impl Entry {
         }
     }
 
-    /// A request the suite sent itself with a rollboot token (kubectl's user agent).
+    /// A request the suite sent itself with a rollboot token: the probes' user agent, or
+    /// kubectl's (`kubectl/...`, `kubectl-dispatcher/...`) should anyone use one by hand.
     pub fn is_probe(&self) -> bool {
-        self.user_agent.starts_with("kubectl/")
+        self.user_agent == PROBE_USER_AGENT || self.user_agent.starts_with("kubectl")
+    }
+
+    /// Cut off by the suite's SIGKILL of a controller: a 5xx answer to a controller request
+    /// that was in flight at one of `kills` (both replicas share the identity, so a request of
+    /// the survivor in flight at that instant would be counted here too).
+    pub fn cut_by_kill(&self, kills: &[DateTime<Utc>]) -> bool {
+        let slack = chrono::Duration::milliseconds(200);
+        self.user == CONTROLLER
+            && self.code >= 500
+            && kills
+                .iter()
+                .any(|k| self.received <= *k + slack && self.done >= *k - slack)
     }
 
     /// Sent with one of rollboot's identities.
@@ -129,7 +146,7 @@ pub fn summary(entries: &[Entry]) -> String {
             .or_default() += 1;
     }
     let mut out = String::from(
-        "audit log: rollboot's requests (the suite's kubectl probes excluded) by identity, verb, resource, code\n",
+        "audit log: rollboot's requests (the suite's probes excluded) by identity, verb, resource, code\n",
     );
     out.push_str(&format!(
         "  {:>6}  {:<11} {:<17} {:<34} {}\n",
@@ -149,7 +166,10 @@ pub fn summary(entries: &[Entry]) -> String {
         *pc.entry((e.identity(), e.verb.clone(), e.resource.clone(), e.code))
             .or_default() += 1;
     }
-    out.push_str("the suite's own probes with rollboot's tokens (user agent kubectl/...):\n");
+    out.push_str(
+        "the suite's own requests with rollboot's tokens (check 6's probes: e2e-probe/...; the\n  \
+         kubectl-dispatcher's version checks while tokens.sh writes the kubeconfigs: kubectl...):\n",
+    );
     for ((who, verb, res, code), n) in &pc {
         out.push_str(&format!(
             "  {n:>6}  {who:<11} {verb:<17} {res:<34} {code}\n"
@@ -158,15 +178,16 @@ pub fn summary(entries: &[Entry]) -> String {
     out
 }
 
-/// Answers >= 400 to rollboot's requests other than 404, 409 and 429, grouped, each with a
-/// count and its first occurrence.
-pub fn refused(entries: &[Entry]) -> Vec<String> {
+/// Answers >= 400 to rollboot's requests other than 404, 409 and 429 (and those cut off by
+/// the suite's kills), grouped, each with a count and its first occurrence.
+pub fn refused(entries: &[Entry], kills: &[DateTime<Utc>]) -> Vec<String> {
     let mut groups: BTreeMap<(String, String, String, u16), (usize, &Entry)> = BTreeMap::new();
     for e in entries.iter().filter(|e| {
         e.is_rollboot_identity()
             && !e.is_probe()
             && e.code >= 400
             && ![404, 409, 429].contains(&e.code)
+            && !e.cut_by_kill(kills)
     }) {
         groups
             .entry((e.identity(), e.verb.clone(), e.resource.clone(), e.code))
@@ -232,21 +253,27 @@ pub fn user_agents(entries: &[Entry]) -> Vec<String> {
         .collect()
 }
 
-/// Who wrote a Node last before each 409 rollboot got on it.
+/// rollboot's 409 answers on Nodes, classified.
 #[derive(Debug, Default)]
 pub struct Conflicts {
     /// 409s on Node writes, in total.
     pub total: usize,
-    /// By the identity of the last successful write to that Node before the 409.
-    pub by_last_writer: BTreeMap<String, usize>,
-    /// The 409s whose last write came from the node-lifecycle controller, described.
-    pub after_lifecycle: Vec<String>,
+    /// By cause (see [`node_conflicts`]).
+    pub by_cause: BTreeMap<String, usize>,
+    /// The predictable ones, described.
+    pub predictable: Vec<String>,
 }
 
-/// Classifies rollboot's 409 answers on Nodes. The last successful write to the same Node
-/// (any subresource) completed before the 409 request arrived is taken as the one it lost to:
-/// the node-lifecycle controller's taint updates follow rollboot's own cordon, uncordon and
-/// the reboot, so a 409 after one of them is a conflict rollboot could have waited out.
+/// Classifies rollboot's 409 answers on Nodes. The Metadata level has no resourceVersions, so
+/// the cause is read from the writes around each 409:
+/// - `node-lifecycle`: the node-lifecycle controller wrote that Node within 1 s before the 409
+///   was answered. It reacts to rollboot's own cordon, uncordon and reboot (the unschedulable
+///   and not-ready taints) within milliseconds: rollboot can wait for that write, so such a
+///   409 is predictable.
+/// - `own write`: otherwise, when the last successful write to the Node before the 409 was
+///   rollboot's own: rollboot decided from a view older than what it had written itself, also
+///   predictable.
+/// - otherwise the identity of that last write (the kubelet's status, the agent): a genuine race.
 pub fn node_conflicts(entries: &[Entry]) -> Conflicts {
     let mut c = Conflicts::default();
     let writes: Vec<&Entry> = entries
@@ -257,30 +284,52 @@ pub fn node_conflicts(entries: &[Entry]) -> Conflicts {
                 && (200..300).contains(&e.code)
         })
         .collect();
+    let second = chrono::Duration::seconds(1);
     for e in entries.iter().filter(|e| {
         e.is_rollboot_identity() && !e.is_probe() && e.resource == "nodes" && e.code == 409
     }) {
         c.total += 1;
-        let last = writes
+        let same: Vec<&&Entry> = writes
             .iter()
-            .filter(|w| w.name == e.name && w.done < e.received)
+            .filter(|w| w.name == e.name && w.done < e.done)
+            .collect();
+        let lifecycle = same
+            .iter()
+            .filter(|w| w.user == NODE_LIFECYCLE && w.done >= e.received - second)
             .max_by_key(|w| w.done);
-        let who = last.map_or_else(|| "nobody".to_string(), |w| w.identity());
-        if last.is_some_and(|w| w.user == NODE_LIFECYCLE) {
-            let w = last.unwrap();
-            c.after_lifecycle.push(format!(
-                "{} {} of node {} got 409 at {}; {:.0} ms earlier the node-lifecycle controller had written it ({} {}): {}",
+        let last = same.iter().max_by_key(|w| w.done);
+        let (cause, predictable) = match (lifecycle, last) {
+            (Some(w), _) => (
+                "node-lifecycle".to_string(),
+                Some(format!(
+                    "the node-lifecycle controller's {} {} of {} was answered {:.0} ms before",
+                    w.verb,
+                    w.resource,
+                    e.name,
+                    (e.done - w.done).num_microseconds().unwrap_or(0) as f64 / 1000.0
+                )),
+            ),
+            (None, Some(w)) if w.user == e.user => (
+                "own write".to_string(),
+                Some(format!(
+                    "the last write to {} before it was rollboot's own, {:.0} ms before",
+                    e.name,
+                    (e.done - w.done).num_microseconds().unwrap_or(0) as f64 / 1000.0
+                )),
+            ),
+            (None, Some(w)) => (w.identity(), None),
+            (None, None) => ("nobody".to_string(), None),
+        };
+        if let Some(why) = predictable {
+            c.predictable.push(format!(
+                "the {}'s {} of node {} got 409 at {}: {why}",
                 e.identity(),
                 e.verb,
                 e.name,
                 e.received.format("%H:%M:%S%.3f"),
-                (e.received - w.done).num_microseconds().unwrap_or(0) as f64 / 1000.0,
-                w.verb,
-                w.resource,
-                e.message
             ));
         }
-        *c.by_last_writer.entry(who).or_default() += 1;
+        *c.by_cause.entry(cause).or_default() += 1;
     }
     c
 }

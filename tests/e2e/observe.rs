@@ -202,6 +202,8 @@ pub struct World {
     pub web: Vec<Health>,
     /// Health is recorded from now on (the workload was fully Ready).
     pub web_armed: bool,
+    /// When it was armed.
+    pub armed_at: Option<At>,
     /// Web pods seen being deleted since armed (evicted or otherwise).
     pub web_disrupted: BTreeSet<String>,
     /// Every version of the budget `demo/web`.
@@ -240,6 +242,45 @@ impl World {
             .collect();
         v.sort_by(|a, b| a.key.cmp(&b.key));
         v
+    }
+
+    /// Every pod name listed in `status.disruptedPods` of the budget `demo/web`, with how long
+    /// it stayed listed (seconds from the first version naming it to the first that does not,
+    /// or to the last version seen).
+    pub fn disrupted_pods(&self) -> Vec<(String, f64)> {
+        self.disrupted_pods_since(DateTime::<Utc>::MIN_UTC)
+    }
+
+    /// [`World::disrupted_pods`], counting only budget versions seen at or after `since`.
+    pub fn disrupted_pods_since(&self, since: At) -> Vec<(String, f64)> {
+        let versions: Vec<&PdbVersion> = self.pdb.iter().filter(|p| p.at >= since).collect();
+        let mut longest: BTreeMap<String, f64> = BTreeMap::new();
+        let mut open: BTreeMap<String, At> = BTreeMap::new();
+        let close = |name: &str, from: At, to: At, longest: &mut BTreeMap<String, f64>| {
+            let secs = (to - from).num_milliseconds() as f64 / 1000.0;
+            let e = longest.entry(name.to_string()).or_insert(0.0);
+            *e = e.max(secs);
+        };
+        for p in &versions {
+            for name in &p.disrupted {
+                open.entry(name.clone()).or_insert(p.at);
+            }
+            let gone: Vec<String> = open
+                .keys()
+                .filter(|n| !p.disrupted.contains(n))
+                .cloned()
+                .collect();
+            for n in gone {
+                let from = open.remove(&n).expect("open");
+                close(&n, from, p.at, &mut longest);
+            }
+        }
+        if let Some(last) = versions.last() {
+            for (n, from) in open {
+                close(&n, from, last.at, &mut longest);
+            }
+        }
+        longest.into_iter().collect()
     }
 
     fn web_sample(&mut self, rv: String) {
@@ -446,6 +487,7 @@ impl Observer {
     pub fn arm_web(&self) {
         let mut w = self.world.lock().unwrap();
         w.web_armed = true;
+        w.armed_at = Some(Utc::now());
         w.web_sample("armed".into());
     }
 

@@ -117,7 +117,7 @@ impl Report {
             out.push('\n');
         }
         let mut checks = self.checks.clone();
-        checks.sort_by(|a, b| natural(&a.id).cmp(&natural(&b.id)));
+        checks.sort_by_key(|c| natural(&c.id));
         for c in &checks {
             let tag = match &c.outcome {
                 Outcome::Pass => "PASS   ",
