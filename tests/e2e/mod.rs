@@ -1,0 +1,20 @@
+//! Helpers of the end-to-end suite `tests/e2e_realcluster.rs`, which runs rollboot against a real
+//! Kubernetes control plane built and started by the recipe in `../shared/realcluster/`.
+//!
+//! - [`setup`]: where the control plane binaries, the recipe and `deploy/` are, from the
+//!   environment; the one skip line when there is no control plane.
+//! - [`cluster`]: the control plane of one run and every process the suite starts, stopped at
+//!   the end whatever happens (a guard, and a reaper process for a test killed outright).
+//! - [`observe`]: watches (admin client) that record every version of the Nodes, the Pods, the
+//!   budget and the Leases from the start, so the checks judge what really happened.
+//! - [`audit`]: the kube-apiserver audit log, read for rollboot's identities.
+//! - [`report`]: the checks' outcomes and the phases' timings, printed at the end.
+//!
+//! None of this may talk to anything but the loopback control plane it started, nor use the
+//! recipe's files other than by running them: the suite uses the recipe, it does not copy it.
+
+pub mod audit;
+pub mod cluster;
+pub mod observe;
+pub mod report;
+pub mod setup;
