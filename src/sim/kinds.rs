@@ -590,7 +590,12 @@ pub fn default_fields(kind: Kind, v: &mut Value) {
         }
         Kind::PriorityClass => set_if_null(v, "preemptionPolicy", json!("PreemptLowerPriority")),
         Kind::RoleBinding | Kind::ClusterRoleBinding => {
-            for s in v["subjects"].as_array_mut().into_iter().flatten() {
+            for s in v
+                .get_mut("subjects")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
                 if s["apiGroup"].as_str().unwrap_or("").is_empty()
                     && matches!(s["kind"].as_str(), Some("User" | "Group"))
                 {
@@ -632,7 +637,12 @@ fn default_pod_spec(spec: &mut Value) {
     set_if_null(spec, "terminationGracePeriodSeconds", json!(30));
     set_if_null(spec, "schedulerName", json!("default-scheduler"));
     for list in ["initContainers", "containers"] {
-        for c in spec[list].as_array_mut().into_iter().flatten() {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             default_container(c);
         }
     }
@@ -645,10 +655,20 @@ fn default_container(c: &mut Value) {
     }
     set_if_null(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_if_null(c, "terminationMessagePolicy", json!("File"));
-    for p in c["ports"].as_array_mut().into_iter().flatten() {
+    for p in c
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
         set_if_null(p, "protocol", json!("TCP"));
     }
-    for e in c["env"].as_array_mut().into_iter().flatten() {
+    for e in c
+        .get_mut("env")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
         if let Some(field_ref) = e
             .pointer_mut("/valueFrom/fieldRef")
             .filter(|f| f.is_object())
@@ -679,7 +699,12 @@ fn default_pod(v: &mut Value) {
     set_if_null(spec, "enableServiceLinks", json!(true));
     // Requests default to limits, per resource (Pods only, not templates).
     for list in ["initContainers", "containers"] {
-        for c in spec[list].as_array_mut().into_iter().flatten() {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             let limits = c["resources"]["limits"]
                 .as_object()
                 .cloned()
