@@ -73,6 +73,19 @@ async fn finish(h: &Harness, names: &[String]) {
     assert!(done, "the rollout did not finish: {:?}", h.nodes().await);
 }
 
+/// A finished rollout of two nodes with two pods each.
+async fn two_nodes_rolled_out() -> (Harness, Vec<String>) {
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    let (h, names) = rollout_all(sc, "").await;
+    h.flag(&names);
+    finish(&h, &names).await;
+    (h, names)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_is_back_only_once_the_node_lifecycle_controller_took_its_not_ready_taint_off() {
     // The NoExecute not-ready taint stays 2 s (real time) after the node is Ready again.
@@ -160,14 +173,7 @@ async fn after_a_cordon_or_uncordon_rollboot_waits_for_the_lifecycle_taint_inste
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollboot_names_itself_and_its_part_in_every_request() {
-    let sc = Scenario {
-        nodes: 2,
-        pods_per_node: 2,
-        ..Scenario::default()
-    };
-    let (h, names) = rollout_all(sc, "").await;
-    h.flag(&names);
-    finish(&h, &names).await;
+    let (h, _) = two_nodes_rolled_out().await;
     let agents = h.cluster.stats().user_agents;
     let version = env!("CARGO_PKG_VERSION");
     for (identity, part) in [
@@ -187,14 +193,7 @@ async fn rollboot_names_itself_and_its_part_in_every_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_about_nodes_are_in_default_and_events_about_the_lock_in_its_namespace() {
-    let sc = Scenario {
-        nodes: 2,
-        pods_per_node: 2,
-        ..Scenario::default()
-    };
-    let (h, names) = rollout_all(sc, "").await;
-    h.flag(&names);
-    finish(&h, &names).await;
+    let (h, names) = two_nodes_rolled_out().await;
     // Written in the background: wait for the last of them.
     let api: kube::Api<Event> = kube::Api::namespaced(h.client.clone(), "default");
     let mut events = Vec::new();

@@ -7,6 +7,8 @@
 //! real control plane) are replayed in order against one simulator and compared on their
 //! status code and on the JSON pointers each lists in `compare`.
 
+mod common;
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -42,42 +44,8 @@ async fn send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(c.addr()).await.unwrap();
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer test\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
-        .await
-        .expect("the simulator answers")
-        .unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap();
-    let code: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut out = String::new();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let size = usize::from_str_radix(size.trim(), 16).unwrap();
-            if size == 0 {
-                break;
-            }
-            out.push_str(&after[..size]);
-            rest = &after[size + 2..];
-        }
-    } else {
-        out = rest.to_string();
-    }
+    let (code, out) =
+        common::request(c.addr(), "test", method, path, headers, body.as_bytes()).await;
     (
         code,
         serde_json::from_str(&out).unwrap_or(Value::String(out)),

@@ -3,6 +3,8 @@
 //! against a simulated cluster, and the simulator against what kube-apiserver v1.36 answered to
 //! the same protobuf requests.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -543,43 +545,11 @@ async fn send(
     content_type: &str,
     body: &[u8],
 ) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer test\r\nAccept: application/json\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        stream.read_to_end(&mut buf),
-    )
-    .await
-    .expect("the simulator answers")
-    .unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
-    let code: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, after)) = rest.split_once("\r\n") {
-            let size = usize::from_str_radix(size.trim(), 16).unwrap();
-            if size == 0 {
-                break;
-            }
-            out.push_str(&after[..size]);
-            rest = &after[size + 2..];
-        }
-        out
-    } else {
-        rest.to_string()
-    };
+    let headers = [
+        ("Accept", "application/json"),
+        ("Content-Type", content_type),
+    ];
+    let (code, body) = common::request(addr, "test", method, path, &headers, body).await;
     (
         code,
         serde_json::from_str(&body).unwrap_or(Value::String(body)),

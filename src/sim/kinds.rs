@@ -636,16 +636,23 @@ fn default_pod_spec(spec: &mut Value) {
     set_if_null(spec, "securityContext", json!({}));
     set_if_null(spec, "terminationGracePeriodSeconds", json!(30));
     set_if_null(spec, "schedulerName", json!("default-scheduler"));
-    for list in ["initContainers", "containers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            default_container(c);
-        }
+    for c in containers_mut(spec) {
+        default_container(c);
     }
+}
+
+/// The containers and init containers of a PodSpec, for writing (none when it has none: a
+/// missing list is not indexed mutably, which would write a `null` into the spec).
+fn containers_mut(spec: &mut Value) -> impl Iterator<Item = &mut Value> {
+    let Some(spec) = spec.as_object_mut() else {
+        return Vec::new().into_iter();
+    };
+    spec.iter_mut()
+        .filter(|(k, _)| *k == "initContainers" || *k == "containers")
+        .filter_map(|(_, v)| v.as_array_mut())
+        .flatten()
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 fn default_container(c: &mut Value) {
@@ -698,21 +705,14 @@ fn default_pod(v: &mut Value) {
     default_pod_spec(spec);
     set_if_null(spec, "enableServiceLinks", json!(true));
     // Requests default to limits, per resource (Pods only, not templates).
-    for list in ["initContainers", "containers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            let limits = c["resources"]["limits"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
-            for (res, q) in limits {
-                if c["resources"]["requests"][&res].is_null() {
-                    c["resources"]["requests"][&res] = q;
-                }
+    for c in containers_mut(spec) {
+        let limits = c["resources"]["limits"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (res, q) in limits {
+            if c["resources"]["requests"][&res].is_null() {
+                c["resources"]["requests"][&res] = q;
             }
         }
     }

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 /// Sends one request presenting `token` and returns the status code and the (de-chunked) body.
 /// A chunked body cut short (a watch the server ends) yields what arrived.
+// Each test crate that includes this module uses one of the two senders.
+#[allow(dead_code)]
 pub async fn http(
     addr: std::net::SocketAddr,
     token: &str,
@@ -14,13 +16,38 @@ pub async fn http(
     ct: &str,
     body: &str,
 ) -> (u16, String) {
+    request(
+        addr,
+        token,
+        method,
+        path,
+        &[("Content-Type", ct)],
+        body.as_bytes(),
+    )
+    .await
+}
+
+/// [`http`] with any headers and a byte body (a protobuf body, an `Accept`).
+pub async fn request(
+    addr: std::net::SocketAddr,
+    token: &str,
+    method: impl Display,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer {token}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: sim\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
-    s.write_all(req.as_bytes()).await.unwrap();
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
         .await
