@@ -132,10 +132,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let identity = identity.unwrap_or_else(default_identity);
             multi_thread_runtime()?.block_on(async move {
+                // Bound before anything else: a replica without /healthz and /readyz would be
+                // restarted or never marked ready by its probes, for a reason no log showed.
+                let listener = tokio::net::TcpListener::bind(metrics_addr)
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot serve /metrics, /healthz and /readyz on {metrics_addr} (--metrics-addr): {e}"
+                        )
+                    })?;
                 let mut kube_config = kube::Config::infer().await?;
                 crate::client::identify(&mut kube_config, "controller");
                 let metrics = std::sync::Arc::new(crate::metrics::Metrics::default());
-                tokio::spawn(crate::metrics::serve(metrics_addr, metrics.clone()));
+                let served = metrics.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = crate::metrics::serve_on(listener, served).await {
+                        tracing::error!(error = %e, "serving /metrics, /healthz and /readyz stopped");
+                    }
+                });
                 crate::controller::run_with_config_file(
                     kube_config,
                     file,
@@ -252,8 +266,10 @@ async fn shutdown_signal() {
 fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // Colour codes only for a person at a terminal, never into a log file or a collector.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -308,7 +324,10 @@ fn check_config(
                 },
                 from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             )?;
-            writeln!(out, "next {} openings:", openings.len())?;
+            match openings.len() {
+                1 => writeln!(out, "next opening:")?,
+                n => writeln!(out, "next {n} openings:")?,
+            }
             for o in &openings {
                 writeln!(out, "  {}", opening_text(&config, o))?;
             }
@@ -370,15 +389,20 @@ fn opening_text(config: &Config, o: &Opening) -> String {
         utc(o.end),
         crate::config::Duration::from_millis((o.end - o.start).num_milliseconds())
     );
-    if let Some(tz) = zone_of(config, o) {
-        let local = |t: DateTime<Utc>| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string();
-        s.push_str(&format!(
-            "  window {}: {} -> {} {}",
-            o.window,
-            local(o.start),
-            local(o.end),
-            tz.name()
-        ));
+    match zone_of(config, o) {
+        // Local times only where they differ from the UTC ones just printed.
+        Some(tz) if tz != chrono_tz::UTC => {
+            let local =
+                |t: DateTime<Utc>| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string();
+            s.push_str(&format!(
+                "  window {} ({}): {} -> {}",
+                o.window,
+                tz.name(),
+                local(o.start),
+                local(o.end)
+            ));
+        }
+        _ => s.push_str(&format!("  window {}", o.window)),
     }
     s
 }

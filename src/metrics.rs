@@ -195,12 +195,8 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `addr` until the process ends.
-pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
-    serve_on(tokio::net::TcpListener::bind(addr).await?, metrics).await
-}
-
-/// [`serve`] on a bound listener.
+/// Serves `/metrics`, `/healthz` and `/readyz` on a bound listener until the process ends (the
+/// caller binds, so that an address in use is a start-up error it reports).
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,

@@ -30,8 +30,37 @@ fn the_reference_config_is_valid_and_lists_the_next_openings() {
         out.contains("2026-11-23 01:00 UTC -> 2026-11-23 05:00 UTC"),
         "{out}"
     );
-    assert!(out.contains("2026-11-23 02:00 CET"), "{out}");
+    assert!(
+        out.contains("window 0 (Europe/Berlin): 2026-11-23 02:00 CET -> 2026-11-23 06:00 CET"),
+        "{out}"
+    );
     assert!(out.contains("next 5 openings"), "{out}");
+}
+
+#[test]
+fn a_utc_window_is_not_printed_twice_and_one_opening_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("utc.yaml");
+    std::fs::write(
+        &file,
+        "windows:\n  - schedule: \"0 3 * * *\"\n    duration: 2h\n    timezone: UTC\n",
+    )
+    .unwrap();
+    let (code, out, err) = rollboot(&[
+        "check-config",
+        file.to_str().unwrap(),
+        "--from",
+        "2026-11-23T00:00:00Z",
+        "--next",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("next opening:\n"), "{out}");
+    assert!(
+        out.contains("  2026-11-23 03:00 UTC -> 2026-11-23 05:00 UTC  (2h)  window 0\n"),
+        "{out}"
+    );
+    assert!(!out.contains("UTC UTC"), "{out}");
 }
 
 #[test]

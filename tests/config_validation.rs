@@ -94,8 +94,15 @@ fn a_duplicate_key_is_rejected() {
         "drain.timeout",
         "duplicate field `timeout`",
     );
-    // The YAML library points at the mapping holding the duplicate.
-    assert_eq!(p.line, Some(2));
+    // At the repeated key, not at its first occurrence.
+    assert_eq!((p.line, p.column), (Some(3), Some(3)));
+    // Also in a list item and with the first occurrence on the item's own line.
+    let p = one_problem(
+        "windows:\n  - schedule: \"0 2 * * *\"\n    duration: 1h\n    schedule: \"0 3 * * *\"\n",
+        "windows[0].schedule",
+        "duplicate field `schedule`",
+    );
+    assert_eq!((p.line, p.column), (Some(4), Some(5)));
 }
 
 #[test]
@@ -162,8 +169,15 @@ fn a_blackout_instant_must_be_rfc3339() {
     one_problem(
         "blackouts:\n  - from: christmas\n    to: 2026-12-23T00:00:00Z\n",
         "blackouts[0].from",
-        "",
+        "`christmas` is not an RFC 3339 instant such as 2026-12-24T00:00:00Z",
     );
+    // A date alone: say what is missing, not chrono's "premature end of input" only.
+    let p = one_problem(
+        "blackouts:\n  - from: 2026-12-24\n    to: 2026-12-26T00:00:00Z\n",
+        "blackouts[0].from",
+        "a date alone has no time and no offset: write 2026-12-24T00:00:00Z for midnight UTC",
+    );
+    assert_eq!(p.line, Some(2));
 }
 
 #[test]

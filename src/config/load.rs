@@ -152,7 +152,7 @@ pub fn parse_str(text: &str) -> Result<Config, Vec<Problem>> {
                     .into(),
         }]);
     }
-    let mut config: Config = yaml_serde::from_str(text).map_err(|e| vec![structural(e)])?;
+    let mut config: Config = yaml_serde::from_str(text).map_err(|e| vec![structural(text, e)])?;
     let mut problems = Vec::new();
     validate(&mut config, &mut |path: String, message: String| {
         let (line, column) = locate(text, &path).unzip();
@@ -174,7 +174,7 @@ pub fn parse_str(text: &str) -> Result<Config, Vec<Problem>> {
 
 /// Turns a deserializer error into a Problem, splitting off the key path and the location
 /// that the YAML library folds into its message.
-fn structural(e: yaml_serde::Error) -> Problem {
+fn structural(text: &str, e: yaml_serde::Error) -> Problem {
     let loc = e.location();
     let mut message = e.to_string();
     if let Some(l) = &loc {
@@ -210,12 +210,54 @@ fn structural(e: yaml_serde::Error) -> Problem {
     if message.starts_with("unknown field") {
         message.push_str(" (keys are camelCase and checked strictly: see config/rollboot.yaml)");
     }
+    let mut at = loc.as_ref().map(|l| (l.line(), l.column()));
+    if let (Some(key), Some((line, _))) = (
+        message
+            .strip_prefix("duplicate field `")
+            .and_then(|m| m.split('`').next()),
+        at,
+    ) {
+        // The YAML library points at the mapping (or the key's first occurrence); the person
+        // fixing the file wants the repeated key.
+        if let Some(second) = repeated_key(text, line, key) {
+            at = Some(second);
+        }
+    }
     Problem {
         path,
-        line: loc.as_ref().map(|l| l.line()),
-        column: loc.as_ref().map(|l| l.column()),
+        line: at.map(|(l, _)| l),
+        column: at.map(|(_, c)| c),
         message,
     }
+}
+
+/// Line and column (1-based) of the second `key:` at one indentation, searching from `line`.
+fn repeated_key(text: &str, line: usize, key: &str) -> Option<(usize, usize)> {
+    let mut first_indent = None;
+    for (i, l) in text.lines().enumerate().skip(line.saturating_sub(1)) {
+        let trimmed = l.trim_start();
+        let mut indent = l.len() - trimmed.len();
+        // A key on a list item's line (`- key: ...`) sits after the dash.
+        let trimmed = match trimmed.strip_prefix("- ") {
+            Some(rest) => {
+                indent += 2 + rest.len() - rest.trim_start().len();
+                rest.trim_start()
+            }
+            None => trimmed,
+        };
+        let is_key = trimmed
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with(':'));
+        if !is_key {
+            continue;
+        }
+        match first_indent {
+            None => first_indent = Some(indent),
+            Some(f) if f == indent => return Some((i + 1, indent + 1)),
+            Some(_) => {}
+        }
+    }
+    None
 }
 
 /// Checks every rule the types cannot express and compiles the string fields. `report` gets

@@ -74,9 +74,42 @@ pub struct WindowConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlackoutConfig {
     /// RFC 3339 instant, inclusive.
+    #[serde(deserialize_with = "rfc3339")]
     pub from: chrono::DateTime<chrono::FixedOffset>,
     /// RFC 3339 instant, exclusive.
+    #[serde(deserialize_with = "rfc3339")]
     pub to: chrono::DateTime<chrono::FixedOffset>,
+}
+
+/// An RFC 3339 instant, with an error that says so (chrono's own is `premature end of input`
+/// for a date alone, which names neither the format nor what is missing). The error is raised
+/// inside the deserializer (a visitor), so the YAML library puts the key path and line on it.
+fn rfc3339<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<chrono::DateTime<chrono::FixedOffset>, D::Error> {
+    struct Instant;
+    impl serde::de::Visitor<'_> for Instant {
+        type Value = chrono::DateTime<chrono::FixedOffset>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an RFC 3339 instant such as 2026-12-24T00:00:00Z")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            chrono::DateTime::parse_from_rfc3339(text.trim()).map_err(|e| {
+                let hint = if chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").is_ok() {
+                    format!(
+                        " (a date alone has no time and no offset: write {}T00:00:00Z for midnight UTC)",
+                        text.trim()
+                    )
+                } else {
+                    String::new()
+                };
+                E::custom(format!(
+                    "`{text}` is not an RFC 3339 instant such as 2026-12-24T00:00:00Z{hint}: {e}"
+                ))
+            })
+        }
+    }
+    d.deserialize_str(Instant)
 }
 
 /// Limits on nodes in maintenance at once.
