@@ -95,6 +95,10 @@ pub struct Host {
     pub reboots: Arc<Mutex<BTreeMap<String, usize>>>,
     /// Hosts that never come back: the reboot is acknowledged and nothing happens.
     pub broken: Arc<Mutex<BTreeSet<String>>>,
+    /// Agents that stop between their ack and the reboot, per node the number of times: the
+    /// reboot method never returns and nothing reboots (a test then kills the agent, as a
+    /// crash at that line would).
+    pub stall: Arc<Mutex<BTreeMap<String, usize>>>,
 }
 
 /// The simulator's reboot method: the world reboots the node (new bootID after the scenario's
@@ -106,6 +110,24 @@ pub struct SimReboot {
 
 impl RebootMethod for SimReboot {
     async fn reboot(&self, node: &str, token: &str) -> Result<(), AgentError> {
+        let stalls = {
+            let mut stall = self.host.stall.lock().expect("stall");
+            match stall.get_mut(node) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if stalls {
+            tracing::info!(
+                node,
+                token,
+                "simulated agent stalls between its ack and the reboot"
+            );
+            return std::future::pending().await;
+        }
         self.host.sentinel.lock().expect("sentinel").remove(node);
         *self
             .host
@@ -118,6 +140,11 @@ impl RebootMethod for SimReboot {
             self.world.reboot(node, token);
         }
         Ok(())
+    }
+
+    /// The simulated host's boot ID is the one its kubelet reports.
+    fn boot_id(&self, node: &str) -> Option<String> {
+        self.world.boot_id(node)
     }
 }
 
