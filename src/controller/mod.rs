@@ -1082,7 +1082,7 @@ async fn run_step(
             tasks.insert(
                 name.into(),
                 StepTask::spawn(ctx.wake.clone(), async move {
-                    let passed = gate.wait(deadline, &node).await;
+                    let passed = gate.wait(deadline, &node, &ctx2.events).await;
                     // Decided now, from the node as it is now: the gate may have taken minutes.
                     let Some(view) = still(&ctx2, &node, NodeState::Verifying) else {
                         tracing::info!(
