@@ -436,6 +436,8 @@ pub async fn drain<A: DrainApi>(
                 .collect();
             covering.insert(r, budgets);
         }
+        // One Event for all of them: Events about one node with one reason are one series.
+        let mut unreadable = Vec::new();
         for (ns, budgets) in &by_ns {
             for b in budgets {
                 let Some(why) = b
@@ -447,14 +449,17 @@ pub async fn drain<A: DrainApi>(
                     continue;
                 };
                 let name = format!("{ns}/{}", b.metadata.name.as_deref().unwrap_or_default());
-                let note = format!(
-                    "PodDisruptionBudget {name}: its selector cannot be evaluated ({why}); \
-                     rollboot takes it to cover the pods of node {node} and names it among the \
-                     budgets that may refuse their evictions"
-                );
-                tracing::warn!(node, budget = %name, "{note}");
-                api.event(true, "BudgetSelectorUnreadable", note).await;
+                tracing::warn!(node, budget = %name, why, "a PodDisruptionBudget's selector cannot be evaluated; taken to cover the node's pods");
+                unreadable.push(format!("PodDisruptionBudget {name} ({why})"));
             }
+        }
+        if !unreadable.is_empty() {
+            let note = format!(
+                "selector cannot be evaluated: {}; rollboot takes each to cover the pods of node \
+                 {node} and names it among the budgets that may refuse their evictions",
+                unreadable.join("; ")
+            );
+            api.event(true, "BudgetSelectorUnreadable", note).await;
         }
         Ok::<_, DrainError>(covering)
     };
@@ -1195,9 +1200,10 @@ mod tests {
             .collect();
         assert_eq!(unreadable.len(), 1, "{events:?}");
         assert!(
-            unreadable[0].contains("PodDisruptionBudget default/odd-pdb")
+            unreadable[0].contains("PodDisruptionBudget default/odd-pdb (")
                 && unreadable[0].contains("operator `In` has no values")
-                && unreadable[0].contains("node n1"),
+                && unreadable[0].contains("node n1")
+                && !unreadable[0].contains("web-pdb"),
             "{}",
             unreadable[0]
         );

@@ -99,6 +99,9 @@ pub struct Host {
     /// reboot method never returns and nothing reboots (a test then kills the agent, as a
     /// crash at that line would).
     pub stall: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// The boot ID each host had when its reboot was asked: the host is down until its Node
+    /// reports another one (the simulated kubelet does when the host is up again).
+    pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 /// The simulator's reboot method: the world reboots the node (new bootID after the scenario's
@@ -136,15 +139,26 @@ impl RebootMethod for SimReboot {
             .expect("reboots")
             .entry(node.into())
             .or_default() += 1;
+        if let Some(boot) = self.world.boot_id(node) {
+            self.host
+                .down_from
+                .lock()
+                .expect("down_from")
+                .insert(node.into(), boot);
+        }
         if !self.host.broken.lock().expect("broken").contains(node) {
             self.world.reboot(node, token);
         }
         Ok(())
     }
 
-    /// The simulated host's boot ID is the one its kubelet reports.
+    /// The simulated host's boot ID: the one its kubelet reports once the host is up, none
+    /// while it is down after a reboot (a real agent does not run then; one restarted in a
+    /// test at that moment must not take the boot from before for the host's).
     fn boot_id(&self, node: &str) -> Option<String> {
-        self.world.boot_id(node)
+        let reported = self.world.boot_id(node)?;
+        let down = self.host.down_from.lock().expect("down_from");
+        (down.get(node) != Some(&reported)).then_some(reported)
     }
 }
 

@@ -375,7 +375,7 @@ impl<R: RebootMethod> Agent<'_, R> {
                 Ok(()) => {
                     let boot = host_boot.unwrap_or_default();
                     tracing::warn!(node, token, boot_id = %boot, "an earlier agent acknowledged this token and the host did not reboot; reported it lost");
-                    self.events.publish(node, true, "RebootLost", format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
+                    self.events.publish_action(node, true, "RebootLost", &format!("ReportLost {token}"), format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
                 }
                 Err(e) => {
                     tracing::warn!(node, token, error = %e, "could not report a lost reboot token")
@@ -414,11 +414,15 @@ impl<R: RebootMethod> Agent<'_, R> {
             let said = (token.clone(), why.clone());
             if self.refused.as_ref() != Some(&said) {
                 tracing::warn!(node, token, reason = %why, "refusing to reboot");
+                // One Event per token and reason: a later reason for the same token is not
+                // folded into the first Event, whose note it would keep.
+                let action = format!("Refuse {token}: {why}");
                 self.events
-                    .publish(
+                    .publish_action(
                         node,
                         true,
                         "RebootRefused",
+                        &action,
                         format!("agent refuses token {token}: {why}"),
                     )
                     .await;

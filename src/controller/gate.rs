@@ -111,8 +111,8 @@ pub struct GateState {
     wanted: BTreeMap<Stream, Wanted>,
     seen: BTreeMap<(Stream, String), Health>,
     listed: BTreeSet<Stream>,
-    /// Warnings not yet said: one per budget with an unreadable selector.
-    notes: Vec<String>,
+    /// Warnings not yet said, (budget, note): one per budget with an unreadable selector.
+    notes: Vec<(String, String)>,
     /// The budgets already warned about.
     unreadable: BTreeSet<(Stream, String)>,
 }
@@ -194,15 +194,16 @@ impl GateState {
                     s.0.name(),
                     s.1
                 );
+                let budget = format!("{}/{name}", s.1);
                 if self.unreadable.insert((s, name)) {
-                    self.notes.push(note);
+                    self.notes.push((budget, note));
                 }
             }
         }
     }
 
-    /// The warnings gathered since the last call.
-    pub fn take_notes(&mut self) -> Vec<String> {
+    /// The warnings gathered since the last call, as (budget `namespace/name`, note).
+    pub fn take_notes(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.notes)
     }
 
@@ -324,10 +325,16 @@ impl Gate {
             while let Ok(u) = self.rx.try_recv() {
                 self.state.apply(u);
             }
-            for note in self.state.take_notes() {
+            for (budget, note) in self.state.take_notes() {
                 tracing::warn!(node, "{note}");
                 events
-                    .publish(node, true, "BudgetSelectorUnreadable", note)
+                    .publish_action(
+                        node,
+                        true,
+                        "BudgetSelectorUnreadable",
+                        &format!("Wait {budget}"),
+                        note,
+                    )
                     .await;
             }
             let why = match self.state.verdict() {
@@ -582,11 +589,14 @@ mod tests {
         );
         let notes = g.take_notes();
         assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].0, "a/odd");
         assert!(
-            notes[0].starts_with("PodDisruptionBudget a/odd: its selector cannot be evaluated")
-                && notes[0].contains("waits for it"),
-            "{}",
             notes[0]
+                .1
+                .starts_with("PodDisruptionBudget a/odd: its selector cannot be evaluated")
+                && notes[0].1.contains("waits for it"),
+            "{}",
+            notes[0].1
         );
         assert!(g.take_notes().is_empty());
     }

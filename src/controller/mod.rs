@@ -488,7 +488,13 @@ async fn warn_malformed(ctx: &Ctx, views: &[NodeView], record: &LockRecord, warn
             if !warned.contains(&k) {
                 tracing::warn!(node = %v.name, key = w.key, value = %w.value, "{}", w.note);
                 ctx.events
-                    .publish(&v.name, true, "MalformedAnnotation", w.note)
+                    .publish_action(
+                        &v.name,
+                        true,
+                        "MalformedAnnotation",
+                        &format!("Read {}", w.key),
+                        w.note,
+                    )
                     .await;
             }
             now_seen.insert(k);
@@ -1226,18 +1232,31 @@ async fn request_reboot(
     ann.push((proto::HEALTH_GATE, gate));
     patch_node(ctx, view, "requesting the reboot", proto::patch(&ann, None)).await?;
     tracing::info!(node, token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
-    let note = if attempt == 1 {
-        format!("drained; asked the agent to reboot (token {})", token.text)
+    // A new token is its own Event (a repeat of the first would keep the first's note).
+    let (reason, note) = if attempt == 1 {
+        (
+            "RebootRequested",
+            format!("drained; asked the agent to reboot (token {})", token.text),
+        )
     } else {
-        format!(
-            "the agent's previous token was lost before the host rebooted; asked again with a \
-             new token {} (attempt {attempt} of {})",
-            token.text,
-            decide::REBOOT_ATTEMPTS
+        (
+            "RebootRequestedAgain",
+            format!(
+                "the agent's previous token was lost before the host rebooted; asked again with \
+                 a new token {} (attempt {attempt} of {})",
+                token.text,
+                decide::REBOOT_ATTEMPTS
+            ),
         )
     };
     ctx.events
-        .publish(node, false, "RebootRequested", note)
+        .publish_action(
+            node,
+            false,
+            reason,
+            &format!("RequestReboot {attempt}"),
+            note,
+        )
         .await;
     ctx.wake.notify_one();
     Ok(())
