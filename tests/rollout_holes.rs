@@ -341,10 +341,12 @@ async fn a_lock_deleted_while_rebooting_is_recreated_and_the_node_rebooted_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_garbled_in_flight_record_is_rebuilt_and_nothing_new_starts_meanwhile() {
     log();
+    // Drains of 3 s, so the record can be garbled while both slots are draining (Ready: no
+    // unready-node blocker hides a wrong start).
     let sc = Scenario {
         nodes: 4,
         pods_per_node: 4,
-        grace_seconds: 80,
+        grace_seconds: 300,
         reboot_time: 150.0,
         ..Scenario::default()
     };
@@ -356,16 +358,40 @@ async fn a_garbled_in_flight_record_is_rebuilt_and_nothing_new_starts_meanwhile(
     .unwrap();
     h.start_rollout().await.unwrap();
     let names = h.node_names().await.unwrap();
-    h.flag(&names);
-    // Both slots taken.
-    reached(&h, &names[0], NodeState::Draining).await;
-    reached(&h, &names[1], NodeState::Draining).await;
+    // The last two take both slots; the first two, flagged next, come first by name: an
+    // empty record would start them at once.
+    h.flag(&names[2..]);
+    reached(&h, &names[2], NodeState::Draining).await;
+    reached(&h, &names[3], NodeState::Draining).await;
+    h.flag(&names[..2]);
+    let first_two = set(&names[..2]);
+    let flagged = h
+        .wait_for(Duration::from_secs(10), |ns| {
+            ns.iter()
+                .filter(|n| first_two.contains(&n.name))
+                .all(|n| n.flagged())
+        })
+        .await
+        .unwrap();
+    assert!(flagged);
+    let draining = h.nodes().await.unwrap();
+    assert!(
+        draining
+            .iter()
+            .filter(|n| n.state.is_some())
+            .all(|n| n.state == Some(NodeState::Draining) && n.ready),
+        "too late: {:?}",
+        draining
+            .iter()
+            .map(|n| (&n.name, n.state))
+            .collect::<Vec<_>>()
+    );
     let leases: Api<Lease> = Api::namespaced(h.client.clone(), &h.config.lock.namespace);
     leases
         .patch(
             &h.config.lock.name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {rollboot::lock::IN_FLIGHT: "{\"node-0000\": garbage"}}})),
+            &Patch::Merge(json!({"metadata": {"annotations": {rollboot::lock::IN_FLIGHT: "{\"node-0002\": garbage"}}})),
         )
         .await
         .unwrap();
