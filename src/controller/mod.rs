@@ -6,8 +6,12 @@
 //! resumes every node listed in the lock, starts flagged nodes when nothing blocks, and carries
 //! each node through cordon, drain, reboot, verify, uncordon and the health gate. Every step is
 //! written to the Node before it is acted on, so a successor continues from what the cluster
-//! says. It must never write anything without re-checking leadership right before, and never
-//! start a node while a blocker holds.
+//! says. When the lock's Lease is deleted, or its in-flight record stops parsing, it writes the
+//! record rebuilt from the Nodes' own states before anything else. It says once, in a log line
+//! and a warning Event, each malformed rollboot annotation it meets. It must never write
+//! anything without re-checking leadership right before, never start a node while a blocker
+//! holds or while the lock's record is not one it can trust, and never drain, or ask for the
+//! reboot of, a node that is not cordoned.
 
 pub mod alerts;
 pub mod decide;
