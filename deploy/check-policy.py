@@ -107,6 +107,9 @@ def main():
     uncordoned = copy.deepcopy(base)
     del uncordoned["spec"]["unschedulable"]
     bare = node("n1")
+    acked = with_ann(base, reboot_ack="t1")
+    # A new token t2 issued after t1 was reported lost.
+    reported_new = with_ann(acked, reboot_lost="t1", reboot="t2")
     foreign = copy.deepcopy(base)
     foreign["metadata"]["annotations"]["other.io/x"] = "2"
     cases = [
@@ -124,6 +127,11 @@ def main():
         ("uncordon", update(AGENT, "n1", base, uncordoned), "deny"),
         ("label exclude", update(AGENT, "n1", base, relabelled), "deny"),
         ("status update", update(AGENT, "n1", base, flagged, sub="status"), "deny"),
+        ("report its acknowledged token lost", update(AGENT, "n1", acked, with_ann(acked, reboot_lost="t1")), "allow"),
+        ("report a token lost before acknowledging it", update(AGENT, "n1", base, with_ann(base, reboot_lost="t1")), "deny: the rollboot agent may set rollboot.dev/reboot-lost only"),
+        ("report lost a token that is not the current one", update(AGENT, "n1", acked, with_ann(acked, reboot_lost="t0")), "deny: the rollboot agent may set rollboot.dev/reboot-lost only"),
+        ("ack a new token with an old lost report", update(AGENT, "n1", reported_new, with_ann(reported_new, reboot_ack="t2")), "allow"),
+        ("report lost on another node", update(AGENT, "n2", acked, with_ann(acked, reboot_lost="t1")), "deny"),
         ("controller is not matched", update("system:serviceaccount:rollboot-system:rollboot-controller", None, base, with_ann(base, state="done")), "not-matched"),
     ]
     failures = 0

@@ -233,6 +233,35 @@ pub struct Drained {
     pub owners: BTreeSet<(String, String, String)>,
 }
 
+/// Why rollboot cannot evaluate a budget's selector, if it cannot: an operator other than
+/// In, NotIn, Exists and DoesNotExist, In or NotIn without values, Exists or DoesNotExist with
+/// some. kube-apiserver refuses such a selector when the budget is written; one can still be
+/// met (stored before that validation, or served by a server that does not validate). It
+/// names the requirement.
+pub fn selector_problem(sel: &LabelSelector) -> Option<String> {
+    sel.match_expressions.iter().flatten().find_map(|e| {
+        let values = e.values.as_deref().unwrap_or(&[]);
+        let why = match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => "has no values",
+            "Exists" | "DoesNotExist" if !values.is_empty() => "has values",
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => return None,
+            _ => "is not In, NotIn, Exists or DoesNotExist",
+        };
+        Some(format!(
+            "matchExpressions requirement on key `{}` with operator `{}` {why}",
+            e.key, e.operator
+        ))
+    })
+}
+
+/// Whether a budget with this selector may select a pod with these labels: it does, or its
+/// selector cannot be evaluated (see [`selector_problem`]) and it is taken to, the safe side
+/// for every use rollboot makes of it (naming the budgets that may refuse an eviction,
+/// waiting for the budgets of the evicted pods to be healthy again).
+pub fn budget_may_select(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    sel.is_some_and(|s| selector_problem(s).is_some()) || selector_matches(sel, labels)
+}
+
 /// True when the budget's selector matches the labels (a budget with no selector matches none).
 pub fn selector_matches(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
     let Some(sel) = sel else { return false };
@@ -385,7 +414,7 @@ pub async fn drain<A: DrainApi>(
             let budgets: Vec<Covering> = by_ns[&r.namespace]
                 .iter()
                 .filter(|b| {
-                    selector_matches(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
+                    budget_may_select(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
                 })
                 .map(|b| Covering {
                     name: format!(
@@ -406,6 +435,31 @@ pub async fn drain<A: DrainApi>(
                 })
                 .collect();
             covering.insert(r, budgets);
+        }
+        // One Event for all of them: Events about one node with one reason are one series.
+        let mut unreadable = Vec::new();
+        for (ns, budgets) in &by_ns {
+            for b in budgets {
+                let Some(why) = b
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.selector.as_ref())
+                    .and_then(selector_problem)
+                else {
+                    continue;
+                };
+                let name = format!("{ns}/{}", b.metadata.name.as_deref().unwrap_or_default());
+                tracing::warn!(node, budget = %name, why, "a PodDisruptionBudget's selector cannot be evaluated; taken to cover the node's pods");
+                unreadable.push(format!("PodDisruptionBudget {name} ({why})"));
+            }
+        }
+        if !unreadable.is_empty() {
+            let note = format!(
+                "selector cannot be evaluated: {}; rollboot takes each to cover the pods of node \
+                 {node} and names it among the budgets that may refuse their evictions",
+                unreadable.join("; ")
+            );
+            api.event(true, "BudgetSelectorUnreadable", note).await;
         }
         Ok::<_, DrainError>(covering)
     };
@@ -696,7 +750,7 @@ impl DrainApi for KubeDrain {
                 .map_err(self.err(format!("listing PodDisruptionBudgets in {namespace}")))?;
             let selects = |b: &PodDisruptionBudget| {
                 let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
-                pods.iter().any(|l| selector_matches(sel, l))
+                pods.iter().any(|l| budget_may_select(sel, l))
             };
             out.extend(page.items.into_iter().filter(selects).map(|b| {
                 PodDisruptionBudget {
@@ -925,6 +979,8 @@ mod tests {
         pod_states: Mutex<BTreeMap<String, Option<bool>>>,
         /// 5xx messages answered (first to last) before anything else.
         server_errors: Mutex<Vec<String>>,
+        /// A second budget, `odd-pdb`, whose selector cannot be evaluated.
+        odd_budget: bool,
     }
 
     impl Fake {
@@ -939,6 +995,7 @@ mod tests {
                 disrupted: Mutex::default(),
                 pod_states: Mutex::default(),
                 server_errors: Mutex::default(),
+                odd_budget: false,
             }
         }
     }
@@ -1006,7 +1063,26 @@ mod tests {
                     ..Default::default()
                 });
             }
-            Ok(vec![b])
+            let mut out = vec![b];
+            if self.odd_budget {
+                let mut odd = PodDisruptionBudget::default();
+                odd.metadata.name = Some("odd-pdb".into());
+                odd.spec = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+                    selector: Some(LabelSelector {
+                        match_expressions: Some(vec![
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                                key: "app".into(),
+                                operator: "In".into(),
+                                values: None,
+                            },
+                        ]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+                out.push(odd);
+            }
+            Ok(out)
         }
         async fn pod_deleting(&self, _: &str, name: &str) -> Result<Option<bool>, DrainError> {
             Ok(self.pod_states.lock().unwrap().get(name).copied().flatten())
@@ -1108,6 +1184,37 @@ mod tests {
         assert!(events[0].contains("default/web-pdb"), "{events:?}");
         assert_eq!(d.pods, web_labels());
         assert_eq!(d.evicted.len(), 1, "the DaemonSet pod stays");
+    }
+
+    #[tokio::test]
+    async fn a_budget_whose_selector_cannot_be_read_is_named_as_covering_with_a_warning() {
+        let mut api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 1);
+        api.odd_budget = true;
+        drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+            .await
+            .unwrap();
+        let events = api.events.lock().unwrap();
+        let unreadable: Vec<&String> = events
+            .iter()
+            .filter(|e| e.starts_with("BudgetSelectorUnreadable: "))
+            .collect();
+        assert_eq!(unreadable.len(), 1, "{events:?}");
+        assert!(
+            unreadable[0].contains("PodDisruptionBudget default/odd-pdb (")
+                && unreadable[0].contains("operator `In` has no values")
+                && unreadable[0].contains("node n1")
+                && !unreadable[0].contains("web-pdb"),
+            "{}",
+            unreadable[0]
+        );
+        let blocked = events
+            .iter()
+            .find(|e| e.starts_with("EvictionBlocked"))
+            .unwrap();
+        assert!(
+            blocked.contains("default/web-pdb") && blocked.contains("default/odd-pdb"),
+            "{blocked}"
+        );
     }
 
     #[tokio::test]

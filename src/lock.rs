@@ -4,7 +4,10 @@
 //! node → {state, since, leader}) and the rv-checked writes that add and remove nodes. The lock
 //! outlives leaders: any rollboot leader adopts it; a holder that is not rollboot pauses
 //! rollboot. It must never take the lock from a foreign holder, and has no TTL: entries leave
-//! only when their node finishes, fails or is deleted.
+//! only when their node finishes, fails or is deleted. A record that does not parse is never
+//! written over by an edit ([`update`] refuses it: its entries are unknown, and an edit of
+//! "no entries" would forget the nodes in flight); only [`restore`] replaces it, with the
+//! entries the caller rebuilt from the Nodes.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +42,12 @@ pub struct LockRecord {
     pub entries: BTreeMap<String, LockEntry>,
     /// The Lease as read, for rv-checked replace; `None` when it does not exist.
     pub lease: Option<Lease>,
+    /// Why the in-flight record cannot be trusted (it does not parse); `entries` is then empty
+    /// and means nothing.
+    pub untrusted: Option<String>,
+    /// For a Lease known to be deleted, the resourceVersion of that news, so an older read
+    /// does not bring the Lease back (see [`LockRecord::version`]).
+    deleted_at: u64,
 }
 
 /// What can go wrong with the lock.
@@ -58,6 +67,20 @@ pub enum LockError {
     /// Leadership was lost before a retry.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
+    /// The in-flight record does not parse: an edit of it would forget the nodes in flight.
+    #[error("maintenance lock {lease}: the in-flight record cannot be edited: {why}")]
+    Untrusted {
+        /// Lease name.
+        lease: String,
+        /// The parse error.
+        why: String,
+    },
+    /// The Lease was deleted since it was read: the nodes in flight must be found again.
+    #[error("maintenance lock {lease} was deleted")]
+    Gone {
+        /// Lease name.
+        lease: String,
+    },
 }
 
 impl LockRecord {
@@ -71,23 +94,49 @@ impl LockRecord {
             .as_ref()
             .and_then(|s| s.holder_identity.clone())
             .filter(|h| !h.is_empty());
-        let entries = l
+        let (entries, untrusted) = match l
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(IN_FLIGHT))
-            .and_then(|j| match serde_json::from_str(j) {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    tracing::error!(error = %e, "the maintenance lock's in-flight record does not parse; treating it as empty");
-                    None
-                }
-            })
-            .unwrap_or_default();
+        {
+            None => (BTreeMap::new(), None),
+            Some(j) => match serde_json::from_str(j) {
+                Ok(e) => (e, None),
+                Err(e) => (
+                    BTreeMap::new(),
+                    Some(format!("annotation {IN_FLIGHT} does not parse: {e}")),
+                ),
+            },
+        };
         LockRecord {
             holder,
             entries,
             lease: Some(l),
+            untrusted,
+            deleted_at: 0,
+        }
+    }
+
+    /// The record of a Lease known to be deleted at `resource_version` (or later).
+    pub fn deleted(resource_version: u64) -> LockRecord {
+        LockRecord {
+            deleted_at: resource_version,
+            ..LockRecord::default()
+        }
+    }
+
+    /// The resourceVersion this record is as of: the Lease's, or that of its deletion. A cache
+    /// keeps the record with the highest.
+    pub fn version(&self) -> u64 {
+        match &self.lease {
+            Some(l) => l
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            None => self.deleted_at,
         }
     }
 
@@ -127,6 +176,42 @@ pub async fn read(lease: &LeaseRef) -> Result<LockRecord, LeaseError> {
     Ok(LockRecord::from_lease(lease.get().await?))
 }
 
+/// A 404 from the API server.
+fn not_found(e: &LeaseError) -> bool {
+    matches!(e, LeaseError::Api { source: kube::Error::Api(s), .. } if s.code == 404)
+}
+
+/// Replaces the in-flight record of the lock as `record` read it (or creates the Lease when it
+/// does not exist) with `entries`, held by `ours` while any entry remains: the way back to a
+/// trusted record after the Lease was deleted or its record stopped parsing, with entries the
+/// caller rebuilt from the Nodes. One rv-checked write and no retry: a conflict means someone
+/// wrote the lock since `record`, and what they wrote must be read and judged first.
+pub async fn restore(
+    lease: &LeaseRef,
+    ours: &str,
+    record: &LockRecord,
+    entries: &BTreeMap<String, LockEntry>,
+) -> Result<LockRecord, LockError> {
+    if let Some(h) = record.foreign_holder(ours) {
+        return Err(LockError::HeldBy {
+            lease: lease.name().into(),
+            holder: h.into(),
+        });
+    }
+    let new = record.to_lease(ours, entries);
+    let written = match &record.lease {
+        Some(_) => lease.replace(&new).await,
+        None => lease.create(new).await,
+    };
+    match written {
+        Ok(l) => Ok(LockRecord::from_lease(Some(l))),
+        Err(e) if not_found(&e) => Err(LockError::Gone {
+            lease: lease.name().into(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Writes `entries` to the lock as `ours`, starting from `record` and re-reading after a
 /// conflict. `change` edits the entries; it is applied to the freshest record.
 ///
@@ -149,6 +234,12 @@ pub async fn update(
                 holder: h.into(),
             });
         }
+        if let Some(why) = &record.untrusted {
+            return Err(LockError::Untrusted {
+                lease: lease.name().into(),
+                why: why.clone(),
+            });
+        }
         let mut entries = record.entries.clone();
         change(&mut entries);
         if entries == record.entries && record.holder.is_some() != entries.is_empty() {
@@ -165,6 +256,13 @@ pub async fn update(
             Err(LeaseError::Conflict { .. }) => {
                 record = read(lease).await?;
                 ensure()?;
+            }
+            // Deleted since it was read: recreating it with the entries known here could
+            // forget nodes in flight; the caller rebuilds them from the Nodes.
+            Err(e) if not_found(&e) => {
+                return Err(LockError::Gone {
+                    lease: lease.name().into(),
+                })
             }
             Err(e) => return Err(e.into()),
         }
@@ -199,6 +297,49 @@ mod tests {
         let back = LockRecord::from_lease(Some(freed));
         assert_eq!(back.holder, None);
         assert!(back.entries.is_empty());
+    }
+
+    #[test]
+    fn a_record_that_does_not_parse_is_untrusted_and_never_edited() {
+        let mut lease = Lease::default();
+        lease.metadata.resource_version = Some("42".into());
+        lease.metadata.annotations = Some([(IN_FLIGHT.to_string(), "{garbage".to_string())].into());
+        let r = LockRecord::from_lease(Some(lease));
+        assert!(r.entries.is_empty());
+        assert!(
+            r.untrusted.as_deref().unwrap().contains(IN_FLIGHT),
+            "{:?}",
+            r.untrusted
+        );
+        assert_eq!(r.version(), 42);
+        // An edit of it is refused before anything is sent (the client is never used).
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e = rt
+            .block_on(async {
+                let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+                let client = kube::Client::try_from(config).unwrap();
+                let lease_ref = LeaseRef::new(client, "ns", "rollboot-lock");
+                update(&lease_ref, "rollboot", r, |e| e.clear(), &|| Ok(())).await
+            })
+            .unwrap_err();
+        assert!(matches!(e, LockError::Untrusted { .. }), "{e}");
+        // A missing record is an empty, trusted one.
+        assert_eq!(
+            LockRecord::from_lease(Some(Lease::default())).untrusted,
+            None
+        );
+    }
+
+    #[test]
+    fn a_deleted_lease_is_newer_than_what_was_read_before() {
+        let mut lease = Lease::default();
+        lease.metadata.resource_version = Some("7".into());
+        let read = LockRecord::from_lease(Some(lease));
+        let gone = LockRecord::deleted(9);
+        assert!(gone.lease.is_none() && gone.version() > read.version());
     }
 
     #[test]

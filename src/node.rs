@@ -36,6 +36,12 @@ pub const BOOT_ID_BEFORE: &str = "rollboot.dev/boot-id-before";
 pub const REBOOT: &str = "rollboot.dev/reboot";
 /// Agent: the token it acted on, written before it reboots.
 pub const REBOOT_ACK: &str = "rollboot.dev/reboot-ack";
+/// Agent: a token it acknowledged whose reboot never happened: the agent started again on the
+/// same boot of its host (it died between the ack and the reboot). The controller answers with
+/// a new token, a new and single reboot, a bounded number of times.
+pub const REBOOT_LOST: &str = "rollboot.dev/reboot-lost";
+/// Controller: which reboot request of the cycle the current `reboot` token is (1, 2, ...).
+pub const REBOOT_ATTEMPT: &str = "rollboot.dev/reboot-attempt";
 /// Controller: why the node failed (with `state: failed`).
 pub const FAILURE_REASON: &str = "rollboot.dev/failure-reason";
 /// Controller: what the health gate must see healthy again (JSON, written with `rebooting`).
@@ -142,6 +148,29 @@ impl Token {
     }
 }
 
+/// A rollboot annotation whose value is not in the format rollboot writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Malformed {
+    /// The annotation key.
+    pub key: &'static str,
+    /// Its value as found.
+    pub value: String,
+    /// What a value of this key looks like.
+    pub expected: &'static str,
+}
+
+/// The longest boot ID rollboot accepts in `boot-id-before` (a kubelet writes a 36-character
+/// UUID; the bound only keeps garbage out).
+const BOOT_ID_MAX: usize = 128;
+
+/// Whether `s` can be a `status.nodeInfo.bootID`: not empty, no whitespace or control
+/// characters, at most [`BOOT_ID_MAX`] bytes.
+pub fn boot_id_well_formed(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= BOOT_ID_MAX
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// Everything rollboot needs from one Node, parsed once: a plain value, cheap to test with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeView {
@@ -182,12 +211,19 @@ pub struct NodeView {
     pub state_since: Option<DateTime<Utc>>,
     /// `cordoned-by`.
     pub cordoned_by: Option<String>,
-    /// `boot-id-before`.
+    /// `boot-id-before`, when well formed (see [`boot_id_well_formed`]).
     pub boot_id_before: Option<String>,
     /// `reboot` token text.
     pub reboot_token: Option<String>,
-    /// `reboot-ack` token text.
+    /// `reboot-ack` token text, as found (a malformed one is also listed in `malformed`).
     pub reboot_ack: Option<String>,
+    /// `reboot-lost` token text, as found.
+    pub reboot_lost: Option<String>,
+    /// `reboot-attempt`, when it parses.
+    pub reboot_attempt: Option<u32>,
+    /// The rollboot annotations present whose value does not parse, in key order; each reads
+    /// as absent in the fields above (`reboot-ack` and `reboot-lost` excepted: kept as found).
+    pub malformed: Vec<Malformed>,
     /// `health-gate` JSON.
     pub health_gate: Option<String>,
     /// `failure-reason` (with `state: failed`).
@@ -221,6 +257,45 @@ impl NodeView {
             .iter()
             .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
             .min();
+        let mut malformed = Vec::new();
+        // The value of `key` when `parse` accepts it; a present value it refuses is listed.
+        let mut parsed = |key: &'static str, expected: &'static str, ok: &dyn Fn(&str) -> bool| {
+            let v = ann.get(key)?;
+            if ok(v) {
+                return Some(v.clone());
+            }
+            malformed.push(Malformed {
+                key,
+                value: v.clone(),
+                expected,
+            });
+            None
+        };
+        let state = parsed(
+            STATE,
+            "one of cordoning, draining, rebooting, verifying, done, failed",
+            &|v| v.parse::<NodeState>().is_ok(),
+        )
+        .and_then(|v| v.parse().ok());
+        let state_since = parsed(STATE_SINCE, "an RFC 3339 instant", &|v| {
+            time::parse_annotation(v).is_some()
+        })
+        .and_then(|v| time::parse_annotation(&v));
+        let boot_id_before = parsed(
+            BOOT_ID_BEFORE,
+            "a boot ID: not empty, no whitespace, at most 128 bytes",
+            &boot_id_well_formed,
+        );
+        let token = "a reboot token `<milliseconds>-<hex>`";
+        let reboot_token = parsed(REBOOT, token, &|v| Token::parse(v).is_some());
+        let is_token = |v: &str| Token::parse(v).is_some();
+        parsed(REBOOT_ACK, token, &is_token);
+        parsed(REBOOT_LOST, token, &is_token);
+        let reboot_attempt = parsed(REBOOT_ATTEMPT, "a whole number from 1", &|v| {
+            v.parse::<u32>().is_ok_and(|a| a >= 1)
+        })
+        .and_then(|v| v.parse().ok());
+        malformed.sort_by_key(|m| m.key);
         NodeView {
             name: meta.name.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone().unwrap_or_default(),
@@ -239,12 +314,15 @@ impl NodeView {
             reboot_requested: ann.contains_key(REBOOT_REQUESTED),
             flagged_at,
             excluded: labels.get(EXCLUDE).is_some_and(|v| v != "false"),
-            state: ann.get(STATE).and_then(|s| s.parse().ok()),
-            state_since: ann.get(STATE_SINCE).and_then(|v| time::parse_annotation(v)),
+            state,
+            state_since,
             cordoned_by: get(CORDONED_BY),
-            boot_id_before: get(BOOT_ID_BEFORE),
-            reboot_token: get(REBOOT),
+            boot_id_before,
+            reboot_token,
             reboot_ack: get(REBOOT_ACK),
+            reboot_lost: get(REBOOT_LOST),
+            reboot_attempt,
+            malformed,
             health_gate: get(HEALTH_GATE),
             failure_reason: get(FAILURE_REASON),
             labels,
@@ -261,6 +339,11 @@ impl NodeView {
     /// write decided from this view would be refused with 409 (see [`fenced`]).
     pub fn cordon_taint_pending(&self) -> bool {
         self.unschedulable != self.unschedulable_taint
+    }
+
+    /// Whether the value of `key` is present and malformed.
+    pub fn is_malformed(&self, key: &str) -> bool {
+        self.malformed.iter().any(|m| m.key == key)
     }
 
     /// The reboot token is written and not yet acknowledged by the agent.
@@ -458,6 +541,57 @@ mod tests {
         assert_eq!(v.state, None);
         let v = NodeView::from_node(&annotate(node("n1", &[]), STATE, "draining"));
         assert_eq!(v.state, Some(NodeState::Draining));
+    }
+
+    #[test]
+    fn garbled_rollboot_annotations_read_as_absent_and_are_listed() {
+        let n = [
+            (STATE, "exploding"),
+            (STATE_SINCE, "yesterday"),
+            (BOOT_ID_BEFORE, ""),
+            (REBOOT, "now!"),
+            (REBOOT_ACK, "ok"),
+            (REBOOT_LOST, "1790000000000-ab"),
+            (REBOOT_ATTEMPT, "0"),
+        ]
+        .into_iter()
+        .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
+        let v = NodeView::from_node(&n);
+        assert_eq!(
+            (v.state, v.state_since, &v.boot_id_before, &v.reboot_token),
+            (None, None, &None, &None)
+        );
+        assert_eq!(v.reboot_attempt, None);
+        // Agent keys are kept as found: a garbled ack still differs from every token.
+        assert_eq!(v.reboot_ack.as_deref(), Some("ok"));
+        let keys: Vec<&str> = v.malformed.iter().map(|m| m.key).collect();
+        assert_eq!(
+            keys,
+            [
+                BOOT_ID_BEFORE,
+                REBOOT,
+                REBOOT_ACK,
+                REBOOT_ATTEMPT,
+                STATE,
+                STATE_SINCE
+            ]
+        );
+        assert!(v.is_malformed(REBOOT_ACK) && !v.is_malformed(REBOOT_LOST));
+        assert_eq!(v.malformed[4].value, "exploding");
+        // Well-formed values parse and list nothing.
+        let ok = annotate(
+            annotate(
+                annotate(node("n1", &[]), BOOT_ID_BEFORE, "0d1e-77"),
+                REBOOT_ATTEMPT,
+                "2",
+            ),
+            STATE,
+            "rebooting",
+        );
+        let v = NodeView::from_node(&ok);
+        assert!(v.malformed.is_empty(), "{:?}", v.malformed);
+        assert_eq!(v.reboot_attempt, Some(2));
+        assert!(!boot_id_well_formed("a b") && !boot_id_well_formed(&"x".repeat(129)));
     }
 
     #[test]

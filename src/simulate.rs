@@ -95,6 +95,13 @@ pub struct Host {
     pub reboots: Arc<Mutex<BTreeMap<String, usize>>>,
     /// Hosts that never come back: the reboot is acknowledged and nothing happens.
     pub broken: Arc<Mutex<BTreeSet<String>>>,
+    /// Agents that stop between their ack and the reboot, per node the number of times: the
+    /// reboot method never returns and nothing reboots (a test then kills the agent, as a
+    /// crash at that line would).
+    pub stall: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// The boot ID each host had when its reboot was asked: the host is down until its Node
+    /// reports another one (the simulated kubelet does when the host is up again).
+    pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 /// The simulator's reboot method: the world reboots the node (new bootID after the scenario's
@@ -106,6 +113,24 @@ pub struct SimReboot {
 
 impl RebootMethod for SimReboot {
     async fn reboot(&self, node: &str, token: &str) -> Result<(), AgentError> {
+        let stalls = {
+            let mut stall = self.host.stall.lock().expect("stall");
+            match stall.get_mut(node) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if stalls {
+            tracing::info!(
+                node,
+                token,
+                "simulated agent stalls between its ack and the reboot"
+            );
+            return std::future::pending().await;
+        }
         self.host.sentinel.lock().expect("sentinel").remove(node);
         *self
             .host
@@ -114,10 +139,26 @@ impl RebootMethod for SimReboot {
             .expect("reboots")
             .entry(node.into())
             .or_default() += 1;
+        if let Some(boot) = self.world.boot_id(node) {
+            self.host
+                .down_from
+                .lock()
+                .expect("down_from")
+                .insert(node.into(), boot);
+        }
         if !self.host.broken.lock().expect("broken").contains(node) {
             self.world.reboot(node, token);
         }
         Ok(())
+    }
+
+    /// The simulated host's boot ID: the one its kubelet reports once the host is up, none
+    /// while it is down after a reboot (a real agent does not run then; one restarted in a
+    /// test at that moment must not take the boot from before for the host's).
+    fn boot_id(&self, node: &str) -> Option<String> {
+        let reported = self.world.boot_id(node)?;
+        let down = self.host.down_from.lock().expect("down_from");
+        (down.get(node) != Some(&reported)).then_some(reported)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The agent admission policy of `deploy/admission-policy.yaml`, evaluated by the simulator the
 //! way the real admission chain does (CEL on the request, the agent token's node-name claim):
-//! an agent may change only its own Node's `reboot-required*` and `reboot-ack` annotations.
+//! an agent may change only its own Node's `reboot-required*`, `reboot-ack` and `reboot-lost`
+//! annotations, and `reboot-lost` only to the token it acknowledged.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -127,6 +128,81 @@ async fn an_agent_may_flag_and_acknowledge_its_own_node() {
         .unwrap();
     assert_eq!(ann["rollboot.dev/reboot-required"], "true");
     assert_eq!(ann["rollboot.dev/reboot-ack"], "123-abc");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_may_report_lost_only_the_token_it_acknowledged() {
+    let cluster = enforced_cluster().await;
+    let agent = nodes_as(&cluster, "agent");
+    let controller = nodes_as(&cluster, "controller");
+    let token = "1790000000000-00000000000000ab";
+    merge(
+        &controller,
+        "node-0000",
+        annotation("rollboot.dev/reboot", token),
+    )
+    .await
+    .unwrap();
+    // Not acknowledged yet: nothing to report lost.
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            annotation("rollboot.dev/reboot-lost", token),
+        )
+        .await,
+        "reporting lost a token it did not acknowledge",
+    );
+    merge(
+        &agent,
+        "node-0000",
+        annotation("rollboot.dev/reboot-ack", token),
+    )
+    .await
+    .unwrap();
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            annotation("rollboot.dev/reboot-lost", "1790000000000-00000000000000cd"),
+        )
+        .await,
+        "reporting lost another token",
+    );
+    merge(
+        &agent,
+        "node-0000",
+        annotation("rollboot.dev/reboot-lost", token),
+    )
+    .await
+    .unwrap();
+    // The controller answers with a new token; the agent may still acknowledge it, its old
+    // report left as it is.
+    let next = "1790000000100-00000000000000ef";
+    merge(
+        &controller,
+        "node-0000",
+        annotation("rollboot.dev/reboot", next),
+    )
+    .await
+    .unwrap();
+    merge(
+        &agent,
+        "node-0000",
+        annotation("rollboot.dev/reboot-ack", next),
+    )
+    .await
+    .unwrap();
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0001",
+            annotation("rollboot.dev/reboot-lost", token),
+        )
+        .await,
+        "reporting lost on another node",
+    );
     cluster.shutdown().await;
 }
 

@@ -927,10 +927,10 @@ fn the_admission_policy_binds_to_the_agent_identity_and_names_only_its_annotatio
         .find(|v| v.name == "allowed")
         .unwrap()
         .expression;
-    // Exactly the keys the agent writes (agent/mod.rs:245, 262-267; node.rs:20-38).
+    // Exactly the keys the agent writes (agent/mod.rs: Agent::act, run; node.rs).
     assert_eq!(
         allowed,
-        "['rollboot.dev/reboot-required', 'rollboot.dev/reboot-required-reason', 'rollboot.dev/reboot-ack']"
+        "['rollboot.dev/reboot-required', 'rollboot.dev/reboot-required-reason', 'rollboot.dev/reboot-ack', 'rollboot.dev/reboot-lost']"
     );
     let node_name = &vars
         .iter()

@@ -5,8 +5,12 @@
 //! the controller writes a new `reboot` token: it writes `reboot-ack` with that token first,
 //! then reboots through a [`RebootMethod`]. It watches only its own Node. It must never act on a
 //! token twice (the ack on the Node survives restarts), and never reboot a node that is not
-//! listed in the maintenance lock, not cordoned, or whose token is older than the reboot
-//! timeout: it is the last line of defence, and says why it refused with an Event.
+//! listed in the maintenance lock, not cordoned, whose token is older than the reboot timeout,
+//! whose host already rebooted since the token was issued, or whose `reboot-ack` it cannot read:
+//! it is the last line of defence, and says why it refused with an Event. An agent that starts
+//! and finds its ack of the live token while its host is still on the boot from before the
+//! request (it died between the ack and the reboot) writes `reboot-lost` with that token, for
+//! the controller to issue a new one: it never acts on the old token again itself.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -57,6 +61,21 @@ pub trait RebootMethod: Send + Sync {
         node: &str,
         token: &str,
     ) -> impl Future<Output = Result<(), AgentError>> + Send;
+
+    /// The host's current boot ID (what the kubelet reports as `status.nodeInfo.bootID`), read
+    /// from the host itself rather than from the Node, which the kubelet may not have updated
+    /// yet after a reboot; `None` when it cannot be read.
+    fn boot_id(&self, node: &str) -> Option<String>;
+}
+
+/// The kernel's boot ID, which the kubelet reports as the node's bootID. Not namespaced: a
+/// container reads its host's.
+const KERNEL_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+fn kernel_boot_id() -> Option<String> {
+    let id = std::fs::read_to_string(KERNEL_BOOT_ID).ok()?;
+    let id = id.trim();
+    (!id.is_empty()).then(|| id.to_string())
 }
 
 /// Reboots by running an argv (by default `nsenter` into PID 1's mount namespace, `systemctl reboot`).
@@ -82,6 +101,10 @@ impl RebootMethod for CommandReboot {
         } else {
             Err(err(format!("`{}` exited with {status}", self.0.join(" "))))
         }
+    }
+
+    fn boot_id(&self, _node: &str) -> Option<String> {
+        kernel_boot_id()
     }
 }
 
@@ -121,6 +144,10 @@ impl RebootMethod for SignalReboot {
             })
         }
     }
+
+    fn boot_id(&self, _node: &str) -> Option<String> {
+        kernel_boot_id()
+    }
 }
 
 /// The host reboot method the config asks for (`reboot.method`), chosen at start-up.
@@ -148,6 +175,13 @@ impl RebootMethod for HostReboot {
         match self {
             HostReboot::Command(m) => m.reboot(node, token).await,
             HostReboot::Signal(m) => m.reboot(node, token).await,
+        }
+    }
+
+    fn boot_id(&self, node: &str) -> Option<String> {
+        match self {
+            HostReboot::Command(m) => m.boot_id(node),
+            HostReboot::Signal(m) => m.boot_id(node),
         }
     }
 }
@@ -216,11 +250,13 @@ impl Sentinel for HostSentinel {
     }
 }
 
-/// Why the agent refuses a token, if it does: pure.
+/// Why the agent refuses a token, if it does: pure. `host_boot` is the host's boot ID as read
+/// on the host, when it can be.
 pub fn refusal(
     view: &NodeView,
     token: &str,
     in_lock: bool,
+    host_boot: Option<&str>,
     config: &Config,
     now: chrono::DateTime<Utc>,
 ) -> Option<String> {
@@ -232,6 +268,28 @@ pub fn refusal(
             "token {token} is older than the reboot timeout ({})",
             config.reboot.timeout
         ));
+    }
+    if view.is_malformed(proto::REBOOT_ACK) {
+        return Some(format!(
+            "{} is malformed, so the agent cannot tell whether it already acted on token {token}",
+            proto::REBOOT_ACK
+        ));
+    }
+    // The host rebooted since the controller read its boot ID for this request: acting now
+    // would be a second reboot. The Node says so once the kubelet is back; for a token issued
+    // in answer to a lost one, the host says so at once (that report was made on the host's
+    // boot `before`, read on the host itself, so a host boot that differs now is a reboot).
+    if let Some(before) = &view.boot_id_before {
+        let retry = view.reboot_attempt.is_some_and(|a| a >= 2);
+        let now_boot = match host_boot {
+            Some(h) if retry && h != before => Some(h),
+            _ => Some(view.boot_id.as_str()).filter(|b| !b.is_empty() && b != before),
+        };
+        if let Some(b) = now_boot {
+            return Some(format!(
+                "the host already rebooted since token {token} was issued (boot ID {before} -> {b})"
+            ));
+        }
     }
     if !view.unschedulable {
         return Some(format!("node {} is not cordoned", view.name));
@@ -245,6 +303,181 @@ pub fn refusal(
     None
 }
 
+/// The token to report lost, if any: pure. It is the live token of a rebooting node that
+/// this node's agent acknowledged, but not this process (`acted`: the tokens it acknowledged
+/// itself), while the host is still on the boot from before the request: an earlier agent died
+/// between its ack and the reboot. Needs the host's own boot ID: the Node's may lag behind a
+/// reboot that did happen, and reporting that one lost would cause a second.
+pub fn lost_token(
+    view: &NodeView,
+    host_boot: Option<&str>,
+    acted: &[String],
+    config: &Config,
+    now: chrono::DateTime<Utc>,
+) -> Option<String> {
+    let token = view.reboot_token.as_deref()?;
+    let live =
+        Token::parse(token).is_some_and(|t| now - t.issued <= config.reboot.timeout.to_chrono());
+    let unchanged = host_boot.is_some() && view.boot_id_before.as_deref() == host_boot;
+    (view.state == Some(proto::NodeState::Rebooting)
+        && view.reboot_ack.as_deref() == Some(token)
+        && view.reboot_lost.as_deref() != Some(token)
+        && !acted.iter().any(|a| a == token)
+        && live
+        && unchanged)
+        .then(|| token.to_string())
+}
+
+/// What one agent process remembers between the events it handles.
+struct Agent<'a, R> {
+    api: Api<Node>,
+    lock_ref: LeaseRef,
+    events: Recorder,
+    config: &'a Config,
+    node: &'a str,
+    method: &'a R,
+    /// The last refusal said, (token, why): said once, looked at again while the token lives.
+    refused: Option<(String, String)>,
+    /// Tokens this process acknowledged itself (the last few): never reported lost by it.
+    acted: Vec<String>,
+}
+
+impl<R: RebootMethod> Agent<'_, R> {
+    async fn patch(&self, p: serde_json::Value, what: &str) -> Result<(), AgentError> {
+        self.api
+            .patch(self.node, &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .map(|_| ())
+            .map_err(|source| AgentError::Node {
+                node: self.node.into(),
+                what: what.into(),
+                source,
+            })
+    }
+
+    /// Acts on the Node as `v` shows it: reports a lost token, or reboots for a new one.
+    async fn act(&mut self, v: &NodeView) {
+        let node = self.node;
+        let host_boot = self.method.boot_id(node);
+        if let Some(token) = lost_token(
+            v,
+            host_boot.as_deref(),
+            &self.acted,
+            self.config,
+            Utc::now(),
+        ) {
+            // Fenced: a Node changed since (a new token, a reboot seen) is decided again.
+            let p = proto::fenced(
+                proto::patch(&[(proto::REBOOT_LOST, Some(token.clone()))], None),
+                &v.resource_version,
+            );
+            match self.patch(p, "reporting a lost reboot token").await {
+                Ok(()) => {
+                    let boot = host_boot.unwrap_or_default();
+                    tracing::warn!(node, token, boot_id = %boot, "an earlier agent acknowledged this token and the host did not reboot; reported it lost");
+                    self.events.publish_action(node, true, "RebootLost", &format!("ReportLost {token}"), format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
+                }
+                Err(e) => {
+                    tracing::warn!(node, token, error = %e, "could not report a lost reboot token")
+                }
+            }
+            return;
+        }
+        let Some(token) = v.token_unacknowledged().map(str::to_string) else {
+            self.refused = None;
+            return;
+        };
+        let now = Utc::now();
+        let mut why = refusal(v, &token, true, host_boot.as_deref(), self.config, now);
+        if why.is_none() {
+            why = match lock::read(&self.lock_ref).await {
+                Ok(r) => match &r.untrusted {
+                    Some(e) => Some(format!(
+                        "the maintenance lock's in-flight record cannot be read ({e})"
+                    )),
+                    None => refusal(
+                        v,
+                        &token,
+                        r.entries.contains_key(node),
+                        host_boot.as_deref(),
+                        self.config,
+                        now,
+                    ),
+                },
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "reading the maintenance lock");
+                    return;
+                }
+            };
+        }
+        if let Some(why) = why {
+            let said = (token.clone(), why.clone());
+            if self.refused.as_ref() != Some(&said) {
+                tracing::warn!(node, token, reason = %why, "refusing to reboot");
+                // One Event per token and reason: a later reason for the same token is not
+                // folded into the first Event, whose note it would keep.
+                let action = format!("Refuse {token}: {why}");
+                self.events
+                    .publish_action(
+                        node,
+                        true,
+                        "RebootRefused",
+                        &action,
+                        format!("agent refuses token {token}: {why}"),
+                    )
+                    .await;
+                self.refused = Some(said);
+            }
+            return;
+        }
+        self.refused = None;
+        // One token, one reboot: the ack is on the Node before anything happens. Fenced by the
+        // version the checks above were made on: a cordon lifted, a token withdrawn or replaced
+        // since makes it a 409, and the newer version (which the watch brings) is judged again.
+        let ack = proto::fenced(
+            proto::patch(&[(proto::REBOOT_ACK, Some(token.clone()))], None),
+            &v.resource_version,
+        );
+        match self.patch(ack, "acknowledging the reboot token").await {
+            Ok(()) => {}
+            Err(AgentError::Node {
+                source: kube::Error::Api(e),
+                ..
+            }) if e.code == 409 => {
+                tracing::info!(
+                    node,
+                    token,
+                    "the node changed since it was checked; deciding again from the newer version"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(node, token, error = %e, "could not acknowledge; not rebooting");
+                return;
+            }
+        }
+        if self.acted.len() >= 8 {
+            self.acted.remove(0);
+        }
+        self.acted.push(token.clone());
+        tracing::info!(node, token, "rebooting");
+        self.events
+            .publish(
+                node,
+                false,
+                "Rebooting",
+                format!("agent acknowledged token {token} and is rebooting the host"),
+            )
+            .await;
+        if let Err(e) = self.method.reboot(node, &token).await {
+            tracing::error!(node, token, error = %e, "reboot failed");
+            self.events
+                .publish(node, true, "RebootFailed", e.to_string())
+                .await;
+        }
+    }
+}
+
 /// Runs the agent for `node` until `shutdown` resolves (or the future is dropped).
 pub async fn run<R: RebootMethod, S: Sentinel>(
     client: Client,
@@ -255,13 +488,21 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
     let api: Api<Node> = Api::all(client.clone());
-    let lock_ref = LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name);
-    let events = Recorder::new(
-        client.clone(),
-        &config.lock.namespace,
-        "rollboot.dev/agent",
-        &node,
-    );
+    let mut agent = Agent {
+        api: api.clone(),
+        lock_ref: LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name),
+        events: Recorder::new(
+            client.clone(),
+            &config.lock.namespace,
+            "rollboot.dev/agent",
+            &node,
+        ),
+        config: &config,
+        node: &node,
+        method: &method,
+        refused: None,
+        acted: Vec::new(),
+    };
     let stream = watcher(
         api.clone(),
         watcher::Config::default().fields(&format!("metadata.name={node}")),
@@ -272,23 +513,8 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
     tokio::pin!(shutdown);
     let mut view: Option<NodeView> = None;
     let mut last_answer: Option<bool> = None;
-    let mut refused: Option<String> = None;
     let mut tick = tokio::time::interval(config.reboot.check_period.to_std());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let patch = |p: serde_json::Value, what: &'static str| {
-        let api = api.clone();
-        let node = node.clone();
-        async move {
-            api.patch(&node, &PatchParams::default(), &Patch::Merge(&p))
-                .await
-                .map(|_| ())
-                .map_err(|source| AgentError::Node {
-                    node,
-                    what: what.into(),
-                    source,
-                })
-        }
-    };
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
@@ -298,37 +524,19 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
                     Some(Err(e)) => { tracing::warn!(node, error = %e, "watching own node"); continue }
                     None => return Ok(()),
                 }
-                let Some(v) = &view else { continue };
-                let Some(token) = v.token_unacknowledged().map(str::to_string) else { continue };
-                if refused.as_deref() == Some(token.as_str()) {
-                    continue;
-                }
-                let in_lock = match lock::read(&lock_ref).await {
-                    Ok(r) => r.entries.contains_key(&node),
-                    Err(e) => { tracing::warn!(node, error = %e, "reading the maintenance lock"); continue }
-                };
-                if let Some(why) = refusal(v, &token, in_lock, &config, Utc::now()) {
-                    tracing::warn!(node, token, reason = %why, "refusing to reboot");
-                    events.publish(&node, true, "RebootRefused", format!("agent refuses token {token}: {why}")).await;
-                    refused = Some(token);
-                    continue;
-                }
-                // One token, one reboot: the ack is on the Node before anything happens.
-                if let Err(e) = patch(proto::patch(&[(proto::REBOOT_ACK, Some(token.clone()))], None), "acknowledging the reboot token").await {
-                    tracing::warn!(node, token, error = %e, "could not acknowledge; not rebooting");
-                    continue;
-                }
-                tracing::info!(node, token, "rebooting");
-                events.publish(&node, false, "Rebooting", format!("agent acknowledged token {token} and is rebooting the host")).await;
-                if let Err(e) = method.reboot(&node, &token).await {
-                    tracing::error!(node, token, error = %e, "reboot failed");
-                    events.publish(&node, true, "RebootFailed", e.to_string()).await;
+                if let Some(v) = &view {
+                    agent.act(v).await;
                 }
             }
             _ = tick.tick() => {
+                let Some(v) = &view else { continue };
+                // A refusal for a reason that can pass with no change to this Node (the node
+                // listed in the lock again) is looked at again, while the token lives.
+                if agent.refused.is_some() {
+                    agent.act(v).await;
+                }
                 let answer = sentinel.check().await;
                 let needed = answer.is_some();
-                let Some(v) = &view else { continue };
                 if last_answer != Some(needed) {
                     last_answer = Some(needed);
                     if needed != v.reboot_required {
@@ -337,7 +545,7 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
                         } else {
                             proto::patch(&[(proto::REBOOT_REQUIRED, None), (proto::REBOOT_REQUIRED_REASON, None)], None)
                         };
-                        match patch(p, "writing reboot-required").await {
+                        match agent.patch(p, "writing reboot-required").await {
                             Ok(()) => tracing::info!(node, needed, reason = ?answer, "reboot-required changed"),
                             Err(e) => { tracing::warn!(node, error = %e, "could not write reboot-required"); last_answer = None }
                         }
@@ -445,22 +653,111 @@ mod tests {
             unschedulable: true,
             ..NodeView::from_node(&node("n1", &[]))
         };
-        assert_eq!(refusal(&cordoned, &fresh, true, &c, now), None);
-        assert!(refusal(&cordoned, &fresh, false, &c, now)
+        assert_eq!(refusal(&cordoned, &fresh, true, None, &c, now), None);
+        assert!(refusal(&cordoned, &fresh, false, None, &c, now)
             .unwrap()
             .contains("maintenance lock"));
         let open = NodeView {
             unschedulable: false,
             ..cordoned.clone()
         };
-        assert!(refusal(&open, &fresh, true, &c, now)
+        assert!(refusal(&open, &fresh, true, None, &c, now)
             .unwrap()
             .contains("not cordoned"));
         let old = Token::new(now - chrono::Duration::hours(1), 2).text;
-        assert!(refusal(&cordoned, &old, true, &c, now)
+        assert!(refusal(&cordoned, &old, true, None, &c, now)
             .unwrap()
             .contains("older"));
-        assert!(refusal(&cordoned, "junk", true, &c, now).is_some());
+        assert!(refusal(&cordoned, "junk", true, None, &c, now).is_some());
+    }
+
+    /// A cordoned node asked to reboot with `token` on boot `boot-1`.
+    fn asked(token: &str) -> NodeView {
+        NodeView {
+            unschedulable: true,
+            state: Some(proto::NodeState::Rebooting),
+            boot_id_before: Some("boot-1".into()),
+            reboot_token: Some(token.into()),
+            reboot_attempt: Some(1),
+            ..NodeView::from_node(&node("n1", &[]))
+        }
+    }
+
+    #[test]
+    fn the_agent_refuses_a_token_when_its_ack_is_unreadable_or_the_host_already_rebooted() {
+        let c = Config::default();
+        let now = Utc::now();
+        let fresh = Token::new(now, 1).text;
+        let v = asked(&fresh);
+        assert_eq!(refusal(&v, &fresh, true, Some("boot-1"), &c, now), None);
+        // Someone wrote garbage over the ack: whether the current token was acted on is unknown.
+        let garbled = NodeView::from_node(&crate::node::fixtures::annotate(
+            node("n1", &[]),
+            proto::REBOOT_ACK,
+            "garbage",
+        ));
+        let garbled = NodeView {
+            malformed: garbled.malformed,
+            ..v.clone()
+        };
+        assert!(refusal(&garbled, &fresh, true, Some("boot-1"), &c, now)
+            .unwrap()
+            .contains("rollboot.dev/reboot-ack is malformed"));
+        // The Node already shows a new boot: acting would be a second reboot.
+        let back = NodeView {
+            boot_id: "boot-2".into(),
+            ..v.clone()
+        };
+        assert!(refusal(&back, &fresh, true, Some("boot-2"), &c, now)
+            .unwrap()
+            .contains("already rebooted"));
+        // A token issued after a lost one: the host's own boot ID is believed before the Node's
+        // (the kubelet may not have reported the new boot yet).
+        let retry = NodeView {
+            reboot_attempt: Some(2),
+            ..v.clone()
+        };
+        assert!(refusal(&retry, &fresh, true, Some("boot-2"), &c, now)
+            .unwrap()
+            .contains("boot-1 -> boot-2"));
+        assert_eq!(refusal(&retry, &fresh, true, Some("boot-1"), &c, now), None);
+        // On a first token a host whose boot ID is not the Node's (a test rig of fake
+        // kubelets) is not taken for a rebooted one.
+        assert_eq!(refusal(&v, &fresh, true, Some("other-host"), &c, now), None);
+    }
+
+    #[test]
+    fn a_token_is_reported_lost_only_when_an_earlier_agent_took_it_on_the_same_boot() {
+        let c = Config::default();
+        let now = Utc::now();
+        let t = Token::new(now, 7).text;
+        let acked = NodeView {
+            reboot_ack: Some(t.clone()),
+            ..asked(&t)
+        };
+        assert_eq!(
+            lost_token(&acked, Some("boot-1"), &[], &c, now),
+            Some(t.clone())
+        );
+        // This process took it itself: its reboot is under way.
+        assert_eq!(
+            lost_token(&acked, Some("boot-1"), std::slice::from_ref(&t), &c, now),
+            None
+        );
+        // The host booted since: the reboot happened, whatever the Node says yet.
+        assert_eq!(lost_token(&acked, Some("boot-2"), &[], &c, now), None);
+        // Without the host's own boot ID, a reboot the kubelet has not reported yet cannot be
+        // told from a lost one: nothing is reported.
+        assert_eq!(lost_token(&acked, None, &[], &c, now), None);
+        // Already reported, not acknowledged, or too old.
+        let reported = NodeView {
+            reboot_lost: Some(t.clone()),
+            ..acked.clone()
+        };
+        assert_eq!(lost_token(&reported, Some("boot-1"), &[], &c, now), None);
+        assert_eq!(lost_token(&asked(&t), Some("boot-1"), &[], &c, now), None);
+        let later = now + chrono::Duration::hours(1);
+        assert_eq!(lost_token(&acked, Some("boot-1"), &[], &c, later), None);
     }
 
     #[tokio::test]

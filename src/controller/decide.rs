@@ -2,18 +2,22 @@
 //! what each in-flight node's next step is.
 //!
 //! Owns candidate selection (`nodes.selector`, the exclude label, order, `maxNodes`, the per-group
-//! limit), the blockers, and the per-node state machine as a function of (node, lock entry,
-//! config, now). It must never do I/O or read a clock: the runtime in [`super`] feeds it
-//! what the cluster says and carries out the step it returns.
+//! limit), the blockers, the per-node state machine as a function of (node, lock entry,
+//! config, now), which of a Node's states belong to the current cycle ([`this_cycle`]), the
+//! in-flight record rebuilt from the Nodes when the lock's is lost ([`rebuild`]), and what is
+//! said about malformed annotations ([`annotation_warnings`]) and failures ([`after_failure`]).
+//! It must never do I/O or read a clock: the runtime in [`super`] feeds it what the cluster
+//! says and carries out the step it returns.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use chrono::{DateTime, Utc};
 
+use super::gate::GateRecord;
 use crate::config::{Config, NodeOrder};
 use crate::lock::LockEntry;
-use crate::node::{NodeState, NodeView};
+use crate::node::{self as proto, NodeState, NodeView, Token};
 
 /// Something that keeps new reboots from starting (in-flight nodes always finish).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,8 +235,13 @@ pub enum Step {
         /// When the drain times out.
         deadline: DateTime<Utc>,
     },
-    /// Write `state: rebooting`, `boot-id-before` and a fresh `reboot` token.
-    RequestReboot,
+    /// Write `state: rebooting`, `boot-id-before`, a fresh `reboot` token and its attempt
+    /// number: the agent reported the previous token lost (it died between its ack and the
+    /// reboot), so a new token, a new and single reboot, is issued.
+    RequestReboot {
+        /// Which request of the cycle this is (2 for the first new token).
+        attempt: u32,
+    },
     /// Nothing to do until the node comes back (or the deadline passes).
     AwaitReboot {
         /// When the reboot times out.
@@ -259,6 +268,96 @@ pub enum Step {
     Free(String),
 }
 
+/// How many reboot tokens one cycle may issue: the first, and a new one each time the agent
+/// reports the previous one lost (acknowledged, then the agent restarted on the same boot).
+/// When they are spent the node fails, saying so.
+pub const REBOOT_ATTEMPTS: u32 = 3;
+
+/// The agent acknowledged the current token: its reboot is under way, happened, or was lost.
+fn acknowledged(n: &NodeView) -> bool {
+    n.reboot_token.is_some() && n.reboot_token == n.reboot_ack
+}
+
+/// The agent acknowledged the current token, then reported it lost, and the node's boot ID is
+/// still the one from before the request: nothing rebooted and nothing will for this token.
+fn reboot_lost(n: &NodeView) -> bool {
+    acknowledged(n)
+        && n.reboot_lost == n.reboot_token
+        && n.boot_id_before.as_deref() == Some(n.boot_id.as_str())
+}
+
+/// The node's state, if it is one rollboot wrote in the cycle that `entry` started: a state
+/// and its `state-since` (rollboot writes both in one patch) no older than the entry, that
+/// agrees with what rollboot writes along with it:
+/// - `draining` is written on a cordoned node only;
+/// - `rebooting` comes with `boot-id-before` and a token issued in this cycle, and, unless the
+///   agent took that token (a reboot that is under way cannot be called back), on a cordoned
+///   node;
+/// - `verifying` is written once the boot ID differs from `boot-id-before`.
+///
+/// Anything else (a stale state from an earlier cycle, or one forged or garbled) is `None`,
+/// and the cycle starts over from the cordon: rollboot never drains, or asks for the reboot
+/// of, a node that is not cordoned.
+pub fn this_cycle(n: &NodeView, entry: &LockEntry) -> Option<NodeState> {
+    let state = n.state?;
+    let since = n.state_since?;
+    if since < entry.since {
+        return None;
+    }
+    let agrees = match state {
+        NodeState::Cordoning | NodeState::Done | NodeState::Failed => true,
+        NodeState::Draining => n.unschedulable,
+        NodeState::Rebooting => {
+            let issued = n.reboot_token.as_deref().and_then(Token::parse);
+            n.boot_id_before.is_some()
+                && issued.is_some_and(|t| t.issued >= entry.since)
+                && (n.unschedulable || (acknowledged(n) && !reboot_lost(n)))
+        }
+        NodeState::Verifying => {
+            !n.boot_id.is_empty() && n.boot_id_before.as_ref().is_some_and(|b| *b != n.boot_id)
+        }
+    };
+    agrees.then_some(state)
+}
+
+/// Why a reboot did not end in time, from what did and did not happen.
+fn reboot_timeout_reason(n: &NodeView, config: &Config) -> String {
+    let within = config.reboot.timeout;
+    let token = n.reboot_token.as_deref().unwrap_or_default();
+    let before = n.boot_id_before.as_deref().unwrap_or_default();
+    if !acknowledged(n) {
+        let ack = if n.is_malformed(proto::REBOOT_ACK) {
+            format!(
+                " ({} is malformed, so the agent acts on no token)",
+                proto::REBOOT_ACK
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "the agent did not acknowledge reboot token {token} within {within}{ack}: it is not \
+             running, or it refused the token (see the node's RebootRefused Events)"
+        )
+    } else if n.boot_id == before {
+        format!(
+            "the agent acknowledged reboot token {token}, but the node's boot ID is still \
+             {before} after {within}: the host did not reboot, or is still down"
+        )
+    } else if n.boot_id.is_empty() {
+        format!("the node reports no boot ID {within} after the agent acknowledged reboot token {token}")
+    } else if !n.ready {
+        format!(
+            "the node rebooted (boot ID {before} -> {}) but is not Ready within {within}",
+            n.boot_id
+        )
+    } else {
+        format!(
+            "the node rebooted and is Ready, but the node-lifecycle controller still had its \
+             not-ready or unreachable taint on it after {within}"
+        )
+    }
+}
+
 /// The per-node state machine: from what the cluster says, the next step. Idempotent: the same
 /// inputs give the same step, so a step interrupted at any point is simply decided again.
 pub fn next_step(
@@ -273,29 +372,25 @@ pub fn next_step(
     if n.deleting {
         return Step::Free("the node is being deleted".into());
     }
-    let since = n.state_since.unwrap_or(entry.since);
-    // A state older than the lock entry belongs to an earlier cycle.
-    let current = n.state.filter(|_| since >= entry.since);
+    let start_over = Step::Cordon {
+        record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
+    };
+    let (Some(current), Some(since)) = (this_cycle(n, entry), n.state_since) else {
+        return start_over;
+    };
     match current {
-        None => Step::Cordon {
-            record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
-        },
-        Some(NodeState::Done) => Step::Free("its cycle is done".into()),
-        Some(NodeState::Failed) => Step::Free("it failed".into()),
-        Some(NodeState::Cordoning) if !n.unschedulable => Step::Cordon {
-            record_cordoned_by: true,
-        },
-        Some(NodeState::Cordoning)
-            if n.cordon_taint_pending() && now < since + LIFECYCLE_SETTLE =>
-        {
+        NodeState::Done => Step::Free("its cycle is done".into()),
+        NodeState::Failed => Step::Free("it failed".into()),
+        NodeState::Cordoning if !n.unschedulable => start_over,
+        NodeState::Cordoning if n.cordon_taint_pending() && now < since + LIFECYCLE_SETTLE => {
             Step::Settle {
                 until: since + LIFECYCLE_SETTLE,
             }
         }
-        Some(NodeState::Cordoning) => Step::Drain {
+        NodeState::Cordoning => Step::Drain {
             deadline: now + config.drain.timeout.to_chrono(),
         },
-        Some(NodeState::Draining) => {
+        NodeState::Draining => {
             let deadline = since + config.drain.timeout.to_chrono();
             if now >= deadline && !config.drain.force_delete_after_timeout {
                 Step::Fail(format!(
@@ -306,27 +401,41 @@ pub fn next_step(
                 Step::Drain { deadline }
             }
         }
-        Some(NodeState::Rebooting) => {
-            let Some(before) = &n.boot_id_before else {
-                return Step::RequestReboot;
-            };
+        NodeState::Rebooting => {
+            let before = n.boot_id_before.as_deref().unwrap_or_default();
             // Back means a new boot, Ready, and the node-lifecycle controller agreeing: until it
             // takes its not-ready/unreachable taints off, pods scheduled there after an
             // uncordon can be evicted by the NoExecute taint.
-            if &n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
+            if n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
                 return Step::MarkVerifying;
+            }
+            if reboot_lost(n) {
+                // A malformed count is taken as spent: no more tokens on a guess.
+                let attempt = if n.is_malformed(proto::REBOOT_ATTEMPT) {
+                    REBOOT_ATTEMPTS
+                } else {
+                    n.reboot_attempt.unwrap_or(1)
+                };
+                if attempt >= REBOOT_ATTEMPTS {
+                    return Step::Fail(format!(
+                        "the agent acknowledged {attempt} reboot token(s), the last {}, and each \
+                         time started again before the host rebooted: the boot ID is still \
+                         {before}",
+                        n.reboot_token.as_deref().unwrap_or_default()
+                    ));
+                }
+                return Step::RequestReboot {
+                    attempt: attempt + 1,
+                };
             }
             let deadline = since + config.reboot.timeout.to_chrono();
             if now >= deadline {
-                Step::Fail(format!(
-                    "the node did not come back with a new boot ID and Ready within {}",
-                    config.reboot.timeout
-                ))
+                Step::Fail(reboot_timeout_reason(n, config))
             } else {
                 Step::AwaitReboot { deadline }
             }
         }
-        Some(NodeState::Verifying) => {
+        NodeState::Verifying => {
             if n.unschedulable && n.cordoned_by.is_some() {
                 return Step::Uncordon;
             }
@@ -335,6 +444,11 @@ pub fn next_step(
                 return Step::Settle {
                     until: since + LIFECYCLE_SETTLE,
                 };
+            }
+            if let Some(why) = gate_problem(n) {
+                return Step::Fail(format!(
+                    "the health gate cannot tell what must be healthy again: {why}"
+                ));
             }
             let deadline = since + config.health_gate.timeout.to_chrono();
             if now >= deadline {
@@ -346,6 +460,154 @@ pub fn next_step(
                 Step::HealthGate { deadline }
             }
         }
+    }
+}
+
+/// Why the node's `health-gate` record does not parse, if it does not.
+fn gate_problem(n: &NodeView) -> Option<String> {
+    let text = n.health_gate.as_deref()?;
+    serde_json::from_str::<GateRecord>(text)
+        .err()
+        .map(|e| format!("annotation {} does not parse: {e}", proto::HEALTH_GATE))
+}
+
+/// Whether a reboot may be requested for the node now: only for a cordoned node (it is in the
+/// lock, or no step would have been decided for it). `Err` says why not.
+pub fn may_request_reboot(n: &NodeView) -> Result<(), String> {
+    if n.unschedulable {
+        Ok(())
+    } else {
+        Err(format!(
+            "node {} is not cordoned: no reboot is asked for, and its cycle starts over from the cordon",
+            n.name
+        ))
+    }
+}
+
+/// The in-flight record as the Nodes tell it, for when the lock's own is lost (its Lease was
+/// deleted, or its record does not parse): every node, not being deleted, whose `state` is an
+/// in-flight one that rollboot wrote (see [`this_cycle`], dated by its own `state-since`) and
+/// would go on from rather than start over. A node left out (a stale or forged state) is
+/// treated as any other: started again from the cordon if flagged. The record is not capped at
+/// `maxNodes`: a node in flight is out whether or not it is listed, and `pick` starts nothing
+/// while the listed ones fill the slots.
+pub fn rebuild(
+    nodes: &[NodeView],
+    leader: &str,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> BTreeMap<String, LockEntry> {
+    nodes
+        .iter()
+        .filter(|n| !n.deleting)
+        .filter_map(|n| {
+            let state = n.state.filter(|s| s.in_flight())?;
+            let entry = LockEntry {
+                state,
+                since: n.state_since?,
+                leader: leader.to_string(),
+            };
+            let resumes = !matches!(next_step(Some(n), &entry, config, now), Step::Cordon { .. });
+            resumes.then(|| (n.name.clone(), entry))
+        })
+        .collect()
+}
+
+/// A warning about one malformed rollboot annotation of a Node: the key, the value found, and
+/// what rollboot does about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnnotationWarning {
+    /// The annotation key.
+    pub key: &'static str,
+    /// The value found.
+    pub value: String,
+    /// One sentence for the log and the Event: node, key, value, what is expected, and the
+    /// action taken.
+    pub note: String,
+}
+
+/// A value as quoted in a warning: at most 100 characters.
+fn quoted(v: &str) -> String {
+    match v.char_indices().nth(100) {
+        Some((i, _)) => format!("`{}...`", &v[..i]),
+        None => format!("`{v}`"),
+    }
+}
+
+/// The warnings about a Node's malformed rollboot annotations; `in_lock` when it is listed in
+/// the maintenance lock (its cycle is in progress).
+pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning> {
+    let restart = "its maintenance cycle starts over from the cordon";
+    let mut out: Vec<AnnotationWarning> = n
+        .malformed
+        .iter()
+        .map(|m| {
+            let action = match m.key {
+                proto::STATE if in_lock => format!("read as no state: {restart}"),
+                proto::STATE => {
+                    "read as no state: if flagged, the node starts a cycle from the cordon".into()
+                }
+                proto::STATE_SINCE if in_lock => {
+                    format!("its state cannot be dated to this cycle: {restart}")
+                }
+                proto::BOOT_ID_BEFORE if in_lock => {
+                    format!("a reboot cannot be verified against it: {restart}")
+                }
+                proto::REBOOT if in_lock => {
+                    format!("read as no token, which the agent does not act on: {restart}")
+                }
+                proto::REBOOT => "read as no token: the agent does not act on it".into(),
+                proto::REBOOT_ACK => "the agent acts on no reboot token of this node while it is \
+                    malformed (it cannot tell whether it acted on the current one); a rebooting \
+                    node fails at its reboot timeout unless it comes back with a new boot ID"
+                    .into(),
+                proto::REBOOT_LOST => "ignored: no new reboot token is issued for it".into(),
+                proto::REBOOT_ATTEMPT => format!(
+                    "taken as the last attempt ({REBOOT_ATTEMPTS}): no new reboot token is issued \
+                     after a lost reboot"
+                ),
+                _ => "read as absent".into(),
+            };
+            AnnotationWarning {
+                key: m.key,
+                value: m.value.clone(),
+                note: format!(
+                    "node {}: annotation {} is {}, not {}; {action}",
+                    n.name,
+                    m.key,
+                    quoted(&m.value),
+                    m.expected
+                ),
+            }
+        })
+        .collect();
+    if let (Some(why), Some(v)) = (gate_problem(n), &n.health_gate) {
+        out.push(AnnotationWarning {
+            key: proto::HEALTH_GATE,
+            value: v.clone(),
+            note: format!(
+                "node {}: {why}; the node fails at its health gate instead of passing it blind",
+                n.name
+            ),
+        });
+    }
+    out
+}
+
+/// What a node's failure means for the rollout, `failed` counting every failed node with it.
+pub fn after_failure(failed: usize, config: &Config) -> String {
+    let max = config.failures.max_failures;
+    if failed > max as usize {
+        format!(
+            "the rollout halts: {failed} failed node(s), at most {max} tolerated \
+             (failures.maxFailures); no new node starts until an operator clears \
+             rollboot.dev/state of a failed node"
+        )
+    } else {
+        format!(
+            "the rollout goes on: {failed} failed node(s), up to {max} tolerated \
+             (failures.maxFailures)"
+        )
     }
 }
 
@@ -496,6 +758,11 @@ mod tests {
         .is_empty());
     }
 
+    /// A reboot token issued at `at`.
+    fn token(at: &str) -> String {
+        Token::new(t(at), 0xabc).text
+    }
+
     fn in_state(n: NodeView, state: NodeState, since: &str) -> NodeView {
         NodeView {
             state: Some(state),
@@ -572,6 +839,7 @@ mod tests {
         let base = NodeView {
             unschedulable: true,
             boot_id_before: Some("boot-1".into()),
+            reboot_token: Some(token("2026-01-01T00:01:00Z")),
             ..in_state(
                 flagged("n", "2026-01-01T00:00:00Z", &[]),
                 NodeState::Rebooting,
@@ -654,6 +922,8 @@ mod tests {
             unschedulable: false,
             cordoned_by: None,
             unschedulable_taint: true,
+            boot_id: "boot-2".into(),
+            boot_id_before: Some("boot-1".into()),
             ..in_state(
                 flagged("n", "2026-01-01T00:00:00Z", &[]),
                 NodeState::Verifying,
@@ -682,6 +952,8 @@ mod tests {
         let ours = NodeView {
             unschedulable: true,
             cordoned_by: Some("rollboot".into()),
+            boot_id: "boot-2".into(),
+            boot_id_before: Some("boot-1".into()),
             ..in_state(
                 flagged("n", "2026-01-01T00:00:00Z", &[]),
                 NodeState::Verifying,
@@ -711,5 +983,415 @@ mod tests {
             "2026-01-01T00:01:00Z",
         );
         assert!(matches!(next_step(Some(&done), &e, &c, now), Step::Free(_)));
+    }
+
+    /// A node in the lock since `e`, cordoned by rollboot, asked to reboot at 00:01 (token,
+    /// boot ID `boot-1` before), its agent having acknowledged the token.
+    fn rebooting(ack: bool) -> NodeView {
+        let tok = token("2026-01-01T00:01:00Z");
+        NodeView {
+            unschedulable: true,
+            cordoned_by: Some("c-0".into()),
+            boot_id_before: Some("boot-1".into()),
+            reboot_ack: ack.then(|| tok.clone()),
+            reboot_token: Some(tok),
+            reboot_attempt: Some(1),
+            ..in_state(
+                flagged("n", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Rebooting,
+                "2026-01-01T00:01:00Z",
+            )
+        }
+    }
+
+    #[test]
+    fn a_draining_state_on_an_uncordoned_node_starts_over_from_the_cordon() {
+        let c = cfg("{}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:01:00Z");
+        let start_over = Step::Cordon {
+            record_cordoned_by: true,
+        };
+        // Forged (or left by an uncordon) on a schedulable node, dated in this cycle or not
+        // dated at all: never a drain.
+        let forged = in_state(
+            flagged("n", "2026-01-01T00:00:00Z", &[]),
+            NodeState::Draining,
+            "2026-01-01T00:00:30Z",
+        );
+        assert_eq!(next_step(Some(&forged), &e, &c, now), start_over);
+        let undated = NodeView {
+            state_since: None,
+            ..forged.clone()
+        };
+        assert_eq!(next_step(Some(&undated), &e, &c, now), start_over);
+        assert_eq!(this_cycle(&undated, &e), None);
+        // The same state on the cordoned node is this cycle's drain.
+        let cordoned = NodeView {
+            unschedulable: true,
+            ..forged
+        };
+        assert!(matches!(
+            next_step(Some(&cordoned), &e, &c, now),
+            Step::Drain { .. }
+        ));
+    }
+
+    #[test]
+    fn rebooting_without_this_cycles_token_and_boot_id_starts_over_and_never_asks_again() {
+        let c = cfg("{}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:02:00Z");
+        let start_over =
+            |n: &NodeView| matches!(next_step(Some(n), &e, &c, now), Step::Cordon { .. });
+        let ok = rebooting(false);
+        assert!(matches!(
+            next_step(Some(&ok), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
+        // No boot ID to verify against (missing or garbled: it reads as absent).
+        assert!(start_over(&NodeView {
+            boot_id_before: None,
+            ..ok.clone()
+        }));
+        // No token, or a token of an earlier cycle.
+        assert!(start_over(&NodeView {
+            reboot_token: None,
+            ..ok.clone()
+        }));
+        assert!(start_over(&NodeView {
+            reboot_token: Some(token("2025-12-31T23:59:59Z")),
+            ..ok.clone()
+        }));
+        // Uncordoned before the agent took the token: the agent would refuse it; start over.
+        assert!(start_over(&NodeView {
+            unschedulable: false,
+            ..ok.clone()
+        }));
+        // Uncordoned after the agent took it: the reboot is under way and cannot be called
+        // back; it is awaited.
+        let taken = NodeView {
+            unschedulable: false,
+            ..rebooting(true)
+        };
+        assert!(matches!(
+            next_step(Some(&taken), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
+        // Nothing decided here ever asks for a reboot of an uncordoned node.
+        assert!(may_request_reboot(&NodeView {
+            unschedulable: false,
+            ..ok.clone()
+        })
+        .unwrap_err()
+        .contains("not cordoned"));
+        assert_eq!(may_request_reboot(&ok), Ok(()));
+    }
+
+    #[test]
+    fn verifying_without_a_new_boot_id_starts_over() {
+        let c = cfg("{}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:02:00Z");
+        let forged = NodeView {
+            unschedulable: false,
+            ..in_state(
+                flagged("n", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Verifying,
+                "2026-01-01T00:01:00Z",
+            )
+        };
+        assert!(matches!(
+            next_step(Some(&forged), &e, &c, now),
+            Step::Cordon { .. }
+        ));
+        let same_boot = NodeView {
+            boot_id_before: Some("boot-1".into()),
+            ..forged.clone()
+        };
+        assert!(matches!(
+            next_step(Some(&same_boot), &e, &c, now),
+            Step::Cordon { .. }
+        ));
+        let rebooted = NodeView {
+            boot_id: "boot-2".into(),
+            ..same_boot
+        };
+        assert!(matches!(
+            next_step(Some(&rebooted), &e, &c, now),
+            Step::HealthGate { .. }
+        ));
+    }
+
+    #[test]
+    fn a_lost_reboot_gets_a_new_token_until_the_attempts_are_spent() {
+        let c = cfg("reboot: {timeout: 5m}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:02:00Z");
+        let acked = rebooting(true);
+        // Acknowledged and not lost: the reboot is under way.
+        assert!(matches!(
+            next_step(Some(&acked), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
+        let lost = NodeView {
+            reboot_lost: acked.reboot_token.clone(),
+            ..acked.clone()
+        };
+        assert_eq!(
+            next_step(Some(&lost), &e, &c, now),
+            Step::RequestReboot { attempt: 2 }
+        );
+        // Past the deadline too: a lost token is answered, not timed out.
+        assert_eq!(
+            next_step(Some(&lost), &e, &c, t("2026-01-01T00:09:00Z")),
+            Step::RequestReboot { attempt: 2 }
+        );
+        let second = NodeView {
+            reboot_attempt: Some(2),
+            ..lost.clone()
+        };
+        assert_eq!(
+            next_step(Some(&second), &e, &c, now),
+            Step::RequestReboot { attempt: 3 }
+        );
+        let last = NodeView {
+            reboot_attempt: Some(REBOOT_ATTEMPTS),
+            ..lost.clone()
+        };
+        match next_step(Some(&last), &e, &c, now) {
+            Step::Fail(why) => assert!(
+                why.contains("acknowledged 3 reboot token(s)")
+                    && why.contains("boot ID is still boot-1"),
+                "{why}"
+            ),
+            s => panic!("{s:?}"),
+        }
+        // A garbled count is not a licence for more tokens.
+        let garbled = NodeView {
+            reboot_attempt: None,
+            malformed: vec![proto::Malformed {
+                key: proto::REBOOT_ATTEMPT,
+                value: "many".into(),
+                expected: "",
+            }],
+            ..lost.clone()
+        };
+        assert!(matches!(
+            next_step(Some(&garbled), &e, &c, now),
+            Step::Fail(_)
+        ));
+        // A lost report of an older token, or a host that did reboot, is no reason.
+        let old_report = NodeView {
+            reboot_lost: Some(token("2026-01-01T00:00:30Z")),
+            ..acked.clone()
+        };
+        assert!(matches!(
+            next_step(Some(&old_report), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
+        let came_back = NodeView {
+            boot_id: "boot-2".into(),
+            ..lost.clone()
+        };
+        assert_eq!(
+            next_step(Some(&came_back), &e, &c, now),
+            Step::MarkVerifying
+        );
+        // Lost on an uncordoned node: nothing is under way, and the cycle starts over.
+        let open = NodeView {
+            unschedulable: false,
+            ..lost
+        };
+        assert!(matches!(
+            next_step(Some(&open), &e, &c, now),
+            Step::Cordon { .. }
+        ));
+    }
+
+    #[test]
+    fn a_reboot_timeout_says_what_did_not_happen() {
+        let c = cfg("reboot: {timeout: 5m}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let late = t("2026-01-01T00:06:00Z");
+        let reason = |n: &NodeView| match next_step(Some(n), &e, &c, late) {
+            Step::Fail(why) => why,
+            s => panic!("{s:?}"),
+        };
+        assert!(reason(&rebooting(false)).contains("did not acknowledge reboot token"));
+        assert!(reason(&rebooting(true)).contains("boot ID is still boot-1"));
+        let down = NodeView {
+            boot_id: "boot-2".into(),
+            ready: false,
+            ..rebooting(true)
+        };
+        assert!(reason(&down).contains("boot-1 -> boot-2) but is not Ready"));
+        let tainted = NodeView {
+            boot_id: "boot-2".into(),
+            not_ready_taint: true,
+            ..rebooting(true)
+        };
+        assert!(reason(&tainted).contains("not-ready or unreachable taint"));
+    }
+
+    #[test]
+    fn the_in_flight_record_is_rebuilt_from_the_states_rollboot_wrote() {
+        let c = cfg("{}");
+        let now = t("2026-01-01T00:02:00Z");
+        let cordoned = |n: NodeView| NodeView {
+            unschedulable: true,
+            ..n
+        };
+        let nodes = vec![
+            // Draining on a cordoned node: resumed.
+            cordoned(in_state(
+                flagged("a", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Draining,
+                "2026-01-01T00:01:00Z",
+            )),
+            // Rebooting with its token: resumed, dated by its own state-since.
+            NodeView {
+                name: "b".into(),
+                ..rebooting(true)
+            },
+            // A forged draining on an uncordoned node: left out.
+            in_state(
+                flagged("c", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Draining,
+                "2026-01-01T00:01:00Z",
+            ),
+            // Done and failed are not in flight.
+            in_state(
+                flagged("d", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Done,
+                "2026-01-01T00:01:00Z",
+            ),
+            in_state(
+                flagged("e", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Failed,
+                "2026-01-01T00:01:00Z",
+            ),
+            // Being deleted: nothing to resume.
+            NodeView {
+                deleting: true,
+                ..cordoned(in_state(
+                    flagged("f", "2026-01-01T00:00:00Z", &[]),
+                    NodeState::Cordoning,
+                    "2026-01-01T00:01:00Z",
+                ))
+            },
+            // No state-since: not a state rollboot wrote.
+            NodeView {
+                state_since: None,
+                ..cordoned(in_state(
+                    flagged("g", "2026-01-01T00:00:00Z", &[]),
+                    NodeState::Draining,
+                    "2026-01-01T00:01:00Z",
+                ))
+            },
+        ];
+        let r = rebuild(&nodes, "c-1", &c, now);
+        assert_eq!(r.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(
+            r["b"],
+            LockEntry {
+                state: NodeState::Rebooting,
+                since: t("2026-01-01T00:01:00Z"),
+                leader: "c-1".into(),
+            }
+        );
+        // What it resumes: each goes on where it was.
+        assert!(matches!(
+            next_step(Some(&nodes[0]), &r["a"], &c, now),
+            Step::Drain { .. }
+        ));
+        assert!(matches!(
+            next_step(Some(&nodes[1]), &r["b"], &c, now),
+            Step::AwaitReboot { .. }
+        ));
+    }
+
+    #[test]
+    fn malformed_annotations_are_named_with_what_rollboot_does() {
+        use crate::node::fixtures::annotate;
+        let n = NodeView::from_node(&annotate(
+            annotate(
+                annotate(
+                    annotate(node("n7", &[]), proto::STATE, "exploding"),
+                    proto::BOOT_ID_BEFORE,
+                    " ",
+                ),
+                proto::REBOOT_ACK,
+                "yes",
+            ),
+            proto::HEALTH_GATE,
+            "{not json",
+        ));
+        assert_eq!(n.state, None);
+        assert_eq!(n.boot_id_before, None);
+        let w = annotation_warnings(&n, true);
+        let keys: Vec<&str> = w.iter().map(|w| w.key).collect();
+        assert_eq!(
+            keys,
+            [
+                proto::BOOT_ID_BEFORE,
+                proto::REBOOT_ACK,
+                proto::STATE,
+                proto::HEALTH_GATE
+            ]
+        );
+        for w in &w {
+            assert!(
+                w.note.starts_with("node n7: ") && w.note.contains(w.key),
+                "{}",
+                w.note
+            );
+        }
+        assert!(
+            w[2].note.contains("`exploding`") && w[2].note.contains("starts over from the cordon")
+        );
+        assert!(w[1].note.contains("agent acts on no reboot token"));
+        assert!(w[3].note.contains("fails at its health gate"));
+        // Outside the lock, a garbled state is only read as none.
+        let outside = annotation_warnings(&n, false);
+        assert!(
+            outside[2].note.contains("if flagged"),
+            "{}",
+            outside[2].note
+        );
+        // And the health gate fails rather than pass blind.
+        let verifying = NodeView {
+            state: Some(NodeState::Verifying),
+            state_since: Some(t("2026-01-01T00:01:00Z")),
+            boot_id: "boot-2".into(),
+            boot_id_before: Some("boot-1".into()),
+            ..n
+        };
+        match next_step(
+            Some(&verifying),
+            &entry("2026-01-01T00:00:00Z"),
+            &cfg("{}"),
+            t("2026-01-01T00:02:00Z"),
+        ) {
+            Step::Fail(why) => assert!(why.contains(proto::HEALTH_GATE), "{why}"),
+            s => panic!("{s:?}"),
+        }
+        // A clean node has nothing to say.
+        assert!(annotation_warnings(&flagged("ok", "2026-01-01T00:00:00Z", &[]), true).is_empty());
+    }
+
+    #[test]
+    fn a_failure_within_max_failures_says_the_rollout_goes_on() {
+        let halts = after_failure(1, &cfg("{}"));
+        assert!(
+            halts.starts_with("the rollout halts: 1 failed node(s), at most 0"),
+            "{halts}"
+        );
+        let goes_on = after_failure(2, &cfg("failures: {maxFailures: 2}"));
+        assert!(
+            goes_on.starts_with("the rollout goes on: 2 failed node(s), up to 2"),
+            "{goes_on}"
+        );
+        assert!(after_failure(3, &cfg("failures: {maxFailures: 2}")).contains("halts"));
     }
 }

@@ -17,6 +17,8 @@ use kube::Client;
 const NOTE_LIMIT: usize = 1024;
 /// kube-apiserver refuses a reportingInstance longer than this many bytes.
 const INSTANCE_LIMIT: usize = 128;
+/// kube-apiserver refuses an action longer than this many bytes.
+const ACTION_LIMIT: usize = 128;
 
 /// Writes Events on behalf of one rollboot component (a controller replica or an agent).
 #[derive(Clone)]
@@ -71,8 +73,25 @@ impl Recorder {
     }
 
     /// Records an Event about Node `node`, in the background: the caller never waits for it.
+    /// Its action is its reason: a second one with that reason within kube's cache period
+    /// (minutes) is counted as a repeat of the first (a series), keeping the first's note.
     pub async fn publish(&self, node: &str, warning: bool, reason: &str, note: String) {
-        self.emit(node_reference(node), warning, reason, note);
+        self.emit(node_reference(node), warning, reason, reason, note);
+    }
+
+    /// Records an Event about Node `node` whose `action` tells it apart from others with the
+    /// same reason: only an Event with the same reason and action is counted as a repeat, so
+    /// different things said under one reason (two malformed keys, two tokens) each keep
+    /// their note.
+    pub async fn publish_action(
+        &self,
+        node: &str,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.emit(node_reference(node), warning, reason, action, note);
     }
 
     /// Records an Event about the Lease `name` (the maintenance lock), in the background.
@@ -84,10 +103,17 @@ impl Recorder {
             namespace: Some(self.lease_namespace.clone()),
             ..Default::default()
         };
-        self.emit(regarding, warning, reason, note);
+        self.emit(regarding, warning, reason, reason, note);
     }
 
-    fn emit(&self, regarding: ObjectReference, warning: bool, reason: &str, note: String) {
+    fn emit(
+        &self,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -96,7 +122,7 @@ impl Recorder {
             },
             reason: reason.into(),
             note: Some(cut(&note, NOTE_LIMIT)),
-            action: reason.into(),
+            action: cut(action, ACTION_LIMIT),
             secondary: None,
         };
         let recorder = self.inner.clone();

@@ -79,6 +79,9 @@ pub enum Update {
     Gone(Stream, String),
     /// The list is complete: an object waited on and not seen does not exist.
     Listed(Stream),
+    /// A budget whose selector cannot be evaluated, waited on as if it selected the evicted
+    /// pods: its name and why.
+    Unreadable(Stream, String, String),
 }
 
 /// What one stream waits for: objects by name, and (budgets) whatever selects these labels.
@@ -89,13 +92,16 @@ pub struct Wanted {
 }
 
 impl Wanted {
-    /// Whether the object `name`, with `selector` (a budget's), is waited for.
+    /// Whether the object `name`, with `selector` (a budget's), is waited for. A budget whose
+    /// selector cannot be evaluated is, when budgets are chosen by labels: waiting on a budget
+    /// that may not cover the pods costs time, passing one that does could start the next
+    /// node while these pods' budget is short.
     pub fn wants(&self, name: &str, selector: Option<&LabelSelector>) -> bool {
         self.names.contains(name)
             || self
                 .selecting
                 .iter()
-                .any(|labels| crate::drain::selector_matches(selector, labels))
+                .any(|labels| crate::drain::budget_may_select(selector, labels))
     }
 }
 
@@ -105,6 +111,10 @@ pub struct GateState {
     wanted: BTreeMap<Stream, Wanted>,
     seen: BTreeMap<(Stream, String), Health>,
     listed: BTreeSet<Stream>,
+    /// Warnings not yet said, (budget, note): one per budget with an unreadable selector.
+    notes: Vec<(String, String)>,
+    /// The budgets already warned about.
+    unreadable: BTreeSet<(Stream, String)>,
 }
 
 impl GateState {
@@ -177,7 +187,24 @@ impl GateState {
             Update::Listed(s) => {
                 self.listed.insert(s);
             }
+            Update::Unreadable(s, name, why) => {
+                let note = format!(
+                    "{} {}/{name}: its selector cannot be evaluated ({why}); the health gate \
+                     waits for it as if it covered the evicted pods",
+                    s.0.name(),
+                    s.1
+                );
+                let budget = format!("{}/{name}", s.1);
+                if self.unreadable.insert((s, name)) {
+                    self.notes.push((budget, note));
+                }
+            }
         }
+    }
+
+    /// The warnings gathered since the last call, as (budget `namespace/name`, note).
+    pub fn take_notes(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.notes)
     }
 
     /// `None` when the gate passes, else the first thing it waits for. An object that does not
@@ -285,12 +312,30 @@ impl Gate {
     }
 
     /// Waits until the gate passes (`Ok`) or `deadline` (`Err` with what it still waits for).
-    /// What the watches reported since [`Gate::start`] counts: the verdict is about now.
-    pub async fn wait(mut self, deadline: DateTime<Utc>, node: &str) -> Result<(), String> {
+    /// What the watches reported since [`Gate::start`] counts: the verdict is about now. A
+    /// budget it cannot read is said in a warning Event about `node`.
+    pub async fn wait(
+        mut self,
+        deadline: DateTime<Utc>,
+        node: &str,
+        events: &super::events::Recorder,
+    ) -> Result<(), String> {
         loop {
             // Apply what is queued before deciding.
             while let Ok(u) = self.rx.try_recv() {
                 self.state.apply(u);
+            }
+            for (budget, note) in self.state.take_notes() {
+                tracing::warn!(node, "{note}");
+                events
+                    .publish_action(
+                        node,
+                        true,
+                        "BudgetSelectorUnreadable",
+                        &format!("Wait {budget}"),
+                        note,
+                    )
+                    .await;
             }
             let why = match self.state.verdict() {
                 None => return Ok(()),
@@ -342,6 +387,8 @@ async fn follow<K>(
     // Names forwarded since the last list: a budget whose selector stops selecting the pods
     // is forgotten, not left waited on with its last health.
     let mut forwarded: BTreeSet<String> = BTreeSet::new();
+    // Budgets whose selector cannot be evaluated, reported once each.
+    let mut reported: BTreeSet<String> = BTreeSet::new();
     while let Some(ev) = events.next().await {
         let update = match ev {
             Ok(watcher::Event::Init) => {
@@ -352,6 +399,15 @@ async fn follow<K>(
             Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
                 let name = o.name_any();
                 if wanted.wants(&name, selector(&o)) {
+                    if let Some(why) = selector(&o).and_then(crate::drain::selector_problem) {
+                        if reported.insert(name.clone())
+                            && tx
+                                .send(Update::Unreadable(stream.clone(), name.clone(), why))
+                                .is_err()
+                        {
+                            return;
+                        }
+                    }
                     forwarded.insert(name.clone());
                     Update::Seen(stream.clone(), name, health(&o))
                 } else if forwarded.remove(&name) {
@@ -487,6 +543,62 @@ mod tests {
         ));
         g.apply(Update::Gone(rs(), "web-1".into()));
         assert_eq!(g.verdict(), None);
+    }
+
+    #[test]
+    fn a_budget_whose_selector_cannot_be_read_is_waited_for_and_said_once() {
+        let app = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        let record = GateRecord {
+            pods: vec![("a".into(), app)],
+            ..GateRecord::default()
+        };
+        let mut g = GateState::new(&record);
+        let bad = LabelSelector {
+            match_expressions: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                    key: "app".into(),
+                    operator: "Matches".into(),
+                    values: Some(vec!["web".into()]),
+                },
+            ]),
+            ..Default::default()
+        };
+        let why = crate::drain::selector_problem(&bad).unwrap();
+        assert!(why.contains("`app`") && why.contains("`Matches`"), "{why}");
+        // Selecting nothing by the rules it can read, it is still waited for.
+        assert!(!crate::drain::selector_matches(
+            Some(&bad),
+            &record.pods[0].1
+        ));
+        assert!(g.wanted[&pdb()].wants("odd", Some(&bad)));
+        for _ in 0..2 {
+            g.apply(Update::Unreadable(pdb(), "odd".into(), why.clone()));
+        }
+        g.apply(Update::Seen(
+            pdb(),
+            "odd".into(),
+            Health::Budget {
+                healthy: 1,
+                desired: 2,
+            },
+        ));
+        g.apply(Update::Listed(pdb()));
+        assert_eq!(
+            g.verdict().unwrap(),
+            "PodDisruptionBudget a/odd has 1 healthy of 2 desired"
+        );
+        let notes = g.take_notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].0, "a/odd");
+        assert!(
+            notes[0]
+                .1
+                .starts_with("PodDisruptionBudget a/odd: its selector cannot be evaluated")
+                && notes[0].1.contains("waits for it"),
+            "{}",
+            notes[0].1
+        );
+        assert!(g.take_notes().is_empty());
     }
 
     #[test]

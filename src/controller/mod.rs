@@ -6,8 +6,12 @@
 //! resumes every node listed in the lock, starts flagged nodes when nothing blocks, and carries
 //! each node through cordon, drain, reboot, verify, uncordon and the health gate. Every step is
 //! written to the Node before it is acted on, so a successor continues from what the cluster
-//! says. It must never write anything without re-checking leadership right before, and never
-//! start a node while a blocker holds.
+//! says. When the lock's Lease is deleted, or its in-flight record stops parsing, it writes the
+//! record rebuilt from the Nodes' own states before anything else. It says once, in a log line
+//! and a warning Event, each malformed rollboot annotation it meets. It must never write
+//! anything without re-checking leadership right before, never start a node while a blocker
+//! holds or while the lock's record is not one it can trust, and never drain, or ask for the
+//! reboot of, a node that is not cordoned.
 
 pub mod alerts;
 pub mod decide;
@@ -183,14 +187,6 @@ fn rv(n: &Node) -> u64 {
         .unwrap_or(0)
 }
 
-fn lease_rv(r: &LockRecord) -> u64 {
-    r.lease
-        .as_ref()
-        .and_then(|l| l.metadata.resource_version.as_deref())
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Runs one controller replica until `shutdown` resolves: leader election, the caches, and,
 /// while leading, the reboot cycle. Dropping the future stops everything it started at once
 /// (as a crash would); resolving `shutdown` also releases the leader Lease.
@@ -267,15 +263,40 @@ pub async fn run(
             api,
             watcher::Config::default().fields(&format!("metadata.name={}", config.lock.name)),
         )
-        .default_backoff()
-        .applied_objects();
+        .default_backoff();
         Task(tokio::spawn(async move {
             futures::pin_mut!(stream);
+            // Whether the Lease was seen in the list under way: a list without it means it is
+            // gone (deleted while the watch was down).
+            let mut listed = false;
             while let Some(ev) = stream.next().await {
-                if let Ok(l) = ev {
-                    let new = LockRecord::from_lease(Some(l));
+                let new = match ev {
+                    Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => {
+                        listed = true;
+                        Some(LockRecord::from_lease(Some(l)))
+                    }
+                    Ok(watcher::Event::Delete(l)) => {
+                        let rv = LockRecord::from_lease(Some(l)).version();
+                        let cur = record.lock().expect("lock cache").version();
+                        Some(LockRecord::deleted(rv.max(cur)))
+                    }
+                    Ok(watcher::Event::Init) => {
+                        listed = false;
+                        None
+                    }
+                    Ok(watcher::Event::InitDone) if !listed => {
+                        let cur = record.lock().expect("lock cache").version();
+                        Some(LockRecord::deleted(cur))
+                    }
+                    Ok(watcher::Event::InitDone) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "maintenance lock watch");
+                        None
+                    }
+                };
+                if let Some(new) = new {
                     let mut cur = record.lock().expect("lock cache");
-                    if lease_rv(&new) >= lease_rv(&cur) {
+                    if new.version() >= cur.version() {
                         *cur = new;
                     }
                 }
@@ -386,13 +407,23 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     let mut gates: HashMap<String, Gate> = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
     let mut last_holder: Option<String> = None;
+    let mut warned = Warned::default();
     loop {
         let wake = ctx.wake.notified();
         tokio::pin!(wake);
         wake.as_mut().enable();
         tasks.retain(|_, t| t.running());
         report_holder(ctx, &mut last_holder);
-        let next = match tick(ctx, nodes, &mut tasks, &mut gates, &mut last_blockers).await {
+        let next = match tick(
+            ctx,
+            nodes,
+            &mut tasks,
+            &mut gates,
+            &mut last_blockers,
+            &mut warned,
+        )
+        .await
+        {
             Ok(next) => next,
             Err(Error::NotLeader(_)) => return,
             Err(e) => {
@@ -447,6 +478,91 @@ fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Vec<NodeView> {
     out
 }
 
+/// The malformed annotations already warned about, as (node, key, value): each is said once
+/// (a log line and an Event) while it lasts, not on every pass.
+type Warned = std::collections::HashSet<(String, &'static str, String)>;
+
+/// Logs and records a warning Event for each malformed rollboot annotation not yet warned
+/// about, and forgets those that are gone (so one that comes back is said again).
+async fn warn_malformed(ctx: &Ctx, views: &[NodeView], record: &LockRecord, warned: &mut Warned) {
+    let mut now_seen = Warned::default();
+    for v in views {
+        for w in decide::annotation_warnings(v, record.entries.contains_key(&v.name)) {
+            let k = (v.name.clone(), w.key, w.value.clone());
+            if !warned.contains(&k) {
+                tracing::warn!(node = %v.name, key = w.key, value = %w.value, "{}", w.note);
+                ctx.events
+                    .publish_action(
+                        &v.name,
+                        true,
+                        "MalformedAnnotation",
+                        &format!("Read {}", w.key),
+                        w.note,
+                    )
+                    .await;
+            }
+            now_seen.insert(k);
+        }
+    }
+    *warned = now_seen;
+}
+
+/// When the lock's in-flight record cannot be trusted (its Lease was deleted while Nodes show
+/// cycles in progress, or its record does not parse), writes the record rebuilt from the
+/// Nodes' own states. Returns whether the record was untrusted: the pass then starts nothing
+/// and resumes nothing, and the next pass goes on from the record written (or read again).
+async fn restore_lock(
+    ctx: &Ctx,
+    record: &LockRecord,
+    views: &[NodeView],
+    now: DateTime<Utc>,
+) -> Result<bool, Error> {
+    if record.foreign_holder(&ctx.lock_owner).is_some() {
+        // Not ours to write; and nothing starts while someone else holds it.
+        return Ok(false);
+    }
+    let why = match (&record.untrusted, &record.lease) {
+        (Some(why), _) => why.clone(),
+        (None, None) => "the Lease does not exist".to_string(),
+        (None, Some(_)) => return Ok(false),
+    };
+    let identity = ctx.leadership.identity().to_string();
+    let entries = decide::rebuild(views, &identity, &ctx.config, now);
+    if record.lease.is_none() && entries.is_empty() {
+        // Nothing in flight: the Lease is created by the first node started, as always.
+        return Ok(false);
+    }
+    let lease = format!("{}/{}", ctx.config.lock.namespace, ctx.config.lock.name);
+    let names: Vec<&str> = entries.keys().map(String::as_str).collect();
+    let note = format!(
+        "the maintenance lock {lease} cannot be trusted ({why}); its in-flight record is \
+         rebuilt from the Nodes' rollboot.dev/state: {}; no new node starts until it is written",
+        if names.is_empty() {
+            "no node in flight".to_string()
+        } else {
+            names.join(", ")
+        }
+    );
+    tracing::warn!(lock = %lease, nodes = ?names, "{note}");
+    ctx.leadership.ensure()?;
+    match lock::restore(&ctx.lock, &ctx.lock_owner, record, &entries).await {
+        Ok(written) => {
+            ctx.events
+                .publish_lease(&ctx.config.lock.name, true, "LockRebuilt", note);
+            tracing::info!(lock = %lease, nodes = ?names, "maintenance lock record restored");
+            set_lock(ctx, written);
+        }
+        // Someone wrote the lock since it was read: what they wrote is read and judged first.
+        Err(LockError::Lease(LeaseError::Conflict { .. })) => {
+            tracing::info!(lock = %lease, "the maintenance lock changed while it was being restored; reading it again");
+            set_lock(ctx, lock::read(&ctx.lock).await?);
+        }
+        Err(e) => return Err(lock_error(ctx, e)),
+    }
+    ctx.wake.notify_one();
+    Ok(true)
+}
+
 /// One pass: resume in-flight nodes, then start new ones. Returns when to look again at the
 /// latest (a deadline), `None` for "only on the next change".
 async fn tick(
@@ -455,16 +571,21 @@ async fn tick(
     tasks: &mut HashMap<String, StepTask>,
     gates: &mut HashMap<String, Gate>,
     last_blockers: &mut Vec<String>,
+    warned: &mut Warned,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     ctx.leadership.ensure()?;
     // The lock before the Nodes: a node leaves the lock only after its final state is written,
     // so a node missing from this record shows that state in the views read after it.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
     let views = views(ctx, nodes);
+    let now = Utc::now();
+    warn_malformed(ctx, &views, &record, warned).await;
+    if restore_lock(ctx, &record, &views, now).await? {
+        return Ok(None);
+    }
     let by_name: HashMap<&str, &NodeView> = views.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut next: Option<DateTime<Utc>> = None;
     let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
-    let now = Utc::now();
     let ours = record.foreign_holder(&ctx.lock_owner).is_none();
     ctx.metrics.set_in_flight(record.entries.len());
     if ours {
@@ -581,7 +702,7 @@ async fn tick(
             &|| ctx.leadership.ensure(),
         )
         .await
-        .map_err(lock_error)?;
+        .map_err(|e| lock_error(ctx, e))?;
         set_lock(ctx, written);
         tracing::info!(node = %name, "starting maintenance");
         ctx.metrics.started();
@@ -623,17 +744,24 @@ fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
     *last = holder;
 }
 
-/// A lost leadership found by the lock's retry is the controller's own `NotLeader`.
-fn lock_error(e: LockError) -> Error {
+/// A lost leadership found by the lock's retry is the controller's own `NotLeader`; a lock
+/// found deleted is remembered as deleted, so the next pass rebuilds its record from the Nodes.
+fn lock_error(ctx: &Ctx, e: LockError) -> Error {
     match e {
         LockError::NotLeader(n) => Error::NotLeader(n),
+        e @ LockError::Gone { .. } => {
+            let at = ctx.lock_record.lock().expect("lock cache").version();
+            set_lock(ctx, LockRecord::deleted(at));
+            ctx.wake.notify_one();
+            Error::Lock(e)
+        }
         e => Error::Lock(e),
     }
 }
 
 fn set_lock(ctx: &Ctx, r: LockRecord) {
     let mut cur = ctx.lock_record.lock().expect("lock cache");
-    if lease_rv(&r) >= lease_rv(&cur) {
+    if r.version() >= cur.version() {
         *cur = r;
     }
 }
@@ -729,7 +857,7 @@ async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
         &|| ctx.leadership.ensure(),
     )
     .await
-    .map_err(lock_error)?;
+    .map_err(|e| lock_error(ctx, e))?;
     set_lock(ctx, r);
     ctx.wake.notify_one();
     Ok(())
@@ -740,17 +868,25 @@ async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
     let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
     patch_node(ctx, view, "marking it failed", proto::patch(&ann, None)).await?;
-    tracing::error!(node, state = "failed", reason = %reason, "node failed; the rollout halts");
+    // Counted from the Nodes as known now, this one included.
+    let failed = 1 + ctx
+        .nodes
+        .state()
+        .iter()
+        .filter(|n| n.metadata.name.as_deref() != Some(node))
+        .filter(|n| {
+            n.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(proto::STATE))
+                == Some(&NodeState::Failed.as_str().to_string())
+        })
+        .count();
+    let outcome = decide::after_failure(failed, &ctx.config);
+    tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
     ctx.metrics.failed();
     ctx.events
-        .publish(
-            node,
-            true,
-            "RebootFailed",
-            format!(
-                "{reason}; rollboot starts no new node until an operator clears rollboot.dev/state"
-            ),
-        )
+        .publish(node, true, "RebootFailed", format!("{reason}; {outcome}"))
         .await;
     free(ctx, node).await
 }
@@ -807,6 +943,16 @@ async fn run_step(
                 ));
             }
             ann.push((proto::FAILURE_REASON, None));
+            // A cycle starts clean: no token, boot ID or health gate of an earlier one (or of a
+            // forged state) is left for the agent or for a later step to act on.
+            for k in [
+                proto::REBOOT,
+                proto::BOOT_ID_BEFORE,
+                proto::HEALTH_GATE,
+                proto::REBOOT_ATTEMPT,
+            ] {
+                ann.push((k, None));
+            }
             let view = view.expect("a cordon step has a node");
             patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
             tracing::info!(
@@ -877,9 +1023,15 @@ async fn run_step(
             );
             Ok(None)
         }
-        Step::RequestReboot => {
+        Step::RequestReboot { attempt } => {
             let view = view.expect("a reboot step has a node");
-            request_reboot(ctx, view, &view.boot_id, view.health_gate.clone()).await?;
+            tracing::warn!(
+                node = name,
+                token = view.reboot_token.as_deref().unwrap_or_default(),
+                attempt,
+                "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
+            );
+            request_reboot(ctx, view, &view.boot_id, view.health_gate.clone(), attempt).await?;
             Ok(None)
         }
         Step::AwaitReboot { deadline } => {
@@ -940,7 +1092,7 @@ async fn run_step(
             tasks.insert(
                 name.into(),
                 StepTask::spawn(ctx.wake.clone(), async move {
-                    let passed = gate.wait(deadline, &node).await;
+                    let passed = gate.wait(deadline, &node, &ctx2.events).await;
                     // Decided now, from the node as it is now: the gate may have taken minutes.
                     let Some(view) = still(&ctx2, &node, NodeState::Verifying) else {
                         tracing::info!(
@@ -1006,15 +1158,35 @@ async fn drain_then_request(
     // only take a pod a budget allows to go, and on a node that is being drained anyway.
     let leadership = ctx.leadership.clone();
     let ensure = move || leadership.ensure();
-    let drained: Drained = drain::drain(
+    let drain = drain::drain(
         &api,
         node,
         &ctx.config.drain,
         ctx.config.drain_pod_selector(),
         deadline,
         &ensure,
-    )
-    .await?;
+    );
+    // A node uncordoned under the drain (by an operator, or by anyone) is not drained on: the
+    // drain stops at once and the next pass starts the cycle over from the cordon.
+    let uncordoned = async {
+        let mut seq = ctx.node_seq.clone();
+        loop {
+            seq.borrow_and_update();
+            if current(ctx, node).is_some_and(|v| !v.unschedulable) {
+                return;
+            }
+            if seq.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    };
+    let drained: Drained = tokio::select! {
+        r = drain => r?,
+        _ = uncordoned => {
+            tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon");
+            return Ok(());
+        }
+    };
     ctx.metrics.evicted(drained.evicted.len());
     let gate = GateRecord {
         budgets: Vec::new(),
@@ -1035,31 +1207,59 @@ async fn drain_then_request(
         &view,
         boot_id,
         Some(serde_json::to_string(&gate).expect("gate record")),
+        1,
     )
     .await
 }
 
+/// Writes `state: rebooting` with a fresh token (request `attempt` of the cycle), on condition
+/// that the Node is still the version `view` shows and that it is cordoned.
 async fn request_reboot(
     ctx: &Ctx,
     view: &NodeView,
     boot_id: &str,
     gate: Option<String>,
+    attempt: u32,
 ) -> Result<(), Error> {
     let node = view.name.as_str();
+    if let Err(why) = decide::may_request_reboot(view) {
+        tracing::warn!(node, "{why}");
+        ctx.wake.notify_one();
+        return Ok(());
+    }
     let now = Utc::now();
     let token = Token::new(now, rand::random());
     let mut ann = proto::state_annotations(NodeState::Rebooting, now);
     ann.push((proto::BOOT_ID_BEFORE, Some(boot_id.to_string())));
     ann.push((proto::REBOOT, Some(token.text.clone())));
+    ann.push((proto::REBOOT_ATTEMPT, Some(attempt.to_string())));
     ann.push((proto::HEALTH_GATE, gate));
     patch_node(ctx, view, "requesting the reboot", proto::patch(&ann, None)).await?;
-    tracing::info!(node, token = %token.text, state = "rebooting", boot_id, "reboot requested");
-    ctx.events
-        .publish(
-            node,
-            false,
+    tracing::info!(node, token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
+    // A new token is its own Event (a repeat of the first would keep the first's note).
+    let (reason, note) = if attempt == 1 {
+        (
             "RebootRequested",
             format!("drained; asked the agent to reboot (token {})", token.text),
+        )
+    } else {
+        (
+            "RebootRequestedAgain",
+            format!(
+                "the agent's previous token was lost before the host rebooted; asked again with \
+                 a new token {} (attempt {attempt} of {})",
+                token.text,
+                decide::REBOOT_ATTEMPTS
+            ),
+        )
+    };
+    ctx.events
+        .publish_action(
+            node,
+            false,
+            reason,
+            &format!("RequestReboot {attempt}"),
+            note,
         )
         .await;
     ctx.wake.notify_one();

@@ -1,0 +1,556 @@
+//! The safety holes of issue 13, each played on the simulator with the real controller (2
+//! replicas) and agents: a forged `state`, the lock Lease deleted mid-rollout, an agent that
+//! dies between its ack and the reboot, a garbled in-flight record, garbage annotations.
+//! Each test asserts what rollboot promises there: no drain or reboot of a node that is not
+//! cordoned, never more nodes out than allowed, one reboot per node, and a failure only with a
+//! reason that is true.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher;
+use rollboot::node::{self as proto, NodeState, NodeView};
+use rollboot::sim::Scenario;
+use rollboot::simulate::{sim_config, Harness};
+use serde_json::json;
+
+#[path = "common/slow_rollout.rs"]
+mod slow_rollout;
+
+fn log() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_test_writer()
+        .try_init();
+}
+
+fn scenario(nodes: usize) -> Scenario {
+    Scenario {
+        nodes,
+        pods_per_node: 4,
+        ..Scenario::default()
+    }
+}
+
+async fn running(sc: Scenario, overrides: &str) -> Harness {
+    log();
+    let mut h = Harness::start(sc, sim_config(overrides).unwrap())
+        .await
+        .unwrap();
+    h.start_rollout().await.unwrap();
+    h
+}
+
+fn set(names: &[String]) -> BTreeSet<String> {
+    names.iter().cloned().collect()
+}
+
+/// Waits (at most `within`) until every node of `flagged` is done (or failed), unflagged and
+/// uncordoned; panics with the nodes' states otherwise.
+async fn finish(h: &Harness, flagged: &BTreeSet<String>, within: Duration) {
+    let done = h
+        .wait_for(within, |ns| Harness::finished(ns, flagged))
+        .await
+        .unwrap();
+    let states: Vec<_> = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.name, n.state, n.unschedulable, n.failure_reason))
+        .collect();
+    assert!(done, "the rollout did not finish: {states:?}");
+}
+
+/// No budget broken, no token used twice, never more than `max_out` nodes out, and each of
+/// `nodes` rebooted exactly once and `done`.
+async fn assert_safe(h: &Harness, nodes: &[String], max_out: usize) {
+    let inv = h.cluster.invariants();
+    assert!(inv.pdb_violations.is_empty(), "{:?}", inv.pdb_violations);
+    assert!(
+        inv.repeated_reboots.is_empty(),
+        "{:?}",
+        inv.repeated_reboots
+    );
+    assert!(
+        inv.max_nodes_unavailable <= max_out,
+        "{} nodes out at once, at most {max_out} allowed",
+        inv.max_nodes_unavailable
+    );
+    for n in nodes {
+        assert_eq!(h.reboots(n), 1, "{n} was not rebooted exactly once");
+        let v = h.node(n).await.unwrap();
+        assert_eq!(
+            v.state,
+            Some(NodeState::Done),
+            "{n}: {:?}",
+            v.failure_reason
+        );
+        assert!(!v.unschedulable, "{n} left cordoned");
+    }
+}
+
+/// Waits until `node` is seen in `state` (or later in the cycle); panics after 30 s.
+async fn reached(h: &Harness, node: &str, state: NodeState) {
+    let order = [
+        NodeState::Cordoning,
+        NodeState::Draining,
+        NodeState::Rebooting,
+        NodeState::Verifying,
+        NodeState::Done,
+    ];
+    let rank = |s: NodeState| order.iter().position(|o| *o == s);
+    let seen = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| {
+                n.name == node && n.state.and_then(rank) >= rank(state) && n.state.is_some()
+            })
+        })
+        .await
+        .unwrap();
+    assert!(seen, "{node} never reached {state}");
+}
+
+/// The Events with `reason` about `node`, as (note, how many times it was recorded).
+async fn events_about(h: &Harness, node: &str, reason: &str) -> Vec<(String, i32)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(h.client.clone());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node)
+        })
+        .map(|e| {
+            let count = e.series.map_or(1, |s| s.count);
+            (e.note.unwrap_or_default(), count)
+        })
+        .collect()
+}
+
+/// Polls [`events_about`] for 10 s until one exists.
+async fn await_events(h: &Harness, node: &str, reason: &str) -> Vec<(String, i32)> {
+    let start = Instant::now();
+    loop {
+        let e = events_about(h, node, reason).await;
+        if !e.is_empty() || start.elapsed() > Duration::from_secs(10) {
+            return e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What happened to one node and its pods, in the cluster's order (resourceVersions): when it
+/// was first seen cordoned, and when each of its pods was first seen deleting or gone.
+#[derive(Default)]
+struct Timeline {
+    cordoned_at: Option<u64>,
+    pods_deleted_at: BTreeMap<String, u64>,
+}
+
+fn rv(meta: &kube::api::ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Starts watching `node` and the pods bound to it; returns the timeline they fill and the
+/// tasks (dropped at the end of the test).
+async fn follow(
+    h: &Harness,
+    node: &str,
+) -> (Arc<Mutex<Timeline>>, Vec<tokio::task::JoinHandle<()>>) {
+    let t = Arc::new(Mutex::new(Timeline::default()));
+    let nodes: Api<Node> = Api::all(h.client.clone());
+    let pods: Api<Pod> = Api::all(h.client.clone());
+    let (t1, name) = (t.clone(), node.to_string());
+    let node_task = tokio::spawn(async move {
+        let s = watcher(
+            nodes,
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+        );
+        futures::pin_mut!(s);
+        while let Some(ev) = s.next().await {
+            if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = ev {
+                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                let mut t = t1.lock().unwrap();
+                if cordoned && t.cordoned_at.is_none() {
+                    t.cordoned_at = Some(rv(&n.metadata));
+                }
+            }
+        }
+    });
+    let (t2, name) = (t.clone(), node.to_string());
+    let pod_task = tokio::spawn(async move {
+        let s = watcher(pods, watcher::Config::default());
+        futures::pin_mut!(s);
+        while let Some(ev) = s.next().await {
+            let (p, gone) = match ev {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                    let deleting = p.metadata.deletion_timestamp.is_some();
+                    (p, deleting)
+                }
+                Ok(watcher::Event::Delete(p)) => (p, true),
+                _ => continue,
+            };
+            let on_node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name);
+            if on_node && gone {
+                let key = p.metadata.name.clone().unwrap_or_default();
+                t2.lock()
+                    .unwrap()
+                    .pods_deleted_at
+                    .entry(key)
+                    .or_insert(rv(&p.metadata));
+            }
+        }
+    });
+    // Both watches have listed before anything is done to the node.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (t, vec![node_task, pod_task])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_draining_state_on_an_uncordoned_node_is_cordoned_before_any_eviction() {
+    // A reboot timeout short enough that the old failure (a reboot asked of an uncordoned
+    // node, refused by the agent) shows within the test.
+    let h = running(scenario(3), "{reboot: {timeout: 10s}}").await;
+    let target = h.node_names().await.unwrap()[0].clone();
+    let (timeline, _tasks) = follow(&h, &target).await;
+    // `kubectl annotate node N rollboot.dev/state=draining`: no state-since, no lock entry,
+    // the node schedulable.
+    h.patch_node(
+        &target,
+        json!({"metadata": {"annotations": {proto::STATE: "draining"}}}),
+    )
+    .await
+    .unwrap();
+    h.flag(std::slice::from_ref(&target));
+    finish(
+        &h,
+        &set(std::slice::from_ref(&target)),
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_safe(&h, std::slice::from_ref(&target), 1).await;
+    {
+        let t = timeline.lock().unwrap();
+        let cordoned = t.cordoned_at.expect("the node was never cordoned");
+        assert!(
+            !t.pods_deleted_at.is_empty(),
+            "no pod was evicted: nothing was tested"
+        );
+        let early: Vec<_> = t
+            .pods_deleted_at
+            .iter()
+            .filter(|(_, at)| **at < cordoned)
+            .collect();
+        assert!(
+            early.is_empty(),
+            "pods evicted before the cordon (at resourceVersion {cordoned}): {early:?}"
+        );
+    }
+    let refused = events_about(&h, &target, "RebootRefused").await;
+    assert!(
+        refused.is_empty(),
+        "a reboot was asked of the node while it was not cordoned: {refused:?}"
+    );
+    assert!(!await_events(&h, &target, "Cordoned").await.is_empty());
+}
+
+/// Deletes the maintenance lock Lease, as `kubectl delete lease rollboot-lock` would.
+async fn delete_lock(h: &Harness) {
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    leases
+        .delete(&h.config.lock.name, &Default::default())
+        .await
+        .unwrap();
+}
+
+/// Flags two nodes of the slow world, deletes the lock Lease once the first is in `state`, and
+/// checks the rollout goes on: the lock recreated with that node, nothing else started beside
+/// it, both rebooted once.
+async fn delete_the_lock_during(state: NodeState) {
+    log();
+    let (h, flagged) = slow_rollout::slow_rollout_of_two().await;
+    let first = &flagged[0];
+    reached(&h, first, state).await;
+    assert_eq!(h.node(first).await.unwrap().state, Some(state), "too late");
+    delete_lock(&h).await;
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    // Recreated with the node in flight in it, while that node is still in flight.
+    let start = Instant::now();
+    let rebuilt = loop {
+        let r = rollboot::lock::LockRecord::from_lease(
+            leases.get_opt(&h.config.lock.name).await.unwrap(),
+        );
+        if r.entries.contains_key(first) {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the lock was not recreated with {first}: {:?}",
+            r.entries
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(rebuilt.entries.len(), 1, "{:?}", rebuilt.entries);
+    assert_eq!(
+        rebuilt.holder.as_deref(),
+        Some(rollboot::controller::lock_owner(&h.config).as_str())
+    );
+    finish(&h, &set(&flagged), Duration::from_secs(60)).await;
+    assert_safe(&h, &flagged, 1).await;
+    let lease_events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let rebuilt_events: Vec<String> = lease_events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("LockRebuilt"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        rebuilt_events
+            .iter()
+            .any(|n| n.contains("the Lease does not exist") && n.contains(first.as_str())),
+        "{rebuilt_events:?}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_deleted_while_draining_is_recreated_from_the_nodes_and_the_rollout_goes_on() {
+    delete_the_lock_during(NodeState::Draining).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_deleted_while_rebooting_is_recreated_and_the_node_rebooted_once() {
+    delete_the_lock_during(NodeState::Rebooting).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_in_flight_record_is_rebuilt_and_nothing_new_starts_meanwhile() {
+    log();
+    // Drains of 3 s, so the record can be garbled while both slots are draining (Ready: no
+    // unready-node blocker hides a wrong start).
+    let sc = Scenario {
+        nodes: 4,
+        pods_per_node: 4,
+        grace_seconds: 300,
+        reboot_time: 150.0,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(
+        sc,
+        sim_config("{concurrency: {maxNodes: 2}, nodes: {order: name}}").unwrap(),
+    )
+    .await
+    .unwrap();
+    h.start_rollout().await.unwrap();
+    let names = h.node_names().await.unwrap();
+    // The last two take both slots; the first two, flagged next, come first by name: an
+    // empty record would start them at once.
+    h.flag(&names[2..]);
+    reached(&h, &names[2], NodeState::Draining).await;
+    reached(&h, &names[3], NodeState::Draining).await;
+    h.flag(&names[..2]);
+    let first_two = set(&names[..2]);
+    let flagged = h
+        .wait_for(Duration::from_secs(10), |ns| {
+            ns.iter()
+                .filter(|n| first_two.contains(&n.name))
+                .all(|n| n.flagged())
+        })
+        .await
+        .unwrap();
+    assert!(flagged);
+    let draining = h.nodes().await.unwrap();
+    assert!(
+        draining
+            .iter()
+            .filter(|n| n.state.is_some())
+            .all(|n| n.state == Some(NodeState::Draining) && n.ready),
+        "too late: {:?}",
+        draining
+            .iter()
+            .map(|n| (&n.name, n.state))
+            .collect::<Vec<_>>()
+    );
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    leases
+        .patch(
+            &h.config.lock.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {rollboot::lock::IN_FLIGHT: "{\"node-0002\": garbage"}}})),
+        )
+        .await
+        .unwrap();
+    finish(&h, &set(&names), Duration::from_secs(120)).await;
+    assert_safe(&h, &names, 2).await;
+    let lease_events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let notes: Vec<String> = lease_events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("LockRebuilt"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("does not parse")),
+        "{notes:?}"
+    );
+    h.shutdown().await;
+}
+
+/// Flags one node whose agent stalls after `stalls` acks; after each ack kills and restarts the
+/// agent (as a crash between the ack and the reboot, then the DaemonSet's restart would).
+/// Returns the harness, the node, and the time from the first ack.
+async fn agent_dies_after_its_ack(stalls: usize, overrides: &str) -> (Harness, String, Instant) {
+    let mut h = running(scenario(3), overrides).await;
+    let target = h.node_names().await.unwrap()[0].clone();
+    h.host.stall.lock().unwrap().insert(target.clone(), stalls);
+    h.flag(std::slice::from_ref(&target));
+    let mut first_ack = None;
+    for attempt in 1..=stalls as u32 {
+        let acked = h
+            .wait_for(Duration::from_secs(30), |ns| {
+                ns.iter().any(|n| {
+                    n.name == target
+                        && n.reboot_token.is_some()
+                        && n.reboot_token == n.reboot_ack
+                        && n.reboot_attempt == Some(attempt)
+                })
+            })
+            .await
+            .unwrap();
+        assert!(acked, "attempt {attempt} was never acknowledged");
+        first_ack.get_or_insert_with(Instant::now);
+        h.kill_agent(&target);
+        h.start_agent(&target);
+    }
+    (h, target, first_ack.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_dies_between_its_ack_and_the_reboot_gets_a_new_token_and_reboots_once() {
+    let (h, target, since) = agent_dies_after_its_ack(1, "").await;
+    finish(
+        &h,
+        &set(std::slice::from_ref(&target)),
+        Duration::from_secs(30),
+    )
+    .await;
+    // Well within the reboot timeout (1 min): nobody waited for it.
+    assert!(
+        since.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        since.elapsed()
+    );
+    assert_safe(&h, std::slice::from_ref(&target), 1).await;
+    let lost = await_events(&h, &target, "RebootLost").await;
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(lost[0].0.contains("did not reboot"), "{lost:?}");
+    let asked = await_events(&h, &target, "RebootRequestedAgain").await;
+    assert!(
+        asked.iter().any(|(n, _)| n.contains("attempt 2 of 3")),
+        "{asked:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_never_gets_to_reboot_fails_the_node_after_the_last_attempt_saying_so() {
+    let (h, target, since) = agent_dies_after_its_ack(3, "").await;
+    let failed = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter()
+                .any(|n| n.name == target && n.state == Some(NodeState::Failed))
+        })
+        .await
+        .unwrap();
+    assert!(failed, "{target} was not failed");
+    assert!(
+        since.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        since.elapsed()
+    );
+    let v = h.node(&target).await.unwrap();
+    let reason = v.failure_reason.unwrap_or_default();
+    assert!(
+        reason.contains("acknowledged 3 reboot token(s)") && reason.contains("boot ID is still"),
+        "{reason}"
+    );
+    assert_eq!(h.reboots(&target), 0, "a stalled agent rebooted nothing");
+    assert_eq!(v.reboot_attempt, Some(3));
+    // The failure says what happens next: with maxFailures 0, the rollout halts.
+    let failed_events = await_events(&h, &target, "RebootFailed").await;
+    assert!(
+        failed_events
+            .iter()
+            .any(|(n, _)| n.contains("the rollout halts")),
+        "{failed_events:?}"
+    );
+    let inv = h.cluster.invariants();
+    assert!(
+        inv.repeated_reboots.is_empty(),
+        "{:?}",
+        inv.repeated_reboots
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_in_rollboot_annotations_is_named_in_one_warning_event_each() {
+    let h = running(scenario(3), "").await;
+    let names = h.node_names().await.unwrap();
+    let (garbled, flagged) = (names[2].clone(), names[0].clone());
+    h.patch_node(
+        &garbled,
+        json!({"metadata": {"annotations": {
+            proto::STATE: "exploding",
+            proto::REBOOT_ACK: "yes",
+        }}}),
+    )
+    .await
+    .unwrap();
+    // A rollout on another node: many passes, each of which sees the garbage.
+    h.flag(std::slice::from_ref(&flagged));
+    finish(
+        &h,
+        &set(std::slice::from_ref(&flagged)),
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_safe(&h, std::slice::from_ref(&flagged), 1).await;
+    let warned = await_events(&h, &garbled, "MalformedAnnotation").await;
+    let about = |key: &str| -> Vec<&(String, i32)> {
+        warned.iter().filter(|(n, _)| n.contains(key)).collect()
+    };
+    let state = about(proto::STATE);
+    assert_eq!(state.len(), 1, "{warned:?}");
+    assert!(
+        state[0].0.contains(&format!("node {garbled}")) && state[0].0.contains("`exploding`"),
+        "{state:?}"
+    );
+    assert_eq!(state[0].1, 1, "said again on later passes: {state:?}");
+    let ack = about(proto::REBOOT_ACK);
+    assert_eq!(ack.len(), 1, "{warned:?}");
+    assert_eq!(ack[0].1, 1, "{ack:?}");
+    // Nothing was done to the garbled node.
+    let v: NodeView = h.node(&garbled).await.unwrap();
+    assert_eq!(
+        (v.state, v.unschedulable, h.reboots(&garbled)),
+        (None, false, 0)
+    );
+}
