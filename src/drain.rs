@@ -209,8 +209,14 @@ pub trait DrainApi: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<bool>, DrainError>> + Send;
-    /// Records a Warning/Normal Event on the node.
-    fn event(&self, warning: bool, reason: &str, note: String) -> impl Future<Output = ()> + Send;
+    /// Records a Warning/Normal Event on the node, about one of its pods when `pod` is given.
+    fn event(
+        &self,
+        pod: Option<&PodRef>,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) -> impl Future<Output = ()> + Send;
     /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
     /// Returns the pods still present.
     fn wait_gone(
@@ -459,7 +465,8 @@ pub async fn drain<A: DrainApi>(
                  {node} and names it among the budgets that may refuse their evictions",
                 unreadable.join("; ")
             );
-            api.event(true, "BudgetSelectorUnreadable", note).await;
+            api.event(None, true, "BudgetSelectorUnreadable", note)
+                .await;
         }
         Ok::<_, DrainError>(covering)
     };
@@ -536,20 +543,20 @@ pub async fn drain<A: DrainApi>(
                                     note = format!("{note}. {}", phantom.join(". "));
                                     tracing::warn!(node, pod = %pod, budget = %names, reason = %phantom.join("; "), "a budget counts a disruption that is not happening");
                                 }
-                                api.event(true, "EvictionBlocked", note).await;
+                                api.event(Some(&pod), true, "EvictionBlocked", note).await;
                             }
                             retry_after.unwrap_or(retry)
                         }
                         Evicted::ServerError(message) if message.contains("more than one PodDisruptionBudget") => {
                             let names = names(&covering_of(&pod).await?);
-                            api.event(true, "EvictionFailed", format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")).await;
+                            api.event(Some(&pod), true, "EvictionFailed", format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")).await;
                             retry
                         }
                         // A timeout or an unavailable server: the eviction may or may not have
                         // been admitted; asking again is safe (the UID precondition holds).
                         Evicted::ServerError(message) => {
                             tracing::warn!(node, pod = %pod, error = %message, "eviction failed on the server side; retrying");
-                            api.event(true, "EvictionFailed", format!("evicting pod {pod} failed: {message}; retrying")).await;
+                            api.event(Some(&pod), true, "EvictionFailed", format!("evicting pod {pod} failed: {message}; retrying")).await;
                             retry
                         }
                     };
@@ -579,7 +586,7 @@ pub async fn drain<A: DrainApi>(
         }
         for p in &stuck {
             ensure()?;
-            api.event(true, "ForceDeleted", format!("deleting pod {p} around its budget: the drain timed out and drain.forceDeleteAfterTimeout is set")).await;
+            api.event(Some(p), true, "ForceDeleted", format!("deleting pod {p} around its budget: the drain timed out and drain.forceDeleteAfterTimeout is set")).await;
             api.delete(p).await?;
         }
     }
@@ -795,8 +802,24 @@ impl DrainApi for KubeDrain {
             .map(|p| p.metadata.deletion_timestamp.is_some()))
     }
 
-    async fn event(&self, warning: bool, reason: &str, note: String) {
-        self.events.publish(&self.node, warning, reason, note).await;
+    async fn event(&self, pod: Option<&PodRef>, warning: bool, reason: &str, note: String) {
+        match pod {
+            Some(p) => {
+                let related = k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    namespace: Some(p.namespace.clone()),
+                    name: Some(p.name.clone()),
+                    uid: Some(p.uid.clone()),
+                    ..Default::default()
+                };
+                let events = &self.events;
+                events
+                    .publish_about_pod(&self.node, related, warning, reason, note)
+                    .await
+            }
+            None => self.events.publish(&self.node, warning, reason, note).await,
+        }
     }
 
     async fn wait_gone(
@@ -1087,7 +1110,7 @@ mod tests {
         async fn pod_deleting(&self, _: &str, name: &str) -> Result<Option<bool>, DrainError> {
             Ok(self.pod_states.lock().unwrap().get(name).copied().flatten())
         }
-        async fn event(&self, _: bool, reason: &str, note: String) {
+        async fn event(&self, _: Option<&PodRef>, _: bool, reason: &str, note: String) {
             self.events
                 .lock()
                 .unwrap()

@@ -298,7 +298,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             }),
             cordoned_by_identity: n.cordoned_by.clone(),
             in_lock: entries.contains_key(&n.name),
-            failure_reason: n.failure_reason.clone(),
+            // A reason left behind when an operator cleared only `state` is not a failure.
+            failure_reason: n
+                .failure_reason
+                .clone()
+                .filter(|_| n.state == Some(NodeState::Failed)),
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -483,7 +487,7 @@ pub fn text(s: &Status) -> String {
         f.failed.len(),
         f.max_failures,
         if f.halted {
-            ": rollout HALTED until an operator clears `rollboot.dev/state` on a failed node"
+            ": rollout HALTED until an operator clears a failed node (kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-)"
         } else {
             ""
         }
@@ -735,6 +739,28 @@ mod tests {
         let txt = text(&s);
         assert!(txt.contains("rollout HALTED"), "{txt}");
         assert!(txt.contains("failure: drain timed out"), "{txt}");
+    }
+
+    #[test]
+    fn a_failed_node_cleared_of_its_state_shows_no_old_failure() {
+        let c = cfg("{}");
+        let now = t("2026-01-01T02:00:00Z");
+        // The operator removed `state` as the message said; `failure-reason` stayed behind.
+        let mut nodes = world();
+        let failed = nodes.iter_mut().find(|n| n.name == "b-failed").unwrap();
+        failed.state = None;
+        failed.reboot_requested = true;
+        let snap = Snapshot {
+            leader: None,
+            lock: None,
+            nodes,
+        };
+        let s = build(&c, &snap, now);
+        let b = s.nodes.iter().find(|n| n.name == "b-failed").unwrap();
+        assert_eq!(b.failure_reason, None);
+        assert_eq!(s.counts.failed, 0);
+        assert!(!s.failures.halted);
+        assert!(!text(&s).contains("drain timed out"), "{}", text(&s));
     }
 
     #[test]

@@ -310,3 +310,77 @@ async fn a_budget_holding_a_phantom_disruption_is_explained_and_never_bypassed()
     );
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pod_a_budget_refuses_to_evict_keeps_an_event_of_its_own() {
+    log();
+    // Budgets that allow no disruption at all: every eviction from the node is refused.
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 4,
+        replicas: 4,
+        pdb_share: 1.0,
+        pdb_max_unavailable: 0,
+        bare_pods: 0,
+        empty_dir_pods: 0,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config("drain: {timeout: 10m}").unwrap())
+        .await
+        .unwrap();
+    h.start_rollout().await.unwrap();
+    let names = h.node_names().await.unwrap();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(h.client.clone());
+    let on_node: BTreeSet<String> = pods
+        .list(&kube::api::ListParams::default().fields(&format!("spec.nodeName={}", names[0])))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "ReplicaSet")
+        })
+        .map(|p| p.metadata.name.unwrap_or_default())
+        .collect();
+    assert!(on_node.len() >= 2, "{on_node:?}");
+    h.flag(&names[..1]);
+    // kube's recorder counts a same-reason Event about the same objects as a repeat of the
+    // first and keeps the first's note; the pod as the related object keeps them apart.
+    let api: kube::Api<Event> = kube::Api::namespaced(h.client.clone(), "default");
+    let mut about: BTreeMap<String, String> = BTreeMap::new();
+    for _ in 0..100 {
+        about = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("EvictionBlocked"))
+            .filter_map(|e| {
+                let pod = e.related.as_ref()?;
+                assert_eq!(pod.kind.as_deref(), Some("Pod"));
+                Some((pod.name.clone()?, e.note.unwrap_or_default()))
+            })
+            .collect();
+        if about.len() == on_node.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        about.keys().cloned().collect::<BTreeSet<_>>(),
+        on_node,
+        "one EvictionBlocked Event per refused pod"
+    );
+    for (pod, note) in &about {
+        assert!(
+            note.contains(&format!("/{pod} is blocked")),
+            "{pod}: {note}"
+        );
+    }
+    h.shutdown().await;
+}

@@ -546,7 +546,7 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
                             proto::patch(&[(proto::REBOOT_REQUIRED, None), (proto::REBOOT_REQUIRED_REASON, None)], None)
                         };
                         match agent.patch(p, "writing reboot-required").await {
-                            Ok(()) => tracing::info!(node, needed, reason = ?answer, "reboot-required changed"),
+                            Ok(()) => tracing::info!(node, needed, reason = answer.as_deref().unwrap_or(""), "reboot-required changed"),
                             Err(e) => { tracing::warn!(node, error = %e, "could not write reboot-required"); last_answer = None }
                         }
                     }

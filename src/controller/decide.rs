@@ -74,12 +74,16 @@ impl fmt::Display for Blocker {
             ),
             Blocker::TooManyFailures { nodes, max } => write!(
                 f,
-                "{} failed node(s) ({}), at most {max} tolerated: clear `rollboot.dev/state` to resume",
+                "{} failed node(s) ({}), at most {max} tolerated: {CLEAR_FAILED} to resume",
                 nodes.len(),
                 nodes.join(", ")
             ),
-            Blocker::BlockingPods { selector, count } => {
-                write!(f, "{count} pod(s) match the blocking selector `{selector}`")
+            // The count comes from a list of one (rollboot asks whether any pod matches).
+            Blocker::BlockingPods { selector, .. } => {
+                write!(
+                    f,
+                    "at least one pod matches the blocking selector `{selector}`"
+                )
             }
             Blocker::Alerts { names } => write!(
                 f,
@@ -92,6 +96,19 @@ impl fmt::Display for Blocker {
                 "Prometheus at {url} could not be asked for alerts (blocking to be safe): {error}"
             ),
         }
+    }
+}
+
+/// How an operator clears a failed node (the words every message about failures uses).
+pub const CLEAR_FAILED: &str = "clear a failed node with `kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-`";
+
+/// The Event reason of a node's failure, saying what failed by the state it failed in.
+pub fn failure_event_reason(state: Option<NodeState>) -> &'static str {
+    match state {
+        Some(NodeState::Cordoning | NodeState::Draining) => "DrainFailed",
+        Some(NodeState::Rebooting) => "RebootFailed",
+        Some(NodeState::Verifying) => "HealthGateFailed",
+        _ => "NodeFailed",
     }
 }
 
@@ -600,8 +617,8 @@ pub fn after_failure(failed: usize, config: &Config) -> String {
     if failed > max as usize {
         format!(
             "the rollout halts: {failed} failed node(s), at most {max} tolerated \
-             (failures.maxFailures); no new node starts until an operator clears \
-             rollboot.dev/state of a failed node"
+             (failures.maxFailures); no new node starts until an operator clears one: \
+             {CLEAR_FAILED}"
         )
     } else {
         format!(
@@ -708,6 +725,44 @@ mod tests {
         assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a1", "b1"]);
         let busy = BTreeMap::from([("a1".to_string(), entry("2026-01-01T00:00:00Z"))]);
         assert_eq!(names(pick(&snapshot(&nodes, &busy), &c)), ["b1"]);
+    }
+
+    #[test]
+    fn a_failure_event_says_what_failed_and_blockers_say_what_they_know() {
+        assert_eq!(
+            failure_event_reason(Some(NodeState::Draining)),
+            "DrainFailed"
+        );
+        assert_eq!(
+            failure_event_reason(Some(NodeState::Cordoning)),
+            "DrainFailed"
+        );
+        assert_eq!(
+            failure_event_reason(Some(NodeState::Rebooting)),
+            "RebootFailed"
+        );
+        assert_eq!(
+            failure_event_reason(Some(NodeState::Verifying)),
+            "HealthGateFailed"
+        );
+        let b = Blocker::BlockingPods {
+            selector: "app=backup".into(),
+            count: 1,
+        };
+        assert_eq!(
+            b.to_string(),
+            "at least one pod matches the blocking selector `app=backup`"
+        );
+        let f = Blocker::TooManyFailures {
+            nodes: vec!["n1".into()],
+            max: 0,
+        };
+        assert!(
+            f.to_string().contains(
+                "kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-"
+            ),
+            "{f}"
+        );
     }
 
     #[test]

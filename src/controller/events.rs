@@ -94,6 +94,28 @@ impl Recorder {
         self.emit(node_reference(node), warning, reason, action, note);
     }
 
+    /// Records an Event about Node `node` that concerns one of its pods (an eviction refused,
+    /// failed, a pod deleted): the pod is the Event's `related` object, so each pod has an
+    /// Event of its own (kube's recorder counts only an Event with the same related object
+    /// as a repeat) and `kubectl describe` links the two.
+    pub async fn publish_about_pod(
+        &self,
+        node: &str,
+        pod: ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) {
+        self.emit_related(
+            node_reference(node),
+            Some(pod),
+            warning,
+            reason,
+            reason,
+            note,
+        );
+    }
+
     /// Records an Event about the Lease `name` (the maintenance lock), in the background.
     pub fn publish_lease(&self, name: &str, warning: bool, reason: &str, note: String) {
         let regarding = ObjectReference {
@@ -114,6 +136,18 @@ impl Recorder {
         action: &str,
         note: String,
     ) {
+        self.emit_related(regarding, None, warning, reason, action, note);
+    }
+
+    fn emit_related(
+        &self,
+        regarding: ObjectReference,
+        related: Option<ObjectReference>,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -123,7 +157,7 @@ impl Recorder {
             reason: reason.into(),
             note: Some(cut(&note, NOTE_LIMIT)),
             action: cut(action, ACTION_LIMIT),
-            secondary: None,
+            secondary: related,
         };
         let recorder = self.inner.clone();
         let reason = reason.to_string();

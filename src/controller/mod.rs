@@ -885,8 +885,9 @@ async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
     let outcome = decide::after_failure(failed, &ctx.config);
     tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
     ctx.metrics.failed();
+    let what = decide::failure_event_reason(view.state);
     ctx.events
-        .publish(node, true, "RebootFailed", format!("{reason}; {outcome}"))
+        .publish(node, true, what, format!("{reason}; {outcome}"))
         .await;
     free(ctx, node).await
 }
