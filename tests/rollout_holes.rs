@@ -308,17 +308,7 @@ async fn delete_the_lock_during(state: NodeState) {
     );
     finish(&h, &set(&flagged), Duration::from_secs(60)).await;
     assert_safe(&h, &flagged, 1).await;
-    let lease_events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(h.client.clone(), &h.config.lock.namespace);
-    let rebuilt_events: Vec<String> = lease_events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("LockRebuilt"))
-        .filter_map(|e| e.note)
-        .collect();
+    let rebuilt_events = h.events("LockRebuilt").await.unwrap();
     assert!(
         rebuilt_events
             .iter()
@@ -397,17 +387,7 @@ async fn a_garbled_in_flight_record_is_rebuilt_and_nothing_new_starts_meanwhile(
         .unwrap();
     finish(&h, &set(&names), Duration::from_secs(120)).await;
     assert_safe(&h, &names, 2).await;
-    let lease_events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(h.client.clone(), &h.config.lock.namespace);
-    let notes: Vec<String> = lease_events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("LockRebuilt"))
-        .filter_map(|e| e.note)
-        .collect();
+    let notes = h.events("LockRebuilt").await.unwrap();
     assert!(
         notes.iter().any(|n| n.contains("does not parse")),
         "{notes:?}"

@@ -255,24 +255,26 @@ async fn events_about_nodes_are_in_default_and_events_about_the_lock_in_its_name
     h.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_budget_holding_a_phantom_disruption_is_explained_and_never_bypassed() {
-    log();
-    // One Deployment of 3 replicas per node, every one under a budget of maxUnavailable 1.
+/// Replicas running on two nodes, `per_node` per node in Deployments of as many replicas,
+/// every Deployment under a budget of `max_unavailable`; the rollout runs, nothing flagged.
+async fn budgeted_rollout(per_node: usize, max_unavailable: i64) -> (Harness, Vec<String>) {
     let sc = Scenario {
         nodes: 2,
-        pods_per_node: 3,
-        replicas: 3,
+        pods_per_node: per_node,
+        replicas: per_node,
         pdb_share: 1.0,
+        pdb_max_unavailable: max_unavailable,
         bare_pods: 0,
         empty_dir_pods: 0,
         ..Scenario::default()
     };
-    let mut h = Harness::start(sc, sim_config("drain: {timeout: 10m}").unwrap())
-        .await
-        .unwrap();
-    h.start_rollout().await.unwrap();
-    let names = h.node_names().await.unwrap();
+    rollout_all(sc, "drain: {timeout: 10m}").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_holding_a_phantom_disruption_is_explained_and_never_bypassed() {
+    // One Deployment of 3 replicas per node, every one under a budget of maxUnavailable 1.
+    let (h, names) = budgeted_rollout(3, 1).await;
     // The first eviction is admitted, recorded in its budget, and its deletion never happens:
     // the evicting client was killed mid-request and the API server answered 504.
     h.cluster.abandon_evictions(1);
@@ -313,23 +315,8 @@ async fn a_budget_holding_a_phantom_disruption_is_explained_and_never_bypassed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_pod_a_budget_refuses_to_evict_keeps_an_event_of_its_own() {
-    log();
     // Budgets that allow no disruption at all: every eviction from the node is refused.
-    let sc = Scenario {
-        nodes: 2,
-        pods_per_node: 4,
-        replicas: 4,
-        pdb_share: 1.0,
-        pdb_max_unavailable: 0,
-        bare_pods: 0,
-        empty_dir_pods: 0,
-        ..Scenario::default()
-    };
-    let mut h = Harness::start(sc, sim_config("drain: {timeout: 10m}").unwrap())
-        .await
-        .unwrap();
-    h.start_rollout().await.unwrap();
-    let names = h.node_names().await.unwrap();
+    let (h, names) = budgeted_rollout(4, 0).await;
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(h.client.clone());
     let on_node: BTreeSet<String> = pods
         .list(&kube::api::ListParams::default().fields(&format!("spec.nodeName={}", names[0])))
