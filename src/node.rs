@@ -171,6 +171,27 @@ pub fn boot_id_well_formed(s: &str) -> bool {
         && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
+/// The value of annotation `key` as `parse` reads it; a present value it refuses is listed in
+/// `malformed` (with what a value should look like) and reads as absent.
+fn parsed<T>(
+    ann: &BTreeMap<String, String>,
+    malformed: &mut Vec<Malformed>,
+    key: &'static str,
+    expected: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<T> {
+    let v = ann.get(key)?;
+    let out = parse(v);
+    if out.is_none() {
+        malformed.push(Malformed {
+            key,
+            value: v.clone(),
+            expected,
+        });
+    }
+    out
+}
+
 /// Everything rollboot needs from one Node, parsed once: a plain value, cheap to test with.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeView {
@@ -258,43 +279,40 @@ impl NodeView {
             .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
             .min();
         let mut malformed = Vec::new();
-        // The value of `key` when `parse` accepts it; a present value it refuses is listed.
-        let mut parsed = |key: &'static str, expected: &'static str, ok: &dyn Fn(&str) -> bool| {
-            let v = ann.get(key)?;
-            if ok(v) {
-                return Some(v.clone());
-            }
-            malformed.push(Malformed {
-                key,
-                value: v.clone(),
-                expected,
-            });
-            None
-        };
+        let token = "a reboot token `<milliseconds>-<hex>`";
+        let as_token = |v: &str| Token::parse(v).map(|_| v.to_string());
         let state = parsed(
+            ann,
+            &mut malformed,
             STATE,
             "one of cordoning, draining, rebooting, verifying, done, failed",
-            &|v| v.parse::<NodeState>().is_ok(),
-        )
-        .and_then(|v| v.parse().ok());
-        let state_since = parsed(STATE_SINCE, "an RFC 3339 instant", &|v| {
-            time::parse_annotation(v).is_some()
-        })
-        .and_then(|v| time::parse_annotation(&v));
+            |v| v.parse::<NodeState>().ok(),
+        );
+        let state_since = parsed(
+            ann,
+            &mut malformed,
+            STATE_SINCE,
+            "an RFC 3339 instant",
+            time::parse_annotation,
+        );
         let boot_id_before = parsed(
+            ann,
+            &mut malformed,
             BOOT_ID_BEFORE,
             "a boot ID: not empty, no whitespace, at most 128 bytes",
-            &boot_id_well_formed,
+            |v| boot_id_well_formed(v).then(|| v.to_string()),
         );
-        let token = "a reboot token `<milliseconds>-<hex>`";
-        let reboot_token = parsed(REBOOT, token, &|v| Token::parse(v).is_some());
-        let is_token = |v: &str| Token::parse(v).is_some();
-        parsed(REBOOT_ACK, token, &is_token);
-        parsed(REBOOT_LOST, token, &is_token);
-        let reboot_attempt = parsed(REBOOT_ATTEMPT, "a whole number from 1", &|v| {
-            v.parse::<u32>().is_ok_and(|a| a >= 1)
-        })
-        .and_then(|v| v.parse().ok());
+        let reboot_token = parsed(ann, &mut malformed, REBOOT, token, as_token);
+        // The agent's keys are kept as found below; here they are only checked.
+        parsed(ann, &mut malformed, REBOOT_ACK, token, as_token);
+        parsed(ann, &mut malformed, REBOOT_LOST, token, as_token);
+        let reboot_attempt = parsed(
+            ann,
+            &mut malformed,
+            REBOOT_ATTEMPT,
+            "a whole number from 1",
+            |v| v.parse::<u32>().ok().filter(|a| *a >= 1),
+        );
         malformed.sort_by_key(|m| m.key);
         NodeView {
             name: meta.name.clone().unwrap_or_default(),

@@ -73,6 +73,19 @@ async fn finish(h: &Harness, names: &[String]) {
     assert!(done, "the rollout did not finish: {:?}", h.nodes().await);
 }
 
+/// A finished rollout of every node of `sc`, with every version of every Node seen during it.
+async fn rolled_out_watched(
+    sc: Scenario,
+) -> (Harness, Vec<String>, BTreeMap<String, Vec<NodeView>>) {
+    let (h, names) = rollout_all(sc, "").await;
+    let (history, watch) = record_nodes(&h);
+    h.flag(&names);
+    finish(&h, &names).await;
+    watch.abort();
+    let history = history.lock().unwrap().clone();
+    (h, names, history)
+}
+
 /// A finished rollout of two nodes with two pods each.
 async fn two_nodes_rolled_out() -> (Harness, Vec<String>) {
     let sc = Scenario {
@@ -95,18 +108,13 @@ async fn a_node_is_back_only_once_the_node_lifecycle_controller_took_its_not_rea
         taint_removal_delay: 200.0,
         ..Scenario::default()
     };
-    let (h, names) = rollout_all(sc, "").await;
-    let (history, watch) = record_nodes(&h);
-    h.flag(&names);
-    finish(&h, &names).await;
-    watch.abort();
+    let (h, names, history) = rolled_out_watched(sc).await;
     let inv = h.cluster.invariants();
     assert!(
         inv.uncordoned_while_not_ready.is_empty(),
         "uncordoned while the not-ready taint was on (pods landing there can be evicted by it): {:?}",
         inv.uncordoned_while_not_ready
     );
-    let history = history.lock().unwrap().clone();
     for n in &names {
         let versions = &history[n];
         let before = versions
@@ -143,14 +151,9 @@ async fn after_a_cordon_or_uncordon_rollboot_waits_for_the_lifecycle_taint_inste
         pods_per_node: 3,
         ..Scenario::default()
     };
-    let (h, names) = rollout_all(sc, "").await;
-    let (history, watch) = record_nodes(&h);
-    h.flag(&names);
-    finish(&h, &names).await;
-    watch.abort();
+    let (h, names, history) = rolled_out_watched(sc).await;
     // The node-lifecycle controller (played by the world) did write its taint after the
     // cordon, each a write of its own that moved the resourceVersion.
-    let history = history.lock().unwrap().clone();
     for n in &names {
         assert!(
             history[n]

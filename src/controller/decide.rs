@@ -399,14 +399,9 @@ pub fn next_step(
         NodeState::Done => Step::Free("its cycle is done".into()),
         NodeState::Failed => Step::Free("it failed".into()),
         NodeState::Cordoning if !n.unschedulable => start_over,
-        NodeState::Cordoning if n.cordon_taint_pending() && now < since + LIFECYCLE_SETTLE => {
-            Step::Settle {
-                until: since + LIFECYCLE_SETTLE,
-            }
-        }
-        NodeState::Cordoning => Step::Drain {
+        NodeState::Cordoning => settling(n, since, now).unwrap_or(Step::Drain {
             deadline: now + config.drain.timeout.to_chrono(),
-        },
+        }),
         NodeState::Draining => {
             let deadline = since + config.drain.timeout.to_chrono();
             if now >= deadline && !config.drain.force_delete_after_timeout {
@@ -457,10 +452,8 @@ pub fn next_step(
                 return Step::Uncordon;
             }
             // The health gate may pass at once, and its `done` would race the taint's removal.
-            if n.cordon_taint_pending() && now < since + LIFECYCLE_SETTLE {
-                return Step::Settle {
-                    until: since + LIFECYCLE_SETTLE,
-                };
+            if let Some(wait) = settling(n, since, now) {
+                return wait;
             }
             if let Some(why) = gate_problem(n) {
                 return Step::Fail(format!(
@@ -478,6 +471,13 @@ pub fn next_step(
             }
         }
     }
+}
+
+/// After rollboot's cordon or uncordon at `since`: [`Step::Settle`] while the node-lifecycle
+/// controller has not copied it into its taint, for at most [`LIFECYCLE_SETTLE`].
+fn settling(n: &NodeView, since: DateTime<Utc>, now: DateTime<Utc>) -> Option<Step> {
+    let until = since + LIFECYCLE_SETTLE;
+    (n.cordon_taint_pending() && now < until).then_some(Step::Settle { until })
 }
 
 /// Why the node's `health-gate` record does not parse, if it does not.

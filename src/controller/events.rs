@@ -76,7 +76,7 @@ impl Recorder {
     /// Its action is its reason: a second one with that reason within kube's cache period
     /// (minutes) is counted as a repeat of the first (a series), keeping the first's note.
     pub async fn publish(&self, node: &str, warning: bool, reason: &str, note: String) {
-        self.emit(node_reference(node), warning, reason, reason, note);
+        self.emit(node_reference(node), None, warning, reason, reason, note);
     }
 
     /// Records an Event about Node `node` whose `action` tells it apart from others with the
@@ -91,7 +91,7 @@ impl Recorder {
         action: &str,
         note: String,
     ) {
-        self.emit(node_reference(node), warning, reason, action, note);
+        self.emit(node_reference(node), None, warning, reason, action, note);
     }
 
     /// Records an Event about Node `node` that concerns one of its pods (an eviction refused,
@@ -106,7 +106,7 @@ impl Recorder {
         reason: &str,
         note: String,
     ) {
-        self.emit_related(
+        self.emit(
             node_reference(node),
             Some(pod),
             warning,
@@ -125,21 +125,10 @@ impl Recorder {
             namespace: Some(self.lease_namespace.clone()),
             ..Default::default()
         };
-        self.emit(regarding, warning, reason, reason, note);
+        self.emit(regarding, None, warning, reason, reason, note);
     }
 
     fn emit(
-        &self,
-        regarding: ObjectReference,
-        warning: bool,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        self.emit_related(regarding, None, warning, reason, action, note);
-    }
-
-    fn emit_related(
         &self,
         regarding: ObjectReference,
         related: Option<ObjectReference>,

@@ -869,18 +869,13 @@ async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
     patch_node(ctx, view, "marking it failed", proto::patch(&ann, None)).await?;
     // Counted from the Nodes as known now, this one included.
+    // (The state parsed as everywhere else, so this agrees with the failures blocker.)
     let failed = 1 + ctx
         .nodes
         .state()
         .iter()
         .filter(|n| n.metadata.name.as_deref() != Some(node))
-        .filter(|n| {
-            n.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(proto::STATE))
-                == Some(&NodeState::Failed.as_str().to_string())
-        })
+        .filter(|n| NodeView::from_node(n).state == Some(NodeState::Failed))
         .count();
     let outcome = decide::after_failure(failed, &ctx.config);
     tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");

@@ -743,40 +743,20 @@ impl Runner {
                 .iter()
                 .any(|t| t["key"] == key && t["effect"] == effect)
         };
-        let now = timestamp(Utc::now());
-        let taint =
-            |key: &str, effect: &str| json!({"key": key, "effect": effect, "timeAdded": now});
+        let add = |key: &'static str, effect: &'static str| TaintChange::Add(key, effect);
         // One change per write, in the order the real controller makes them.
-        let next: Option<Vec<Value>> =
+        let next: Option<TaintChange> =
             if n.idx.unschedulable && !has(TAINT_UNSCHEDULABLE, "NoSchedule") {
-                Some(
-                    [
-                        taints.clone(),
-                        vec![taint(TAINT_UNSCHEDULABLE, "NoSchedule")],
-                    ]
-                    .concat(),
-                )
+                Some(add(TAINT_UNSCHEDULABLE, "NoSchedule"))
             } else if !n.idx.unschedulable && has(TAINT_UNSCHEDULABLE, "NoSchedule") {
-                Some(
-                    taints
-                        .iter()
-                        .filter(|t| t["key"] != TAINT_UNSCHEDULABLE)
-                        .cloned()
-                        .collect(),
-                )
+                Some(TaintChange::Remove(TAINT_UNSCHEDULABLE, None))
             } else if !n.idx.ready && !has(TAINT_NOT_READY, "NoSchedule") {
                 self.untaint_pending.remove(node);
-                Some([taints.clone(), vec![taint(TAINT_NOT_READY, "NoSchedule")]].concat())
+                Some(add(TAINT_NOT_READY, "NoSchedule"))
             } else if !n.idx.ready && !has(TAINT_NOT_READY, "NoExecute") {
-                Some([taints.clone(), vec![taint(TAINT_NOT_READY, "NoExecute")]].concat())
+                Some(add(TAINT_NOT_READY, "NoExecute"))
             } else if n.idx.ready && has(TAINT_NOT_READY, "NoSchedule") {
-                Some(
-                    taints
-                        .iter()
-                        .filter(|t| !(t["key"] == TAINT_NOT_READY && t["effect"] == "NoSchedule"))
-                        .cloned()
-                        .collect(),
-                )
+                Some(TaintChange::Remove(TAINT_NOT_READY, Some("NoSchedule")))
             } else {
                 None
             };
@@ -784,8 +764,8 @@ impl Runner {
             && n.idx.ready
             && has(TAINT_NOT_READY, "NoExecute")
             && self.untaint_pending.insert(node.to_string());
-        if let Some(t) = next {
-            set_taints(&mut v, t);
+        if let Some(change) = next {
+            change.apply(&mut v);
             inner.put(Kind::Node, v);
         }
         drop(inner);
@@ -1074,16 +1054,7 @@ impl Runner {
                     return;
                 }
                 let mut v = n.value();
-                let taints: Vec<Value> = v["spec"]["taints"]
-                    .as_array()
-                    .map(|ts| {
-                        ts.iter()
-                            .filter(|t| t["key"] != TAINT_NOT_READY)
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                set_taints(&mut v, taints);
+                TaintChange::Remove(TAINT_NOT_READY, None).apply(&mut v);
                 if v != n.value() {
                     inner.put(Kind::Node, v);
                 }
@@ -1149,14 +1120,32 @@ impl Runner {
     }
 }
 
-/// Writes a Node's taints; no taints is no `taints` key, as the API server stores it.
-fn set_taints(v: &mut Value, taints: Vec<Value>) {
-    if taints.is_empty() {
-        if let Some(spec) = v["spec"].as_object_mut() {
-            spec.remove("taints");
+/// One write of the node-lifecycle controller to a Node's taints.
+enum TaintChange {
+    /// Adds the taint (key, effect), with its `timeAdded`.
+    Add(&'static str, &'static str),
+    /// Removes the taints of this key (of this effect only, when given).
+    Remove(&'static str, Option<&'static str>),
+}
+
+impl TaintChange {
+    /// Applies the change to a Node; no taints is no `taints` key, as the API server stores it.
+    fn apply(&self, v: &mut Value) {
+        let mut taints: Vec<Value> = v["spec"]["taints"].as_array().cloned().unwrap_or_default();
+        match self {
+            TaintChange::Add(key, effect) => taints
+                .push(json!({"key": key, "effect": effect, "timeAdded": timestamp(Utc::now())})),
+            TaintChange::Remove(key, effect) => {
+                taints.retain(|t| !(t["key"] == *key && effect.is_none_or(|e| t["effect"] == e)))
+            }
         }
-    } else {
-        v["spec"]["taints"] = Value::Array(taints);
+        if taints.is_empty() {
+            if let Some(spec) = v["spec"].as_object_mut() {
+                spec.remove("taints");
+            }
+        } else {
+            v["spec"]["taints"] = Value::Array(taints);
+        }
     }
 }
 
