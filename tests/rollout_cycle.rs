@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rollboot::node::{NodeState, NodeView};
 use rollboot::sim::Scenario;
-use rollboot::simulate::{rollout, sim_config, Harness};
+use rollboot::simulate::{rollout, sim_config, Harness, RunOptions};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -116,16 +116,13 @@ async fn finish(h: &Harness, flagged: &BTreeSet<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_rollout_of_20_nodes_reboots_each_node_once() {
     log();
-    let r = rollout(
-        scenario(20),
-        sim_config("").unwrap(),
-        None,
-        Duration::from_secs(120),
-        false,
-        None,
-    )
-    .await
-    .unwrap();
+    let opts = RunOptions {
+        cap: Some(Duration::from_secs(120)),
+        ..RunOptions::default()
+    };
+    let r = rollout(scenario(20), sim_config("").unwrap(), opts)
+        .await
+        .unwrap();
     assert!(r.ok, "{}", r.text());
     assert_eq!(r.rebooted_once, 20, "{}", r.text());
     assert_eq!(r.pdb_violations, 0);

@@ -340,6 +340,9 @@ struct Agent<'a, R> {
     refused: Option<(String, String)>,
     /// Tokens this process acknowledged itself (the last few): never reported lost by it.
     acted: Vec<String>,
+    /// The last look at a token ended on a failed request (reading the lock, writing the ack):
+    /// looked at again on the next check, as no change of the Node may come to wake it.
+    unsettled: bool,
 }
 
 impl<R: RebootMethod> Agent<'_, R> {
@@ -358,6 +361,7 @@ impl<R: RebootMethod> Agent<'_, R> {
     /// Acts on the Node as `v` shows it: reports a lost token, or reboots for a new one.
     async fn act(&mut self, v: &NodeView) {
         let node = self.node;
+        self.unsettled = false;
         let host_boot = self.method.boot_id(node);
         if let Some(token) = lost_token(
             v,
@@ -378,7 +382,8 @@ impl<R: RebootMethod> Agent<'_, R> {
                     self.events.publish_action(node, true, "RebootLost", &format!("ReportLost {token}"), format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
                 }
                 Err(e) => {
-                    tracing::warn!(node, token, error = %e, "could not report a lost reboot token")
+                    tracing::warn!(node, token, error = %e, "could not report a lost reboot token; trying again on the next check");
+                    self.unsettled = true;
                 }
             }
             return;
@@ -405,7 +410,8 @@ impl<R: RebootMethod> Agent<'_, R> {
                     ),
                 },
                 Err(e) => {
-                    tracing::warn!(node, error = %e, "reading the maintenance lock");
+                    tracing::warn!(node, error = %e, "reading the maintenance lock; trying again on the next check");
+                    self.unsettled = true;
                     return;
                 }
             };
@@ -452,7 +458,8 @@ impl<R: RebootMethod> Agent<'_, R> {
                 return;
             }
             Err(e) => {
-                tracing::warn!(node, token, error = %e, "could not acknowledge; not rebooting");
+                tracing::warn!(node, token, error = %e, "could not acknowledge; not rebooting now, trying again on the next check");
+                self.unsettled = true;
                 return;
             }
         }
@@ -502,6 +509,7 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
         method: &method,
         refused: None,
         acted: Vec::new(),
+        unsettled: false,
     };
     let stream = watcher(
         api.clone(),
@@ -512,7 +520,6 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
     futures::pin_mut!(stream);
     tokio::pin!(shutdown);
     let mut view: Option<NodeView> = None;
-    let mut last_answer: Option<bool> = None;
     let mut tick = tokio::time::interval(config.reboot.check_period.to_std());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -531,24 +538,24 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
             _ = tick.tick() => {
                 let Some(v) = &view else { continue };
                 // A refusal for a reason that can pass with no change to this Node (the node
-                // listed in the lock again) is looked at again, while the token lives.
-                if agent.refused.is_some() {
+                // listed in the lock again), or a look cut short by a failed request, is
+                // looked at again, while the token lives.
+                if agent.refused.is_some() || agent.unsettled {
                     agent.act(v).await;
                 }
                 let answer = sentinel.check().await;
                 let needed = answer.is_some();
-                if last_answer != Some(needed) {
-                    last_answer = Some(needed);
-                    if needed != v.reboot_required {
-                        let p = if needed {
-                            proto::patch(&[(proto::REBOOT_REQUIRED, Some(crate::time::annotation(Utc::now()))), (proto::REBOOT_REQUIRED_REASON, answer.clone())], None)
-                        } else {
-                            proto::patch(&[(proto::REBOOT_REQUIRED, None), (proto::REBOOT_REQUIRED_REASON, None)], None)
-                        };
-                        match agent.patch(p, "writing reboot-required").await {
-                            Ok(()) => tracing::info!(node, needed, reason = answer.as_deref().unwrap_or(""), "reboot-required changed"),
-                            Err(e) => { tracing::warn!(node, error = %e, "could not write reboot-required"); last_answer = None }
-                        }
+                // Against the Node as it is, not as this process last wrote it: a Node
+                // registered again by its kubelet, or whose flag was lost, is flagged again.
+                if needed != v.reboot_required {
+                    let p = if needed {
+                        proto::patch(&[(proto::REBOOT_REQUIRED, Some(crate::time::annotation(Utc::now()))), (proto::REBOOT_REQUIRED_REASON, answer.clone())], None)
+                    } else {
+                        proto::patch(&[(proto::REBOOT_REQUIRED, None), (proto::REBOOT_REQUIRED_REASON, None)], None)
+                    };
+                    match agent.patch(p, "writing reboot-required").await {
+                        Ok(()) => tracing::info!(node, needed, reason = answer.as_deref().unwrap_or(""), "reboot-required changed"),
+                        Err(e) => tracing::warn!(node, error = %e, "could not write reboot-required; trying again on the next check"),
                     }
                 }
             }

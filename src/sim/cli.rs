@@ -3,12 +3,13 @@
 //! Owns the subcommand's arguments and what it prints (kubeconfig path, world size, and on
 //! Ctrl-C the accounting and invariant reports). It must never be imported by product code.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
 
+use super::chaos::FaultSchedule;
 use super::{Cluster, Options, Scenario};
 
 /// Arguments of `rollboot simulate`.
@@ -67,12 +68,38 @@ fn stop_signal() -> std::io::Result<impl std::future::Future<Output = &'static s
     }
 }
 
-/// Runs `rollboot simulate`.
-pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+/// Plays a fault schedule on the served cluster until its faults are over (given by the
+/// caller: the player that knows rollboot's objects lives outside the simulator).
+pub type Play = for<'a> fn(
+    &'a Cluster,
+    FaultSchedule,
+    Scenario,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
+
+/// Reads a scenario file; an error names the file, and for a bad `faults:` entry the field.
+pub fn read_scenario(path: &Path) -> anyhow::Result<Scenario> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
+    let sc: Scenario = yaml_serde::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
+    if let Some(f) = &sc.faults {
+        f.validate()
+            .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
+    }
+    Ok(sc)
+}
+
+/// Runs `rollboot simulate --serve` (or, without `--serve`, builds the world, prints it and
+/// stops). With `chaos` (a seed) or a scenario's `faults:`, `play` plays the schedule while
+/// serving.
+pub fn run(args: SimulateArgs, chaos: Option<u64>, play: Play) -> anyhow::Result<ExitCode> {
     let mut sc: Scenario = match &args.scenario {
-        Some(p) => yaml_serde::from_str(&std::fs::read_to_string(p)?)?,
+        Some(p) => read_scenario(p)?,
         None => Scenario::default(),
     };
+    if let Some(seed) = chaos {
+        sc.faults = Some(FaultSchedule::draw(seed));
+    }
     if let Some(n) = args.nodes {
         sc.nodes = n;
     }
@@ -92,7 +119,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
             addr: args.listen,
             ..Options::default()
         };
-        let cluster = Cluster::start_with(sc, opts).await?;
+        let schedule = sc.faults.clone();
+        let cluster = Cluster::start_with(sc.clone(), opts).await?;
         cluster.write_kubeconfig(&args.kubeconfig_out, &args.token)?;
         println!(
             "simulated cluster at {} ({} nodes, {} pods, built in {:.2?})",
@@ -105,7 +133,25 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         if args.serve {
             let stopped = stop_signal()?;
             println!("serving until Ctrl-C (SIGINT) or SIGTERM");
-            let sig = stopped.await;
+            let sig = match schedule {
+                Some(s) => {
+                    println!(
+                        "playing {} fault(s) until {} s from now:\n{}",
+                        s.faults.len(),
+                        s.stop_after,
+                        yaml_serde::to_string(&s)?
+                    );
+                    tokio::pin!(stopped);
+                    tokio::select! {
+                        sig = &mut stopped => sig,
+                        () = play(&cluster, s, sc) => {
+                            println!("faults over");
+                            stopped.await
+                        }
+                    }
+                }
+                None => stopped.await,
+            };
             println!("{sig}: stopping");
         }
         let stats = cluster.stats();

@@ -2,8 +2,8 @@
 //!
 //! Owns the records of PDB violations caused by admitted evictions, deletions or reboots, the
 //! largest number of nodes cordoned or NotReady at once, nodes rebooted twice for one
-//! request token, and nodes uncordoned while the node-lifecycle controller still counted them
-//! as not ready. It must never influence the cluster: it only observes.
+//! request token, reboots of nodes not cordoned or not drained, nodes out at once per group,
+//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready. It must never influence the cluster: it only observes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -48,6 +48,26 @@ pub struct InvariantReport {
     /// Nodes uncordoned while the node-lifecycle controller still had a `not-ready` or
     /// `unreachable` taint on them (pods landing there can be evicted by it), with when.
     pub uncordoned_while_not_ready: Vec<(String, String)>,
+    /// Reboots of a node that was schedulable or still ran pods other than DaemonSet and
+    /// mirror pods.
+    pub unsafe_reboots: Vec<UnsafeReboot>,
+    /// Per value of the group label (see [`Invariants::watch_groups`]), the largest number of
+    /// its nodes cordoned or NotReady at the same time.
+    pub max_nodes_unavailable_by_group: BTreeMap<String, usize>,
+}
+
+/// A reboot of a node that was not ready for it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UnsafeReboot {
+    /// The node.
+    pub node: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// It was schedulable.
+    pub uncordoned: bool,
+    /// `namespace/name` of the pods still on it.
+    pub pods: Vec<String>,
 }
 
 impl InvariantReport {
@@ -56,6 +76,7 @@ impl InvariantReport {
         self.pdb_violations.is_empty()
             && self.repeated_reboots.is_empty()
             && self.uncordoned_while_not_ready.is_empty()
+            && self.unsafe_reboots.is_empty()
     }
 }
 
@@ -63,6 +84,9 @@ impl InvariantReport {
 struct State {
     report: InvariantReport,
     unavailable: BTreeSet<String>,
+    /// The group label, and each node's value of it.
+    group_label: Option<String>,
+    groups: BTreeMap<String, String>,
     tokens: BTreeMap<(String, String), usize>,
 }
 
@@ -102,8 +126,19 @@ impl Invariants {
         });
     }
 
-    /// Notes whether a node is cordoned or NotReady now.
-    pub fn node_availability(&self, node: &str, unavailable: bool) {
+    /// Counts nodes out at once per value of the node label `key` too, from the next change
+    /// on (the label of each node as last seen).
+    pub fn watch_groups(&self, key: &str) {
+        self.lock().group_label = Some(key.to_string());
+    }
+
+    /// Notes whether a node (with its labels) is cordoned or NotReady now.
+    pub fn node_availability(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, String>,
+        unavailable: bool,
+    ) {
         let mut s = self.lock();
         if unavailable {
             s.unavailable.insert(node.to_string());
@@ -113,6 +148,37 @@ impl Invariants {
         let n = s.unavailable.len();
         s.report.nodes_unavailable_now = n;
         s.report.max_nodes_unavailable = s.report.max_nodes_unavailable.max(n);
+        let Some(key) = s.group_label.clone() else {
+            return;
+        };
+        match labels.get(&key) {
+            Some(g) => s.groups.insert(node.to_string(), g.clone()),
+            None => s.groups.remove(node),
+        };
+        let Some(group) = s.groups.get(node).cloned() else {
+            return;
+        };
+        let out = s
+            .unavailable
+            .iter()
+            .filter(|n| s.groups.get(*n) == Some(&group))
+            .count();
+        let max = s
+            .report
+            .max_nodes_unavailable_by_group
+            .entry(group)
+            .or_default();
+        *max = (*max).max(out);
+    }
+
+    /// Records a reboot of a node not ready for it.
+    pub fn unsafe_reboot(&self, node: &str, uncordoned: bool, pods: Vec<String>) {
+        self.lock().report.unsafe_reboots.push(UnsafeReboot {
+            node: node.to_string(),
+            at: super::api::timestamp(Utc::now()),
+            uncordoned,
+            pods,
+        });
     }
 
     /// Records an uncordon of `node` while it carried a not-ready/unreachable taint.
@@ -125,7 +191,7 @@ impl Invariants {
 
     /// Notes a node removed from the cluster.
     pub fn node_gone(&self, node: &str) {
-        self.node_availability(node, false);
+        self.node_availability(node, &BTreeMap::new(), false);
     }
 
     /// Records a reboot request; false (and a violation) when the token was already used.

@@ -36,6 +36,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod chaos;
 pub mod cli;
 pub mod errors;
 pub mod events;
@@ -334,6 +335,11 @@ impl Cluster {
     /// [`faults::Faults::abandon_evictions`]): a phantom disruption in the budget.
     pub fn abandon_evictions(&self, n: usize) {
         self.shared.faults.abandon_evictions(n);
+    }
+
+    /// Counts nodes out at once per value of the node label `key` as well.
+    pub fn watch_groups(&self, key: &str) {
+        self.shared.invariants.watch_groups(key);
     }
 
     /// Refuses connections for `d` ("API server down").

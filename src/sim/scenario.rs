@@ -51,6 +51,10 @@ pub struct Scenario {
     pub time_factor: f64,
     /// Seed of every random choice.
     pub seed: u64,
+    /// A fault schedule played during the rollout (`rollboot simulate`, `--serve`): written
+    /// here by hand, or drawn by `--chaos SEED`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<super::chaos::FaultSchedule>,
 }
 
 impl Default for Scenario {
@@ -75,6 +79,7 @@ impl Default for Scenario {
             start_delay: 2.0,
             time_factor: 0.01,
             seed: 1,
+            faults: None,
         }
     }
 }

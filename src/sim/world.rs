@@ -32,6 +32,8 @@ enum Msg {
     RebootUp(String),
     /// The node-lifecycle controller's monitor pass after a node is Ready again.
     Untaint(String),
+    /// A new start delay for pods (simulated seconds).
+    StartDelay(f64),
 }
 
 /// The taint keys kube-controller-manager's node-lifecycle controller manages here.
@@ -50,7 +52,37 @@ impl World {
     /// reboot with the same token is recorded as a violation, and still performed.
     pub fn reboot(&self, node: &str, token: &str) {
         self.shared.invariants.reboot_requested(node, token);
+        self.check_drained(node);
         let _ = self.tx.send(Msg::Reboot(node.to_string()));
+    }
+
+    /// Records a reboot of a node that is schedulable or still runs pods other than
+    /// DaemonSet and mirror pods (a terminating pod counts: the reboot kills it early).
+    fn check_drained(&self, node: &str) {
+        let inner = self.shared.store.lock();
+        let uncordoned = inner
+            .get(Kind::Node, node)
+            .is_some_and(|e| !e.idx.unschedulable);
+        let pods: Vec<String> = inner
+            .range(Kind::Pod, None, None)
+            .filter(|e| e.idx.node_name.as_deref() == Some(node))
+            .filter(|e| {
+                !matches!(
+                    e.idx.owner.as_ref().map(|o| o.0.as_str()),
+                    Some("DaemonSet" | "Node")
+                )
+            })
+            .map(|e| e.idx.key())
+            .collect();
+        drop(inner);
+        if uncordoned || !pods.is_empty() {
+            self.shared.invariants.unsafe_reboot(node, uncordoned, pods);
+        }
+    }
+
+    /// Pods take `secs` simulated seconds from binding to Ready from now on.
+    pub fn set_start_delay(&self, secs: f64) {
+        let _ = self.tx.send(Msg::StartDelay(secs));
     }
 
     /// Nodes in the store.
@@ -257,7 +289,9 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
     for (i, n) in node_names.iter().enumerate() {
         let v = node_object(n, i % sc.zones.max(1), i, &mut rng);
         inner.put(Kind::Node, v);
-        shared.invariants.node_availability(n, false);
+        shared
+            .invariants
+            .node_availability(n, &BTreeMap::new(), false);
     }
     // Deployments, their ReplicaSets and pods, spread round-robin over nodes.
     let total = sc.nodes * sc.pods_per_node;
@@ -659,7 +693,7 @@ impl Runner {
                 } else {
                     self.shared
                         .invariants
-                        .node_availability(&idx.name, unavailable);
+                        .node_availability(&idx.name, &idx.labels, unavailable);
                 }
                 // Pods wait for a node the scheduler takes: Ready, schedulable, not tainted
                 // not-ready (the taint can outlast the other two by seconds).
@@ -1000,6 +1034,7 @@ impl Runner {
                 v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
                 inner.remove(Kind::Pod, &key, v);
             }
+            Msg::StartDelay(secs) => self.sc.start_delay = secs,
             Msg::Reboot(node) => {
                 self.rebooting.insert(node.clone());
                 self.later(self.sc.scaled(self.sc.reboot_delay), Msg::RebootDown(node));

@@ -18,7 +18,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use crate::agent::{AgentError, RebootMethod, Sentinel};
@@ -26,6 +25,11 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::node::{NodeState, NodeView};
 use crate::sim::{Cluster, Scenario};
+
+pub mod chaos;
+pub mod report;
+
+pub use report::{Bound, Outcome, Report};
 
 /// Arguments of `rollboot simulate`: the simulator's own (`--serve` and the world) plus the
 /// rollout's.
@@ -50,6 +54,13 @@ pub struct RolloutArgs {
     /// the API requests per minute: with `--flagged 0`, the idle traffic.
     #[arg(long)]
     pub idle_for: Option<crate::config::Duration>,
+    /// Plays the fault schedule drawn from SEED (API 500/429 storms, slow answers, cut
+    /// watches, an outage, leader kills and pauses, agent kills and stalls, hosts that hang or
+    /// fail, a Node or the lock deleted, budgets blocked, slow pods), on a world and config
+    /// drawn from the same seed unless `--scenario`/`--config` say otherwise. The report shows
+    /// the schedule: put it in a scenario's `faults:` to replay it.
+    #[arg(long, value_name = "SEED")]
+    pub chaos: Option<u64>,
 }
 
 /// The config the simulation uses unless given one: short leases and periods so a rollout
@@ -99,6 +110,9 @@ pub struct Host {
     /// reboot method never returns and nothing reboots (a test then kills the agent, as a
     /// crash at that line would).
     pub stall: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// Hosts whose reboot command fails: the reboot method returns an error and nothing
+    /// reboots.
+    pub failing: Arc<Mutex<BTreeSet<String>>>,
     /// The boot ID each host had when its reboot was asked: the host is down until its Node
     /// reports another one (the simulated kubelet does when the host is up again).
     pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
@@ -123,6 +137,12 @@ impl RebootMethod for SimReboot {
                 _ => false,
             }
         };
+        if self.host.failing.lock().expect("failing").contains(node) {
+            return Err(AgentError::Reboot {
+                node: node.into(),
+                reason: "the simulated reboot command failed".into(),
+            });
+        }
         if stalls {
             tracing::info!(
                 node,
@@ -453,275 +473,14 @@ impl Harness {
     }
 }
 
-/// The final report of a simulated rollout.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// Nodes in the world.
-    pub nodes: usize,
-    /// Nodes flagged.
-    pub flagged: usize,
-    /// Flagged nodes rebooted exactly once.
-    pub rebooted_once: usize,
-    /// Nodes rebooted more than once (must be 0).
-    pub rebooted_twice: Vec<String>,
-    /// Flagged nodes not rebooted.
-    pub not_rebooted: Vec<String>,
-    /// Nodes that failed.
-    pub failed: Vec<String>,
-    /// Seconds from flagging to the last node done.
-    pub makespan_seconds: f64,
-    /// The irreducible simulated time (termination, reboot, readiness) divided by `maxNodes`.
-    pub lower_bound_seconds: f64,
-    /// (makespan - bound) / flagged nodes, milliseconds.
-    pub overhead_per_node_ms: f64,
-    /// Median over the flagged nodes of each node's overhead, milliseconds: the time between
-    /// consecutive completions (the first from the flagging) minus the irreducible time per
-    /// node divided by `maxNodes`. Its mean is `overhead_per_node_ms`.
-    pub overhead_per_node_median_ms: f64,
-    /// Seconds the requests were counted over (from the start of the controllers).
-    pub observed_seconds: f64,
-    /// rollboot's API requests per minute over `observed_seconds`.
-    pub requests_per_minute: f64,
-    /// The controller replicas' API requests per minute over `observed_seconds` (agents
-    /// excluded: with nothing flagged, this must not grow with the number of nodes).
-    pub controller_requests_per_minute: f64,
-    /// The controller replicas' API requests by `verb resource[/subresource]`.
-    pub controller_requests_by_resource: BTreeMap<String, u64>,
-    /// rollboot's API requests by verb (controllers and agents).
-    pub requests_by_verb: BTreeMap<String, u64>,
-    /// rollboot's API requests in all.
-    pub requests_total: u64,
-    /// rollboot's requests by `verb resource[/subresource]`.
-    pub requests_by_resource: BTreeMap<String, u64>,
-    /// Requests on Leases (leader election renewals, which run whether or not anything
-    /// reboots, and the maintenance lock).
-    pub lease_requests: u64,
-    /// Requests other than on Leases, per rebooted node.
-    pub requests_per_node: f64,
-    /// PDB violations (must be 0).
-    pub pdb_violations: usize,
-    /// Largest number of nodes cordoned or NotReady at once (must be <= maxNodes).
-    pub max_nodes_out: usize,
-    /// `concurrency.maxNodes`.
-    pub max_nodes: u32,
-    /// All invariants held and every flagged node rebooted once.
-    pub ok: bool,
-}
-
-impl Report {
-    /// Text form.
-    pub fn text(&self) -> String {
-        let mut s = String::new();
-        use std::fmt::Write;
-        let _ = writeln!(
-            s,
-            "rollout of {} flagged node(s) out of {}: {}",
-            self.flagged,
-            self.nodes,
-            if self.ok { "OK" } else { "FAILED" }
-        );
-        let _ = writeln!(
-            s,
-            "  makespan                 {:.2} s",
-            self.makespan_seconds
-        );
-        let _ = writeln!(
-            s,
-            "  lower bound              {:.2} s",
-            self.lower_bound_seconds
-        );
-        let _ = writeln!(
-            s,
-            "  coordinator overhead     {:.0} ms per node (mean), {:.0} ms (median)",
-            self.overhead_per_node_ms, self.overhead_per_node_median_ms
-        );
-        let _ = writeln!(
-            s,
-            "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
-            self.requests_per_minute, self.controller_requests_per_minute, self.observed_seconds
-        );
-        let _ = writeln!(
-            s,
-            "  API requests             {} in all; {} on Leases (leader renewals, lock); {:.1} other per rebooted node",
-            self.requests_total, self.lease_requests, self.requests_per_node
-        );
-        for (verb, n) in &self.requests_by_verb {
-            let _ = writeln!(s, "    {verb:<10} {n}");
-        }
-        let _ = writeln!(s, "  by resource");
-        for (what, n) in &self.requests_by_resource {
-            let _ = writeln!(s, "    {what:<32} {n}");
-        }
-        let _ = writeln!(s, "  PDB violations           {}", self.pdb_violations);
-        let _ = writeln!(
-            s,
-            "  max nodes out at once    {} (maxNodes {})",
-            self.max_nodes_out, self.max_nodes
-        );
-        let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
-        let _ = writeln!(
-            s,
-            "  rebooted more than once  {} {:?}",
-            self.rebooted_twice.len(),
-            self.rebooted_twice
-        );
-        if !self.not_rebooted.is_empty() {
-            let _ = writeln!(s, "  not rebooted             {:?}", self.not_rebooted);
-        }
-        if !self.failed.is_empty() {
-            let _ = writeln!(s, "  failed                   {:?}", self.failed);
-        }
-        s
-    }
-}
-
-/// Builds the report of a finished (or abandoned) rollout.
-pub async fn report(
-    h: &Harness,
-    scenario: &Scenario,
-    flagged: &BTreeSet<String>,
-    makespan: Duration,
-    flagged_at: DateTime<Utc>,
-    observed: Duration,
-) -> anyhow::Result<Report> {
-    let nodes = h.nodes().await?;
-    let reboots = h.host.reboots.lock().expect("reboots").clone();
-    let inv = h.cluster.invariants();
-    let stats = h.cluster.stats();
-    let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
-    let mut by_resource: BTreeMap<String, u64> = BTreeMap::new();
-    let mut lease_requests = 0;
-    let mut by_controller: BTreeMap<String, u64> = BTreeMap::new();
-    for (k, n) in &stats.requests {
-        if k.identity.starts_with("controller-") {
-            let sub = if k.subresource.is_empty() {
-                String::new()
-            } else {
-                format!("/{}", k.subresource)
-            };
-            *by_controller
-                .entry(format!("{} {}{sub}", k.verb, k.resource))
-                .or_default() += n;
-        }
-        if k.identity != "harness" {
-            *by_verb.entry(k.verb.clone()).or_default() += n;
-            let sub = if k.subresource.is_empty() {
-                String::new()
-            } else {
-                format!("/{}", k.subresource)
-            };
-            *by_resource
-                .entry(format!("{} {}{sub}", k.verb, k.resource))
-                .or_default() += n;
-            if k.resource == "leases" {
-                lease_requests += n;
-            }
-        }
-    }
-    let total: u64 = by_verb.values().sum();
-    let mut twice: Vec<String> = reboots
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(k, _)| k.clone())
-        .collect();
-    for (n, _) in &inv.repeated_reboots {
-        if !twice.contains(n) {
-            twice.push(n.clone());
-        }
-    }
-    let not_rebooted: Vec<String> = flagged
-        .iter()
-        .filter(|n| !reboots.contains_key(*n))
-        .cloned()
-        .collect();
-    let failed: Vec<String> = nodes
-        .iter()
-        .filter(|n| n.state == Some(NodeState::Failed))
-        .map(|n| n.name.clone())
-        .collect();
-    let rebooted_once = flagged
-        .iter()
-        .filter(|n| reboots.get(*n) == Some(&1))
-        .count();
-    // A node is back only once the node-lifecycle controller takes its not-ready taint off.
-    let per_node = scenario
-        .scaled(
-            scenario.grace_seconds as f64
-                + scenario.reboot_delay
-                + scenario.reboot_time
-                + scenario.taint_removal_delay,
-        )
-        .as_secs_f64();
-    let max_nodes = h.config.concurrency.max_nodes;
-    let bound = per_node * flagged.len() as f64 / max_nodes.max(1) as f64;
-    let makespan_s = makespan.as_secs_f64();
-    let mut done_times: Vec<DateTime<Utc>> = nodes
-        .iter()
-        .filter(|n| flagged.contains(&n.name) && n.state == Some(NodeState::Done))
-        .filter_map(|n| n.state_since)
-        .collect();
-    done_times.sort();
-    let ideal = per_node / max_nodes.max(1) as f64;
-    let mut prev = flagged_at;
-    let mut each: Vec<f64> = done_times
-        .iter()
-        .map(|t| {
-            let gap = (*t - prev).num_microseconds().unwrap_or(0) as f64 / 1e6;
-            prev = *t;
-            (gap - ideal) * 1000.0
-        })
-        .collect();
-    each.sort_by(|a, b| a.total_cmp(b));
-    let median = match each.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => each[n / 2],
-        n => (each[n / 2 - 1] + each[n / 2]) / 2.0,
-    };
-    let ok = rebooted_once == flagged.len()
-        && twice.is_empty()
-        && inv.pdb_violations.is_empty()
-        && inv.max_nodes_unavailable <= max_nodes as usize
-        && failed.is_empty();
-    Ok(Report {
-        nodes: nodes.len(),
-        flagged: flagged.len(),
-        rebooted_once,
-        rebooted_twice: twice,
-        not_rebooted,
-        failed,
-        makespan_seconds: makespan_s,
-        lower_bound_seconds: bound,
-        overhead_per_node_ms: if flagged.is_empty() {
-            0.0
-        } else {
-            (makespan_s - bound) * 1000.0 / flagged.len() as f64
-        },
-        overhead_per_node_median_ms: median,
-        observed_seconds: observed.as_secs_f64(),
-        requests_per_minute: total as f64 * 60.0 / observed.as_secs_f64().max(0.001),
-        controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
-            / observed.as_secs_f64().max(0.001),
-        controller_requests_by_resource: by_controller,
-        requests_by_verb: by_verb,
-        requests_total: total,
-        requests_by_resource: by_resource,
-        lease_requests,
-        requests_per_node: (total - lease_requests) as f64
-            / reboots.values().sum::<usize>().max(1) as f64,
-        pdb_violations: inv.pdb_violations.len(),
-        max_nodes_out: inv.max_nodes_unavailable,
-        max_nodes,
-        ok,
-    })
-}
-
 /// The harness's own watch of the Nodes. The rollout is followed from its events: listing every
 /// Node every 50 ms cost a tenth of the process's CPU at 100 nodes, taken from the controller and
-/// the simulated cluster it was measuring.
+/// the simulated cluster it was measuring. Every event is looked at for cycle starts (a node
+/// entering `cordoning` from no cycle), which a sampled list could miss.
 struct NodeWatch {
     store: reflector::Store<Node>,
     changed: Arc<tokio::sync::Notify>,
+    starts: Arc<Mutex<Vec<(String, DateTime<Utc>)>>>,
     task: JoinHandle<()>,
 }
 
@@ -730,12 +489,26 @@ impl NodeWatch {
         let (store, writer) = reflector::store();
         let changed = Arc::new(tokio::sync::Notify::new());
         let notify = changed.clone();
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let seen = starts.clone();
         let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
             .default_backoff()
             .reflect(writer);
         let task = tokio::spawn(async move {
             futures::pin_mut!(stream);
-            while stream.next().await.is_some() {
+            let mut last: BTreeMap<String, Option<NodeState>> = BTreeMap::new();
+            while let Some(ev) = stream.next().await {
+                if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = &ev {
+                    let v = NodeView::from_node(n);
+                    let was = last.insert(v.name.clone(), v.state).flatten();
+                    if v.state == Some(NodeState::Cordoning)
+                        && !was.is_some_and(NodeState::in_flight)
+                    {
+                        if let Some(since) = v.state_since {
+                            seen.lock().expect("starts").push((v.name.clone(), since));
+                        }
+                    }
+                }
                 notify.notify_one();
             }
         });
@@ -743,6 +516,7 @@ impl NodeWatch {
         Ok(NodeWatch {
             store,
             changed,
+            starts,
             task,
         })
     }
@@ -767,23 +541,41 @@ impl Drop for NodeWatch {
     }
 }
 
-/// Runs a whole rollout: world, 2 controller replicas, one agent per node, flags, waits,
-/// and returns the report.
+/// How a rollout is run besides its world and config.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// How many nodes to flag (the first by name); all when `None`.
+    pub flagged: Option<usize>,
+    /// Print progress on stderr.
+    pub progress: bool,
+    /// Keep everything running at least this long after the start.
+    pub idle_for: Option<Duration>,
+    /// Give up after this long even if the run's own bound is later (tests).
+    pub cap: Option<Duration>,
+}
+
+/// Runs a whole rollout: world, 2 controller replicas, one agent per node, flags, plays the
+/// scenario's faults if it has any, waits until the run is decided (finished, halted, or stuck
+/// past its bound), and returns the report.
 pub async fn rollout(
     scenario: Scenario,
     config: Config,
-    flagged: Option<usize>,
-    timeout: Duration,
-    progress: bool,
-    idle_for: Option<Duration>,
+    opts: RunOptions,
 ) -> anyhow::Result<Report> {
     let mut h = Harness::start(scenario.clone(), config).await?;
+    if let Some((key, _)) = h.config.group_limit() {
+        h.cluster.watch_groups(key);
+    }
     let names = h.node_names().await?;
     let flagged: BTreeSet<String> = names
         .iter()
-        .take(flagged.unwrap_or(names.len()))
+        .take(opts.flagged.unwrap_or(names.len()))
         .cloned()
         .collect();
+    let mut chaos = scenario
+        .faults
+        .clone()
+        .map(|s| chaos::Chaos::new(s, &scenario));
     let started = Instant::now();
     let watch = NodeWatch::start(h.client.clone()).await?;
     h.start_rollout().await?;
@@ -793,19 +585,41 @@ pub async fn rollout(
     h.flag(&list);
     let tty = std::io::stderr().is_terminal();
     let mut last_print = Instant::now();
-    let mut done_at = None;
-    while start.elapsed() < timeout {
+    let mut decision: Option<(Duration, (Outcome, String))> = None;
+    // The bound runs from the start, or from the end of the faults once they are over.
+    let mut bound = Bound::new(&scenario, &h.config, flagged.len(), false);
+    let mut bound_from = Duration::ZERO;
+    let mut faults_over = chaos.is_none();
+    let max_failures = h.config.failures.max_failures;
+    loop {
+        let t = start.elapsed();
         let nodes = watch.nodes();
-        if done_at.is_none()
-            && Harness::finished(&nodes, &flagged)
-            && h.host.sentinel.lock().expect("sentinel").is_empty()
-        {
-            done_at = Some(start.elapsed());
+        if let Some(c) = chaos.as_mut() {
+            c.tick(&mut chaos::Target::Harness(&mut h), t.as_secs_f64(), &nodes)
+                .await;
+            if !faults_over && c.over(t.as_secs_f64()) {
+                faults_over = true;
+                bound = Bound::new(&scenario, &h.config, flagged.len(), true);
+                bound_from = t;
+            }
         }
-        if done_at.is_some() && idle_for.is_none_or(|d| start.elapsed() >= d) {
+        if decision.is_none() && faults_over {
+            let pending = h.host.sentinel.lock().expect("sentinel").clone();
+            if let Some(d) = report::decided(&nodes, &flagged, &pending, max_failures) {
+                decision = Some((t, d));
+            } else if t >= bound_from + Duration::from_secs_f64(bound.seconds)
+                || opts.cap.is_some_and(|c| t >= c)
+            {
+                let why = report::stuck_reason(&nodes, &flagged, &bound);
+                decision = Some((t, (Outcome::Stuck, why)));
+            }
+        }
+        if decision.is_some() && opts.idle_for.is_none_or(|d| t >= d) {
             break;
         }
-        if progress && last_print.elapsed() >= Duration::from_millis(if tty { 200 } else { 2000 }) {
+        if opts.progress
+            && last_print.elapsed() >= Duration::from_millis(if tty { 200 } else { 2000 })
+        {
             last_print = Instant::now();
             let done = nodes
                 .iter()
@@ -821,7 +635,7 @@ pub async fn rollout(
             let line = format!(
                 "{done}/{} done, {:.1}s, in flight: {}",
                 flagged.len(),
-                start.elapsed().as_secs_f64(),
+                t.as_secs_f64(),
                 if current.is_empty() {
                     "-".into()
                 } else {
@@ -834,16 +648,32 @@ pub async fn rollout(
                 eprintln!("{line}");
             }
         }
-        // The sentinels are the hosts', not the cluster's: looked at again at least this often.
+        // The sentinels are the hosts', not the cluster's, and faults run on the clock: looked
+        // at again at least this often.
         watch.changed(Duration::from_millis(200)).await;
     }
+    let starts = watch.starts.lock().expect("starts").clone();
     drop(watch);
-    if progress && tty {
+    if opts.progress && tty {
         eprintln!();
     }
     let observed = started.elapsed();
-    let makespan = done_at.unwrap_or_else(|| start.elapsed());
-    let r = report(&h, &scenario, &flagged, makespan, flagged_at, observed).await?;
+    let (makespan, outcome) = decision.expect("the loop ends decided");
+    let faults = chaos.map(|c| report::FaultsPlayed {
+        schedule: c.schedule().clone(),
+        played: c.played(),
+        host_fault_nodes: c.host_fault_nodes(),
+    });
+    let seen = report::Observed {
+        flagged_at,
+        makespan,
+        observed,
+        outcome,
+        bound,
+        starts,
+        faults,
+    };
+    let r = report::report(&h, &scenario, &flagged, seen).await?;
     h.shutdown().await;
     Ok(r)
 }
@@ -851,11 +681,15 @@ pub async fn rollout(
 /// Runs `rollboot simulate`.
 pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     if args.sim.serve {
-        return crate::sim::cli::run(args.sim);
+        return crate::sim::cli::run(args.sim, args.chaos, |cluster, schedule, scenario| {
+            Box::pin(async move { chaos::serve(cluster, schedule, &scenario).await })
+        });
     }
-    let mut sc: Scenario = match &args.sim.scenario {
-        Some(p) => yaml_serde::from_str(&std::fs::read_to_string(p)?)?,
-        None => Scenario {
+    let setup = args.chaos.map(chaos::setup);
+    let mut sc: Scenario = match (&args.sim.scenario, &setup) {
+        (Some(p), _) => crate::sim::cli::read_scenario(p)?,
+        (None, Some(s)) => s.scenario.clone(),
+        (None, None) => Scenario {
             nodes: 20,
             reboot_time: 30.0,
             ..Scenario::default()
@@ -876,6 +710,9 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     if let Some(r) = args.reboot_time {
         sc.reboot_time = r;
     }
+    if let Some(seed) = args.chaos {
+        sc.faults = Some(crate::sim::chaos::FaultSchedule::draw(seed));
+    }
     let flagged = match args.flagged.as_str() {
         "all" => None,
         n => Some(
@@ -883,18 +720,22 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|_| anyhow::anyhow!("--flagged takes `all` or a number, not `{n}`"))?,
         ),
     };
-    let config = match &args.config {
-        Some(f) => crate::config::load_file(f)?,
-        None => crate::config::parse_str(SIM_CONFIG)
+    let config = match (&args.config, &setup) {
+        (Some(f), _) => crate::config::load_file(f)?,
+        (None, Some(s)) => sim_config(&s.config_overrides)?,
+        (None, None) => crate::config::parse_str(SIM_CONFIG)
             .map_err(|p| anyhow::anyhow!("built-in simulation config: {p:?}"))?,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let idle_for = args.idle_for.map(|d| d.to_std());
-    let timeout =
-        Duration::from_secs(600).max(idle_for.unwrap_or_default() + Duration::from_secs(60));
-    let report = rt.block_on(rollout(sc, config, flagged, timeout, true, idle_for))?;
+    let opts = RunOptions {
+        flagged,
+        progress: true,
+        idle_for: args.idle_for.map(|d| d.to_std()),
+        cap: None,
+    };
+    let report = rt.block_on(rollout(sc, config, opts))?;
     match args.report {
         crate::cli::Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         crate::cli::Output::Text => print!("{}", report.text()),

@@ -1,0 +1,761 @@
+//! The verdict and report of a simulated rollout: when a run is decided (finished, halted by
+//! `failures.maxFailures`, or stuck past its bound), what the invariant watch recorded, and the
+//! figures (makespan against its bound, overhead, API requests).
+//!
+//! Owns [`Report`], its text form, the pure [`decided`] and the list of invariant breaks. It
+//! must never act on the cluster: it reads the harness's records after (or during) the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Harness;
+use crate::config::Config;
+use crate::node::{NodeState, NodeView};
+use crate::sim::chaos::{FaultSchedule, Played};
+use crate::sim::Scenario;
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// Every flagged node is done (rebooted, uncordoned) or failed, and none is in flight.
+    Finished,
+    /// More nodes failed than `failures.maxFailures` allows, and none is in flight: the
+    /// controller starts no more.
+    Halted,
+    /// Neither, past the run's bound.
+    Stuck,
+}
+
+impl Outcome {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Finished => "finished",
+            Outcome::Halted => "halted",
+            Outcome::Stuck => "stuck",
+        }
+    }
+}
+
+/// Whether the run is decided now, and the sentence saying how: pure. `pending` are the hosts
+/// whose sentinel still asks for a reboot.
+pub fn decided(
+    nodes: &[NodeView],
+    flagged: &BTreeSet<String>,
+    pending: &BTreeSet<String>,
+    max_failures: u32,
+) -> Option<(Outcome, String)> {
+    if nodes
+        .iter()
+        .any(|n| n.state.is_some_and(NodeState::in_flight))
+    {
+        return None;
+    }
+    let failed: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .map(|n| n.name.as_str())
+        .collect();
+    let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let done = |name: &str| {
+        by_name.get(name).is_some_and(|n| {
+            n.state == Some(NodeState::Done)
+                && !n.flagged()
+                && !n.unschedulable
+                && !pending.contains(name)
+        })
+    };
+    let waiting: Vec<&str> = flagged
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !done(n) && !failed.contains(n))
+        .collect();
+    if waiting.is_empty() {
+        let why = if failed.is_empty() {
+            format!("every flagged node ({}) rebooted", flagged.len())
+        } else {
+            format!(
+                "every flagged node rebooted or failed: {} failed ({}), failures.maxFailures {max_failures}",
+                failed.len(),
+                failed.join(", ")
+            )
+        };
+        return Some((Outcome::Finished, why));
+    }
+    (failed.len() > max_failures as usize).then(|| {
+        (
+            Outcome::Halted,
+            format!(
+                "halted: {} node(s) failed ({}), more than failures.maxFailures {max_failures}; {} flagged node(s) not rebooted ({})",
+                failed.len(),
+                failed.join(", "),
+                waiting.len(),
+                waiting.join(", ")
+            ),
+        )
+    })
+}
+
+/// Why a run is stuck: each flagged node not done, with its state.
+pub fn stuck_reason(nodes: &[NodeView], flagged: &BTreeSet<String>, bound: &Bound) -> String {
+    let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut left = Vec::new();
+    for f in flagged {
+        match by_name.get(f.as_str()) {
+            None => left.push(format!("{f} (no Node object)")),
+            Some(n) if n.state == Some(NodeState::Done) && !n.flagged() && !n.unschedulable => {}
+            Some(n) if n.state == Some(NodeState::Failed) => {}
+            Some(n) => left.push(format!(
+                "{f} ({}{}{})",
+                n.state.map(|s| s.as_str()).unwrap_or("not started"),
+                if n.flagged() { ", flagged" } else { "" },
+                if n.unschedulable { ", cordoned" } else { "" },
+            )),
+        }
+    }
+    format!(
+        "stuck: not decided {:.1} s after {} (bound {}); still waiting: {}",
+        bound.seconds,
+        bound.from,
+        bound.how,
+        left.join(", ")
+    )
+}
+
+/// How long a run may take, from the start or from the end of its faults, before it is called
+/// stuck.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bound {
+    /// Seconds.
+    pub seconds: f64,
+    /// From when: `the start` or `the faults stopped`.
+    pub from: String,
+    /// What it is made of.
+    pub how: String,
+}
+
+impl Bound {
+    /// Twice the nodes' irreducible time at `maxNodes`, plus two leader leases (a failover),
+    /// one drain, reboot and health-gate timeout each (a node failing late), a minute when
+    /// windows are configured (the wait for the next opening), and 10 s.
+    pub fn new(scenario: &Scenario, config: &Config, flagged: usize, after_faults: bool) -> Bound {
+        let per_node =
+            per_node_seconds(scenario) + scenario.scaled(scenario.start_delay).as_secs_f64();
+        let max_nodes = config.concurrency.max_nodes.max(1) as f64;
+        let nodes = 2.0 * flagged as f64 * per_node / max_nodes;
+        let lease = 2.0 * config.leader.lease_duration.to_std().as_secs_f64();
+        let timeouts = config.drain.timeout.to_std().as_secs_f64()
+            + config.reboot.timeout.to_std().as_secs_f64()
+            + config.health_gate.timeout.to_std().as_secs_f64();
+        let windows = if config.windows.is_some() { 60.0 } else { 0.0 };
+        Bound {
+            seconds: nodes + lease + timeouts + windows + 10.0,
+            from: if after_faults {
+                "the faults stopped".into()
+            } else {
+                "the start".into()
+            },
+            how: format!(
+                "2 x {flagged} node(s) x {per_node:.2} s / maxNodes {max_nodes} + 2 leader leases {lease:.0} s + drain, reboot and health-gate timeouts {timeouts:.0} s{} + 10 s",
+                if windows > 0.0 { " + 60 s for a window to open" } else { "" }
+            ),
+        }
+    }
+}
+
+/// The irreducible simulated time of one node, in real seconds: termination, reboot, and the
+/// node-lifecycle controller's taint removal (a node is back only once its not-ready taint is
+/// off).
+fn per_node_seconds(scenario: &Scenario) -> f64 {
+    scenario
+        .scaled(
+            scenario.grace_seconds as f64
+                + scenario.reboot_delay
+                + scenario.reboot_time
+                + scenario.taint_removal_delay,
+        )
+        .as_secs_f64()
+}
+
+/// The faults of a run: the schedule and what became of it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultsPlayed {
+    /// The schedule (`faults:` of a scenario file takes it as is: a replay).
+    pub schedule: FaultSchedule,
+    /// What became of each fault, in the schedule's order.
+    pub played: Vec<Played>,
+    /// Nodes a host fault acted on: their failure is expected.
+    pub host_fault_nodes: Vec<String>,
+}
+
+/// The final report of a simulated rollout.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// The sentence saying how (for `stuck`: every node it waited for).
+    pub outcome_reason: String,
+    /// The bound past which the run is called stuck.
+    pub bound: Bound,
+    /// Nodes in the world.
+    pub nodes: usize,
+    /// Nodes flagged.
+    pub flagged: usize,
+    /// Flagged nodes rebooted exactly once.
+    pub rebooted_once: usize,
+    /// Nodes rebooted more than once (must be empty).
+    pub rebooted_twice: Vec<String>,
+    /// Flagged nodes not rebooted.
+    pub not_rebooted: Vec<String>,
+    /// Nodes that failed.
+    pub failed: Vec<String>,
+    /// Seconds from flagging to the run being decided.
+    pub makespan_seconds: f64,
+    /// The irreducible simulated time (termination, reboot, readiness) of the flagged nodes
+    /// divided by `maxNodes`.
+    pub lower_bound_seconds: f64,
+    /// (makespan - bound) / flagged nodes, milliseconds: the coordination time per node, with
+    /// any `maxNodes` (the bound already divides by it).
+    pub overhead_per_node_ms: f64,
+    /// Median over the flagged nodes of each node's overhead, milliseconds: the time between
+    /// consecutive completions (the first from the flagging) minus the irreducible time per
+    /// node divided by `maxNodes`. Its mean is `overhead_per_node_ms`.
+    pub overhead_per_node_median_ms: f64,
+    /// Seconds the requests were counted over (from the start of the controllers).
+    pub observed_seconds: f64,
+    /// rollboot's API requests per minute over `observed_seconds`.
+    pub requests_per_minute: f64,
+    /// The controller replicas' API requests per minute over `observed_seconds` (agents
+    /// excluded: with nothing flagged, this must not grow with the number of nodes).
+    pub controller_requests_per_minute: f64,
+    /// The controller replicas' API requests by `verb resource[/subresource]`.
+    pub controller_requests_by_resource: BTreeMap<String, u64>,
+    /// rollboot's API requests by verb (controllers and agents).
+    pub requests_by_verb: BTreeMap<String, u64>,
+    /// rollboot's API requests in all.
+    pub requests_total: u64,
+    /// rollboot's requests by `verb resource[/subresource]`.
+    pub requests_by_resource: BTreeMap<String, u64>,
+    /// Requests on Leases (leader election renewals, which run whether or not anything
+    /// reboots, and the maintenance lock).
+    pub lease_requests: u64,
+    /// Requests other than on Leases, per rebooted node.
+    pub requests_per_node: f64,
+    /// PDB violations (must be 0).
+    pub pdb_violations: usize,
+    /// Largest number of nodes cordoned or NotReady at once (must be <= maxNodes).
+    pub max_nodes_out: usize,
+    /// `concurrency.maxNodes`.
+    pub max_nodes: u32,
+    /// Per group (`concurrency.groupBy`), the largest number of its nodes out at once.
+    pub max_nodes_out_by_group: BTreeMap<String, usize>,
+    /// `concurrency.maxNodesPerGroup` when `groupBy` is set.
+    pub max_nodes_per_group: Option<u32>,
+    /// Reboots of a node that was schedulable or still ran pods the drain evicts.
+    pub unsafe_reboots: Vec<String>,
+    /// Cycles started (a node's first `cordoning`) outside the maintenance windows.
+    pub starts_outside_windows: Vec<String>,
+    /// Nodes cordoned at the end without a `failed` record saying why.
+    pub cordoned_at_end: Vec<String>,
+    /// The faults played, with `--chaos` or a scenario's `faults:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultsPlayed>,
+    /// Every invariant broken, a sentence each (empty when all held).
+    pub invariant_breaks: Vec<String>,
+    /// No invariant broke, and the run ended as it must: without faults, every flagged node
+    /// rebooted once and none failed; with faults, finished or halted, no node failed but
+    /// those a host fault acted on, and every other flagged node rebooted once unless halted.
+    pub ok: bool,
+}
+
+impl Report {
+    /// Text form.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        use std::fmt::Write;
+        let _ = writeln!(
+            s,
+            "rollout of {} flagged node(s) out of {}: {} ({})",
+            self.flagged,
+            self.nodes,
+            if self.ok { "OK" } else { "FAILED" },
+            self.outcome.as_str()
+        );
+        let _ = writeln!(s, "  outcome                  {}", self.outcome_reason);
+        let _ = writeln!(
+            s,
+            "  makespan                 {:.2} s",
+            self.makespan_seconds
+        );
+        let _ = writeln!(
+            s,
+            "  lower bound              {:.2} s",
+            self.lower_bound_seconds
+        );
+        let _ = writeln!(
+            s,
+            "  coordinator overhead     {:.0} ms per node (mean), {:.0} ms (median)",
+            self.overhead_per_node_ms, self.overhead_per_node_median_ms
+        );
+        let _ = writeln!(
+            s,
+            "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
+            self.requests_per_minute, self.controller_requests_per_minute, self.observed_seconds
+        );
+        let _ = writeln!(
+            s,
+            "  API requests             {} in all; {} on Leases (leader renewals, lock); {:.1} other per rebooted node",
+            self.requests_total, self.lease_requests, self.requests_per_node
+        );
+        for (verb, n) in &self.requests_by_verb {
+            let _ = writeln!(s, "    {verb:<10} {n}");
+        }
+        let _ = writeln!(s, "  by resource");
+        for (what, n) in &self.requests_by_resource {
+            let _ = writeln!(s, "    {what:<32} {n}");
+        }
+        let _ = writeln!(s, "  PDB violations           {}", self.pdb_violations);
+        let _ = writeln!(
+            s,
+            "  max nodes out at once    {} (maxNodes {})",
+            self.max_nodes_out, self.max_nodes
+        );
+        if let Some(m) = self.max_nodes_per_group {
+            let _ = writeln!(
+                s,
+                "  max out per group        {:?} (maxNodesPerGroup {m})",
+                self.max_nodes_out_by_group
+            );
+        }
+        let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
+        let _ = writeln!(
+            s,
+            "  rebooted more than once  {} {:?}",
+            self.rebooted_twice.len(),
+            self.rebooted_twice
+        );
+        if !self.not_rebooted.is_empty() {
+            let _ = writeln!(s, "  not rebooted             {:?}", self.not_rebooted);
+        }
+        if !self.failed.is_empty() {
+            let _ = writeln!(s, "  failed                   {:?}", self.failed);
+        }
+        if let Some(f) = &self.faults {
+            let _ = writeln!(
+                s,
+                "  faults                   {} drawn{}, stopped after {} s",
+                f.schedule.faults.len(),
+                f.schedule
+                    .seed
+                    .map(|x| format!(" from seed {x}"))
+                    .unwrap_or_default(),
+                f.schedule.stop_after
+            );
+            for p in &f.played {
+                let _ = writeln!(
+                    s,
+                    "    {:<14} {:<10} {}",
+                    p.fault,
+                    p.target.as_deref().unwrap_or("-"),
+                    match (p.began, p.ended) {
+                        (Some(b), Some(e)) => format!("{b:.1} s to {e:.1} s"),
+                        (Some(b), None) => format!("from {b:.1} s"),
+                        _ => "never began".into(),
+                    }
+                );
+            }
+        }
+        for b in &self.invariant_breaks {
+            let _ = writeln!(s, "  BROKEN                   {b}");
+        }
+        s
+    }
+}
+
+/// What the harness observed besides the cluster's invariant records.
+pub struct Observed {
+    /// When the hosts' sentinels were set.
+    pub flagged_at: DateTime<Utc>,
+    /// From flagging to the decision.
+    pub makespan: Duration,
+    /// From the controllers' start to the end.
+    pub observed: Duration,
+    /// The verdict.
+    pub outcome: (Outcome, String),
+    /// The bound it was judged against.
+    pub bound: Bound,
+    /// Each cycle start seen: (node, its `cordoning` since).
+    pub starts: Vec<(String, DateTime<Utc>)>,
+    /// The faults, when any were played.
+    pub faults: Option<FaultsPlayed>,
+}
+
+/// Builds the report of a decided (or stuck) rollout.
+pub async fn report(
+    h: &Harness,
+    scenario: &Scenario,
+    flagged: &BTreeSet<String>,
+    seen: Observed,
+) -> anyhow::Result<Report> {
+    let nodes = h.nodes().await?;
+    let reboots = h.host.reboots.lock().expect("reboots").clone();
+    let inv = h.cluster.invariants();
+    let stats = h.cluster.stats();
+    let config = &h.config;
+    let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_resource: BTreeMap<String, u64> = BTreeMap::new();
+    let mut lease_requests = 0;
+    let mut by_controller: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, n) in &stats.requests {
+        let sub = if k.subresource.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", k.subresource)
+        };
+        if k.identity.starts_with("controller-") {
+            *by_controller
+                .entry(format!("{} {}{sub}", k.verb, k.resource))
+                .or_default() += n;
+        }
+        if k.identity != "harness" {
+            *by_verb.entry(k.verb.clone()).or_default() += n;
+            *by_resource
+                .entry(format!("{} {}{sub}", k.verb, k.resource))
+                .or_default() += n;
+            if k.resource == "leases" {
+                lease_requests += n;
+            }
+        }
+    }
+    let total: u64 = by_verb.values().sum();
+    let mut twice: Vec<String> = reboots
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for (n, _) in &inv.repeated_reboots {
+        if !twice.contains(n) {
+            twice.push(n.clone());
+        }
+    }
+    let not_rebooted: Vec<String> = flagged
+        .iter()
+        .filter(|n| !reboots.contains_key(*n))
+        .cloned()
+        .collect();
+    let failed: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .map(|n| n.name.clone())
+        .collect();
+    let rebooted_once = flagged
+        .iter()
+        .filter(|n| reboots.get(*n) == Some(&1))
+        .count();
+    let per_node = per_node_seconds(scenario);
+    let max_nodes = config.concurrency.max_nodes;
+    let bound = per_node * flagged.len() as f64 / max_nodes.max(1) as f64;
+    let makespan_s = seen.makespan.as_secs_f64();
+    let mut done_times: Vec<DateTime<Utc>> = nodes
+        .iter()
+        .filter(|n| flagged.contains(&n.name) && n.state == Some(NodeState::Done))
+        .filter_map(|n| n.state_since)
+        .collect();
+    done_times.sort();
+    let ideal = per_node / max_nodes.max(1) as f64;
+    let mut prev = seen.flagged_at;
+    let mut each: Vec<f64> = done_times
+        .iter()
+        .map(|t| {
+            let gap = (*t - prev).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            prev = *t;
+            (gap - ideal) * 1000.0
+        })
+        .collect();
+    each.sort_by(|a, b| a.total_cmp(b));
+    let median = match each.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => each[n / 2],
+        n => (each[n / 2 - 1] + each[n / 2]) / 2.0,
+    };
+
+    let group_limit = config.group_limit().map(|(_, m)| m);
+    let schedule = config.schedule();
+    let starts_outside: Vec<String> = seen
+        .starts
+        .iter()
+        .filter(|(_, at)| !schedule.is_allowed(*at))
+        .map(|(n, at)| format!("{n} at {}", crate::time::annotation(*at)))
+        .collect();
+    let cordoned_at_end: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.unschedulable && n.state != Some(NodeState::Failed))
+        .map(|n| n.name.clone())
+        .collect();
+    let unsafe_reboots: Vec<String> = inv
+        .unsafe_reboots
+        .iter()
+        .map(|u| {
+            let mut why = Vec::new();
+            if u.uncordoned {
+                why.push("not cordoned".to_string());
+            }
+            if !u.pods.is_empty() {
+                why.push(format!("pods not drained: {}", u.pods.join(", ")));
+            }
+            format!("{} at {}: {}", u.node, u.at, why.join("; "))
+        })
+        .collect();
+    // Pods the config leaves on a node (outside its podSelector, or unreplicated/emptyDir
+    // pods it may not evict) are not a reboot "undrained" by mistake.
+    let drains_everything = config.drain.pod_selector.trim().is_empty()
+        && config.drain.evict_unreplicated
+        && config.drain.delete_empty_dir_data;
+
+    let mut breaks = Vec::new();
+    for v in &inv.pdb_violations {
+        breaks.push(format!(
+            "PDB violation: {} took {} ({}) at {}, {} healthy of {} desired",
+            v.cause, v.pod, v.pdb, v.at, v.healthy, v.desired
+        ));
+    }
+    for n in &twice {
+        breaks.push(format!("{n} rebooted more than once"));
+    }
+    for (u, r) in inv.unsafe_reboots.iter().zip(&unsafe_reboots) {
+        if u.uncordoned || drains_everything {
+            breaks.push(format!("reboot of a node not ready for it: {r}"));
+        }
+    }
+    // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
+    // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
+    // at the end are every node that had failed at any moment.
+    if inv.max_nodes_unavailable > max_nodes as usize + failed.len() {
+        breaks.push(format!(
+            "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed",
+            inv.max_nodes_unavailable,
+            failed.len()
+        ));
+    }
+    if let Some((key, m)) = config.group_limit() {
+        for (g, n) in &inv.max_nodes_unavailable_by_group {
+            let failed_here = nodes
+                .iter()
+                .filter(|v| v.state == Some(NodeState::Failed) && v.labels.get(key) == Some(g))
+                .count();
+            if *n > m as usize + failed_here {
+                breaks.push(format!(
+                    "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there"
+                ));
+            }
+        }
+    }
+    for s in &starts_outside {
+        breaks.push(format!(
+            "cycle started outside the maintenance windows: {s}"
+        ));
+    }
+    for n in &cordoned_at_end {
+        breaks.push(format!("{n} left cordoned without a failed record"));
+    }
+    for (n, at) in &inv.uncordoned_while_not_ready {
+        breaks.push(format!(
+            "{n} uncordoned at {at} while still tainted not-ready"
+        ));
+    }
+    let (outcome, outcome_reason) = seen.outcome;
+    if outcome == Outcome::Stuck {
+        breaks.push(outcome_reason.clone());
+    }
+    let ok = match &seen.faults {
+        None => {
+            breaks.is_empty()
+                && outcome == Outcome::Finished
+                && rebooted_once == flagged.len()
+                && failed.is_empty()
+        }
+        Some(f) => {
+            let unexpected: Vec<&String> = failed
+                .iter()
+                .filter(|n| !f.host_fault_nodes.contains(n))
+                .collect();
+            for n in &unexpected {
+                let why = nodes
+                    .iter()
+                    .find(|v| &&v.name == n)
+                    .and_then(|v| v.failure_reason.clone())
+                    .unwrap_or_default();
+                breaks.push(format!(
+                    "{n} failed although no host fault acted on it: {why}"
+                ));
+            }
+            let unrebooted: Vec<&String> = flagged
+                .iter()
+                .filter(|n| reboots.get(*n) != Some(&1) && !failed.contains(n))
+                .collect();
+            if outcome == Outcome::Finished && !unrebooted.is_empty() {
+                breaks.push(format!(
+                    "finished with flagged nodes not rebooted once: {unrebooted:?}"
+                ));
+            }
+            breaks.is_empty()
+        }
+    };
+    Ok(Report {
+        outcome,
+        outcome_reason,
+        bound: seen.bound,
+        nodes: nodes.len(),
+        flagged: flagged.len(),
+        rebooted_once,
+        rebooted_twice: twice,
+        not_rebooted,
+        failed,
+        makespan_seconds: makespan_s,
+        lower_bound_seconds: bound,
+        overhead_per_node_ms: if flagged.is_empty() {
+            0.0
+        } else {
+            (makespan_s - bound) * 1000.0 / flagged.len() as f64
+        },
+        overhead_per_node_median_ms: median,
+        observed_seconds: seen.observed.as_secs_f64(),
+        requests_per_minute: total as f64 * 60.0 / seen.observed.as_secs_f64().max(0.001),
+        controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
+            / seen.observed.as_secs_f64().max(0.001),
+        controller_requests_by_resource: by_controller,
+        requests_by_verb: by_verb,
+        requests_total: total,
+        requests_by_resource: by_resource,
+        lease_requests,
+        requests_per_node: (total - lease_requests) as f64
+            / reboots.values().sum::<usize>().max(1) as f64,
+        pdb_violations: inv.pdb_violations.len(),
+        max_nodes_out: inv.max_nodes_unavailable,
+        max_nodes,
+        max_nodes_out_by_group: inv.max_nodes_unavailable_by_group,
+        max_nodes_per_group: group_limit,
+        unsafe_reboots,
+        starts_outside_windows: starts_outside,
+        cordoned_at_end,
+        faults: seen.faults,
+        invariant_breaks: breaks,
+        ok,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    fn node(name: &str, state: Option<&str>, cordoned: bool, flagged: bool) -> NodeView {
+        let mut ann = serde_json::Map::new();
+        if let Some(s) = state {
+            ann.insert("rollboot.dev/state".into(), s.into());
+            ann.insert(
+                "rollboot.dev/state-since".into(),
+                "2026-01-01T00:00:00Z".into(),
+            );
+        }
+        if flagged {
+            ann.insert(
+                "rollboot.dev/reboot-required".into(),
+                "2026-01-01T00:00:00Z".into(),
+            );
+        }
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "annotations": ann},
+            "spec": {"unschedulable": cordoned},
+        }))
+        .unwrap();
+        NodeView::from_node(&n)
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_run_is_decided_only_when_nothing_is_in_flight() {
+        let flagged = set(&["a", "b"]);
+        let none = BTreeSet::new();
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("draining"), true, false),
+        ];
+        assert_eq!(decided(&nodes, &flagged, &none, 0), None);
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("done"), false, false),
+        ];
+        assert_eq!(
+            decided(&nodes, &flagged, &none, 0).unwrap().0,
+            Outcome::Finished
+        );
+        // A host whose sentinel still asks is not done, nor is a node flagged again.
+        assert_eq!(decided(&nodes, &flagged, &set(&["b"]), 0), None);
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("done"), false, true),
+        ];
+        assert_eq!(decided(&nodes, &flagged, &none, 0), None);
+        // A missing Node is not done either.
+        assert_eq!(decided(&nodes[..1], &flagged, &none, 0), None);
+    }
+
+    #[test]
+    fn failures_above_max_failures_halt_and_at_most_max_failures_finish() {
+        let flagged = set(&["a", "b", "c"]);
+        let none = BTreeSet::new();
+        let nodes = [
+            node("a", Some("failed"), true, false),
+            node("b", None, false, true),
+            node("c", None, false, true),
+        ];
+        let (o, why) = decided(&nodes, &flagged, &none, 0).unwrap();
+        assert_eq!(o, Outcome::Halted);
+        assert_eq!(
+            why,
+            "halted: 1 node(s) failed (a), more than failures.maxFailures 0; 2 flagged node(s) not rebooted (b, c)"
+        );
+        assert_eq!(
+            decided(&nodes, &flagged, &none, 1),
+            None,
+            "maxFailures 1: the rollout goes on"
+        );
+        let nodes = [
+            node("a", Some("failed"), true, false),
+            node("b", Some("done"), false, false),
+            node("c", Some("done"), false, false),
+        ];
+        let (o, why) = decided(&nodes, &flagged, &none, 1).unwrap();
+        assert_eq!(o, Outcome::Finished);
+        assert!(why.contains("1 failed (a)"), "{why}");
+    }
+
+    #[test]
+    fn a_stuck_run_names_every_node_it_waited_for() {
+        let flagged = set(&["a", "b", "c"]);
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("draining"), true, false),
+        ];
+        let b = Bound {
+            seconds: 12.0,
+            from: "the faults stopped".into(),
+            how: "x".into(),
+        };
+        assert_eq!(
+            stuck_reason(&nodes, &flagged, &b),
+            "stuck: not decided 12.0 s after the faults stopped (bound x); still waiting: b (draining, cordoned), c (no Node object)"
+        );
+    }
+}
