@@ -534,3 +534,55 @@ async fn garbage_in_rollboot_annotations_is_named_in_one_warning_event_each() {
         (None, false, 0)
     );
 }
+
+/// Found by `simulate --chaos 8`: an outage while the controller issued a token made the
+/// agent's one read of the lock fail, and the agent dropped the token until its Node changed
+/// again, which nothing did: the node failed at the reboot timeout ("did not acknowledge").
+/// The look is taken again on the agent's next check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_lock_read_fails_takes_its_token_on_the_next_check() {
+    let h = running(scenario(2), "").await;
+    let names = h.node_names().await.unwrap();
+    // The agents read the lock once per token, right before they acknowledge it.
+    h.cluster.fail_next("agent", "get", "leases", 1);
+    let one = set(&names[..1]);
+    h.flag(&names[..1]);
+    // Well inside the reboot timeout (1m): only a retry can finish in time.
+    finish(&h, &one, Duration::from_secs(25)).await;
+    assert_safe(&h, &names[..1], 1).await;
+    assert_eq!(
+        h.cluster.stats().faults_injected,
+        1,
+        "the lock read was not failed: the test did not test anything"
+    );
+}
+
+/// Found by `simulate --chaos 7`: a Node deleted mid-drain and registered again by its
+/// kubelet comes back without `reboot-required`; its agent, which had flagged it once, never
+/// flagged it again, and the host was never rebooted. The agent compares its sentinel with
+/// the Node as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_lost_its_flag_is_flagged_again_by_its_agent() {
+    log();
+    let mut h = Harness::start(scenario(1), sim_config("").unwrap())
+        .await
+        .unwrap();
+    let node = h.node_names().await.unwrap().remove(0);
+    // The agent alone: nothing reboots, the flag stays.
+    h.start_agent(&node);
+    h.flag(std::slice::from_ref(&node));
+    let flagged = |ns: &[NodeView]| ns.iter().all(NodeView::flagged);
+    assert!(h.wait_for(Duration::from_secs(10), flagged).await.unwrap());
+    h.patch_node(
+        &node,
+        json!({"metadata": {"annotations": {proto::REBOOT_REQUIRED: null, proto::REBOOT_REQUIRED_REASON: null}}}),
+    )
+    .await
+    .unwrap();
+    assert!(!h.node(&node).await.unwrap().flagged());
+    assert!(
+        h.wait_for(Duration::from_secs(10), flagged).await.unwrap(),
+        "the agent did not flag its node again"
+    );
+    h.shutdown().await;
+}

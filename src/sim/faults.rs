@@ -1,5 +1,5 @@
-//! Fault injection, off by default: errors, delays, cut watches, an API server outage, and
-//! holding back every request of one client identity.
+//! Fault injection, off by default: errors, delays, cut watches, an API server outage,
+//! holding back every request of one client identity, and failing its next requests of a kind.
 //!
 //! Owns the per-run fault settings and the random draws that apply them. The reliability
 //! tests set them through [`super::Cluster::set_faults`], [`super::Cluster::outage`] and
@@ -59,6 +59,8 @@ pub struct Faults {
     config: RwLock<FaultConfig>,
     down_until: RwLock<Option<Instant>>,
     holds: RwLock<HashMap<String, Hold>>,
+    /// `(identity, verb, resource)`: how many more such requests to answer 500.
+    failures: RwLock<HashMap<(String, String, String), usize>>,
     abandoned_evictions: AtomicUsize,
 }
 
@@ -144,6 +146,39 @@ impl Faults {
         Some(h.delay)
     }
 
+    /// Answers the next `n` requests `verb resource` of `identity` with 500 InternalError: one
+    /// client's failed request at a chosen line, where rates hit everybody at random.
+    pub fn fail_next(&self, identity: &str, verb: &str, resource: &str, n: usize) {
+        self.failures
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((identity.into(), verb.into(), resource.into()), n);
+    }
+
+    /// Whether this request is one [`Faults::fail_next`] asked to fail (counts it).
+    pub fn take_failure(&self, identity: &str, verb: &str, resource: &str) -> bool {
+        if self
+            .failures
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return false;
+        }
+        let mut f = self.failures.write().unwrap_or_else(|e| e.into_inner());
+        let key = (identity.to_string(), verb.to_string(), resource.to_string());
+        match f.get_mut(&key) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if *n == 0 {
+                    f.remove(&key);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Draws the fault for one request.
     pub fn draw(&self) -> Fault {
         let c = self.config.read().unwrap_or_else(|e| e.into_inner());
@@ -191,5 +226,16 @@ mod tests {
         assert_eq!(f.held("c", "patch", "nodes"), None);
         f.hold("c", d, None);
         assert_eq!(f.held("c", "get", "pods"), Some(d));
+    }
+
+    #[test]
+    fn fail_next_fails_exactly_that_many_requests_of_that_client_and_kind() {
+        let f = Faults::default();
+        f.fail_next("agent", "get", "leases", 2);
+        assert!(!f.take_failure("agent", "list", "leases"));
+        assert!(!f.take_failure("controller-0", "get", "leases"));
+        assert!(f.take_failure("agent", "get", "leases"));
+        assert!(f.take_failure("agent", "get", "leases"));
+        assert!(!f.take_failure("agent", "get", "leases"));
     }
 }

@@ -319,6 +319,12 @@ impl Cluster {
         self.shared.faults.hold(identity, delay, from);
     }
 
+    /// Answers the next `n` requests `verb resource` (plural) of the client presenting
+    /// `identity` with 500.
+    pub fn fail_next(&self, identity: &str, verb: &str, resource: &str, n: usize) {
+        self.shared.faults.fail_next(identity, verb, resource, n);
+    }
+
     /// Ends a [`Cluster::hold`].
     pub fn release(&self, identity: &str) {
         self.shared.faults.release(identity);

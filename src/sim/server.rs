@@ -280,6 +280,13 @@ async fn serve(
             }
         }
     }
+    if sh
+        .faults
+        .take_failure(&key.identity, verb, route.kind.plural())
+    {
+        sh.stats.fault();
+        return ApiError::internal("injected fault: internal error").into_response();
+    }
     match sh.faults.draw() {
         Fault::None => {}
         Fault::Error => {

@@ -137,8 +137,10 @@ pub struct Chaos {
     paused: BTreeMap<usize, usize>,
     /// Deleted Nodes, to register again.
     deleted: BTreeMap<usize, Node>,
-    /// Budgets' `maxUnavailable` before a block, per fault.
-    blocked: BTreeMap<usize, Vec<(String, String, serde_json::Value)>>,
+    /// Budgets' `maxUnavailable` before the first of the blocks on now, and how many are on:
+    /// overlapping blocks restore the budgets once, when the last ends.
+    blocked: Vec<(String, String, serde_json::Value)>,
+    blocks: usize,
     start_delay: f64,
 }
 
@@ -151,7 +153,8 @@ impl Chaos {
             killed: BTreeMap::new(),
             paused: BTreeMap::new(),
             deleted: BTreeMap::new(),
-            blocked: BTreeMap::new(),
+            blocked: Vec::new(),
+            blocks: 0,
             start_delay: scenario.start_delay,
         }
     }
@@ -253,6 +256,10 @@ impl Chaos {
                 .await;
             }
             (Fault::BlockBudgets, _) => {
+                self.blocks += 1;
+                if self.blocks > 1 {
+                    return;
+                }
                 let api: Api<PodDisruptionBudget> = Api::all(client.clone());
                 let lp = kube::api::ListParams::default();
                 let Some(list) = retry("list budgets", || api.list(&lp)).await else {
@@ -276,7 +283,7 @@ impl Chaos {
                         was.push((ns, name, serde_json::to_value(mu).unwrap_or_default()));
                     }
                 }
-                self.blocked.insert(index, was);
+                self.blocked = was;
             }
             (Fault::SlowPods { start_delay }, _) => {
                 t.cluster().world().set_start_delay(*start_delay)
@@ -355,7 +362,11 @@ impl Chaos {
                 }
             }
             Fault::BlockBudgets => {
-                for (ns, name, mu) in self.blocked.remove(&index).unwrap_or_default() {
+                self.blocks = self.blocks.saturating_sub(1);
+                if self.blocks > 0 {
+                    return;
+                }
+                for (ns, name, mu) in std::mem::take(&mut self.blocked) {
                     let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
                     let p = json!({"spec": {"maxUnavailable": mu}});
                     let (pp, patch) = (PatchParams::default(), Patch::Merge(&p));
