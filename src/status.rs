@@ -584,7 +584,10 @@ pub struct FetchError {
 
 impl FetchError {
     /// Wraps an API error met reading `object` from `server`.
-    pub fn reading(server: &str, object: impl Into<String>) -> impl FnOnce(kube::Error) -> FetchError {
+    pub fn reading(
+        server: &str,
+        object: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> FetchError {
         let (server, object) = (server.to_string(), object.into());
         move |source| FetchError {
             server,

@@ -552,8 +552,10 @@ fn preview(
                             problem.message, cfg.timeout
                         );
                     } else if problem.kind != Kind::BudgetAllowsNoneNow {
-                        problem.message =
-                            format!("{}: the drain fails at drain.timeout {}", problem.message, cfg.timeout);
+                        problem.message = format!(
+                            "{}: the drain fails at drain.timeout {}",
+                            problem.message, cfg.timeout
+                        );
                     }
                     problems.push(problem);
                 }
@@ -581,7 +583,10 @@ fn preview(
             None => (0, "no pod to evict".to_string()),
             Some((g, pod)) if *g > timeout => (
                 timeout,
-                format!("drain.timeout {} (pod {pod} has {g}s of grace)", cfg.timeout),
+                format!(
+                    "drain.timeout {} (pod {pod} has {g}s of grace)",
+                    cfg.timeout
+                ),
             ),
             Some((g, pod)) => (
                 *g,
@@ -731,7 +736,10 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
                 .filter(|n| record.entries.contains_key(&n.name)),
         )
         .map(|n| {
-            let pods = pods_by_node.get(n.name.as_str()).cloned().unwrap_or_default();
+            let pods = pods_by_node
+                .get(n.name.as_str())
+                .cloned()
+                .unwrap_or_default();
             (
                 n.name.clone(),
                 preview(
@@ -858,7 +866,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             )
         });
     }
-    problems.sort_by(|a, b| a.severity.cmp(&b.severity));
+    problems.sort_by_key(|p| p.severity);
 
     let in_flight = record
         .entries
@@ -895,9 +903,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             start,
             end: predicted.end,
             makespan_seconds: predicted.end.map(|e| (e - now).num_seconds()),
-            halted_by: predicted
-                .halted
-                .map(|(node, at)| HaltedBy { node, at }),
+            halted_by: predicted.halted.map(|(node, at)| HaltedBy { node, at }),
             assumes_blockers_cleared,
         },
         not_checked,

@@ -173,7 +173,7 @@ pub fn text(p: &Plan) -> String {
     }
     let _ = writeln!(out);
     for n in &p.nodes {
-        let _ = writeln!(out, "{}: drain {}", n.name, n.estimate.drain_basis);
+        let _ = writeln!(out, "{}: drain: {}", n.name, n.estimate.drain_basis);
         if let Some(w) = n.window {
             if let (Some(s), Some(e)) = (w.start, w.end) {
                 let _ = writeln!(
