@@ -435,6 +435,14 @@ async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_
     assert_eq!(n0["order"], 1);
     assert_eq!(n0["flagged"], true);
     assert_eq!(n0["outcome"], "fails");
+    assert_eq!(
+        n0["refuse"],
+        json!([
+            {"pod": "plan-a/bare", "reason": "unreplicated"},
+            {"pod": "plan-a/scratch", "reason": "emptyDir"},
+        ])
+    );
+    assert_eq!(n0["evict"], json!([]));
     assert_eq!(n0["estimate"]["drainSeconds"], 0);
     assert_eq!(n0["estimate"]["totalSeconds"], 0);
     // The first failure halts the rollout (maxFailures 0): node-0001 never starts.
@@ -466,6 +474,7 @@ async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_
         nodes[1]["estimate"]["drainSeconds"], 900,
         "a held budget: drain.timeout"
     );
+    assert_eq!(nodes[1]["refuse"], json!([]));
     assert!(doc["notChecked"][0]
         .as_str()
         .unwrap()

@@ -126,6 +126,8 @@ pub struct NodePlan {
     pub evict: Vec<PodPlan>,
     /// The pods its drain would leave on the node, with why.
     pub skip: Vec<Skipped>,
+    /// The pods its drain would refuse to evict, failing the node at once, with why.
+    pub refuse: Vec<Skipped>,
     /// What is predicted: `reboots`, `fails`, or `notStarted`.
     pub outcome: Outcome,
     /// Its duration estimate.
@@ -152,7 +154,7 @@ pub struct PodPlan {
     pub budgets: Vec<String>,
 }
 
-/// A pod the drain would leave alone.
+/// A pod the drain would leave alone, or refuse to evict.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Skipped {
@@ -386,6 +388,7 @@ pub fn never_allows(b: &PodDisruptionBudget, pods: usize) -> Option<String> {
 struct Preview {
     evict: Vec<PodPlan>,
     skip: Vec<Skipped>,
+    refuse: Vec<Skipped>,
     problems: Vec<Problem>,
     estimate: Estimate,
     fails: bool,
@@ -403,8 +406,8 @@ fn preview(
     let cfg = &config.drain;
     let mut evict = Vec::new();
     let mut skip = Vec::new();
+    let mut refuse = Vec::new();
     let mut problems = Vec::new();
-    let mut refused = false;
     let mut held = false;
     let mut longest: Option<(i64, String)> = None;
     for p in pods {
@@ -433,7 +436,10 @@ fn preview(
                 skip.push(Skipped { pod: name, reason });
             }
             Disposition::Refuse(reason) => {
-                refused = true;
+                refuse.push(Skipped {
+                    pod: name.clone(),
+                    reason,
+                });
                 let kind = match reason {
                     Reason::Unreplicated => Kind::Unreplicated,
                     Reason::EmptyDir => Kind::EmptyDir,
@@ -568,6 +574,7 @@ fn preview(
         }
     }
     let timeout = cfg.timeout.as_millis() / 1000;
+    let refused = !refuse.is_empty();
     let (drain_seconds, drain_basis) = if refused {
         (
             0,
@@ -610,6 +617,7 @@ fn preview(
     Preview {
         evict,
         skip,
+        refuse,
         problems,
         estimate: Estimate {
             drain_seconds,
@@ -727,6 +735,10 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             pods_by_node.entry(n).or_default().push(p);
         }
     }
+    // By namespace and name, whatever order the server listed them in.
+    for pods in pods_by_node.values_mut() {
+        pods.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
+    }
     let previews: BTreeMap<String, Preview> = candidates
         .iter()
         .chain(
@@ -813,6 +825,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
                     .any(|c| c.name == n.name && c.flagged()),
                 evict: p.evict.clone(),
                 skip: p.skip.clone(),
+                refuse: p.refuse.clone(),
                 outcome: match slot {
                     None => Outcome::NotStarted,
                     Some(_) if p.fails => Outcome::Fails,

@@ -197,6 +197,9 @@ pub fn text(p: &Plan) -> String {
                 pod.pod, pod.grace_seconds
             );
         }
+        for s in &n.refuse {
+            let _ = writeln!(out, "  REFUSE {} ({})", s.pod, s.reason);
+        }
         for s in &n.skip {
             let _ = writeln!(out, "  leave {} ({})", s.pod, s.reason);
         }

@@ -209,6 +209,18 @@ fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
     // a fails at once; b's budgets hold it until drain.timeout.
     assert_eq!(p.nodes[0].outcome, Outcome::Fails);
     assert_eq!(p.nodes[0].estimate.total_seconds, 0);
+    let refused: Vec<(&str, Reason)> = p.nodes[0]
+        .refuse
+        .iter()
+        .map(|s| (s.pod.as_str(), s.reason))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("app/bare", Reason::Unreplicated),
+            ("app/scratch", Reason::EmptyDir)
+        ]
+    );
     assert_eq!(p.nodes[1].outcome, Outcome::Fails);
     assert_eq!(p.nodes[1].estimate.drain_seconds, 900);
     assert_eq!(p.nodes[1].estimate.reboot_seconds, 0);
