@@ -278,7 +278,9 @@ async fn plan(
             return Ok(ExitCode::FAILURE);
         }
     };
-    let report = crate::plan::build(&cluster, config, &opts, at.unwrap_or_else(Utc::now));
+    // Whole seconds: the plan's instants are read by a person, and estimates are whole seconds.
+    let now = at.unwrap_or_else(|| chrono::SubsecRound::trunc_subsecs(Utc::now(), 0));
+    let report = crate::plan::build(&cluster, config, &opts, now);
     let mut out = std::io::stdout().lock();
     match output {
         Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,

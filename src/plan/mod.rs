@@ -397,8 +397,8 @@ struct Preview {
 fn preview(
     node: &str,
     pods: &[&Pod],
-    all_pods: &[Pod],
-    budgets: &[PodDisruptionBudget],
+    budget_pods: &BTreeMap<String, usize>,
+    budgets: &BTreeMap<&str, Vec<&PodDisruptionBudget>>,
     cluster: &Cluster,
     config: &Config,
     opts: &Options,
@@ -476,8 +476,10 @@ fn preview(
                 let ns = p.metadata.namespace.as_deref().unwrap_or_default();
                 let pod_labels = labels(p);
                 let covering: Vec<&PodDisruptionBudget> = budgets
-                    .iter()
-                    .filter(|b| b.metadata.namespace.as_deref() == Some(ns))
+                    .get(ns)
+                    .into_iter()
+                    .flatten()
+                    .copied()
                     .filter(|b| {
                         drain::budget_may_select(
                             b.spec.as_ref().and_then(|s| s.selector.as_ref()),
@@ -504,17 +506,7 @@ fn preview(
                         .on(node, &name)
                     })
                 } else if let Some(b) = covering.first() {
-                    let selects = all_pods
-                        .iter()
-                        .filter(|q| q.metadata.namespace.as_deref() == Some(ns))
-                        .filter(|q| !terminal(q) && q.metadata.deletion_timestamp.is_none())
-                        .filter(|q| {
-                            drain::selector_matches(
-                                b.spec.as_ref().and_then(|s| s.selector.as_ref()),
-                                &labels(q),
-                            )
-                        })
-                        .count();
+                    let selects = budget_pods.get(&names[0]).copied().unwrap_or(0);
                     let allowed = b.status.as_ref().map(|s| s.disruptions_allowed);
                     if let Some(why) = never_allows(b, selects) {
                         Some(Problem {
@@ -739,6 +731,33 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
     for pods in pods_by_node.values_mut() {
         pods.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
     }
+    // How many live pods each budget selects (what `minAvailable` is weighed against).
+    let mut by_namespace: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for p in &cluster.pods {
+        if !terminal(p) && p.metadata.deletion_timestamp.is_none() {
+            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+            by_namespace.entry(ns).or_default().push(p);
+        }
+    }
+    let budget_pods: BTreeMap<String, usize> = cluster
+        .budgets
+        .iter()
+        .map(|b| {
+            let ns = b.metadata.namespace.as_deref().unwrap_or_default();
+            let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
+            let n = by_namespace.get(ns).map_or(0, |pods| {
+                pods.iter()
+                    .filter(|q| drain::selector_matches(sel, &labels(q)))
+                    .count()
+            });
+            (budget_name(b), n)
+        })
+        .collect();
+    let mut budgets_by_ns: BTreeMap<&str, Vec<&PodDisruptionBudget>> = BTreeMap::new();
+    for b in &cluster.budgets {
+        let ns = b.metadata.namespace.as_deref().unwrap_or_default();
+        budgets_by_ns.entry(ns).or_default().push(b);
+    }
     let previews: BTreeMap<String, Preview> = candidates
         .iter()
         .chain(
@@ -757,8 +776,8 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
                 preview(
                     &n.name,
                     &pods,
-                    &cluster.pods,
-                    &cluster.budgets,
+                    &budget_pods,
+                    &budgets_by_ns,
                     cluster,
                     config,
                     opts,
