@@ -1,6 +1,7 @@
 //! Draining a node with `kubectl drain` semantics, through the Eviction API (policy/v1) only.
 //!
-//! Owns which pods a drain evicts ([`classify`], pure), the eviction loop (bounded concurrency;
+//! Owns which pods a drain evicts ([`classify`], pure, and the one `rollboot plan` previews a
+//! drain with; [`Reason`] names each rule), the eviction loop (bounded concurrency;
 //! 429 retried after `evictionRetryInterval` or the server's Retry-After; 500 retried with an
 //! Event naming the overlapping budgets; 404 is success), and the wait until every evicted pod
 //! is gone or replaced (same name, new UID). It must never delete a pod around a
