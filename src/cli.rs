@@ -1,7 +1,8 @@
 //! The command line: argument parsing, output formats and exit codes.
 //!
 //! Owns what the user sees on the terminal. Decisions live in the library modules; this module
-//! only calls them and prints. Exit codes: 0 success, 1 failure, 2 invalid config.
+//! only calls them and prints. Exit codes: 0 success, 1 failure, 2 invalid config, 3 (`plan`)
+//! the rollout would be blocked or fail.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,6 +17,9 @@ use crate::windows::Opening;
 
 /// Exit code for an invalid config file.
 pub const EXIT_INVALID_CONFIG: u8 = 2;
+
+/// Exit code of `rollboot plan` when something would block the rollout or fail a node.
+pub const EXIT_WOULD_NOT_PROCEED: u8 = 3;
 
 /// rollboot reboots a Kubernetes cluster's nodes one after another, safely and unattended.
 #[derive(Debug, Parser)]
@@ -97,6 +101,32 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Predict the rollout: which nodes, in which order and when, what each drain evicts, and
+    /// every pod, budget or cluster condition that would block it or fail a node.
+    ///
+    /// Reads the cluster with the current kubeconfig (get and list only). Exit 0 when the
+    /// rollout would proceed, 3 when something would block or fail it, 1 when the cluster
+    /// cannot be read, 2 for an invalid config.
+    Plan {
+        /// The YAML config file (the controller's).
+        #[arg(long)]
+        config: PathBuf,
+        /// Plan a rollout of every node the selector matches, not only the flagged ones.
+        #[arg(long)]
+        all: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+        /// How long one reboot takes, from the request until the node is back and Ready.
+        #[arg(long, default_value = "5m")]
+        reboot_time: config::Duration,
+        /// How long the health gate takes once the node is back (its budgets healthy again).
+        #[arg(long, default_value = "1m")]
+        gate_time: config::Duration,
+        /// Plan from this instant (RFC 3339) instead of now; the cluster is read as it is now.
+        #[arg(long, value_parser = parse_instant)]
+        at: Option<DateTime<Utc>>,
+    },
     /// Run the real controller and agents against an embedded simulated cluster.
     Simulate(crate::simulate::RolloutArgs),
 }
@@ -112,7 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // A simulated rollout runs dozens of components in one process: their logs would bury the
     // progress line, so it logs warnings only unless RUST_LOG says otherwise.
     let quiet = matches!(&cli.command, Command::Simulate(a) if !a.sim.serve)
-        || matches!(&cli.command, Command::Status { .. });
+        || matches!(&cli.command, Command::Status { .. } | Command::Plan { .. });
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     match cli.command {
         Command::CheckConfig {
@@ -193,23 +223,84 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             current_thread_runtime()?.block_on(status(&config, output))
         }
+        Command::Plan {
+            config,
+            all,
+            output,
+            reboot_time,
+            gate_time,
+            at,
+        } => {
+            let Some(config) = load_or_report(&config)? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            let opts = crate::plan::Options {
+                all,
+                reboot_time,
+                gate_time,
+            };
+            current_thread_runtime()?.block_on(plan(&config, opts, at, output))
+        }
         Command::Simulate(args) => crate::simulate::main(args),
     }
 }
 
-async fn status(config: &Config, output: Output) -> anyhow::Result<ExitCode> {
-    let mut kube_config = match kube::Config::infer().await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: no Kubernetes API server configured (kubeconfig or in-cluster): {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    // A person is waiting: a hung API server should fail in seconds, not after kube's 295 s.
-    crate::client::identify(&mut kube_config, "status");
+/// A kube config for a person's one-shot read: the current kubeconfig, identified as
+/// `component`, failing in seconds on a hung API server (not after kube's 295 s).
+async fn one_shot_config(component: &str) -> Result<kube::Config, String> {
+    let mut kube_config = kube::Config::infer().await.map_err(|e| {
+        format!("no Kubernetes API server configured (kubeconfig or in-cluster): {e}")
+    })?;
+    crate::client::identify(&mut kube_config, component);
     let limit = std::time::Duration::from_secs(30);
     kube_config.connect_timeout = Some(limit);
     kube_config.read_timeout = Some(limit);
+    Ok(kube_config)
+}
+
+async fn plan(
+    config: &Config,
+    opts: crate::plan::Options,
+    at: Option<DateTime<Utc>>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let kube_config = match one_shot_config("plan").await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let cluster = match crate::plan::read::fetch(kube_config, config).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    // Whole seconds: the plan's instants are read by a person, and estimates are whole seconds.
+    let now = at.unwrap_or_else(|| chrono::SubsecRound::trunc_subsecs(Utc::now(), 0));
+    let report = crate::plan::build(&cluster, config, &opts, now);
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Output::Text => write!(out, "{}", crate::plan::render::text(&report))?,
+    }
+    Ok(if report.proceeds {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_WOULD_NOT_PROCEED)
+    })
+}
+
+async fn status(config: &Config, output: Output) -> anyhow::Result<ExitCode> {
+    let kube_config = match one_shot_config("status").await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let snapshot = match crate::status::fetch(kube_config, config).await {
         Ok(s) => s,
         Err(e) => {

@@ -1,6 +1,7 @@
 //! Draining a node with `kubectl drain` semantics, through the Eviction API (policy/v1) only.
 //!
-//! Owns which pods a drain evicts ([`classify`], pure), the eviction loop (bounded concurrency;
+//! Owns which pods a drain evicts ([`classify`], pure, and the one `rollboot plan` previews a
+//! drain with; [`Reason`] names each rule), the eviction loop (bounded concurrency;
 //! 429 retried after `evictionRetryInterval` or the server's Retry-After; 500 retried with an
 //! Event naming the overlapping budgets; 404 is success), and the wait until every evicted pod
 //! is gone or replaced (same name, new UID). It must never delete a pod around a
@@ -24,14 +25,61 @@ use crate::node::MIRROR_POD;
 use crate::selector::Selector;
 
 /// What a drain does with one pod.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Disposition {
     /// Evict it.
     Evict,
     /// Leave it.
-    Skip(&'static str),
+    Skip(Reason),
     /// It blocks the drain (the config does not allow evicting it).
-    Refuse(&'static str),
+    Refuse(Reason),
+}
+
+/// Why [`classify`] leaves a pod alone or refuses to evict it: one value per rule, so that
+/// the drain and `rollboot plan` (which previews a drain) tell the same story from the same
+/// function. Serialized as a stable camelCase code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Reason {
+    /// Skipped: the pod is already being deleted.
+    AlreadyDeleting,
+    /// Skipped: a mirror (static) pod, which the API cannot evict.
+    MirrorPod,
+    /// Skipped: not matched by `drain.podSelector` (it stays on the node through the reboot).
+    OutsidePodSelector,
+    /// Skipped: a DaemonSet pod (`drain.ignoreDaemonSets`).
+    DaemonSet,
+    /// Refused: a DaemonSet pod while `drain.ignoreDaemonSets` is false.
+    DaemonSetNotIgnored,
+    /// Refused: no controller would recreate it, and `drain.evictUnreplicated` is false.
+    Unreplicated,
+    /// Refused: it uses emptyDir data, and `drain.deleteEmptyDirData` is false.
+    EmptyDir,
+}
+
+impl Reason {
+    /// The reason as a person reads it.
+    pub fn text(self) -> &'static str {
+        match self {
+            Reason::AlreadyDeleting => "already deleting",
+            Reason::MirrorPod => "mirror pod",
+            Reason::OutsidePodSelector => "not matched by drain.podSelector",
+            Reason::DaemonSet => "DaemonSet pod",
+            Reason::DaemonSetNotIgnored => "DaemonSet pod (drain.ignoreDaemonSets is false)",
+            Reason::Unreplicated => {
+                "has no controller and would not be recreated (drain.evictUnreplicated is false)"
+            }
+            Reason::EmptyDir => {
+                "uses emptyDir data that eviction would lose (drain.deleteEmptyDirData is false)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
 }
 
 /// A pod's identity: namespace, name and UID.
@@ -82,17 +130,17 @@ pub fn classify(
 ) -> Disposition {
     let meta = &pod.metadata;
     if meta.deletion_timestamp.is_some() {
-        return Disposition::Skip("already deleting");
+        return Disposition::Skip(Reason::AlreadyDeleting);
     }
     if meta
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(MIRROR_POD))
     {
-        return Disposition::Skip("mirror pod");
+        return Disposition::Skip(Reason::MirrorPod);
     }
     if !pod_selector.matches(meta.labels.as_ref().unwrap_or(&BTreeMap::new())) {
-        return Disposition::Skip("not matched by drain.podSelector");
+        return Disposition::Skip(Reason::OutsidePodSelector);
     }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
@@ -102,15 +150,13 @@ pub fn classify(
     if let Some(("DaemonSet", _)) = owner {
         if daemon_set_exists {
             return if cfg.ignore_daemon_sets {
-                Disposition::Skip("DaemonSet pod")
+                Disposition::Skip(Reason::DaemonSet)
             } else {
-                Disposition::Refuse("DaemonSet pod (drain.ignoreDaemonSets is false)")
+                Disposition::Refuse(Reason::DaemonSetNotIgnored)
             };
         }
     } else if owner.is_none() && !cfg.evict_unreplicated {
-        return Disposition::Refuse(
-            "has no controller and would not be recreated (drain.evictUnreplicated is false)",
-        );
+        return Disposition::Refuse(Reason::Unreplicated);
     }
     let empty_dir = pod
         .spec
@@ -118,9 +164,7 @@ pub fn classify(
         .and_then(|s| s.volumes.as_ref())
         .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some()));
     if empty_dir && !cfg.delete_empty_dir_data {
-        return Disposition::Refuse(
-            "uses emptyDir data that eviction would lose (drain.deleteEmptyDirData is false)",
-        );
+        return Disposition::Refuse(Reason::EmptyDir);
     }
     Disposition::Evict
 }
@@ -378,7 +422,7 @@ pub async fn drain<A: DrainApi>(
                 {
                     terminating.push(p);
                 }
-                tracing::debug!(node, pod = %PodRef::of(p), why, "not evicting")
+                tracing::debug!(node, pod = %PodRef::of(p), why = why.text(), "not evicting")
             }
             Disposition::Refuse(why) => refused.push(format!("pod {}: {why}", PodRef::of(p))),
         }
@@ -925,7 +969,7 @@ mod tests {
             Some(BTreeMap::from([(MIRROR_POD.to_string(), "x".to_string())]));
         assert_eq!(
             classify(&mirror, &cfg(), &all, false),
-            Disposition::Skip("mirror pod")
+            Disposition::Skip(Reason::MirrorPod)
         );
         assert!(matches!(
             classify(&pod("d", Some("DaemonSet")), &cfg(), &all, true),
@@ -935,7 +979,7 @@ mod tests {
         going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert_eq!(
             classify(&going, &cfg(), &all, false),
-            Disposition::Skip("already deleting")
+            Disposition::Skip(Reason::AlreadyDeleting)
         );
         assert_eq!(
             classify(&pod("r", Some("ReplicaSet")), &cfg(), &all, false),

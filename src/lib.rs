@@ -6,6 +6,7 @@
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`sim`]: the embedded simulated cluster behind `rollboot simulate` and the tests;
 //! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
+//! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
 //! - [`cli`]: the command line, the only place that prints or picks exit codes;
 //! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent).
 
@@ -23,6 +24,7 @@ pub mod lease;
 pub mod lock;
 pub mod metrics;
 pub mod node;
+pub mod plan;
 pub mod simulate;
 pub mod status;
 pub mod time;

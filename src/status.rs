@@ -582,18 +582,36 @@ pub struct FetchError {
     pub source: kube::Error,
 }
 
-/// Reads the two Leases and every Node (paged), with gets and lists only.
-pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Snapshot, FetchError> {
-    let server = kube_config.cluster_url.to_string();
-    let err = |object: String| {
-        let server = server.clone();
+impl FetchError {
+    /// Wraps an API error met reading `object` from `server`.
+    pub fn reading(
+        server: &str,
+        object: impl Into<String>,
+    ) -> impl FnOnce(kube::Error) -> FetchError {
+        let (server, object) = (server.to_string(), object.into());
         move |source| FetchError {
             server,
             object,
             source,
         }
-    };
-    let client = kube::Client::try_from(kube_config).map_err(err("a client".into()))?;
+    }
+}
+
+/// Reads the two Leases and every Node (paged), with gets and lists only.
+pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Snapshot, FetchError> {
+    let server = kube_config.cluster_url.to_string();
+    let client =
+        kube::Client::try_from(kube_config).map_err(FetchError::reading(&server, "a client"))?;
+    fetch_with(&client, &server, config).await
+}
+
+/// [`fetch`] over a client already made; `server` names the API server in errors.
+pub async fn fetch_with(
+    client: &kube::Client,
+    server: &str,
+    config: &Config,
+) -> Result<Snapshot, FetchError> {
+    let err = |object: String| FetchError::reading(server, object);
     let lease = |ns: &str, name: &str| {
         let api: Api<Lease> = Api::namespaced(client.clone(), ns);
         let object = format!("Lease {ns}/{name}");
@@ -603,7 +621,7 @@ pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Snapsho
     };
     let leader = lease(&config.leader.namespace, &config.leader.name).await?;
     let lock = lease(&config.lock.namespace, &config.lock.name).await?;
-    let api: Api<Node> = Api::all(client);
+    let api: Api<Node> = Api::all(client.clone());
     let mut nodes = Vec::new();
     let mut params = ListParams::default().limit(500);
     loop {

@@ -31,6 +31,8 @@
 //!   still reboots once;
 //! 8 an operator holding the lock Lease pauses rollboot; releasing it resumes the rollout;
 //! 9 `rollboot status` shows an in-flight node's state as the Node has it.
+//! 10 `rollboot plan --all` before the rollout: it would proceed, plans the five nodes, and
+//!   previews each drain as the pods on the node say (10b: the audit log shows it only read).
 //!
 //! Without `ROLLBOOT_REALCLUSTER_BIN` it prints one line and passes (see `e2e::setup`).
 //! `scripts/e2e-realcluster.sh` runs it; E2E-README-SECTION.md says how to build the plane.
@@ -221,6 +223,12 @@ impl<'a> Suite<'a> {
             s.workload(report)
         );
         phase!(report, blocked, "tokens and agent probes", s.probes(report));
+        phase!(
+            report,
+            blocked,
+            "rollboot plan before the rollout",
+            s.check_plan(report)
+        );
         phase!(report, blocked, "start rollboot", s.start_rollboot());
         phase!(report, blocked, "rollout of two nodes", s.rollout());
         phase!(
@@ -892,6 +900,96 @@ impl<'a> Suite<'a> {
         );
     }
 
+    /// Check 10: `rollboot plan --all --output json` (admin) on the settled workload, before any
+    /// rollboot process runs: what it says each drain evicts against the pods the observer sees.
+    async fn check_plan(&mut self, report: &mut Report) -> Result<(), String> {
+        let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
+            .args(["plan", "--all", "--output", "json", "--config"])
+            .arg(self.rb.join("controller.yaml"))
+            .env("KUBECONFIG", &self.cluster.admin)
+            .env("NO_COLOR", "1")
+            .output()
+            .await
+            .map_err(|e| format!("running rollboot plan: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut failures = Vec::new();
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            report.check(
+                "10",
+                title("10"),
+                vec![format!(
+                    "rollboot plan --output json printed no JSON ({}): {}",
+                    out.status,
+                    short(&String::from_utf8_lossy(&out.stderr), 300)
+                )],
+                vec![],
+            );
+            return Ok(());
+        };
+        if out.status.code() != Some(0) || v["proceeds"] != true {
+            failures.push(format!(
+                "exit {:?}, proceeds {}: problems {}",
+                out.status.code(),
+                v["proceeds"],
+                short(&v["problems"].to_string(), 600)
+            ));
+        }
+        let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+        let planned: Vec<&str> = nodes.iter().filter_map(|n| n["name"].as_str()).collect();
+        let mut sorted = planned.clone();
+        sorted.sort();
+        if sorted != NODES {
+            failures.push(format!(
+                "planned {planned:?}, not the {} nodes",
+                NODES.len()
+            ));
+        }
+        let mut notes = Vec::new();
+        for n in &nodes {
+            let name = n["name"].as_str().unwrap_or_default();
+            let evict: Vec<String> = n["evict"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|p| p["pod"].as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let seen: Vec<String> = self.obs.with(|w| {
+                w.evictable_on(name)
+                    .iter()
+                    .filter(|p| !p.deleting)
+                    .map(|p| p.key.clone())
+                    .collect()
+            });
+            if evict != seen {
+                failures.push(format!(
+                    "{name}: plan evicts {evict:?}, the node has {seen:?}"
+                ));
+            }
+            for p in n["evict"].as_array().into_iter().flatten() {
+                let pod = p["pod"].as_str().unwrap_or_default();
+                if pod.starts_with("demo/web-") && p["budgets"] != serde_json::json!(["demo/web"]) {
+                    failures.push(format!("{name}: {pod} under {} not demo/web", p["budgets"]));
+                }
+            }
+            notes.push(format!(
+                "{name}: #{} start {} end {}, evicts {}",
+                n["order"],
+                n["start"].as_str().unwrap_or("-"),
+                n["end"].as_str().unwrap_or("-"),
+                evict.len()
+            ));
+        }
+        notes.push(format!(
+            "predicted end {} ({} s)",
+            v["rollout"]["end"].as_str().unwrap_or("-"),
+            v["rollout"]["makespanSeconds"]
+        ));
+        report.check("10", title("10"), failures, notes);
+        Ok(())
+    }
+
     /// Check 8: an operator holds the lock while two nodes are flagged; then releases it.
     async fn pause(&mut self, report: &mut Report) -> Result<(), String> {
         let title = title("8");
@@ -1399,6 +1497,30 @@ impl<'a> Suite<'a> {
             }
         };
         report.appendix.push(audit::summary(&entries));
+        let plan: Vec<&audit::Entry> = entries
+            .iter()
+            .filter(|e| e.user_agent.ends_with("(plan)"))
+            .collect();
+        let writes: Vec<String> = plan
+            .iter()
+            .filter(|e| e.verb != "get" && e.verb != "list")
+            .map(|e| format!("{} {} answered {}", e.verb, e.uri, e.code))
+            .collect();
+        let mut verbs: BTreeMap<String, usize> = BTreeMap::new();
+        for e in &plan {
+            *verbs
+                .entry(format!("{} {}", e.verb, e.resource))
+                .or_default() += 1;
+        }
+        if plan.is_empty() && !report.has("10") {
+            report.not_run("10b", title("10b"), "rollboot plan did not run (check 10)");
+        } else {
+            let mut failures = writes;
+            if plan.is_empty() {
+                failures.push("no request of rollboot plan in the audit log".into());
+            }
+            report.check("10b", title("10b"), failures, vec![format!("{verbs:?}")]);
+        }
         let ours = entries
             .iter()
             .filter(|e| e.is_rollboot_identity() && !e.is_probe())
@@ -1459,7 +1581,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 12] = [
+const CHECKS: [(&str, &str); 14] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -1472,6 +1594,8 @@ const CHECKS: [(&str, &str); 12] = [
     ("9", "`rollboot status` shows an in-flight node's state as the Node has it (issue 10, point 5)"),
     ("5b", "audit log: rollboot's requests carry User-Agent rollboot/<version> (issue 10, point 6)"),
     ("5c", "audit log: no predictable 409 on a Node: after the node-lifecycle controller's write or rollboot's own (issue 10, point 4)"),
+    ("10", "`rollboot plan --all` before the rollout: proceeds (exit 0), plans every node, and each drain preview evicts exactly the node's non-DaemonSet pods, the web pods under demo/web (issue 11)"),
+    ("10b", "audit log: `rollboot plan` sent only get and list requests (issue 11)"),
 ];
 
 /// The title of check `id`.

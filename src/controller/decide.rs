@@ -177,6 +177,22 @@ pub fn is_candidate(n: &NodeView, config: &Config) -> bool {
         && config.node_selector().matches(&n.labels)
 }
 
+/// Sorts candidates in the order the controller takes them (`nodes.order`); `rollboot plan`
+/// orders its preview with it too.
+pub fn sort_candidates(candidates: &mut [&NodeView], order: NodeOrder) {
+    match order {
+        NodeOrder::Name => candidates.sort_by(|a, b| a.name.cmp(&b.name)),
+        // Unparseable flag instants go last, then by name, so the order is total and stable.
+        NodeOrder::OldestFlag => candidates.sort_by(|a, b| {
+            (a.flagged_at.is_none(), a.flagged_at, &a.name).cmp(&(
+                b.flagged_at.is_none(),
+                b.flagged_at,
+                &b.name,
+            ))
+        }),
+    }
+}
+
 /// The flagged nodes to start now, in order, within `maxNodes` and the per-group limit.
 /// Call only when [`blockers`] is empty.
 pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
@@ -202,17 +218,7 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
         .iter()
         .filter(|n| !s.in_flight.contains_key(&n.name) && is_candidate(n, config))
         .collect();
-    match config.nodes.order {
-        NodeOrder::Name => candidates.sort_by(|a, b| a.name.cmp(&b.name)),
-        // Unparseable flag instants go last, then by name, so the order is total and stable.
-        NodeOrder::OldestFlag => candidates.sort_by(|a, b| {
-            (a.flagged_at.is_none(), a.flagged_at, &a.name).cmp(&(
-                b.flagged_at.is_none(),
-                b.flagged_at,
-                &b.name,
-            ))
-        }),
-    }
+    sort_candidates(&mut candidates, config.nodes.order);
     let mut out = Vec::new();
     for n in candidates {
         if busy >= max {

@@ -1,0 +1,208 @@
+//! The plan as the lines a person reads (the JSON form is [`super::Plan`]'s serialization).
+//!
+//! Owns layout only: it must never decide anything the JSON does not say.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::{Outcome, Plan, Severity};
+use crate::config::Duration;
+
+fn instant(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn secs(s: i64) -> String {
+    Duration::from_secs(s).to_string()
+}
+
+/// The report as text.
+pub fn text(p: &Plan) -> String {
+    let mut out = String::new();
+    let verdict = if p.proceeds {
+        "the rollout would PROCEED".to_string()
+    } else {
+        let n = p
+            .problems
+            .iter()
+            .filter(|x| x.severity != Severity::Warns)
+            .count();
+        format!("the rollout would be BLOCKED or FAIL: {n} problem(s)")
+    };
+    let _ = writeln!(
+        out,
+        "plan at {}: {} node(s) to reboot{}; {verdict}",
+        instant(p.now),
+        p.nodes.len(),
+        if p.all {
+            " (--all: every selected node)"
+        } else {
+            " (flagged)"
+        }
+    );
+    let e = &p.estimate;
+    let _ = writeln!(
+        out,
+        "estimate:     per node = drain (the longest grace period of its pods to evict{}, default {}s, capped by drain.timeout {}) + reboot {} (--reboot-time) + health gate {} (--gate-time)",
+        e.drain_grace_period_seconds
+            .map_or(String::new(), |g| format!(", drain.gracePeriod {g}s")),
+        e.default_grace_seconds,
+        secs(e.drain_timeout_seconds),
+        secs(e.reboot_seconds),
+        secs(e.gate_seconds),
+    );
+    for f in &p.in_flight {
+        let _ = writeln!(
+            out,
+            "in flight:    {} since {}, estimated free at {}",
+            f.node,
+            instant(f.since),
+            instant(f.estimated_end)
+        );
+    }
+    let r = &p.rollout;
+    match (r.start, r.end) {
+        (Some(s), Some(end)) => {
+            let _ = writeln!(
+                out,
+                "rollout:      starts {}, ends {} ({} from now){}",
+                instant(s),
+                instant(end),
+                secs(r.makespan_seconds.unwrap_or(0)),
+                if r.assumes_blockers_cleared {
+                    "; supposing the blockers below cleared now"
+                } else {
+                    ""
+                }
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "rollout:      nothing would start");
+        }
+    }
+    if let Some(h) = &r.halted_by {
+        let _ = writeln!(
+            out,
+            "halts:        node {} fails at {}: more failed nodes than failures.maxFailures, nothing new starts after it",
+            h.node,
+            instant(h.at)
+        );
+    }
+    let _ = writeln!(out);
+    let blocking: Vec<_> = p
+        .problems
+        .iter()
+        .filter(|x| x.severity != Severity::Warns)
+        .collect();
+    if blocking.is_empty() {
+        let _ = writeln!(out, "problems:     none");
+    } else {
+        let _ = writeln!(out, "problems:");
+        for x in blocking {
+            let tag = match x.severity {
+                Severity::Blocks => "BLOCKS",
+                _ => "FAILS",
+            };
+            let _ = writeln!(out, "  - {tag} [{}] {}", x.kind.code(), x.message);
+        }
+    }
+    let warnings: Vec<_> = p
+        .problems
+        .iter()
+        .filter(|x| x.severity == Severity::Warns)
+        .collect();
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "warnings:");
+        for x in warnings {
+            let _ = writeln!(out, "  - [{}] {}", x.kind.code(), x.message);
+        }
+    }
+    if !p.not_checked.is_empty() {
+        let _ = writeln!(out, "not checked:  {}", p.not_checked.join("; "));
+    }
+    if p.nodes.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out);
+    let header = [
+        "#", "NODE", "GROUP", "START", "END", "DRAIN", "REBOOT", "GATE", "EVICT", "OUTCOME",
+    ];
+    let rows: Vec<[String; 10]> = p
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut outcome = match n.outcome {
+                Outcome::Reboots => "reboots".to_string(),
+                Outcome::Fails => "FAILS".to_string(),
+                Outcome::NotStarted => "not started".to_string(),
+            };
+            if n.overruns_window {
+                outcome.push_str(", runs past its window");
+            }
+            [
+                n.order.to_string(),
+                n.name.clone(),
+                n.group.clone().unwrap_or_else(|| "-".into()),
+                n.start.map_or("-".into(), instant),
+                n.end.map_or("-".into(), instant),
+                secs(n.estimate.drain_seconds),
+                secs(n.estimate.reboot_seconds),
+                secs(n.estimate.gate_seconds),
+                n.evict.len().to_string(),
+                outcome,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let _ = write!(l, "{c:<w$}  ", w = widths[i]);
+        }
+        let _ = writeln!(out, "{}", l.trim_end());
+    };
+    line(header.to_vec());
+    for r in &rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+    let _ = writeln!(out);
+    for n in &p.nodes {
+        let _ = writeln!(out, "{}: drain: {}", n.name, n.estimate.drain_basis);
+        if let Some(w) = n.window {
+            if let (Some(s), Some(e)) = (w.start, w.end) {
+                let _ = writeln!(
+                    out,
+                    "  window {}: {} -> {}",
+                    w.index,
+                    instant(s),
+                    instant(e)
+                );
+            }
+        }
+        for pod in &n.evict {
+            let budgets = if pod.budgets.is_empty() {
+                String::new()
+            } else {
+                format!(", budget {}", pod.budgets.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "  evict {} ({}s grace{budgets})",
+                pod.pod, pod.grace_seconds
+            );
+        }
+        for s in &n.refuse {
+            let _ = writeln!(out, "  REFUSE {} ({})", s.pod, s.reason);
+        }
+        for s in &n.skip {
+            let _ = writeln!(out, "  leave {} ({})", s.pod, s.reason);
+        }
+    }
+    out
+}

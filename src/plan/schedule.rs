@@ -1,0 +1,404 @@
+//! The predicted schedule of a rollout, pure and sans-IO: when each node starts and ends.
+//!
+//! Owns the replay of the controller's start rule over time: at an instant when maintenance
+//! is allowed (window open, no blackout) and the rollout is not halted, the controller's own
+//! [`decide::pick`] chooses the next nodes within `maxNodes` and the per-group limit; a node
+//! runs for its estimated duration whether or not its window closes meanwhile (the controller
+//! finishes in-flight nodes and starts none outside a window); a node predicted to fail counts
+//! against `failures.maxFailures` when it fails, and once more failed than tolerated nothing new
+//! starts. It must never do I/O or read a clock: the caller passes `now`, the nodes and each
+//! node's estimate.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::controller::decide;
+use crate::lock::LockEntry;
+use crate::node::{NodeState, NodeView};
+
+/// What the schedule needs to know of one node's maintenance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// How long from its start until its slot is free again.
+    pub duration: TimeDelta,
+    /// It is predicted to fail (its slot is freed at the end of `duration`, and it counts
+    /// against `failures.maxFailures`).
+    pub fails: bool,
+}
+
+/// A node already in the lock when the plan is made.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// Its lock entry (the instant it started).
+    pub entry: LockEntry,
+    /// Its estimate, counted from the entry's start.
+    pub job: Job,
+}
+
+/// The maintenance opening a node starts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Window {
+    /// The opening's first instant; `None` when unbounded (no windows configured).
+    pub start: Option<DateTime<Utc>>,
+    /// The opening's end; `None` when unbounded.
+    pub end: Option<DateTime<Utc>>,
+    /// Index of the configured window (0 when no windows are configured).
+    pub index: usize,
+}
+
+/// One node's predicted slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// When the controller starts it.
+    pub start: DateTime<Utc>,
+    /// When its slot is free again.
+    pub end: DateTime<Utc>,
+    /// The opening it starts in.
+    pub window: Window,
+    /// It ends after its opening closes (the controller lets it finish).
+    pub overruns_window: bool,
+}
+
+/// Why a node gets no slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unscheduled {
+    /// The rollout halts first: more failed nodes than `failures.maxFailures`.
+    Halted,
+    /// No opening within the schedule's look-ahead horizon.
+    NoOpening,
+}
+
+/// The predicted schedule.
+#[derive(Clone, Debug, Default)]
+pub struct Schedule {
+    /// Slots by node name, for the nodes that get one.
+    pub slots: BTreeMap<String, Slot>,
+    /// Nodes that get no slot, and why.
+    pub unscheduled: BTreeMap<String, Unscheduled>,
+    /// The predicted end of the nodes already in flight, by name.
+    pub in_flight_end: BTreeMap<String, DateTime<Utc>>,
+    /// The failure that halts the rollout: (node, instant), when one does.
+    pub halted: Option<(String, DateTime<Utc>)>,
+    /// When the last slot ends (in-flight nodes included); `None` when nothing runs.
+    pub end: Option<DateTime<Utc>>,
+}
+
+fn bounded(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    (t != DateTime::<Utc>::MAX_UTC && t != DateTime::<Utc>::MIN_UTC).then_some(t)
+}
+
+/// Replays the controller from `now`. `candidates` are the nodes to reboot, each carrying a
+/// flag (`decide::pick` takes flagged nodes only); `others` are the cluster's other nodes,
+/// needed for the groups of `running` ones; `jobs` has an entry per candidate; `failed` is how
+/// many nodes have already failed.
+pub fn predict(
+    candidates: &[NodeView],
+    running: &BTreeMap<String, Running>,
+    others: &[NodeView],
+    jobs: &BTreeMap<String, Job>,
+    failed: usize,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> Schedule {
+    let schedule = config.schedule();
+    let max_failures = config.failures.max_failures as usize;
+    let mut out = Schedule::default();
+    // The views `pick` sees: the candidates not yet started, plus every in-flight node (for
+    // its group); a node leaves once its slot is free.
+    let mut views: Vec<NodeView> = candidates.to_vec();
+    views.extend(
+        others
+            .iter()
+            .filter(|n| running.contains_key(&n.name))
+            .cloned(),
+    );
+    let mut entries: BTreeMap<String, LockEntry> = BTreeMap::new();
+    let mut ends: BTreeMap<String, (DateTime<Utc>, bool)> = BTreeMap::new();
+    for (name, r) in running {
+        let end = (r.entry.since + r.job.duration).max(now);
+        entries.insert(name.clone(), r.entry.clone());
+        ends.insert(name.clone(), (end, r.job.fails));
+        out.in_flight_end.insert(name.clone(), end);
+    }
+    let mut failures = failed;
+    let mut t = now;
+    loop {
+        // Free the slots that end by `t`, counting failures.
+        let finished: Vec<String> = ends
+            .iter()
+            .filter(|(_, (end, _))| *end <= t)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in finished {
+            let (end, fails) = ends.remove(&name).expect("listed");
+            entries.remove(&name);
+            views.retain(|v| v.name != name);
+            if fails {
+                failures += 1;
+                if failures > max_failures && out.halted.is_none() {
+                    out.halted = Some((name.clone(), end));
+                }
+            }
+        }
+        let halted = failures > max_failures;
+        let waiting = views.iter().any(|v| !entries.contains_key(&v.name));
+        if halted || !waiting {
+            if ends.is_empty() {
+                break;
+            }
+        } else if schedule.is_allowed(t) {
+            let snap = decide::Snapshot {
+                nodes: &views,
+                in_flight: &entries,
+                foreign_holder: None,
+                blocking_pods: &[],
+            };
+            let picked: Vec<String> = decide::pick(&snap, config)
+                .into_iter()
+                .map(|n| n.name.clone())
+                .collect();
+            let opening = schedule.opening_at(t);
+            for name in picked {
+                let job = jobs.get(&name).copied().unwrap_or(Job {
+                    duration: TimeDelta::zero(),
+                    fails: false,
+                });
+                let end = t + job.duration;
+                let window = Window {
+                    start: opening.and_then(|o| bounded(o.start)),
+                    end: opening.and_then(|o| bounded(o.end)),
+                    index: opening.map_or(0, |o| o.window),
+                };
+                out.slots.insert(
+                    name.clone(),
+                    Slot {
+                        start: t,
+                        end,
+                        window,
+                        overruns_window: window.end.is_some_and(|e| end > e),
+                    },
+                );
+                entries.insert(
+                    name.clone(),
+                    LockEntry {
+                        state: NodeState::Cordoning,
+                        since: t,
+                        leader: "plan".into(),
+                    },
+                );
+                ends.insert(name, (end, job.fails));
+            }
+        }
+        // The next instant anything can change: a slot frees, or (when closed) an opening starts.
+        let next_end = ends.values().map(|(e, _)| *e).min();
+        let still_waiting = views.iter().any(|v| !entries.contains_key(&v.name));
+        let next_open = (still_waiting && !halted && !schedule.is_allowed(t))
+            .then(|| schedule.next_opening(t).map(|o| o.start))
+            .flatten();
+        let next = match (next_end, next_open) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(x) => x,
+                None => break,
+            },
+        };
+        t = next.max(t);
+    }
+    for v in &views {
+        if !out.slots.contains_key(&v.name) && !running.contains_key(&v.name) {
+            let why = if failures > max_failures {
+                Unscheduled::Halted
+            } else {
+                Unscheduled::NoOpening
+            };
+            out.unscheduled.insert(v.name.clone(), why);
+        }
+    }
+    out.end = out
+        .slots
+        .values()
+        .map(|s| s.end)
+        .chain(out.in_flight_end.values().copied())
+        .max();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::fixtures::{annotate, node};
+    use crate::node::REBOOT_REQUIRED;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        crate::time::parse_annotation(s).unwrap()
+    }
+
+    fn cfg(yaml: &str) -> Config {
+        crate::config::parse_str(yaml).unwrap()
+    }
+
+    fn flagged(name: &str, labels: &[(&str, &str)]) -> NodeView {
+        NodeView::from_node(&annotate(
+            node(name, labels),
+            REBOOT_REQUIRED,
+            "2026-01-01T00:00:00Z",
+        ))
+    }
+
+    fn jobs(names: &[&str], minutes: i64) -> BTreeMap<String, Job> {
+        names
+            .iter()
+            .map(|n| {
+                (
+                    n.to_string(),
+                    Job {
+                        duration: TimeDelta::minutes(minutes),
+                        fails: false,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_at_a_time_in_a_daily_window_each_node_starts_when_the_previous_ends() {
+        // 02:00 UTC for 1h; 25 min per node: 02:00, 02:25, 02:50 (ends 03:15, after the window
+        // closes: the controller lets it finish).
+        let c = cfg("windows: [{schedule: '0 2 * * *', duration: 1h}]");
+        let nodes = [flagged("a", &[]), flagged("b", &[]), flagged("c", &[])];
+        let s = predict(
+            &nodes,
+            &BTreeMap::new(),
+            &[],
+            &jobs(&["a", "b", "c"], 25),
+            0,
+            &c,
+            t("2026-03-10T12:00:00Z"),
+        );
+        let start = |n: &str| s.slots[n].start;
+        assert_eq!(start("a"), t("2026-03-11T02:00:00Z"));
+        assert_eq!(start("b"), t("2026-03-11T02:25:00Z"));
+        assert_eq!(start("c"), t("2026-03-11T02:50:00Z"));
+        assert!(s.slots["c"].overruns_window);
+        assert!(!s.slots["b"].overruns_window);
+        assert_eq!(s.slots["a"].window.end, Some(t("2026-03-11T03:00:00Z")));
+        assert_eq!(s.end, Some(t("2026-03-11T03:15:00Z")));
+    }
+
+    #[test]
+    fn a_node_whose_turn_comes_after_the_window_closes_waits_for_the_next_opening() {
+        let c = cfg("windows: [{schedule: '0 2 * * *', duration: 1h}]");
+        let nodes = [flagged("a", &[]), flagged("b", &[]), flagged("c", &[])];
+        let s = predict(
+            &nodes,
+            &BTreeMap::new(),
+            &[],
+            &jobs(&["a", "b", "c"], 40),
+            0,
+            &c,
+            t("2026-03-10T12:00:00Z"),
+        );
+        assert_eq!(s.slots["a"].start, t("2026-03-11T02:00:00Z"));
+        assert_eq!(s.slots["b"].start, t("2026-03-11T02:40:00Z"));
+        // b frees its slot at 03:20, after the window: c waits a day.
+        assert_eq!(s.slots["c"].start, t("2026-03-12T02:00:00Z"));
+        assert_eq!(s.end, Some(t("2026-03-12T02:40:00Z")));
+    }
+
+    #[test]
+    fn the_group_limit_and_max_nodes_shape_the_batches() {
+        let z = "zone";
+        let c = cfg("concurrency: {maxNodes: 2, groupBy: zone}\nnodes: {order: name}");
+        let nodes = [
+            flagged("a1", &[(z, "a")]),
+            flagged("a2", &[(z, "a")]),
+            flagged("b1", &[(z, "b")]),
+        ];
+        let now = t("2026-03-10T12:00:00Z");
+        let s = predict(
+            &nodes,
+            &BTreeMap::new(),
+            &[],
+            &jobs(&["a1", "a2", "b1"], 10),
+            0,
+            &c,
+            now,
+        );
+        assert_eq!(s.slots["a1"].start, now);
+        assert_eq!(s.slots["b1"].start, now);
+        assert_eq!(s.slots["a2"].start, now + TimeDelta::minutes(10));
+        assert_eq!(s.slots["a1"].window.start, None, "no windows: unbounded");
+    }
+
+    #[test]
+    fn a_failure_beyond_max_failures_halts_what_has_not_started() {
+        let c = cfg("nodes: {order: name}");
+        let nodes = [flagged("a", &[]), flagged("b", &[])];
+        let mut j = jobs(&["a", "b"], 10);
+        j.get_mut("a").unwrap().fails = true;
+        let now = t("2026-03-10T12:00:00Z");
+        let s = predict(&nodes, &BTreeMap::new(), &[], &j, 0, &c, now);
+        assert_eq!(
+            s.halted,
+            Some(("a".to_string(), now + TimeDelta::minutes(10)))
+        );
+        assert_eq!(s.unscheduled["b"], Unscheduled::Halted);
+        let c = cfg("nodes: {order: name}\nfailures: {maxFailures: 1}");
+        let s = predict(&nodes, &BTreeMap::new(), &[], &j, 0, &c, now);
+        assert_eq!(s.halted, None);
+        assert_eq!(s.slots["b"].start, now + TimeDelta::minutes(10));
+    }
+
+    #[test]
+    fn a_node_in_flight_holds_its_slot_until_its_estimate_runs_out() {
+        let c = cfg("{}");
+        let now = t("2026-03-10T12:00:00Z");
+        let busy = NodeView::from_node(&node("busy", &[]));
+        let running = BTreeMap::from([(
+            "busy".to_string(),
+            Running {
+                entry: LockEntry {
+                    state: NodeState::Cordoning,
+                    since: now - TimeDelta::minutes(4),
+                    leader: "c-0".into(),
+                },
+                job: Job {
+                    duration: TimeDelta::minutes(10),
+                    fails: false,
+                },
+            },
+        )]);
+        let s = predict(
+            &[flagged("a", &[])],
+            &running,
+            &[busy],
+            &jobs(&["a"], 10),
+            0,
+            &c,
+            now,
+        );
+        assert_eq!(s.slots["a"].start, now + TimeDelta::minutes(6));
+        assert_eq!(s.in_flight_end["busy"], now + TimeDelta::minutes(6));
+    }
+
+    #[test]
+    fn a_blackout_over_the_next_window_pushes_the_start_a_day() {
+        let c = cfg(
+            "windows: [{schedule: '0 2 * * *', duration: 1h}]\nblackouts: [{from: '2026-03-11T00:00:00Z', to: '2026-03-11T23:00:00Z'}]",
+        );
+        let s = predict(
+            &[flagged("a", &[])],
+            &BTreeMap::new(),
+            &[],
+            &jobs(&["a"], 10),
+            0,
+            &c,
+            t("2026-03-10T12:00:00Z"),
+        );
+        assert_eq!(s.slots["a"].start, t("2026-03-12T02:00:00Z"));
+    }
+}

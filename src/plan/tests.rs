@@ -1,0 +1,416 @@
+//! Unit tests of the planner: pure inputs, no cluster.
+
+use super::*;
+use crate::node::fixtures::{annotate, node};
+use crate::node::{REBOOT_REQUIRED, STATE};
+use serde_json::json;
+
+fn t(s: &str) -> DateTime<Utc> {
+    crate::time::parse_annotation(s).unwrap()
+}
+
+fn cfg(yaml: &str) -> Config {
+    crate::config::parse_str(yaml).unwrap()
+}
+
+fn flagged(name: &str, at: &str) -> NodeView {
+    NodeView::from_node(&annotate(node(name, &[]), REBOOT_REQUIRED, at))
+}
+
+/// A running, ready pod on `node` in namespace `ns`, owned by `owner` (kind) when given.
+fn pod(ns: &str, name: &str, node: &str, owner: Option<&str>, labels: serde_json::Value) -> Pod {
+    let mut v = json!({
+        "metadata": {"namespace": ns, "name": name, "uid": format!("uid-{name}"), "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    });
+    if let Some(kind) = owner {
+        v["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "apps/v1", "kind": kind, "name": format!("{name}-owner"),
+            "uid": "o", "controller": true,
+        }]);
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn budget(
+    ns: &str,
+    name: &str,
+    app: &str,
+    spec: serde_json::Value,
+    allowed: i32,
+) -> PodDisruptionBudget {
+    let mut spec = spec;
+    spec["selector"] = json!({"matchLabels": {"app": app}});
+    serde_json::from_value(json!({
+        "metadata": {"namespace": ns, "name": name},
+        "spec": spec,
+        "status": {"disruptionsAllowed": allowed, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
+    }))
+    .unwrap()
+}
+
+fn kinds(p: &Plan) -> Vec<(Kind, Option<&str>, Option<&str>)> {
+    p.problems
+        .iter()
+        .map(|x| (x.kind, x.node.as_deref(), x.pod.as_deref()))
+        .collect()
+}
+
+#[test]
+fn a_clean_node_is_planned_with_its_longest_grace_period_and_proceeds() {
+    let mut web = pod(
+        "app",
+        "web-1",
+        "a",
+        Some("ReplicaSet"),
+        json!({"app": "web"}),
+    );
+    web.spec.as_mut().unwrap().termination_grace_period_seconds = Some(90);
+    let other = pod(
+        "app",
+        "web-2",
+        "a",
+        Some("ReplicaSet"),
+        json!({"app": "web"}),
+    );
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z")],
+        pods: vec![web, other],
+        budgets: vec![budget("app", "web", "web", json!({"maxUnavailable": 1}), 1)],
+        ..Default::default()
+    };
+    let now = t("2026-01-02T00:00:00Z");
+    let p = build(&cluster, &cfg("{}"), &Options::default(), now);
+    assert!(p.proceeds, "{:?}", p.problems);
+    let n = &p.nodes[0];
+    assert_eq!(n.estimate.drain_seconds, 90);
+    assert_eq!(n.estimate.reboot_seconds, 300);
+    assert_eq!(n.estimate.gate_seconds, 60);
+    assert_eq!(n.estimate.total_seconds, 450);
+    assert!(
+        n.estimate.drain_basis.contains("app/web-1"),
+        "{}",
+        n.estimate.drain_basis
+    );
+    assert_eq!(n.evict[0].budgets, ["app/web"]);
+    assert_eq!(n.start, Some(now));
+    assert_eq!(p.rollout.end, Some(now + TimeDelta::seconds(450)));
+}
+
+#[test]
+fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
+    let mut scratch = pod(
+        "app",
+        "scratch",
+        "a",
+        Some("ReplicaSet"),
+        json!({"app": "s"}),
+    );
+    scratch.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(
+        json!({"name": "tmp", "emptyDir": {}}),
+    )
+    .unwrap()]);
+    let cluster = Cluster {
+        nodes: vec![
+            flagged("a", "2026-01-01T00:00:00Z"),
+            flagged("b", "2026-01-01T00:00:01Z"),
+        ],
+        pods: vec![
+            pod("app", "bare", "a", None, json!({"app": "bare"})),
+            scratch,
+            pod(
+                "app",
+                "db-0",
+                "b",
+                Some("StatefulSet"),
+                json!({"app": "db"}),
+            ),
+            pod(
+                "app",
+                "db-1",
+                "b",
+                Some("StatefulSet"),
+                json!({"app": "db"}),
+            ),
+            pod("app", "q-0", "b", Some("ReplicaSet"), json!({"app": "q"})),
+            pod(
+                "app",
+                "both",
+                "b",
+                Some("ReplicaSet"),
+                json!({"app": "both", "tier": "x"}),
+            ),
+            pod(
+                "app",
+                "frozen",
+                "b",
+                Some("ReplicaSet"),
+                json!({"app": "frozen"}),
+            ),
+            pod(
+                "other",
+                "side",
+                "b",
+                Some("ReplicaSet"),
+                json!({"app": "side"}),
+            ),
+        ],
+        budgets: vec![
+            // minAvailable equal to the pods it selects: never.
+            budget("app", "db", "db", json!({"minAvailable": 2}), 0),
+            budget("app", "q", "q", json!({"maxUnavailable": "0%"}), 0),
+            budget("app", "both-1", "both", json!({"maxUnavailable": 1}), 1),
+            budget("app", "both-2", "both", json!({"maxUnavailable": 1}), 1),
+            // Could allow one, allows none now.
+            budget("app", "frozen", "frozen", json!({"maxUnavailable": 1}), 0),
+        ],
+        ..Default::default()
+    };
+    let c = cfg("drain: {podSelector: 'app notin (side)'}\nfailures: {maxFailures: 5}\nnodes: {order: name}");
+    let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
+    assert!(!p.proceeds);
+    let k = kinds(&p);
+    for want in [
+        (Kind::Unreplicated, Some("a"), Some("app/bare")),
+        (Kind::EmptyDir, Some("a"), Some("app/scratch")),
+        (Kind::BudgetNeverAllows, Some("b"), Some("app/db-0")),
+        (Kind::BudgetNeverAllows, Some("b"), Some("app/db-1")),
+        (Kind::BudgetNeverAllows, Some("b"), Some("app/q-0")),
+        (Kind::OverlappingBudgets, Some("b"), Some("app/both")),
+        (Kind::BudgetAllowsNoneNow, Some("b"), Some("app/frozen")),
+        (Kind::OutsidePodSelector, Some("b"), Some("other/side")),
+    ] {
+        assert!(k.contains(&want), "{want:?} missing from {k:?}");
+    }
+    assert_eq!(k.len(), 8, "{k:?}");
+    let both = p
+        .problems
+        .iter()
+        .find(|x| x.kind == Kind::OverlappingBudgets)
+        .unwrap();
+    assert_eq!(both.budgets, ["app/both-1", "app/both-2"]);
+    let never = p
+        .problems
+        .iter()
+        .find(|x| x.pod.as_deref() == Some("app/q-0"))
+        .unwrap();
+    assert!(
+        never.message.contains("maxUnavailable is 0%"),
+        "{}",
+        never.message
+    );
+    let side = p
+        .problems
+        .iter()
+        .find(|x| x.kind == Kind::OutsidePodSelector)
+        .unwrap();
+    assert_eq!(side.severity, Severity::Warns);
+    // a fails at once; b's budgets hold it until drain.timeout.
+    assert_eq!(p.nodes[0].outcome, Outcome::Fails);
+    assert_eq!(p.nodes[0].estimate.total_seconds, 0);
+    let refused: Vec<(&str, Reason)> = p.nodes[0]
+        .refuse
+        .iter()
+        .map(|s| (s.pod.as_str(), s.reason))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("app/bare", Reason::Unreplicated),
+            ("app/scratch", Reason::EmptyDir)
+        ]
+    );
+    assert_eq!(p.nodes[1].outcome, Outcome::Fails);
+    assert_eq!(p.nodes[1].estimate.drain_seconds, 900);
+    assert_eq!(p.nodes[1].estimate.reboot_seconds, 0);
+}
+
+#[test]
+fn force_delete_after_timeout_turns_a_held_budget_into_a_warning_and_a_timeout_long_drain() {
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z")],
+        pods: vec![pod(
+            "app",
+            "q-0",
+            "a",
+            Some("ReplicaSet"),
+            json!({"app": "q"}),
+        )],
+        budgets: vec![budget("app", "q", "q", json!({"maxUnavailable": 0}), 0)],
+        ..Default::default()
+    };
+    let c = cfg("drain: {forceDeleteAfterTimeout: true, timeout: 10m}");
+    let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
+    assert!(p.proceeds, "{:?}", p.problems);
+    assert_eq!(p.problems[0].kind, Kind::ForceDelete);
+    assert_eq!(p.nodes[0].outcome, Outcome::Reboots);
+    assert_eq!(p.nodes[0].estimate.drain_seconds, 600);
+}
+
+#[test]
+fn daemon_set_mirror_and_completed_pods_follow_the_drains_rules() {
+    let mut done = pod("app", "job-1", "a", None, json!({}));
+    done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    let ds = pod("kube-system", "agent", "a", Some("DaemonSet"), json!({}));
+    let orphan = pod("kube-system", "gone", "a", Some("DaemonSet"), json!({}));
+    let mut mirror = pod("kube-system", "etcd-a", "a", None, json!({}));
+    mirror.metadata.annotations = Some(BTreeMap::from([(
+        crate::node::MIRROR_POD.to_string(),
+        "x".to_string(),
+    )]));
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z")],
+        pods: vec![done, ds, orphan, mirror],
+        daemon_sets: BTreeSet::from([("kube-system".into(), "agent-owner".into())]),
+        ..Default::default()
+    };
+    let p = build(
+        &cluster,
+        &cfg("drain: {evictUnreplicated: false}"),
+        &Options::default(),
+        t("2026-01-02T00:00:00Z"),
+    );
+    assert!(p.proceeds, "{:?}", p.problems);
+    let evict: Vec<&str> = p.nodes[0].evict.iter().map(|e| e.pod.as_str()).collect();
+    // A completed pod is evicted whatever its owner; a DaemonSet pod whose DaemonSet is gone too.
+    assert_eq!(evict, ["app/job-1", "kube-system/gone"]);
+    let skip: Vec<(&str, Reason)> = p.nodes[0]
+        .skip
+        .iter()
+        .map(|s| (s.pod.as_str(), s.reason))
+        .collect();
+    assert_eq!(
+        skip,
+        [
+            ("kube-system/agent", Reason::DaemonSet),
+            ("kube-system/etcd-a", Reason::MirrorPod)
+        ]
+    );
+    let p = build(
+        &cluster,
+        &cfg("drain: {ignoreDaemonSets: false}"),
+        &Options::default(),
+        t("2026-01-02T00:00:00Z"),
+    );
+    assert_eq!(
+        kinds(&p),
+        [(Kind::DaemonSet, Some("a"), Some("kube-system/agent"))]
+    );
+}
+
+#[test]
+fn cluster_wide_blockers_come_from_the_controllers_rules_and_name_their_objects() {
+    let mut unready = node("sick", &[]);
+    unready
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .status = "False".into();
+    let failed = annotate(node("broken", &[]), STATE, "failed");
+    let lock: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "rollboot-lock", "namespace": "rollboot-system"},
+        "spec": {"holderIdentity": "ops-team"},
+    }))
+    .unwrap();
+    let cluster = Cluster {
+        lock: Some(lock),
+        nodes: vec![
+            flagged("a", "2026-01-01T00:00:00Z"),
+            NodeView::from_node(&unready),
+            NodeView::from_node(&failed),
+        ],
+        pods: vec![pod(
+            "ops",
+            "backup-1",
+            "sick",
+            Some("Job"),
+            json!({"backup": "running"}),
+        )],
+        ..Default::default()
+    };
+    let c = cfg(
+        "blockers: {podSelectors: ['backup=running'], prometheus: {url: 'http://127.0.0.1:9090'}}",
+    );
+    let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
+    assert!(!p.proceeds);
+    let by = |k: Kind| {
+        p.problems
+            .iter()
+            .find(|x| x.kind == k)
+            .unwrap_or_else(|| panic!("{k:?}: {:?}", p.problems))
+    };
+    assert!(by(Kind::LockHeld).message.contains("`ops-team`"));
+    assert_eq!(by(Kind::UnreadyNodes).nodes, ["sick"]);
+    assert_eq!(by(Kind::FailedNodes).nodes, ["broken"]);
+    assert_eq!(by(Kind::BlockingPods).pods, ["ops/backup-1"]);
+    assert!(p.problems.iter().all(|x| x.severity == Severity::Blocks));
+    assert!(p.rollout.assumes_blockers_cleared);
+    assert!(
+        p.not_checked[0].starts_with("blockers.prometheus"),
+        "{:?}",
+        p.not_checked
+    );
+}
+
+#[test]
+fn with_all_every_selected_node_is_planned_in_the_controllers_order() {
+    let cluster = Cluster {
+        nodes: vec![
+            NodeView::from_node(&node("c", &[("pool", "web")])),
+            flagged("b", "2026-01-01T00:00:00Z"),
+            NodeView::from_node(&node("a", &[("pool", "web")])),
+            NodeView::from_node(&node("gpu", &[("pool", "gpu")])),
+        ],
+        ..Default::default()
+    };
+    let c = cfg("nodes: {selector: 'pool in (web)'}");
+    let p = build(
+        &cluster,
+        &c,
+        &Options {
+            all: true,
+            ..Default::default()
+        },
+        t("2026-01-02T00:00:00Z"),
+    );
+    let names: Vec<&str> = p.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["a", "c"], "b is not selected, gpu neither");
+    assert!(!p.nodes[0].flagged);
+    let c = cfg("{}");
+    let p = build(
+        &cluster,
+        &c,
+        &Options {
+            all: true,
+            ..Default::default()
+        },
+        t("2026-01-02T00:00:00Z"),
+    );
+    let names: Vec<&str> = p.nodes.iter().map(|n| n.name.as_str()).collect();
+    // Oldest flag first; the unflagged ones after, by name.
+    assert_eq!(names, ["b", "a", "c", "gpu"]);
+    assert_eq!(
+        p.nodes.iter().map(|n| n.order).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
+    assert_eq!(p.nodes.len(), 1);
+}
+
+#[test]
+fn never_allows_reads_percentages_rounded_up() {
+    let b = |spec| budget("n", "b", "x", spec, 0);
+    assert!(never_allows(&b(json!({"minAvailable": "100%"})), 3).is_some());
+    assert!(
+        never_allows(&b(json!({"minAvailable": "67%"})), 3).is_some(),
+        "67% of 3 is 2.01, up to 3"
+    );
+    assert!(never_allows(&b(json!({"minAvailable": "66%"})), 3).is_none());
+    assert!(never_allows(&b(json!({"minAvailable": 3})), 2).is_some());
+    assert!(never_allows(&b(json!({"maxUnavailable": 0})), 2).is_some());
+    assert!(never_allows(&b(json!({"maxUnavailable": "1%"})), 2).is_none());
+}
