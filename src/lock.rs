@@ -48,6 +48,10 @@ pub struct LockRecord {
     /// For a Lease known to be deleted, the resourceVersion of that news, so an older read
     /// does not bring the Lease back (see [`LockRecord::version`]).
     deleted_at: u64,
+    /// For a Lease known to be deleted, the nodes its last record listed in flight: the
+    /// rebuild from the Nodes may not see them yet (a leader's Node cache can lag behind its
+    /// own writes), and they are kept in the record written again.
+    pub remembered: BTreeMap<String, LockEntry>,
 }
 
 /// What can go wrong with the lock.
@@ -115,14 +119,27 @@ impl LockRecord {
             lease: Some(l),
             untrusted,
             deleted_at: 0,
+            remembered: BTreeMap::new(),
         }
     }
 
-    /// The record of a Lease known to be deleted at `resource_version` (or later).
-    pub fn deleted(resource_version: u64) -> LockRecord {
+    /// The record of a Lease known to be deleted at `resource_version` (or later), whose last
+    /// record as known listed `remembered` in flight.
+    pub fn deleted(resource_version: u64, remembered: BTreeMap<String, LockEntry>) -> LockRecord {
         LockRecord {
             deleted_at: resource_version,
+            remembered,
             ..LockRecord::default()
+        }
+    }
+
+    /// The nodes in flight as far as this record knows: its entries, or for a deleted Lease
+    /// those of its last record.
+    pub fn known_in_flight(&self) -> &BTreeMap<String, LockEntry> {
+        if self.lease.is_none() {
+            &self.remembered
+        } else {
+            &self.entries
         }
     }
 
@@ -240,6 +257,12 @@ pub async fn update(
                 why: why.clone(),
             });
         }
+        // Deleted with nodes in flight: written again only with the nodes rebuilt (restore).
+        if record.lease.is_none() && !record.remembered.is_empty() {
+            return Err(LockError::Gone {
+                lease: lease.name().into(),
+            });
+        }
         let mut entries = record.entries.clone();
         change(&mut entries);
         if entries == record.entries && record.holder.is_some() != entries.is_empty() {
@@ -254,7 +277,16 @@ pub async fn update(
         match written {
             Ok(l) => return Ok(LockRecord::from_lease(Some(l))),
             Err(LeaseError::Conflict { .. }) => {
-                record = read(lease).await?;
+                let fresh = read(lease).await?;
+                // A replace of a Lease deleted since it was read is a 409 on kube-apiserver
+                // (the uid as read is a precondition, golden 190), not a 404: creating it
+                // afresh from here would forget the nodes in flight that `record` listed.
+                if fresh.lease.is_none() && record.lease.is_some() {
+                    return Err(LockError::Gone {
+                        lease: lease.name().into(),
+                    });
+                }
+                record = fresh;
                 ensure()?;
             }
             // Deleted since it was read: recreating it with the entries known here could

@@ -15,7 +15,8 @@
 //! ROLLBOOT_RECORD_GOLDEN=$RUN_DIR cargo test --test apiserver_differential -- --ignored --nocapture
 //! ```
 //!
-//! rewrites the `response` of recordings 160-199 with what that server answers (it also
+//! rewrites the `response` of recordings 160-199 (`ROLLBOOT_RECORD_ONLY=190,191`: of those only)
+//! with what that server answers (it also
 //! applies `tests/golden/probe/vap-probe.yaml`, the probe policy of 170-179, and makes the
 //! ServiceAccount tokens with kubectl).
 
@@ -353,7 +354,14 @@ async fn record() {
         c.default_retry = false;
         clients.insert(n.clone(), kube::Client::try_from(c).unwrap());
     }
+    // ROLLBOOT_RECORD_ONLY=190,191: those recordings only (the others keep their answers).
+    let only: Vec<u32> = std::env::var("ROLLBOOT_RECORD_ONLY")
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_default();
     for (path, mut r) in recs {
+        if !only.is_empty() && !number(&path).is_some_and(|n| only.contains(&n)) {
+            continue;
+        }
         for s in &r.setup {
             let (code, body) = send(&clients[&s.request.identity], &s.request).await;
             assert!(

@@ -586,3 +586,67 @@ async fn a_node_that_lost_its_flag_is_flagged_again_by_its_agent() {
     );
     h.shutdown().await;
 }
+
+/// Found by `simulate --chaos` (the lock deleted between a node's start and its cordon) and
+/// pinned on kube-apiserver (golden 190): a replace of a Lease deleted since it was read is a
+/// 409, not a 404. The lock's write then read the Lease again, found none, and created it with
+/// only its own change, forgetting the node in flight; the next node started beside it. The
+/// write now says the lock is gone, and the controller rebuilds the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_write_after_its_lease_was_deleted_is_gone_and_recreates_nothing() {
+    use rollboot::lease::LeaseRef;
+    use rollboot::lock::{self, LockEntry, LockError, LockRecord};
+    log();
+    let cluster = rollboot::sim::Cluster::start(scenario(1)).await.unwrap();
+    let client = cluster.kube_client().await.unwrap();
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    ns.create(
+        &Default::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "rollboot-system"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let lease = LeaseRef::new(client.clone(), "rollboot-system", "rollboot-lock");
+    let entry = |node: &str| LockEntry {
+        state: NodeState::Cordoning,
+        since: chrono::Utc::now(),
+        leader: format!("c-0 {node}"),
+    };
+    let ok = || Ok(());
+    let written = lock::update(
+        &lease,
+        "c-0",
+        LockRecord::default(),
+        |e| {
+            e.insert("node-a".into(), entry("a"));
+        },
+        &ok,
+    )
+    .await
+    .unwrap();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "rollboot-system");
+    leases
+        .delete("rollboot-lock", &Default::default())
+        .await
+        .unwrap();
+    let again = lock::update(
+        &lease,
+        "c-0",
+        written,
+        |e| {
+            e.insert("node-b".into(), entry("b"));
+        },
+        &ok,
+    )
+    .await;
+    assert!(
+        matches!(again, Err(LockError::Gone { .. })),
+        "{:?}",
+        again.map(|r| r.entries)
+    );
+    assert!(
+        leases.get_opt("rollboot-lock").await.unwrap().is_none(),
+        "the lock was created again without the node in flight"
+    );
+    cluster.shutdown().await;
+}

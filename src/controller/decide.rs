@@ -9,7 +9,7 @@
 //! It must never do I/O or read a clock: the runtime in [`super`] feeds it what the cluster
 //! says and carries out the step it returns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -511,14 +511,18 @@ pub fn may_request_reboot(n: &NodeView) -> Result<(), String> {
 /// deleted, or its record does not parse): every node, not being deleted, whose `state` is an
 /// in-flight one that rollboot wrote (see [`this_cycle`], dated by its own `state-since`) and
 /// would go on from rather than start over. A node left out (a stale or forged state) is
-/// treated as any other: started again from the cordon if flagged. The record is not capped at
-/// `maxNodes`: a node in flight is out whether or not it is listed, and `pick` starts nothing
-/// while the listed ones fill the slots.
+/// treated as any other: started again from the cordon if flagged, except a node in `acting`
+/// (this leader has a step of it under way, such as a cordon not yet written after its
+/// `cordoning` state): it is in flight whatever its Node shows yet, and leaving it out let a
+/// new node start beside it (found by the chaos campaign: the lock deleted between a node's
+/// `cordoning` and its cordon). The record is not capped at `maxNodes`: a node in flight is out
+/// whether or not it is listed, and `pick` starts nothing while the listed ones fill the slots.
 pub fn rebuild(
     nodes: &[NodeView],
     leader: &str,
     config: &Config,
     now: DateTime<Utc>,
+    acting: &BTreeSet<String>,
 ) -> BTreeMap<String, LockEntry> {
     nodes
         .iter()
@@ -530,7 +534,8 @@ pub fn rebuild(
                 since: n.state_since?,
                 leader: leader.to_string(),
             };
-            let resumes = !matches!(next_step(Some(n), &entry, config, now), Step::Cordon { .. });
+            let resumes = acting.contains(&n.name)
+                || !matches!(next_step(Some(n), &entry, config, now), Step::Cordon { .. });
             resumes.then(|| (n.name.clone(), entry))
         })
         .collect()
@@ -1351,8 +1356,13 @@ mod tests {
                 ))
             },
         ];
-        let r = rebuild(&nodes, "c-1", &c, now);
+        let r = rebuild(&nodes, "c-1", &c, now, &BTreeSet::new());
         assert_eq!(r.keys().collect::<Vec<_>>(), ["a", "b"]);
+        // A node this leader acts on is in flight, whatever its Node shows yet: here `c`'s
+        // state without the cordon, as between the two writes of a start.
+        let acting = BTreeSet::from(["c".to_string()]);
+        let r2 = rebuild(&nodes, "c-1", &c, now, &acting);
+        assert_eq!(r2.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
         assert_eq!(
             r["b"],
             LockEntry {

@@ -276,17 +276,25 @@ pub async fn run(
                         Some(LockRecord::from_lease(Some(l)))
                     }
                     Ok(watcher::Event::Delete(l)) => {
-                        let rv = LockRecord::from_lease(Some(l)).version();
-                        let cur = record.lock().expect("lock cache").version();
-                        Some(LockRecord::deleted(rv.max(cur)))
+                        let gone = LockRecord::from_lease(Some(l));
+                        let cur = record.lock().expect("lock cache").clone();
+                        let mut remembered = cur.known_in_flight().clone();
+                        remembered.extend(gone.entries.clone());
+                        Some(LockRecord::deleted(
+                            gone.version().max(cur.version()),
+                            remembered,
+                        ))
                     }
                     Ok(watcher::Event::Init) => {
                         listed = false;
                         None
                     }
                     Ok(watcher::Event::InitDone) if !listed => {
-                        let cur = record.lock().expect("lock cache").version();
-                        Some(LockRecord::deleted(cur))
+                        let cur = record.lock().expect("lock cache").clone();
+                        Some(LockRecord::deleted(
+                            cur.version(),
+                            cur.known_in_flight().clone(),
+                        ))
                     }
                     Ok(watcher::Event::InitDone) => None,
                     Err(e) => {
@@ -516,6 +524,7 @@ async fn restore_lock(
     record: &LockRecord,
     views: &[NodeView],
     now: DateTime<Utc>,
+    acting: &std::collections::BTreeSet<String>,
 ) -> Result<bool, Error> {
     if record.foreign_holder(&ctx.lock_owner).is_some() {
         // Not ours to write; and nothing starts while someone else holds it.
@@ -527,7 +536,20 @@ async fn restore_lock(
         (None, Some(_)) => return Ok(false),
     };
     let identity = ctx.leadership.identity().to_string();
-    let entries = decide::rebuild(views, &identity, &ctx.config, now);
+    let mut entries = decide::rebuild(views, &identity, &ctx.config, now, acting);
+    // The nodes the deleted Lease listed: in flight whatever the Nodes show yet (this
+    // process's Node cache can lag behind its own writes); a node among them whose cycle has
+    // ended is freed by the next pass.
+    for (name, e) in &record.remembered {
+        let ended = views.iter().any(|v| {
+            v.name == *name
+                && v.state.is_some_and(|s| !s.in_flight())
+                && v.state_since.is_some_and(|t| t >= e.since)
+        });
+        if !ended && !entries.contains_key(name) {
+            entries.insert(name.clone(), e.clone());
+        }
+    }
     if record.lease.is_none() && entries.is_empty() {
         // Nothing in flight: the Lease is created by the first node started, as always.
         return Ok(false);
@@ -580,7 +602,12 @@ async fn tick(
     let views = views(ctx, nodes);
     let now = Utc::now();
     warn_malformed(ctx, &views, &record, warned).await;
-    if restore_lock(ctx, &record, &views, now).await? {
+    let acting: std::collections::BTreeSet<String> = tasks
+        .iter()
+        .filter(|(_, t)| !t.done.load(std::sync::atomic::Ordering::SeqCst))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if restore_lock(ctx, &record, &views, now, &acting).await? {
         return Ok(None);
     }
     let by_name: HashMap<&str, &NodeView> = views.iter().map(|n| (n.name.as_str(), n)).collect();
@@ -750,8 +777,11 @@ fn lock_error(ctx: &Ctx, e: LockError) -> Error {
     match e {
         LockError::NotLeader(n) => Error::NotLeader(n),
         e @ LockError::Gone { .. } => {
-            let at = ctx.lock_record.lock().expect("lock cache").version();
-            set_lock(ctx, LockRecord::deleted(at));
+            let cur = ctx.lock_record.lock().expect("lock cache").clone();
+            set_lock(
+                ctx,
+                LockRecord::deleted(cur.version(), cur.known_in_flight().clone()),
+            );
             ctx.wake.notify_one();
             Error::Lock(e)
         }

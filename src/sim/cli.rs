@@ -46,7 +46,7 @@ pub struct SimulateArgs {
 
 /// Registers Ctrl-C (SIGINT) and, on Unix, SIGTERM handlers at once (so a signal sent right
 /// after the "serving" line is not lost), and returns a future of the first signal's name.
-fn stop_signal() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
+pub fn stop_signal() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -82,10 +82,8 @@ pub fn read_scenario(path: &Path) -> anyhow::Result<Scenario> {
         .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
     let sc: Scenario = yaml_serde::from_str(&text)
         .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
-    if let Some(f) = &sc.faults {
-        f.validate()
-            .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
-    }
+    sc.validate()
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", path.display()))?;
     Ok(sc)
 }
 

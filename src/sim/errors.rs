@@ -118,6 +118,26 @@ impl ApiError {
         .with_details(kind_details(kind, name))
     }
 
+    /// 409 Conflict for a PUT of a missing object of a kind that allows create on update
+    /// (Leases) whose body carries a uid: the uid is a precondition the missing object fails
+    /// (golden 190). The message names the etcd key, as kube-apiserver's storage error does.
+    pub fn missing_uid_precondition(kind: Kind, ns: &str, name: &str, uid: &str) -> ApiError {
+        let key = if ns.is_empty() {
+            format!("/registry/{}/{name}", kind.plural())
+        } else {
+            format!("/registry/{}/{ns}/{name}", kind.plural())
+        };
+        ApiError::new(
+            409,
+            Some("Conflict"),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: ",
+                kind.qualified()
+            ),
+        )
+        .with_details(kind_details(kind, name))
+    }
+
     /// 409 Conflict for a `preconditions.uid` mismatch on delete (golden 56).
     pub fn uid_precondition(kind: Kind, name: &str, wanted: &str, actual: &str) -> ApiError {
         ApiError::new(

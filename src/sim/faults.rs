@@ -59,6 +59,9 @@ pub struct Faults {
     config: RwLock<FaultConfig>,
     down_until: RwLock<Option<Instant>>,
     holds: RwLock<HashMap<String, Hold>>,
+    /// Identities the drawn faults (rates) never hit: the hands of a test or of a fault
+    /// player, which must act on time.
+    exempt: RwLock<std::collections::HashSet<String>>,
     /// `(identity, verb, resource)`: how many more such requests to answer 500.
     failures: RwLock<HashMap<(String, String, String), usize>>,
     abandoned_evictions: AtomicUsize,
@@ -179,9 +182,29 @@ impl Faults {
         }
     }
 
-    /// Draws the fault for one request.
-    pub fn draw(&self) -> Fault {
+    /// Exempts `identity` from the drawn faults (errors, throttling, delays; not outages,
+    /// holds or [`Faults::fail_next`]).
+    pub fn exempt(&self, identity: &str) {
+        self.exempt
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(identity.to_string());
+    }
+
+    /// Draws the fault for one request of `identity`.
+    pub fn draw(&self, identity: &str) -> Fault {
         let c = self.config.read().unwrap_or_else(|e| e.into_inner());
+        if c.error_rate <= 0.0 && c.throttle_rate <= 0.0 && c.delay_rate <= 0.0 {
+            return Fault::None;
+        }
+        if self
+            .exempt
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(identity)
+        {
+            return Fault::None;
+        }
         if c.error_rate <= 0.0 && c.throttle_rate <= 0.0 && c.delay_rate <= 0.0 {
             return Fault::None;
         }

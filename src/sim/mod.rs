@@ -214,6 +214,9 @@ impl Cluster {
 
     /// Builds and serves with explicit options.
     pub async fn start_with(scenario: Scenario, opts: Options) -> anyhow::Result<Cluster> {
+        scenario
+            .validate()
+            .map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
         let shared = Arc::new(Shared {
             store: store::Store::new(opts.watch_window),
             stats: stats::Stats::default(),
@@ -317,6 +320,12 @@ impl Cluster {
     /// gave up on them. [`Cluster::release`] ends it.
     pub fn hold(&self, identity: &str, delay: Duration, from: Option<(&str, &str)>) {
         self.shared.faults.hold(identity, delay, from);
+    }
+
+    /// Exempts the client presenting `identity` from the fault rates of [`Cluster::set_faults`]
+    /// (a test's or a fault player's own requests).
+    pub fn exempt_from_faults(&self, identity: &str) {
+        self.shared.faults.exempt(identity);
     }
 
     /// Answers the next `n` requests `verb resource` (plural) of the client presenting

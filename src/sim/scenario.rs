@@ -85,6 +85,55 @@ impl Default for Scenario {
 }
 
 impl Scenario {
+    /// Checks the knobs a world cannot be built from; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let secs = |v: f64| v.is_finite() && v >= 0.0;
+        let checks = [
+            (
+                self.nodes >= 1,
+                "nodes: a simulated cluster needs at least 1 node",
+            ),
+            (self.zones >= 1, "zones: at least 1"),
+            (self.namespaces >= 1, "namespaces: at least 1"),
+            (
+                (0.0..=1.0).contains(&self.pdb_share),
+                "pdbShare: a share in 0..=1",
+            ),
+            (
+                self.pdb_max_unavailable >= 0,
+                "pdbMaxUnavailable: at least 0",
+            ),
+            (self.grace_seconds >= 0, "graceSeconds: at least 0"),
+            (
+                secs(self.reboot_time),
+                "rebootTime: a number of seconds >= 0",
+            ),
+            (
+                secs(self.reboot_delay),
+                "rebootDelay: a number of seconds >= 0",
+            ),
+            (
+                secs(self.taint_removal_delay),
+                "taintRemovalDelay: a number of seconds >= 0",
+            ),
+            (
+                secs(self.start_delay),
+                "startDelay: a number of seconds >= 0",
+            ),
+            (
+                self.time_factor.is_finite() && self.time_factor > 0.0,
+                "timeFactor: a number of real seconds per simulated second > 0",
+            ),
+        ];
+        if let Some((_, why)) = checks.iter().find(|(ok, _)| !ok) {
+            return Err(why.to_string());
+        }
+        match &self.faults {
+            Some(f) => f.validate(),
+            None => Ok(()),
+        }
+    }
+
     /// A real-time duration for `secs` simulated seconds.
     pub fn scaled(&self, secs: f64) -> std::time::Duration {
         std::time::Duration::from_secs_f64((secs * self.time_factor).max(0.0))

@@ -287,7 +287,7 @@ async fn serve(
         sh.stats.fault();
         return ApiError::internal("injected fault: internal error").into_response();
     }
-    match sh.faults.draw() {
+    match sh.faults.draw(&key.identity) {
         Fault::None => {}
         Fault::Error => {
             sh.stats.fault();
@@ -514,17 +514,30 @@ fn dispatch(
             ))
         }
         "update" => {
-            let v = body_object(kind, content_type, body)?;
+            let mut v = body_object(kind, content_type, body)?;
             if strict {
                 kind.check_strict(&v)?;
             }
-            if kind.is_event() && sh.store.get(kind, &key_of(ns, name)).is_none() {
-                // The Event strategy allows create on update: a PUT of a missing Event makes it.
+            let missing = sh.store.get(kind, &key_of(ns, name)).is_none();
+            if kind == Kind::Lease && missing {
+                // Leases allow create on update too, but a uid in the body is a precondition
+                // the missing object fails (golden 190); without one it is created, whatever
+                // its resourceVersion (191, 192).
+                if let Some(uid) = v["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+                    return Err(ApiError::missing_uid_precondition(kind, ns, name, uid));
+                }
+            }
+            if (kind.is_event() || kind == Kind::Lease) && missing {
+                // The Event and Lease strategies allow create on update: a PUT of a missing
+                // object makes it.
                 if v["metadata"]["name"].as_str() != Some(name) {
                     return Err(ApiError::bad_request(format!(
                         "the name of the object ({}) does not match the name on the request ({name})",
                         v["metadata"]["name"].as_str().unwrap_or("")
                     )));
+                }
+                if let Some(md) = v["metadata"].as_object_mut() {
+                    md.remove("resourceVersion");
                 }
                 let e = api::create(&sh.store, kind, ns, v)?;
                 return Ok(json_response(

@@ -433,6 +433,7 @@ pub async fn serve(cluster: &crate::sim::Cluster, schedule: FaultSchedule, scena
             return;
         }
     };
+    cluster.exempt_from_faults("chaos");
     let mut chaos = Chaos::new(schedule, scenario);
     let start = Instant::now();
     let api: Api<Node> = Api::all(client.clone());
@@ -458,8 +459,9 @@ pub async fn serve(cluster: &crate::sim::Cluster, schedule: FaultSchedule, scena
     }
 }
 
-/// Retries a write of the fault player through the faults it injects itself (outages, 500s)
-/// for up to 20 s; logs and gives up after that.
+/// Retries a request of the fault player through the outages it injects itself (its identity
+/// is exempt from the rates) for up to 20 s; logs and gives up after that, or at once on an
+/// answer that a retry cannot change (404 for a Node deleted twice, 409...).
 async fn retry<T, F, Fut>(what: &str, mut f: F) -> Option<T>
 where
     F: FnMut() -> Fut,
@@ -469,6 +471,10 @@ where
     loop {
         match f().await {
             Ok(v) => return Some(v),
+            Err(kube::Error::Api(s)) if s.code < 500 && s.code != 429 => {
+                tracing::info!(code = s.code, "chaos: {what}: {}", s.message);
+                return None;
+            }
             Err(e) if start.elapsed() < Duration::from_secs(20) => {
                 tracing::debug!(error = %e, "chaos: {what}: retrying");
                 tokio::time::sleep(Duration::from_millis(200)).await;

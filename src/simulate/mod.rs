@@ -61,6 +61,11 @@ pub struct RolloutArgs {
     /// the schedule: put it in a scenario's `faults:` to replay it.
     #[arg(long, value_name = "SEED")]
     pub chaos: Option<u64>,
+    /// With `--serve`: run the rollout (controller replicas, agents, simulated reboots) behind
+    /// the served API, so it can be watched live with kubectl and `rollboot status`; the report
+    /// is printed once it is decided, and serving goes on until Ctrl-C.
+    #[arg(long, requires = "serve")]
+    pub rollout: bool,
 }
 
 /// The config the simulation uses unless given one: short leases and periods so a rollout
@@ -222,7 +227,16 @@ pub struct Harness {
 impl Harness {
     /// Starts the cluster for `scenario`; nothing of rollboot runs yet.
     pub async fn start(scenario: Scenario, config: Config) -> anyhow::Result<Harness> {
-        let cluster = Cluster::start(scenario).await?;
+        Harness::start_with(scenario, config, crate::sim::Options::default()).await
+    }
+
+    /// [`Harness::start`] with the cluster's options (its listen address).
+    pub async fn start_with(
+        scenario: Scenario,
+        config: Config,
+        opts: crate::sim::Options,
+    ) -> anyhow::Result<Harness> {
+        let cluster = Cluster::start_with(scenario, opts).await?;
         let client = cluster.kube_client_as("harness").await?;
         let mut agent_config = cluster.kube_config_as("agent").await?;
         crate::client::identify(&mut agent_config, "agent");
@@ -541,6 +555,39 @@ impl Drop for NodeWatch {
     }
 }
 
+/// Each flagged node's irreducible time in real seconds, from the pods on it before the
+/// rollout: the longest grace period among those its drain evicts (not DaemonSet or mirror
+/// pods; none: nothing to wait for), the reboot and readiness.
+async fn irreducible_times(
+    h: &Harness,
+    scenario: &Scenario,
+    flagged: &BTreeSet<String>,
+) -> anyhow::Result<BTreeMap<String, f64>> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(h.client.clone());
+    let mut grace: BTreeMap<String, f64> = flagged.iter().map(|n| (n.clone(), 0.0)).collect();
+    for p in pods.list(&Default::default()).await?.items {
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_ref()) else {
+            continue;
+        };
+        let kept =
+            p.metadata.owner_references.iter().flatten().any(|o| {
+                o.controller == Some(true) && matches!(o.kind.as_str(), "DaemonSet" | "Node")
+            });
+        if let (Some(g), false) = (grace.get_mut(node), kept) {
+            let secs = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(30);
+            *g = g.max(secs as f64);
+        }
+    }
+    Ok(grace
+        .into_iter()
+        .map(|(n, g)| (n, report::per_node_seconds(scenario, g)))
+        .collect())
+}
+
 /// How a rollout is run besides its world and config.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -552,6 +599,20 @@ pub struct RunOptions {
     pub idle_for: Option<Duration>,
     /// Give up after this long even if the run's own bound is later (tests).
     pub cap: Option<Duration>,
+    /// Serve the cluster for kubectl and `rollboot status` meanwhile (`--serve --rollout`),
+    /// and go on serving after the run is decided, until Ctrl-C or SIGTERM.
+    pub serve: Option<Serve>,
+}
+
+/// Where and how `--serve --rollout` serves.
+#[derive(Clone, Debug)]
+pub struct Serve {
+    /// Listen address.
+    pub listen: std::net::SocketAddr,
+    /// Where to write the kubeconfig.
+    pub kubeconfig_out: std::path::PathBuf,
+    /// The kubeconfig's bearer token.
+    pub token: String,
 }
 
 /// Runs a whole rollout: world, 2 controller replicas, one agent per node, flags, plays the
@@ -562,7 +623,31 @@ pub async fn rollout(
     config: Config,
     opts: RunOptions,
 ) -> anyhow::Result<Report> {
-    let mut h = Harness::start(scenario.clone(), config).await?;
+    let cluster_opts = crate::sim::Options {
+        addr: opts
+            .serve
+            .as_ref()
+            .map_or(crate::sim::Options::default().addr, |s| s.listen),
+        ..crate::sim::Options::default()
+    };
+    let mut h = Harness::start_with(scenario.clone(), config, cluster_opts).await?;
+    if let Some(s) = &opts.serve {
+        h.cluster.write_kubeconfig(&s.kubeconfig_out, &s.token)?;
+        eprintln!(
+            "simulated cluster at {}, rollout running; kubeconfig: {}\n  watch it: kubectl --kubeconfig {} get nodes -w\n  or:       KUBECONFIG={} rollboot status --config CONFIG (the lock and leader names of the config the rollout runs with)",
+            h.cluster.base_url(),
+            s.kubeconfig_out.display(),
+            s.kubeconfig_out.display(),
+            s.kubeconfig_out.display()
+        );
+    }
+    if let Some(n) = opts.flagged.filter(|n| *n > scenario.nodes) {
+        h.shutdown().await;
+        anyhow::bail!(
+            "--flagged {n}: the simulated cluster has {} node(s)",
+            scenario.nodes
+        );
+    }
     if let Some((key, _)) = h.config.group_limit() {
         h.cluster.watch_groups(key);
     }
@@ -572,6 +657,9 @@ pub async fn rollout(
         .take(opts.flagged.unwrap_or(names.len()))
         .cloned()
         .collect();
+    let irreducible = irreducible_times(&h, &scenario, &flagged).await?;
+    // The fault player acts through the harness's client: on time, whatever the rates.
+    h.cluster.exempt_from_faults("harness");
     let mut chaos = scenario
         .faults
         .clone()
@@ -671,16 +759,27 @@ pub async fn rollout(
         outcome,
         bound,
         starts,
+        irreducible,
         faults,
     };
-    let r = report::report(&h, &scenario, &flagged, seen).await?;
+    let r = report::report(&h, &flagged, seen).await?;
+    if opts.serve.is_some() {
+        eprint!("{}", r.text());
+        let stopped = crate::sim::cli::stop_signal()?;
+        eprintln!(
+            "rollout {}: serving until Ctrl-C (SIGINT) or SIGTERM",
+            r.outcome.as_str()
+        );
+        let sig = stopped.await;
+        eprintln!("{sig}: stopping");
+    }
     h.shutdown().await;
     Ok(r)
 }
 
 /// Runs `rollboot simulate`.
 pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
-    if args.sim.serve {
+    if args.sim.serve && !args.rollout {
         return crate::sim::cli::run(args.sim, args.chaos, |cluster, schedule, scenario| {
             Box::pin(async move { chaos::serve(cluster, schedule, &scenario).await })
         });
@@ -731,9 +830,14 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     let opts = RunOptions {
         flagged,
-        progress: true,
+        progress: !args.rollout,
         idle_for: args.idle_for.map(|d| d.to_std()),
         cap: None,
+        serve: args.rollout.then(|| Serve {
+            listen: args.sim.listen,
+            kubeconfig_out: args.sim.kubeconfig_out.clone(),
+            token: args.sim.token.clone(),
+        }),
     };
     let report = rt.block_on(rollout(sc, config, opts))?;
     match args.report {

@@ -144,8 +144,8 @@ impl Bound {
     /// one drain, reboot and health-gate timeout each (a node failing late), a minute when
     /// windows are configured (the wait for the next opening), and 10 s.
     pub fn new(scenario: &Scenario, config: &Config, flagged: usize, after_faults: bool) -> Bound {
-        let per_node =
-            per_node_seconds(scenario) + scenario.scaled(scenario.start_delay).as_secs_f64();
+        let per_node = per_node_seconds(scenario, scenario.grace_seconds as f64)
+            + scenario.scaled(scenario.start_delay).as_secs_f64();
         let max_nodes = config.concurrency.max_nodes.max(1) as f64;
         let nodes = 2.0 * flagged as f64 * per_node / max_nodes;
         let lease = 2.0 * config.leader.lease_duration.to_std().as_secs_f64();
@@ -168,17 +168,13 @@ impl Bound {
     }
 }
 
-/// The irreducible simulated time of one node, in real seconds: termination, reboot, and the
-/// node-lifecycle controller's taint removal (a node is back only once its not-ready taint is
-/// off).
-fn per_node_seconds(scenario: &Scenario) -> f64 {
+/// The irreducible simulated time of one node, in real seconds: the termination of its pods
+/// (`grace`: the longest grace period among the pods its drain evicts, 0 when there are none),
+/// the reboot, and the node-lifecycle controller's taint removal (a node is back only once its
+/// not-ready taint is off).
+pub fn per_node_seconds(scenario: &Scenario, grace: f64) -> f64 {
     scenario
-        .scaled(
-            scenario.grace_seconds as f64
-                + scenario.reboot_delay
-                + scenario.reboot_time
-                + scenario.taint_removal_delay,
-        )
+        .scaled(grace + scenario.reboot_delay + scenario.reboot_time + scenario.taint_removal_delay)
         .as_secs_f64()
 }
 
@@ -218,16 +214,18 @@ pub struct Report {
     pub failed: Vec<String>,
     /// Seconds from flagging to the run being decided.
     pub makespan_seconds: f64,
-    /// The irreducible simulated time (termination, reboot, readiness) of the flagged nodes
-    /// divided by `maxNodes`.
+    /// The sum of the flagged nodes' irreducible times (the termination of the pods each drain
+    /// evicts, the reboot, readiness), divided by `maxNodes`: the makespan with no coordination
+    /// cost and perfect packing.
     pub lower_bound_seconds: f64,
-    /// (makespan - bound) / flagged nodes, milliseconds: the coordination time per node, with
-    /// any `maxNodes` (the bound already divides by it).
+    /// (makespan - bound) x maxNodes / flagged nodes, milliseconds: the coordination time each
+    /// node's cycle adds to its slot (with maxNodes 1: to the rollout).
     pub overhead_per_node_ms: f64,
-    /// Median over the flagged nodes of each node's overhead, milliseconds: the time between
-    /// consecutive completions (the first from the flagging) minus the irreducible time per
-    /// node divided by `maxNodes`. Its mean is `overhead_per_node_ms`.
-    pub overhead_per_node_median_ms: f64,
+    /// With maxNodes 1, the median over the flagged nodes of each node's overhead,
+    /// milliseconds: the time between consecutive completions (the first from the flagging)
+    /// minus that node's irreducible time. Its mean is `overhead_per_node_ms`. Absent with
+    /// maxNodes > 1, where completions interleave.
+    pub overhead_per_node_median_ms: Option<f64>,
     /// Seconds the requests were counted over (from the start of the controllers).
     pub observed_seconds: f64,
     /// rollboot's API requests per minute over `observed_seconds`.
@@ -301,8 +299,12 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "  coordinator overhead     {:.0} ms per node (mean), {:.0} ms (median)",
-            self.overhead_per_node_ms, self.overhead_per_node_median_ms
+            "  coordinator overhead     {:.0} ms per node (mean), {}",
+            self.overhead_per_node_ms,
+            match self.overhead_per_node_median_ms {
+                Some(m) => format!("{m:.0} ms (median)"),
+                None => "no median with maxNodes > 1".into(),
+            }
         );
         let _ = writeln!(
             s,
@@ -393,6 +395,8 @@ pub struct Observed {
     pub bound: Bound,
     /// Each cycle start seen: (node, its `cordoning` since).
     pub starts: Vec<(String, DateTime<Utc>)>,
+    /// Each flagged node's irreducible time, real seconds (see [`per_node_seconds`]).
+    pub irreducible: BTreeMap<String, f64>,
     /// The faults, when any were played.
     pub faults: Option<FaultsPlayed>,
 }
@@ -400,7 +404,6 @@ pub struct Observed {
 /// Builds the report of a decided (or stuck) rollout.
 pub async fn report(
     h: &Harness,
-    scenario: &Scenario,
     flagged: &BTreeSet<String>,
     seen: Observed,
 ) -> anyhow::Result<Report> {
@@ -459,31 +462,31 @@ pub async fn report(
         .iter()
         .filter(|n| reboots.get(*n) == Some(&1))
         .count();
-    let per_node = per_node_seconds(scenario);
     let max_nodes = config.concurrency.max_nodes;
-    let bound = per_node * flagged.len() as f64 / max_nodes.max(1) as f64;
+    let irreducible = |n: &str| seen.irreducible.get(n).copied().unwrap_or_default();
+    let bound = flagged.iter().map(|n| irreducible(n)).sum::<f64>() / max_nodes.max(1) as f64;
     let makespan_s = seen.makespan.as_secs_f64();
-    let mut done_times: Vec<DateTime<Utc>> = nodes
+    let mut done_times: Vec<(DateTime<Utc>, &str)> = nodes
         .iter()
         .filter(|n| flagged.contains(&n.name) && n.state == Some(NodeState::Done))
-        .filter_map(|n| n.state_since)
+        .filter_map(|n| n.state_since.map(|t| (t, n.name.as_str())))
         .collect();
     done_times.sort();
-    let ideal = per_node / max_nodes.max(1) as f64;
     let mut prev = seen.flagged_at;
     let mut each: Vec<f64> = done_times
         .iter()
-        .map(|t| {
+        .map(|(t, n)| {
             let gap = (*t - prev).num_microseconds().unwrap_or(0) as f64 / 1e6;
             prev = *t;
-            (gap - ideal) * 1000.0
+            (gap - irreducible(n)) * 1000.0
         })
         .collect();
     each.sort_by(|a, b| a.total_cmp(b));
     let median = match each.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => each[n / 2],
-        n => (each[n / 2 - 1] + each[n / 2]) / 2.0,
+        _ if max_nodes > 1 => None,
+        0 => Some(0.0),
+        n if n % 2 == 1 => Some(each[n / 2]),
+        n => Some((each[n / 2 - 1] + each[n / 2]) / 2.0),
     };
 
     let group_limit = config.group_limit().map(|(_, m)| m);
@@ -623,7 +626,7 @@ pub async fn report(
         overhead_per_node_ms: if flagged.is_empty() {
             0.0
         } else {
-            (makespan_s - bound) * 1000.0 / flagged.len() as f64
+            (makespan_s - bound) * 1000.0 * f64::from(max_nodes.max(1)) / flagged.len() as f64
         },
         overhead_per_node_median_ms: median,
         observed_seconds: seen.observed.as_secs_f64(),
