@@ -1,0 +1,245 @@
+//! `rollboot simulate` as a new user runs it: bad values named before anything runs, a run
+//! that ends as soon as it is decided (a halted rollout does not wait for a timeout), a bound
+//! that is a lower bound, and `--serve --rollout` serving a rollout that kubectl can watch.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn simulate(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+        .arg("simulate")
+        .args(args)
+        .output()
+        .expect("rollboot runs");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn impossible_worlds_are_refused_naming_what_is_wrong() {
+    let (code, _, err) = simulate(&["--nodes", "0"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("nodes: a simulated cluster needs at least 1 node")
+            && !err.contains("panicked"),
+        "{err}"
+    );
+    let (code, _, err) = simulate(&["--nodes", "3", "--flagged", "5"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--flagged 5: the simulated cluster has 3 node(s)"),
+        "{err}"
+    );
+    let (code, _, err) = simulate(&["--time-factor", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("timeFactor"), "{err}");
+}
+
+/// Every host hangs for the first 3 s, so the first node's reboot never comes back and it
+/// fails at the reboot timeout (3 s here); with
+/// `maxFailures` 0 the rollout halts, and the run ends then, saying why, instead of waiting
+/// for a bound of minutes.
+#[test]
+fn a_halted_rollout_ends_the_run_at_once_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("halt.yaml");
+    std::fs::write(
+        &scenario,
+        "nodes: 3\nfaults:\n  stopAfter: 3\n  faults:\n  - {at: 0, node: node-0000, forSeconds: 3, fault: hostHangs}\n  - {at: 0, node: node-0001, forSeconds: 3, fault: hostHangs}\n  - {at: 0, node: node-0002, forSeconds: 3, fault: hostHangs}\n",
+    )
+    .unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "leader: {leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}\nreboot: {timeout: 3s, checkPeriod: 100ms}\ndrain: {evictUnreplicated: true, deleteEmptyDirData: true}\nhealthGate: {timeout: 1m}\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, r, err) = simulate(&[
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--report",
+        "json",
+    ]);
+    let took = started.elapsed();
+    // Exit 0: the one failure is the hung host's, as the faults say; every invariant held.
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["outcome"], "halted", "{r}");
+    let why = r["outcomeReason"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("halted: 1 node(s) failed")
+            && why.contains("failures.maxFailures 0")
+            && why.contains("2 flagged node(s) not rebooted"),
+        "{why}"
+    );
+    assert_eq!(r["failed"].as_array().map(Vec::len), Some(1), "{r}");
+    // The bound of this run is minutes (the drain and health-gate timeouts): ending well
+    // before it shows the run ended on the halt.
+    let bound = r["bound"]["seconds"].as_f64().unwrap();
+    assert!(bound > 60.0, "{}", r["bound"]);
+    assert!(
+        took < Duration::from_secs_f64(bound / 2.0),
+        "the run took {took:?}, bound {bound} s"
+    );
+}
+
+/// The bound counts each node's own pods: with no pods to evict there is no termination to
+/// wait for, and the makespan can never be under it (the overhead was negative).
+#[test]
+fn the_lower_bound_is_a_lower_bound_with_no_pods_and_there_is_no_median_with_two_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("empty.yaml");
+    std::fs::write(
+        &scenario,
+        "nodes: 4\npodsPerNode: 0\nbarePods: 0\nemptyDirPods: 0\nstatefulSets: 0\nrebootTime: 30\n",
+    )
+    .unwrap();
+    let (code, r, err) = simulate(&["--scenario", scenario.to_str().unwrap(), "--report", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let (makespan, bound) = (
+        r["makespanSeconds"].as_f64().unwrap(),
+        r["lowerBoundSeconds"].as_f64().unwrap(),
+    );
+    // 4 nodes x (reboot delay 2 s + reboot 30 s + taint removal 3 s) x 0.01, no grace.
+    assert!((bound - 4.0 * 0.35).abs() < 1e-6, "{bound}");
+    assert!(
+        makespan >= bound,
+        "makespan {makespan} under the bound {bound}"
+    );
+    assert!(r["overheadPerNodeMs"].as_f64().unwrap() >= 0.0);
+    let config = dir.path().join("two.yaml");
+    std::fs::write(
+        &config,
+        "leader: {leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}\nreboot: {timeout: 1m, checkPeriod: 100ms}\nconcurrency: {maxNodes: 2}\n",
+    )
+    .unwrap();
+    let (code, r, err) = simulate(&[
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--report",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["overheadPerNodeMedianMs"], serde_json::Value::Null);
+    assert!((r["lowerBoundSeconds"].as_f64().unwrap() - 2.0 * 0.35).abs() < 1e-6);
+}
+
+/// `--serve --rollout`: the rollout runs behind the served API; a client watching it sees every
+/// node rebooted (a new boot ID) and uncordoned, and Ctrl-C ends it with the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_rollout_serves_a_rollout_a_client_can_watch() {
+    use k8s_openapi::api::core::v1::Node;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+        .args([
+            "simulate",
+            "--serve",
+            "--rollout",
+            "--nodes",
+            "3",
+            "--time-factor",
+            "0.02",
+        ])
+        .args(["--kubeconfig-out", kubeconfig.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !kubeconfig.exists() {
+        assert!(Instant::now() < deadline, "no kubeconfig written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let api: kube::Api<Node> = kube::Api::all(kube::Client::try_from(config).unwrap());
+    let boots = |nodes: &[Node]| -> Vec<String> {
+        nodes
+            .iter()
+            .map(|n| {
+                n.status
+                    .as_ref()
+                    .unwrap()
+                    .node_info
+                    .as_ref()
+                    .unwrap()
+                    .boot_id
+                    .clone()
+            })
+            .collect()
+    };
+    let first = api.list(&Default::default()).await.unwrap().items;
+    let before = boots(&first);
+    assert_eq!(before.len(), 3);
+    loop {
+        let now = api.list(&Default::default()).await.unwrap().items;
+        let all_new = boots(&now).iter().zip(&before).all(|(a, b)| a != b);
+        let done = now.iter().all(|n| {
+            n.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("rollboot.dev/state"))
+                .map(String::as_str)
+                == Some("done")
+                && !n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+        });
+        if all_new && done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the served rollout did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The report once decided, then serving until the signal.
+    let decided = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("serving until Ctrl-C") {
+                break;
+            }
+        }
+        assert!(Instant::now() < decided, "no `serving until` line");
+    }
+    assert!(api.list(&Default::default()).await.is_ok(), "still serving");
+    sigint(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("rollout of 3 flagged node(s) out of 3: OK (finished)"),
+        "{report}"
+    );
+}
+
+fn sigint(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
