@@ -370,8 +370,25 @@ mod tests {
         let mut lease = Lease::default();
         lease.metadata.resource_version = Some("7".into());
         let read = LockRecord::from_lease(Some(lease));
-        let gone = LockRecord::deleted(9);
+        let gone = LockRecord::deleted(9, BTreeMap::new());
         assert!(gone.lease.is_none() && gone.version() > read.version());
+    }
+
+    #[test]
+    fn a_deleted_lease_still_knows_the_nodes_its_last_record_listed() {
+        let entry = LockEntry {
+            state: NodeState::Draining,
+            since: Utc::now(),
+            leader: "c-0".into(),
+        };
+        let listed = BTreeMap::from([("n1".to_string(), entry)]);
+        let gone = LockRecord::deleted(9, listed.clone());
+        assert!(gone.entries.is_empty(), "a deleted Lease lists nothing");
+        assert_eq!(gone.known_in_flight(), &listed);
+        let mut lease = Lease::default();
+        lease.metadata.resource_version = Some("10".into());
+        let back = LockRecord::from_lease(Some(lease));
+        assert!(back.known_in_flight().is_empty());
     }
 
     #[test]

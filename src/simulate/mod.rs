@@ -487,6 +487,9 @@ impl Harness {
     }
 }
 
+/// Cycle starts seen: (node, its `cordoning` since).
+type Starts = Vec<(String, DateTime<Utc>)>;
+
 /// The harness's own watch of the Nodes. The rollout is followed from its events: listing every
 /// Node every 50 ms cost a tenth of the process's CPU at 100 nodes, taken from the controller and
 /// the simulated cluster it was measuring. Every event is looked at for cycle starts (a node
@@ -494,7 +497,7 @@ impl Harness {
 struct NodeWatch {
     store: reflector::Store<Node>,
     changed: Arc<tokio::sync::Notify>,
-    starts: Arc<Mutex<Vec<(String, DateTime<Utc>)>>>,
+    starts: Arc<Mutex<Starts>>,
     task: JoinHandle<()>,
 }
 
