@@ -18,7 +18,7 @@ pub mod decide;
 pub mod events;
 pub mod gate;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -551,7 +551,12 @@ async fn restore_lock(
         }
     }
     if record.lease.is_none() && entries.is_empty() {
-        // Nothing in flight: the Lease is created by the first node started, as always.
+        // Nothing in flight: the Lease is created by the first node started, as always. The
+        // nodes the deleted record listed have all ended: forgotten, or the lock's writes
+        // would keep refusing to create it (and nothing would start again).
+        if !record.remembered.is_empty() {
+            set_lock(ctx, LockRecord::deleted(record.version(), BTreeMap::new()));
+        }
         return Ok(false);
     }
     let lease = format!("{}/{}", ctx.config.lock.namespace, ctx.config.lock.name);

@@ -487,27 +487,49 @@ impl Harness {
     }
 }
 
-/// Cycle starts seen: (node, its `cordoning` since).
+/// Cycle starts seen: (node, when the controller started it).
 type Starts = Vec<(String, DateTime<Utc>)>;
 
 /// The harness's own watch of the Nodes. The rollout is followed from its events: listing every
 /// Node every 50 ms cost a tenth of the process's CPU at 100 nodes, taken from the controller and
 /// the simulated cluster it was measuring. Every event is looked at for cycle starts (a node
-/// entering `cordoning` from no cycle), which a sampled list could miss.
+/// entering `cordoning` from no cycle), which a sampled list could miss; a start is dated by the
+/// maintenance lock's entry for the node (the controller's decision, which the windows govern),
+/// or by the `cordoning` state when the lock does not list it.
 struct NodeWatch {
     store: reflector::Store<Node>,
     changed: Arc<tokio::sync::Notify>,
     starts: Arc<Mutex<Starts>>,
     task: JoinHandle<()>,
+    lock_task: JoinHandle<()>,
 }
 
 impl NodeWatch {
-    async fn start(client: kube::Client) -> anyhow::Result<NodeWatch> {
+    async fn start(client: kube::Client, lock: &crate::config::Lock) -> anyhow::Result<NodeWatch> {
         let (store, writer) = reflector::store();
         let changed = Arc::new(tokio::sync::Notify::new());
         let notify = changed.clone();
         let starts = Arc::new(Mutex::new(Vec::new()));
         let seen = starts.clone();
+        let entries: Arc<Mutex<BTreeMap<String, crate::lock::LockEntry>>> = Arc::default();
+        let lock_entries = entries.clone();
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), &lock.namespace);
+        let lock_stream = watcher(
+            leases,
+            watcher::Config::default().fields(&format!("metadata.name={}", lock.name)),
+        )
+        .default_backoff();
+        let lock_task = tokio::spawn(async move {
+            futures::pin_mut!(lock_stream);
+            while let Some(ev) = lock_stream.next().await {
+                if let Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) = ev {
+                    let record = crate::lock::LockRecord::from_lease(Some(l));
+                    // The nodes in flight now: a freed slot is gone before the node starts again.
+                    *lock_entries.lock().expect("lock entries") = record.entries;
+                }
+            }
+        });
         let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
             .default_backoff()
             .reflect(writer);
@@ -517,12 +539,24 @@ impl NodeWatch {
             while let Some(ev) = stream.next().await {
                 if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = &ev {
                     let v = NodeView::from_node(n);
-                    let was = last.insert(v.name.clone(), v.state).flatten();
+                    let was = last.get(&v.name).copied().flatten();
+                    // A Node registered again has no state yet: its cycle goes on all the same.
+                    if v.state.is_some() || !was.is_some_and(NodeState::in_flight) {
+                        last.insert(v.name.clone(), v.state);
+                    }
                     if v.state == Some(NodeState::Cordoning)
                         && !was.is_some_and(NodeState::in_flight)
                     {
                         if let Some(since) = v.state_since {
-                            seen.lock().expect("starts").push((v.name.clone(), since));
+                            let decided = entries
+                                .lock()
+                                .expect("lock entries")
+                                .get(&v.name)
+                                .map(|e| e.since)
+                                .filter(|t| *t <= since);
+                            seen.lock()
+                                .expect("starts")
+                                .push((v.name.clone(), decided.unwrap_or(since)));
                         }
                     }
                 }
@@ -535,6 +569,7 @@ impl NodeWatch {
             changed,
             starts,
             task,
+            lock_task,
         })
     }
 
@@ -555,6 +590,7 @@ impl NodeWatch {
 impl Drop for NodeWatch {
     fn drop(&mut self) {
         self.task.abort();
+        self.lock_task.abort();
     }
 }
 
@@ -668,7 +704,7 @@ pub async fn rollout(
         .clone()
         .map(|s| chaos::Chaos::new(s, &scenario));
     let started = Instant::now();
-    let watch = NodeWatch::start(h.client.clone()).await?;
+    let watch = NodeWatch::start(h.client.clone(), &h.config.lock).await?;
     h.start_rollout().await?;
     let start = Instant::now();
     let flagged_at = Utc::now();
