@@ -65,14 +65,15 @@ pub struct RolloutArgs {
     pub chaos: Option<u64>,
     /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
     /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
-    /// DaemonSets) instead of a generated world.
-    #[arg(long, conflicts_with_all = ["snapshot", "chaos", "serve", "scenario"])]
+    /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
+    /// (reboot, start and taint delays, time factor); its world size is not used.
+    #[arg(long, conflicts_with_all = ["snapshot", "chaos", "serve"])]
     pub from_cluster: bool,
     /// With `--from-cluster`: also write the snapshot to FILE (to rehearse it elsewhere).
     #[arg(long, value_name = "FILE", requires = "from_cluster")]
     pub snapshot_out: Option<std::path::PathBuf>,
     /// Rehearse on the snapshot in FILE (written by `--snapshot-out`).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["chaos", "serve", "scenario"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["chaos", "serve"])]
     pub snapshot: Option<std::path::PathBuf>,
 }
 
