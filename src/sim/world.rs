@@ -733,10 +733,8 @@ impl Runner {
                     })
                     .unwrap_or(0)
                 };
-                self.later(
-                    self.sc.scaled(grace as f64),
-                    Msg::Remove(key, p.uid.clone()),
-                );
+                let exit = (grace as f64).min(self.sc.pod_exit_seconds.unwrap_or(f64::MAX));
+                self.later(self.sc.scaled(exit), Msg::Remove(key, p.uid.clone()));
             }
             return;
         }

@@ -510,9 +510,12 @@ impl Harness {
 struct NodeWatch {
     store: reflector::Store<Node>,
     changed: Arc<tokio::sync::Notify>,
-    starts: Arc<Mutex<Vec<(String, DateTime<Utc>)>>>,
+    starts: Starts,
     task: JoinHandle<()>,
 }
+
+/// Each cycle start seen: (node, its `cordoning` since).
+type Starts = Arc<Mutex<Vec<(String, DateTime<Utc>)>>>;
 
 impl NodeWatch {
     async fn start(client: kube::Client) -> anyhow::Result<NodeWatch> {
@@ -816,6 +819,21 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     };
     let snapshot = rt.block_on(snapshot_of(&args))?;
     let rehearsing = snapshot.is_some();
+    if let Some(snap) = &snapshot {
+        // The report's lower bound counts one grace period per node: the snapshot's longest
+        // among the pods a drain evicts, not the generated world's.
+        let longest = snap
+            .pods
+            .iter()
+            .filter(|p| !p.mirror && p.owner.as_ref().is_none_or(|o| o.kind != "DaemonSet"))
+            .map(|p| p.grace_seconds)
+            .max()
+            .unwrap_or(0);
+        sc.grace_seconds = match sc.pod_exit_seconds {
+            Some(e) => longest.min(e.ceil() as i64),
+            None => longest,
+        };
+    }
     let (report, extra) = rt.block_on(rollout_with(sc.clone(), snapshot.as_ref(), config, opts))?;
     let rehearsal = rehearse::Rehearsal {
         config: used,
