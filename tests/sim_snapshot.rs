@@ -34,12 +34,12 @@ async fn rollboot(kubeconfig: Option<&Path>, args: &[&str]) -> (i32, Value, Stri
     .unwrap()
 }
 
-/// The user's config: the defaults (no evictUnreplicated), nodes by name, a 3-minute drain
-/// timeout (1.8 s at the time factor 0.01), and a window the rehearsal cannot honour.
+/// The user's config: the defaults (no evictUnreplicated), nodes by name, a 6-minute drain
+/// timeout (3.6 s at the time factor 0.01: room for a loaded machine), and a window the rehearsal cannot honour.
 const USER_CONFIG: &str = "\
 windows: [{schedule: '0 2 * * *', duration: 4h}]
 nodes: {order: name}
-drain: {timeout: 3m}
+drain: {timeout: 6m}
 ";
 
 fn source() -> Scenario {
@@ -92,7 +92,7 @@ fn assert_rehearsal(v: &Value, stderr: &str) {
     let drain = scaled.iter().find(|r| r["key"] == "drain.timeout").unwrap();
     assert_eq!(
         (&drain["asWritten"], &drain["asRun"]),
-        (&"3m".into(), &"1s800ms".into())
+        (&"6m".into(), &"3s600ms".into())
     );
     assert!(v["configIgnored"][0]
         .as_str()
