@@ -128,7 +128,7 @@ pub enum Command {
         at: Option<DateTime<Utc>>,
     },
     /// Run the real controller and agents against an embedded simulated cluster.
-    Simulate(crate::simulate::RolloutArgs),
+    Simulate(Box<crate::simulate::RolloutArgs>),
 }
 
 fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
@@ -241,7 +241,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             current_thread_runtime()?.block_on(plan(&config, opts, at, output))
         }
-        Command::Simulate(args) => crate::simulate::main(args),
+        Command::Simulate(args) => crate::simulate::main(*args),
     }
 }
 

@@ -20,7 +20,11 @@ use crate::status::FetchError;
 /// Items per page of each list.
 const PAGE: u32 = 500;
 
-async fn list_all<K>(api: &Api<K>, server: &str, object: &str) -> Result<Vec<K>, FetchError>
+pub(crate) async fn list_all<K>(
+    api: &Api<K>,
+    server: &str,
+    object: &str,
+) -> Result<Vec<K>, FetchError>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug,
 {

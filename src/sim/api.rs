@@ -604,6 +604,7 @@ fn evict_or_abandon(
         if !idx.deleting {
             delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
         }
+        invariants.evicted(&key);
         return Ok(());
     }
     let budgets = budgets_for(&inner, &idx);
@@ -624,6 +625,7 @@ fn evict_or_abandon(
             // An unhealthy pod may go when the budget is healthy (IfHealthyBudget), PDB untouched.
         } else {
             if allowed <= 0 {
+                invariants.budget_refused(&pdb.idx.key(), &key);
                 return Err(ApiError::budget_exhausted(&pdb.idx.name, desired, current));
             }
             check_disruption(&inner, &idx, Cause::Eviction, invariants);
@@ -657,6 +659,7 @@ fn evict_or_abandon(
     let entry = inner.put(Kind::Pod, pv);
     let _ = entry;
     delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
+    invariants.evicted(&key);
     Ok(())
 }
 

@@ -3,10 +3,12 @@
 //! Owns the records of PDB violations caused by admitted evictions, deletions or reboots, the
 //! largest number of nodes cordoned or NotReady at once, nodes rebooted twice for one
 //! request token, reboots of nodes not cordoned or not drained, nodes out at once per group,
-//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready. It must never influence the cluster: it only observes.
+//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready, and how
+//! long budgets held evictions (for the rehearsal's report). It must never influence the cluster: it only observes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use chrono::Utc;
 use serde::Serialize;
@@ -88,6 +90,24 @@ struct State {
     group_label: Option<String>,
     groups: BTreeMap<String, String>,
     tokens: BTreeMap<(String, String), usize>,
+    /// Every budget hold: (budget, pod, first refusal, eviction), and the open one per pod.
+    holds: Vec<(String, String, Instant, Option<Instant>)>,
+    open_holds: BTreeMap<String, usize>,
+}
+
+/// How long a budget held one pod's eviction: from the first 429 to the eviction admitted (or
+/// to now, when it was not), in real seconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hold {
+    /// `namespace/name` of the budget.
+    pub budget: String,
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// Seconds held (real time).
+    pub seconds: f64,
+    /// The pod was evicted in the end.
+    pub released: bool,
 }
 
 /// The shared recorder.
@@ -210,6 +230,42 @@ impl Invariants {
                 .push((node.to_string(), token.to_string()));
         }
         first
+    }
+
+    /// Notes an eviction of `pod` refused by `budget` (both `namespace/name`): a hold starts,
+    /// unless one is open for the pod.
+    pub fn budget_refused(&self, budget: &str, pod: &str) {
+        let mut s = self.lock();
+        if s.open_holds.contains_key(pod) {
+            return;
+        }
+        let i = s.holds.len();
+        s.holds
+            .push((budget.to_string(), pod.to_string(), Instant::now(), None));
+        s.open_holds.insert(pod.to_string(), i);
+    }
+
+    /// Notes an admitted eviction of `pod`: its open hold, if any, ends.
+    pub fn evicted(&self, pod: &str) {
+        let mut s = self.lock();
+        if let Some(i) = s.open_holds.remove(pod) {
+            s.holds[i].3 = Some(Instant::now());
+        }
+    }
+
+    /// Every hold so far, in the order they began.
+    pub fn holds(&self) -> Vec<Hold> {
+        let now = Instant::now();
+        self.lock()
+            .holds
+            .iter()
+            .map(|(b, p, from, to)| Hold {
+                budget: b.clone(),
+                pod: p.clone(),
+                seconds: (to.unwrap_or(now) - *from).as_secs_f64(),
+                released: to.is_some(),
+            })
+            .collect()
     }
 
     /// A snapshot.

@@ -50,6 +50,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod scenario;
 pub mod server;
+pub mod snapshot;
 pub mod stats;
 pub mod store;
 pub mod table;
@@ -214,9 +215,29 @@ impl Cluster {
 
     /// Builds and serves with explicit options.
     pub async fn start_with(scenario: Scenario, opts: Options) -> anyhow::Result<Cluster> {
-        scenario
-            .validate()
-            .map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
+        Cluster::start_built(scenario, opts, None).await
+    }
+
+    /// Serves a cluster loaded from `snapshot` instead of the scenario's generated world; the
+    /// scenario gives the timings (time factor, reboot, start and taint delays) and the seed.
+    pub async fn start_from_snapshot(
+        scenario: Scenario,
+        opts: Options,
+        snapshot: &snapshot::Snapshot,
+    ) -> anyhow::Result<Cluster> {
+        Cluster::start_built(scenario, opts, Some(snapshot)).await
+    }
+
+    async fn start_built(
+        scenario: Scenario,
+        opts: Options,
+        snapshot: Option<&snapshot::Snapshot>,
+    ) -> anyhow::Result<Cluster> {
+        if snapshot.is_none() {
+            scenario
+                .validate()
+                .map_err(|e| anyhow::anyhow!("scenario: {e}"))?;
+        }
         let shared = Arc::new(Shared {
             store: store::Store::new(opts.watch_window),
             stats: stats::Stats::default(),
@@ -225,7 +246,10 @@ impl Cluster {
             bookmark_interval: opts.bookmark_interval,
             enforcement: Default::default(),
         });
-        let rng = world::build(&shared, &scenario);
+        let rng = match snapshot {
+            Some(snap) => snapshot::load(&shared, snap, scenario.seed),
+            None => world::build(&shared, &scenario),
+        };
         let listener = TcpListener::bind(opts.addr).await?;
         let addr = listener.local_addr()?;
         let (world, world_task) = world::start(shared.clone(), scenario, rng);
@@ -307,6 +331,11 @@ impl Cluster {
     /// The invariant records so far.
     pub fn invariants(&self) -> InvariantReport {
         self.shared.invariants.report()
+    }
+
+    /// How long budgets held evictions so far, one record per pod held.
+    pub fn budget_holds(&self) -> Vec<invariants::Hold> {
+        self.shared.invariants.holds()
     }
 
     /// Sets fault injection.

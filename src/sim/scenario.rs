@@ -45,6 +45,10 @@ pub struct Scenario {
     pub taint_removal_delay: f64,
     /// Pods' terminationGracePeriodSeconds.
     pub grace_seconds: i64,
+    /// Seconds a pod takes to exit once asked to terminate, when shorter than its grace period
+    /// (an application that exits on SIGTERM). Absent: every pod uses its whole grace period.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_exit_seconds: Option<f64>,
     /// Delay from binding to Running+Ready, seconds.
     pub start_delay: f64,
     /// Real seconds per simulated second.
@@ -76,6 +80,7 @@ impl Default for Scenario {
             reboot_delay: 2.0,
             taint_removal_delay: 3.0,
             grace_seconds: 30,
+            pod_exit_seconds: None,
             start_delay: 2.0,
             time_factor: 0.01,
             seed: 1,

@@ -144,7 +144,7 @@ fn pod_name(inner: &Inner, namespace: &str, base: &str, rng: &mut SmallRng) -> S
     }
 }
 
-fn ready_condition(ready: bool, now: &str) -> Value {
+pub(super) fn ready_condition(ready: bool, now: &str) -> Value {
     json!({"type": "Ready", "status": if ready {"True"} else {"False"}, "lastHeartbeatTime": now,
         "lastTransitionTime": now,
         "reason": if ready {"KubeletReady"} else {"KubeletNotReady"},
@@ -232,7 +232,7 @@ fn pod_object(p: &PodSpec, rng: &mut SmallRng) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec, "status": status})
 }
 
-fn running_status(now: &str, ready: bool) -> Value {
+pub(super) fn running_status(now: &str, ready: bool) -> Value {
     let r = if ready { "True" } else { "False" };
     json!({"phase": "Running", "qosClass": "BestEffort", "startTime": now, "hostIP": "10.0.0.1", "podIP": "10.244.0.1",
         "conditions": [
@@ -733,10 +733,8 @@ impl Runner {
                     })
                     .unwrap_or(0)
                 };
-                self.later(
-                    self.sc.scaled(grace as f64),
-                    Msg::Remove(key, p.uid.clone()),
-                );
+                let exit = (grace as f64).min(self.sc.pod_exit_seconds.unwrap_or(f64::MAX));
+                self.later(self.sc.scaled(exit), Msg::Remove(key, p.uid.clone()));
             }
             return;
         }
@@ -849,7 +847,7 @@ impl Runner {
                     owner: Some(("DaemonSet", oname, &ds.idx.uid)),
                     node: Some(&node),
                     running: false,
-                    grace: self.sc.grace_seconds,
+                    grace: template_grace(&dsv).unwrap_or(self.sc.grace_seconds),
                     empty_dir: false,
                     mirror: false,
                     daemon: true,
@@ -884,7 +882,7 @@ impl Runner {
                 owner: Some(("ReplicaSet", name, &rs.idx.uid)),
                 node: None,
                 running: false,
-                grace: self.sc.grace_seconds,
+                grace: template_grace(&rsv).unwrap_or(self.sc.grace_seconds),
                 empty_dir,
                 mirror: false,
                 daemon: false,
@@ -915,7 +913,7 @@ impl Runner {
                 owner: Some(("StatefulSet", name, &ss.idx.uid)),
                 node: None,
                 running: false,
-                grace: self.sc.grace_seconds,
+                grace: template_grace(&ssv).unwrap_or(self.sc.grace_seconds),
                 empty_dir: false,
                 mirror: false,
                 daemon: false,
@@ -1182,6 +1180,12 @@ impl TaintChange {
             v["spec"]["taints"] = Value::Array(taints);
         }
     }
+}
+
+/// A controller's pod template grace period, when it sets one (a loaded snapshot's do; the
+/// generated world's take the scenario's).
+fn template_grace(controller: &Value) -> Option<i64> {
+    controller["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_i64()
 }
 
 fn set_node_ready(v: &mut Value, ready: bool) {

@@ -27,6 +27,8 @@ use crate::node::{NodeState, NodeView};
 use crate::sim::{Cluster, Scenario};
 
 pub mod chaos;
+pub mod from_cluster;
+pub mod rehearse;
 pub mod report;
 
 pub use report::{Bound, Outcome, Report};
@@ -66,6 +68,18 @@ pub struct RolloutArgs {
     /// is printed once it is decided, and serving goes on until Ctrl-C.
     #[arg(long, requires = "serve")]
     pub rollout: bool,
+    /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
+    /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
+    /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
+    /// (reboot, start and taint delays, time factor); its world size is not used.
+    #[arg(long, conflicts_with_all = ["snapshot", "chaos", "serve"])]
+    pub from_cluster: bool,
+    /// With `--from-cluster`: also write the snapshot to FILE (to rehearse it elsewhere).
+    #[arg(long, value_name = "FILE", requires = "from_cluster")]
+    pub snapshot_out: Option<std::path::PathBuf>,
+    /// Rehearse on the snapshot in FILE (written by `--snapshot-out`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["chaos", "serve"])]
+    pub snapshot: Option<std::path::PathBuf>,
 }
 
 /// The config the simulation uses unless given one: short leases and periods so a rollout
@@ -236,7 +250,23 @@ impl Harness {
         config: Config,
         opts: crate::sim::Options,
     ) -> anyhow::Result<Harness> {
-        let cluster = Cluster::start_with(scenario, opts).await?;
+        Harness::start_on(Cluster::start_with(scenario, opts).await?, config).await
+    }
+
+    /// Starts the cluster loaded from `snapshot` (the scenario gives the timings); nothing of
+    /// rollboot runs yet.
+    pub async fn start_from_snapshot(
+        scenario: Scenario,
+        snapshot: &crate::sim::snapshot::Snapshot,
+        config: Config,
+    ) -> anyhow::Result<Harness> {
+        let cluster =
+            Cluster::start_from_snapshot(scenario, crate::sim::Options::default(), snapshot)
+                .await?;
+        Harness::start_on(cluster, config).await
+    }
+
+    async fn start_on(cluster: Cluster, config: Config) -> anyhow::Result<Harness> {
         let client = cluster.kube_client_as("harness").await?;
         let mut agent_config = cluster.kube_config_as("agent").await?;
         crate::client::identify(&mut agent_config, "agent");
@@ -662,6 +692,27 @@ pub async fn rollout(
     config: Config,
     opts: RunOptions,
 ) -> anyhow::Result<Report> {
+    Ok(rollout_with(scenario, None, config, opts).await?.0)
+}
+
+/// What a run observed besides its [`Report`], for the rehearsal's part of the report.
+#[derive(Debug, Default)]
+pub struct Extra {
+    /// Every budget hold (simulator's real seconds).
+    pub holds: Vec<crate::sim::invariants::Hold>,
+    /// Failed nodes and the controller's reason.
+    pub failures: Vec<rehearse::NodeFailure>,
+}
+
+/// [`rollout`], on a loaded snapshot when one is given (the flagged nodes are then the first
+/// `opts.flagged` of those the config's selector takes, without the exclude label), returning
+/// the budget holds and failure reasons too.
+pub async fn rollout_with(
+    scenario: Scenario,
+    snapshot: Option<&crate::sim::snapshot::Snapshot>,
+    config: Config,
+    opts: RunOptions,
+) -> anyhow::Result<(Report, Extra)> {
     let cluster_opts = crate::sim::Options {
         addr: opts
             .serve
@@ -669,7 +720,10 @@ pub async fn rollout(
             .map_or(crate::sim::Options::default().addr, |s| s.listen),
         ..crate::sim::Options::default()
     };
-    let mut h = Harness::start_with(scenario.clone(), config, cluster_opts).await?;
+    let mut h = match snapshot {
+        Some(snap) => Harness::start_from_snapshot(scenario.clone(), snap, config).await?,
+        None => Harness::start_with(scenario.clone(), config, cluster_opts).await?,
+    };
     if let Some(s) = &opts.serve {
         h.cluster.write_kubeconfig(&s.kubeconfig_out, &s.token)?;
         eprintln!(
@@ -680,7 +734,7 @@ pub async fn rollout(
             s.kubeconfig_out.display()
         );
     }
-    if let Some(n) = opts.flagged.filter(|n| *n > scenario.nodes) {
+    if let Some(n) = opts.flagged.filter(|n| snapshot.is_none() && *n > scenario.nodes) {
         h.shutdown().await;
         anyhow::bail!(
             "--flagged {n}: the simulated cluster has {} node(s)",
@@ -690,7 +744,21 @@ pub async fn rollout(
     if let Some((key, _)) = h.config.group_limit() {
         h.cluster.watch_groups(key);
     }
-    let names = h.node_names().await?;
+    let names: Vec<String> = match snapshot {
+        None => h.node_names().await?,
+        Some(_) => {
+            let selector = h.config.node_selector();
+            let mut v: Vec<String> = h
+                .nodes()
+                .await?
+                .into_iter()
+                .filter(|n| !n.excluded && selector.matches(&n.labels))
+                .map(|n| n.name)
+                .collect();
+            v.sort();
+            v
+        }
+    };
     let flagged: BTreeSet<String> = names
         .iter()
         .take(opts.flagged.unwrap_or(names.len()))
@@ -812,8 +880,24 @@ pub async fn rollout(
         let sig = stopped.await;
         eprintln!("{sig}: stopping");
     }
+    let extra = Extra {
+        holds: h.cluster.budget_holds(),
+        failures: h
+            .nodes()
+            .await?
+            .into_iter()
+            .filter(|n| n.state == Some(NodeState::Failed))
+            .map(|n| rehearse::NodeFailure {
+                reason: n
+                    .failure_reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into()),
+                node: n.name,
+            })
+            .collect(),
+    };
     h.shutdown().await;
-    Ok(r)
+    Ok((r, extra))
 }
 
 /// Runs `rollboot simulate`.
@@ -858,12 +942,7 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|_| anyhow::anyhow!("--flagged takes `all` or a number, not `{n}`"))?,
         ),
     };
-    let config = match (&args.config, &setup) {
-        (Some(f), _) => crate::config::load_file(f)?,
-        (None, Some(s)) => sim_config(&s.config_overrides)?,
-        (None, None) => crate::config::parse_str(SIM_CONFIG)
-            .map_err(|p| anyhow::anyhow!("built-in simulation config: {p:?}"))?,
-    };
+    let (config, used, scaling) = run_config(&args, setup.as_ref(), sc.time_factor)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -878,16 +957,128 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
             token: args.sim.token.clone(),
         }),
     };
-    let report = rt.block_on(rollout(sc, config, opts))?;
+    let snapshot = rt.block_on(snapshot_of(&args))?;
+    let rehearsing = snapshot.is_some();
+    if let Some(snap) = &snapshot {
+        // The report's lower bound counts one grace period per node: the snapshot's longest
+        // among the pods a drain evicts, not the generated world's.
+        let longest = snap
+            .pods
+            .iter()
+            .filter(|p| !p.mirror && p.owner.as_ref().is_none_or(|o| o.kind != "DaemonSet"))
+            .map(|p| p.grace_seconds)
+            .max()
+            .unwrap_or(0);
+        sc.grace_seconds = match sc.pod_exit_seconds {
+            Some(e) => longest.min(e.ceil() as i64),
+            None => longest,
+        };
+    }
+    let (report, extra) = rt.block_on(rollout_with(sc.clone(), snapshot.as_ref(), config, opts))?;
+    let rehearsal = rehearse::Rehearsal {
+        config: used,
+        config_scaled: scaling
+            .as_ref()
+            .map(|s| s.scaled.clone())
+            .unwrap_or_default(),
+        config_kept: scaling.as_ref().map(|s| s.kept.clone()).unwrap_or_default(),
+        config_ignored: scaling.map(|s| s.ignored).unwrap_or_default(),
+        time_factor: sc.time_factor,
+        makespan_real_seconds: report.makespan_seconds / sc.time_factor,
+        failures: extra.failures,
+        budget_holds: rehearse::budget_holds(&extra.holds, sc.time_factor),
+        snapshot: snapshot.as_ref().map(|s| s.summary()),
+    };
     match args.report {
-        crate::cli::Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        crate::cli::Output::Text => print!("{}", report.text()),
+        crate::cli::Output::Json => {
+            let mut v = serde_json::to_value(&report)?;
+            if let (Some(o), serde_json::Value::Object(r)) =
+                (v.as_object_mut(), serde_json::to_value(&rehearsal)?)
+            {
+                o.extend(r);
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?)
+        }
+        crate::cli::Output::Text => print!("{}{}", report.text(), rehearsal.text()),
     }
     Ok(if report.ok {
         ExitCode::SUCCESS
+    } else if rehearsing && report.pdb_violations == 0 && !report.failed.is_empty() {
+        // The rehearsal's answer: the rollout of this cluster would fail (named above).
+        ExitCode::from(3)
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The config a run uses and where it came from: the user's file as written with its
+/// durations scaled by `time_factor` ([`rehearse::scale_config`]), or the built-in one.
+fn run_config(
+    args: &RolloutArgs,
+    setup: Option<&chaos::Setup>,
+    time_factor: f64,
+) -> anyhow::Result<(
+    Config,
+    rehearse::ConfigUsed,
+    Option<rehearse::ConfigScaling>,
+)> {
+    Ok(match (&args.config, setup) {
+        (Some(f), _) => {
+            let written = crate::config::load_file(f)?;
+            let (run, scaling) = rehearse::scale_config(&written, time_factor)?;
+            let used = rehearse::ConfigUsed {
+                source: format!(
+                    "{} as written, its durations scaled by the time factor {time_factor}",
+                    f.display()
+                ),
+                built_in: None,
+            };
+            (run, used, Some(scaling))
+        }
+        (None, Some(s)) => {
+            let used = rehearse::ConfigUsed {
+                source: "built-in simulation config with the chaos seed's overrides (no --config)"
+                    .into(),
+                built_in: Some(format!("{SIM_CONFIG}{}", s.config_overrides)),
+            };
+            (sim_config(&s.config_overrides)?, used, None)
+        }
+        (None, None) => {
+            let used = rehearse::ConfigUsed {
+                source: "built-in simulation config (no --config): it evicts unreplicated and emptyDir pods, which the defaults do not".into(),
+                built_in: Some(SIM_CONFIG.into()),
+            };
+            let c = crate::config::parse_str(SIM_CONFIG)
+                .map_err(|p| anyhow::anyhow!("built-in simulation config: {p:?}"))?;
+            (c, used, None)
+        }
+    })
+}
+
+/// The snapshot a run rehearses: read from `--snapshot FILE`, or from the live cluster with
+/// `--from-cluster` (and written to `--snapshot-out FILE`); none for a generated world.
+async fn snapshot_of(args: &RolloutArgs) -> anyhow::Result<Option<crate::sim::snapshot::Snapshot>> {
+    if let Some(f) = &args.snapshot {
+        return Ok(Some(crate::sim::snapshot::read(f)?));
+    }
+    if !args.from_cluster {
+        return Ok(None);
+    }
+    let snap = from_cluster::read_current().await?;
+    snap.check()
+        .map_err(|e| anyhow::anyhow!("the snapshot of {}: {e}", snap.source))?;
+    if let Some(f) = &args.snapshot_out {
+        crate::sim::snapshot::write(f, &snap)?;
+        eprintln!(
+            "snapshot of {} written to {} ({} nodes, {} pods, {} budgets)",
+            snap.source,
+            f.display(),
+            snap.nodes.len(),
+            snap.pods.len(),
+            snap.budgets.len()
+        );
+    }
+    Ok(Some(snap))
 }
 
 #[cfg(test)]
