@@ -100,7 +100,18 @@ impl fmt::Display for Blocker {
 }
 
 /// How an operator clears a failed node (the words every message about failures uses).
-pub const CLEAR_FAILED: &str = "clear a failed node with `kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-`";
+pub const CLEAR_FAILED: &str = "clear a failed node with `rollboot retry NODE`";
+
+/// The flagged nodes whose `reboot-requested` is undated (`now` or any value that is not an
+/// RFC 3339 instant, written by hand): the controller writes the instant it sees them in its
+/// place, before it picks, so such a request takes its turn as of when it was first seen,
+/// after every flag dated earlier and before every later one, across restarts and leaders.
+pub fn undated_requests(nodes: &[NodeView]) -> Vec<&NodeView> {
+    nodes
+        .iter()
+        .filter(|n| n.request_undated && !n.deleting)
+        .collect()
+}
 
 /// The Event reason of a node's failure, saying what failed by the state it failed in.
 pub fn failure_event_reason(state: Option<NodeState>) -> &'static str {
@@ -585,6 +596,9 @@ pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning
                     node fails at its reboot timeout unless it comes back with a new boot ID"
                     .into(),
                 proto::REBOOT_LOST => "ignored: no new reboot token is issued for it".into(),
+                proto::REBOOT_COUNT => {
+                    "read as absent: the next finished cycle counts 1 again".into()
+                }
                 proto::REBOOT_ATTEMPT => format!(
                     "taken as the last attempt ({REBOOT_ATTEMPTS}): no new reboot token is issued \
                      after a lost reboot"
@@ -764,9 +778,7 @@ mod tests {
             max: 0,
         };
         assert!(
-            f.to_string().contains(
-                "kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-"
-            ),
+            f.to_string().contains("rollboot retry NODE"),
             "{f}"
         );
     }
