@@ -707,6 +707,66 @@ mod tests {
     }
 
     #[test]
+    fn the_reboot_history_parses_counts_on_and_reports_garbage() {
+        let n = [
+            (LAST_REBOOT, "2026-03-01T10:00:00.000Z"),
+            (LAST_BOOT_ID_BEFORE, "boot-1"),
+            (LAST_BOOT_ID_AFTER, "boot-2"),
+            (REBOOT_COUNT, "2"),
+        ]
+        .into_iter()
+        .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
+        let v = NodeView::from_node(&n);
+        assert!(v.malformed.is_empty(), "{:?}", v.malformed);
+        assert_eq!(
+            v.history,
+            History {
+                last_reboot: time::parse_annotation("2026-03-01T10:00:00Z"),
+                boot_id_before: Some("boot-1".into()),
+                boot_id_after: Some("boot-2".into()),
+                count: Some(2),
+            }
+        );
+        let now = time::parse_annotation("2026-03-02T10:00:00Z").unwrap();
+        let next: BTreeMap<_, _> = v.history.next(now, "boot-2", "boot-3").into_iter().collect();
+        assert_eq!(next[REBOOT_COUNT].as_deref(), Some("3"));
+        assert_eq!(next[LAST_BOOT_ID_BEFORE].as_deref(), Some("boot-2"));
+        assert_eq!(next[LAST_BOOT_ID_AFTER].as_deref(), Some("boot-3"));
+        assert_eq!(next[LAST_REBOOT].as_deref(), Some("2026-03-02T10:00:00.000Z"));
+        // Garbage reads as absent, is listed, and the count starts again at 1.
+        let bad = [
+            (LAST_REBOOT, "yesterday"),
+            (LAST_BOOT_ID_AFTER, "a b"),
+            (REBOOT_COUNT, "0"),
+        ]
+        .into_iter()
+        .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
+        let v = NodeView::from_node(&bad);
+        let keys: Vec<&str> = v.malformed.iter().map(|m| m.key).collect();
+        assert_eq!(keys, [LAST_BOOT_ID_AFTER, LAST_REBOOT, REBOOT_COUNT]);
+        assert_eq!(v.history, History::default());
+        let next: BTreeMap<_, _> = v.history.next(now, "b", "c").into_iter().collect();
+        assert_eq!(next[REBOOT_COUNT].as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn a_hand_written_request_is_undated_and_a_dated_one_orders() {
+        let v = NodeView::from_node(&annotate(node("n1", &[]), REBOOT_REQUESTED, "now"));
+        assert!(v.flagged() && v.request_undated);
+        assert_eq!((v.requested_at, v.flagged_at), (None, None));
+        // Not a malformed value: any value requests a reboot.
+        assert!(v.malformed.is_empty());
+        let v = NodeView::from_node(&annotate(
+            node("n1", &[]),
+            REBOOT_REQUESTED,
+            "2026-03-01T10:00:00.000Z",
+        ));
+        assert!(!v.request_undated);
+        assert_eq!(v.requested_at, time::parse_annotation("2026-03-01T10:00:00Z"));
+        assert_eq!(v.flagged_at, v.requested_at);
+    }
+
+    #[test]
     fn a_token_carries_its_issue_time() {
         let now = DateTime::from_timestamp_millis(1_790_000_000_123).unwrap();
         let t = Token::new(now, 42);

@@ -890,6 +890,54 @@ mod tests {
     }
 
     #[test]
+    fn an_operators_pause_and_the_reboot_history_are_shown() {
+        use crate::node::{LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_REBOOT, REBOOT_COUNT};
+        let c = cfg("{}");
+        let now = t("2026-01-01T02:00:00Z");
+        let paused = LockRecord::default().paused("alice", Some("kernel CVE"), t("2026-01-01T01:30:00Z"));
+        let rebooted = [
+            (LAST_REBOOT, "2026-01-01T01:00:00.000Z"),
+            (LAST_BOOT_ID_BEFORE, "boot-1"),
+            (LAST_BOOT_ID_AFTER, "boot-2"),
+            (REBOOT_COUNT, "3"),
+        ]
+        .into_iter()
+        .fold(node("g-rebooted", &[]), |n, (k, v)| annotate(n, k, v));
+        let mut nodes = world();
+        nodes.push(NodeView::from_node(&rebooted));
+        let snap = Snapshot {
+            leader: None,
+            lock: Some(paused),
+            nodes,
+        };
+        let s = build(&c, &snap, now);
+        let p = s.lock.pause.as_ref().unwrap();
+        assert_eq!((p.by.as_str(), p.reason.as_deref()), ("alice", Some("kernel CVE")));
+        assert_eq!(p.at, Some(t("2026-01-01T01:30:00Z")));
+        assert!(s.lock.foreign);
+        assert_eq!(s.history.len(), 1);
+        assert_eq!(s.history[0].node, "g-rebooted");
+        assert_eq!(s.history[0].count, Some(3));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["lock"]["pause"]["by"], "alice");
+        assert_eq!(json["lock"]["pause"]["reason"], "kernel CVE");
+        assert_eq!(json["history"][0]["bootIdBefore"], "boot-1");
+        assert_eq!(json["history"][0]["bootIdAfter"], "boot-2");
+        assert_eq!(json["history"][0]["lastReboot"], "2026-01-01T01:00:00Z");
+        let txt = text(&s);
+        assert!(
+            txt.contains("lock:         PAUSED by alice since 2026-01-01T01:30:00Z (30m ago): kernel CVE"),
+            "{txt}"
+        );
+        assert!(txt.contains("the nodes in flight finish their cycle"), "{txt}");
+        let row = txt.lines().find(|l| l.starts_with("g-rebooted")).unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            ["g-rebooted", "3", "2026-01-01T01:00:00Z", "boot-1", "->", "boot-2"]
+        );
+    }
+
+    #[test]
     fn a_blackout_closes_maintenance_and_names_the_next_opening() {
         let c = cfg("blackouts: [{from: '2026-01-01T00:00:00Z', to: '2026-01-01T06:00:00Z'}]");
         let s = build(&c, &Snapshot::default(), t("2026-01-01T02:00:00Z"));

@@ -706,6 +706,41 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_written_request_is_dated_before_anything_is_picked() {
+        let by_hand = NodeView::from_node(&annotate(node("b", &[]), proto::REBOOT_REQUESTED, "now"));
+        let nodes = vec![
+            flagged("a", "2026-01-01T00:00:00Z", &[]),
+            by_hand.clone(),
+            NodeView::from_node(&annotate(
+                node("c", &[]),
+                proto::REBOOT_REQUESTED,
+                "2026-01-01T00:05:00Z",
+            )),
+        ];
+        let undated: Vec<&str> = undated_requests(&nodes).iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(undated, ["b"]);
+        // Undated, it would sort last; dated with the instant the controller saw it (00:03),
+        // it takes its turn between the flags before and after that instant.
+        let c = cfg("concurrency: {maxNodes: 3}");
+        let none = BTreeMap::new();
+        assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a", "c", "b"]);
+        let mut dated = nodes.clone();
+        dated[1] = NodeView::from_node(&annotate(
+            node("b", &[]),
+            proto::REBOOT_REQUESTED,
+            "2026-01-01T00:03:00.000Z",
+        ));
+        assert!(undated_requests(&dated).is_empty());
+        assert_eq!(names(pick(&snapshot(&dated, &none), &c)), ["a", "b", "c"]);
+        // A node being deleted is left alone.
+        let deleting = NodeView {
+            deleting: true,
+            ..by_hand
+        };
+        assert!(undated_requests(&[deleting]).is_empty());
+    }
+
+    #[test]
     fn a_full_lock_starts_nothing() {
         let nodes = vec![flagged("a", "2026-01-01T00:00:00Z", &[])];
         let busy = BTreeMap::from([("z".to_string(), entry("2026-01-01T00:00:00Z"))]);
