@@ -468,8 +468,9 @@ pub async fn resume(
                     command: "resume",
                     outcome: "notPaused",
                     object: target.object.clone(),
-                    message: "the maintenance lock is free: rollboot is not paused; nothing written"
-                        .into(),
+                    message:
+                        "the maintenance lock is free: rollboot is not paused; nothing written"
+                            .into(),
                     notes: Vec::new(),
                 })
             }
@@ -698,11 +699,13 @@ mod tests {
         let now = t("2026-03-01T10:00:00Z");
         let e = plan_pause(&lock(Some("ops-team"), &[]), OURS, "alice", None, now).unwrap_err();
         assert!(e.0.contains("held by `ops-team`"), "{e}");
-        let paused = LockRecord::from_lease(Some(
-            lock(None, &[]).paused("carol", Some("audit"), now),
-        ));
+        let paused =
+            LockRecord::from_lease(Some(lock(None, &[]).paused("carol", Some("audit"), now)));
         match plan_pause(&paused, OURS, "alice", None, now).unwrap() {
-            PausePlan::Already(p) => assert_eq!((p.by.as_str(), p.reason.as_deref()), ("carol", Some("audit"))),
+            PausePlan::Already(p) => assert_eq!(
+                (p.by.as_str(), p.reason.as_deref()),
+                ("carol", Some("audit"))
+            ),
             p => panic!("{p:?}"),
         }
         assert!(plan_pause(&lock(None, &[]), OURS, " ", None, now).is_err());
@@ -781,11 +784,17 @@ mod tests {
             .chain([proto::CORDONED_BY].iter())
         {
             assert_eq!(ann[*k], Value::Null, "{k} not removed");
-            assert!(ann.as_object().unwrap().contains_key(*k), "{k} not in the patch");
+            assert!(
+                ann.as_object().unwrap().contains_key(*k),
+                "{k} not in the patch"
+            );
         }
         assert!(p.uncordons && !p.stays_cordoned);
         assert_eq!(p.patch["spec"]["unschedulable"], Value::Null);
-        assert!(p.patch["spec"].as_object().unwrap().contains_key("unschedulable"));
+        assert!(p.patch["spec"]
+            .as_object()
+            .unwrap()
+            .contains_key("unschedulable"));
         // An operator's cordon stays.
         let p = plan_retry(&failed(None, true)).unwrap();
         assert!(!p.uncordons && p.stays_cordoned);
@@ -805,7 +814,10 @@ mod tests {
         let e = plan_retry(&draining).unwrap_err();
         assert!(e.0.contains("not failed (its state is `draining`)"), "{e}");
         let none = NodeView::from_node(&node("n2", &[]));
-        assert!(plan_retry(&none).unwrap_err().0.contains("no rollboot state"));
+        assert!(plan_retry(&none)
+            .unwrap_err()
+            .0
+            .contains("no rollboot state"));
         let garbled = NodeView::from_node(&annotate(node("n3", &[]), proto::STATE, "boom"));
         assert!(plan_retry(&garbled).unwrap_err().0.contains("malformed"));
     }
@@ -861,7 +873,8 @@ mod tests {
         n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
         let s = in_flight_fate("node-3", Some(&NodeView::from_node(&n)), &e);
         assert!(
-            s.starts_with("node-3 is draining: it finishes its cycle") && s.ends_with("nothing new starts"),
+            s.starts_with("node-3 is draining: it finishes its cycle")
+                && s.ends_with("nothing new starts"),
             "{s}"
         );
         assert!(in_flight_fate("gone", None, &e).contains("frees its slot"));

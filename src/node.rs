@@ -389,8 +389,20 @@ impl NodeView {
                 "an RFC 3339 instant",
                 time::parse_annotation,
             ),
-            boot_id_before: parsed(ann, &mut malformed, LAST_BOOT_ID_BEFORE, boot_text, well_formed),
-            boot_id_after: parsed(ann, &mut malformed, LAST_BOOT_ID_AFTER, boot_text, well_formed),
+            boot_id_before: parsed(
+                ann,
+                &mut malformed,
+                LAST_BOOT_ID_BEFORE,
+                boot_text,
+                well_formed,
+            ),
+            boot_id_after: parsed(
+                ann,
+                &mut malformed,
+                LAST_BOOT_ID_AFTER,
+                boot_text,
+                well_formed,
+            ),
             count: parsed(
                 ann,
                 &mut malformed,
@@ -728,11 +740,18 @@ mod tests {
             }
         );
         let now = time::parse_annotation("2026-03-02T10:00:00Z").unwrap();
-        let next: BTreeMap<_, _> = v.history.next(now, "boot-2", "boot-3").into_iter().collect();
+        let next: BTreeMap<_, _> = v
+            .history
+            .next(now, "boot-2", "boot-3")
+            .into_iter()
+            .collect();
         assert_eq!(next[REBOOT_COUNT].as_deref(), Some("3"));
         assert_eq!(next[LAST_BOOT_ID_BEFORE].as_deref(), Some("boot-2"));
         assert_eq!(next[LAST_BOOT_ID_AFTER].as_deref(), Some("boot-3"));
-        assert_eq!(next[LAST_REBOOT].as_deref(), Some("2026-03-02T10:00:00.000Z"));
+        assert_eq!(
+            next[LAST_REBOOT].as_deref(),
+            Some("2026-03-02T10:00:00.000Z")
+        );
         // Garbage reads as absent, is listed, and the count starts again at 1.
         let bad = [
             (LAST_REBOOT, "yesterday"),
@@ -762,7 +781,10 @@ mod tests {
             "2026-03-01T10:00:00.000Z",
         ));
         assert!(!v.request_undated);
-        assert_eq!(v.requested_at, time::parse_annotation("2026-03-01T10:00:00Z"));
+        assert_eq!(
+            v.requested_at,
+            time::parse_annotation("2026-03-01T10:00:00Z")
+        );
         assert_eq!(v.flagged_at, v.requested_at);
     }
 

@@ -550,7 +550,10 @@ pub fn text(s: &Status) -> String {
         f.failed.len(),
         f.max_failures,
         if f.halted {
-            format!(": rollout HALTED until an operator clears one: {}", decide::CLEAR_FAILED)
+            format!(
+                ": rollout HALTED until an operator clears one: {}",
+                decide::CLEAR_FAILED
+            )
         } else {
             String::new()
         }
@@ -628,7 +631,12 @@ pub fn text(s: &Status) -> String {
         let _ = writeln!(out, "\nreboot history:");
         table(
             &mut out,
-            &["NODE", "REBOOTS", "LAST REBOOT", "BOOT ID (BEFORE -> AFTER)"],
+            &[
+                "NODE",
+                "REBOOTS",
+                "LAST REBOOT",
+                "BOOT ID (BEFORE -> AFTER)",
+            ],
             &rows,
         );
     }
@@ -894,7 +902,8 @@ mod tests {
         use crate::node::{LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_REBOOT, REBOOT_COUNT};
         let c = cfg("{}");
         let now = t("2026-01-01T02:00:00Z");
-        let paused = LockRecord::default().paused("alice", Some("kernel CVE"), t("2026-01-01T01:30:00Z"));
+        let paused =
+            LockRecord::default().paused("alice", Some("kernel CVE"), t("2026-01-01T01:30:00Z"));
         let rebooted = [
             (LAST_REBOOT, "2026-01-01T01:00:00.000Z"),
             (LAST_BOOT_ID_BEFORE, "boot-1"),
@@ -912,7 +921,10 @@ mod tests {
         };
         let s = build(&c, &snap, now);
         let p = s.lock.pause.as_ref().unwrap();
-        assert_eq!((p.by.as_str(), p.reason.as_deref()), ("alice", Some("kernel CVE")));
+        assert_eq!(
+            (p.by.as_str(), p.reason.as_deref()),
+            ("alice", Some("kernel CVE"))
+        );
         assert_eq!(p.at, Some(t("2026-01-01T01:30:00Z")));
         assert!(s.lock.foreign);
         assert_eq!(s.history.len(), 1);
@@ -926,14 +938,26 @@ mod tests {
         assert_eq!(json["history"][0]["lastReboot"], "2026-01-01T01:00:00Z");
         let txt = text(&s);
         assert!(
-            txt.contains("lock:         PAUSED by alice since 2026-01-01T01:30:00Z (30m ago): kernel CVE"),
+            txt.contains(
+                "lock:         PAUSED by alice since 2026-01-01T01:30:00Z (30m ago): kernel CVE"
+            ),
             "{txt}"
         );
-        assert!(txt.contains("the nodes in flight finish their cycle"), "{txt}");
+        assert!(
+            txt.contains("the nodes in flight finish their cycle"),
+            "{txt}"
+        );
         let row = txt.lines().find(|l| l.starts_with("g-rebooted")).unwrap();
         assert_eq!(
             row.split_whitespace().collect::<Vec<_>>(),
-            ["g-rebooted", "3", "2026-01-01T01:00:00Z", "boot-1", "->", "boot-2"]
+            [
+                "g-rebooted",
+                "3",
+                "2026-01-01T01:00:00Z",
+                "boot-1",
+                "->",
+                "boot-2"
+            ]
         );
     }
 

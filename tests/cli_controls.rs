@@ -152,15 +152,18 @@ async fn a_pause_lets_the_node_in_flight_finish_and_starts_nothing_until_resumed
     s.h.flag(&names);
     // The first node (whichever the agents flagged first) is rebooting: pause now.
     let mut first = String::new();
-    until(&s.h, Duration::from_secs(30), "no node ever rebooted", |ns| {
-        match ns.iter().find(|n| n.state == Some(NodeState::Rebooting)) {
+    until(
+        &s.h,
+        Duration::from_secs(30),
+        "no node ever rebooted",
+        |ns| match ns.iter().find(|n| n.state == Some(NodeState::Rebooting)) {
             Some(n) => {
                 first = n.name.clone();
                 true
             }
             None => false,
-        }
-    })
+        },
+    )
     .await;
     let (code, out, err) = s
         .run(&[
@@ -188,7 +191,9 @@ async fn a_pause_lets_the_node_in_flight_finish_and_starts_nothing_until_resumed
     );
     assert!(
         out.contains(&format!("{first} is rebooting: it finishes its cycle"))
-            || out.contains(&format!("{first} is back and being verified: it finishes its cycle")),
+            || out.contains(&format!(
+                "{first} is back and being verified: it finishes its cycle"
+            )),
         "{out}"
     );
     assert!(out.contains("nothing new starts"), "{out}");
@@ -199,9 +204,12 @@ async fn a_pause_lets_the_node_in_flight_finish_and_starts_nothing_until_resumed
 
     // The node in flight finishes, and is freed from the lock under the pause.
     let one = BTreeSet::from([first.clone()]);
-    until(&s.h, Duration::from_secs(30), "the node in flight never finished", |ns| {
-        done(ns, &one)
-    })
+    until(
+        &s.h,
+        Duration::from_secs(30),
+        "the node in flight never finished",
+        |ns| done(ns, &one),
+    )
     .await;
     let mut freed = false;
     for _ in 0..50 {
@@ -241,11 +249,17 @@ async fn a_pause_lets_the_node_in_flight_finish_and_starts_nothing_until_resumed
 
     let (code, out, err) = s.run(&["resume", "--config", &s.config]).await;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("resumed") && out.contains("paused by alice"), "{out}");
+    assert!(
+        out.contains("resumed") && out.contains("paused by alice"),
+        "{out}"
+    );
     assert!(s.lock().await.pause.is_none());
-    until(&s.h, Duration::from_secs(60), "the rollout never finished", |ns| {
-        done(ns, &all)
-    })
+    until(
+        &s.h,
+        Duration::from_secs(60),
+        "the rollout never finished",
+        |ns| done(ns, &all),
+    )
     .await;
     let inv = s.h.cluster.invariants();
     assert!(inv.pdb_violations.is_empty(), "{:?}", inv.pdb_violations);
@@ -275,13 +289,19 @@ async fn a_pause_lets_the_node_in_flight_finish_and_starts_nothing_until_resumed
     assert!(text.contains("reboot history:"), "{text}");
     // A second rollout counts 2, and its "before" is the first one's "after".
     s.h.flag(&names);
-    until(&s.h, Duration::from_secs(5), "the agents never flagged again", |ns| {
-        ns.iter().all(|n| n.flagged())
-    })
+    until(
+        &s.h,
+        Duration::from_secs(5),
+        "the agents never flagged again",
+        |ns| ns.iter().all(|n| n.flagged()),
+    )
     .await;
-    until(&s.h, Duration::from_secs(60), "the second rollout never finished", |ns| {
-        done(ns, &all) && ns.iter().all(|n| n.history.count == Some(2))
-    })
+    until(
+        &s.h,
+        Duration::from_secs(60),
+        "the second rollout never finished",
+        |ns| done(ns, &all) && ns.iter().all(|n| n.history.count == Some(2)),
+    )
     .await;
     for (n, first_after) in names.iter().zip(&after) {
         let h = s.h.node(n).await.unwrap().history;
@@ -326,7 +346,9 @@ async fn resume_refuses_a_lock_that_is_not_a_pause_unless_forced() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("`ops-team`"), "{err}");
     let (code, out, err) = s
-        .run(&["resume", "--config", &s.config, "--force", "--output", "json"])
+        .run(&[
+            "resume", "--config", &s.config, "--force", "--output", "json",
+        ])
         .await;
     assert_eq!(code, 0, "{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
@@ -368,10 +390,15 @@ async fn retry_clears_a_failed_node_which_is_then_rebooted_once() {
     let node = "node-0001".to_string();
     s.h.host.broken.lock().unwrap().insert(node.clone());
     s.h.flag(std::slice::from_ref(&node));
-    until(&s.h, Duration::from_secs(30), "node-0001 never failed", |ns| {
-        ns.iter()
-            .any(|n| n.name == node && n.state == Some(NodeState::Failed))
-    })
+    until(
+        &s.h,
+        Duration::from_secs(30),
+        "node-0001 never failed",
+        |ns| {
+            ns.iter()
+                .any(|n| n.name == node && n.state == Some(NodeState::Failed))
+        },
+    )
     .await;
     assert_eq!(s.h.reboots(&node), 1);
     let doc = s.status_json().await;
@@ -394,7 +421,10 @@ async fn retry_clears_a_failed_node_which_is_then_rebooted_once() {
     let (code, out, err) = s.run(&["retry", &node]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("cleared the failure of node-0001"), "{out}");
-    assert!(out.contains("rollboot had cordoned node-0001: it is uncordoned"), "{out}");
+    assert!(
+        out.contains("rollboot had cordoned node-0001: it is uncordoned"),
+        "{out}"
+    );
     let v = s.h.node(&node).await.unwrap();
     assert_eq!(v.state, None);
     assert_eq!(v.failure_reason, None);
@@ -416,9 +446,12 @@ async fn retry_clears_a_failed_node_which_is_then_rebooted_once() {
     let (code, out, err) = s.run(&["request", &node, "--reason", "after repair"]).await;
     assert_eq!(code, 0, "{out}{err}");
     let one = BTreeSet::from([node.clone()]);
-    until(&s.h, Duration::from_secs(30), "the retried node never finished", |ns| {
-        done(ns, &one)
-    })
+    until(
+        &s.h,
+        Duration::from_secs(30),
+        "the retried node never finished",
+        |ns| done(ns, &one),
+    )
     .await;
     assert_eq!(s.h.reboots(&node), 2, "rebooted once more after the retry");
     assert_eq!(s.h.node(&node).await.unwrap().history.count, Some(1));
@@ -443,7 +476,9 @@ async fn requests_go_in_request_order_and_a_hand_written_now_takes_its_turn_when
     };
     let mut s = setup(sc, "{}\n").await;
     s.h.start_rollout().await.unwrap();
-    let (code, _, err) = s.run(&["pause", "--config", &s.config, "--by", "test"]).await;
+    let (code, _, err) = s
+        .run(&["pause", "--config", &s.config, "--by", "test"])
+        .await;
     assert_eq!(code, 0, "{err}");
     let gap = || tokio::time::sleep(Duration::from_millis(300));
     let (code, out, err) = s
@@ -461,10 +496,15 @@ async fn requests_go_in_request_order_and_a_hand_written_now_takes_its_turn_when
     )
     .await
     .unwrap();
-    until(&s.h, Duration::from_secs(10), "the controller never dated `now`", |ns| {
-        ns.iter()
-            .any(|n| n.name == "node-0001" && n.requested_at.is_some())
-    })
+    until(
+        &s.h,
+        Duration::from_secs(10),
+        "the controller never dated `now`",
+        |ns| {
+            ns.iter()
+                .any(|n| n.name == "node-0001" && n.requested_at.is_some())
+        },
+    )
     .await;
     gap().await;
     s.run(&["request", "node-0003"]).await;
@@ -491,19 +531,21 @@ async fn requests_go_in_request_order_and_a_hand_written_now_takes_its_turn_when
     let (code, _, err) = s.run(&["resume", "--config", &s.config]).await;
     assert_eq!(code, 0, "{err}");
     let all: BTreeSet<String> = s.h.node_names().await.unwrap().into_iter().collect();
-    until(&s.h, Duration::from_secs(60), "the rollout never finished", |ns| {
-        done(ns, &all)
-    })
+    until(
+        &s.h,
+        Duration::from_secs(60),
+        "the rollout never finished",
+        |ns| done(ns, &all),
+    )
     .await;
     // Taken one at a time: the order of their ends is the order they were taken in.
-    let mut ends: Vec<(DateTime<Utc>, String)> = s
-        .h
-        .nodes()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|n| (n.history.last_reboot.unwrap(), n.name))
-        .collect();
+    let mut ends: Vec<(DateTime<Utc>, String)> =
+        s.h.nodes()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| (n.history.last_reboot.unwrap(), n.name))
+            .collect();
     ends.sort();
     let order: Vec<&str> = ends.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(order, ["node-0002", "node-0000", "node-0001", "node-0003"]);

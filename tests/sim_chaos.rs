@@ -37,7 +37,10 @@ async fn twenty_seeds_keep_every_invariant_and_are_decided() {
             runs.spawn(async move {
                 let s = chaos::setup(seed);
                 let config = sim_config(&s.config_overrides).expect("drawn config");
-                (seed, rollout(s.scenario, config, RunOptions::default()).await)
+                (
+                    seed,
+                    rollout(s.scenario, config, RunOptions::default()).await,
+                )
             });
         }
         while let Some(done) = runs.join_next().await {
@@ -100,9 +103,8 @@ fn a_seed_and_its_schedule_in_a_scenario_file_replay_the_same_faults() {
         (a.join().unwrap(), b.join().unwrap())
     });
     for (what, (code, report, stderr)) in [("--chaos 3", &by_seed), ("--scenario", &by_file)] {
-        let schedule: FaultSchedule =
-            serde_json::from_value(report["faults"]["schedule"].clone())
-                .unwrap_or_else(|e| panic!("{what}: no schedule in the report ({e}): {stderr}"));
+        let schedule: FaultSchedule = serde_json::from_value(report["faults"]["schedule"].clone())
+            .unwrap_or_else(|e| panic!("{what}: no schedule in the report ({e}): {stderr}"));
         assert_eq!(schedule, drawn, "{what}");
         assert_eq!(
             report["faults"]["played"].as_array().map(Vec::len),
@@ -131,7 +133,11 @@ fn a_bad_fault_in_a_scenario_file_is_named_with_the_file_and_nothing_runs() {
             && stderr.contains("faults.faults[0].whenState: `asleep` is not one of"),
         "{stderr}"
     );
-    std::fs::write(&file, "faults: {stopAfter: 5, faults: [{at: 1, fault: meteor}]}\n").unwrap();
+    std::fs::write(
+        &file,
+        "faults: {stopAfter: 5, faults: [{at: 1, fault: meteor}]}\n",
+    )
+    .unwrap();
     let (code, _, stderr) = simulate(&["--scenario", &file.display().to_string()]);
     assert_ne!(code, 0);
     assert!(

@@ -707,7 +707,8 @@ mod tests {
 
     #[test]
     fn a_hand_written_request_is_dated_before_anything_is_picked() {
-        let by_hand = NodeView::from_node(&annotate(node("b", &[]), proto::REBOOT_REQUESTED, "now"));
+        let by_hand =
+            NodeView::from_node(&annotate(node("b", &[]), proto::REBOOT_REQUESTED, "now"));
         let nodes = vec![
             flagged("a", "2026-01-01T00:00:00Z", &[]),
             by_hand.clone(),
@@ -717,7 +718,10 @@ mod tests {
                 "2026-01-01T00:05:00Z",
             )),
         ];
-        let undated: Vec<&str> = undated_requests(&nodes).iter().map(|n| n.name.as_str()).collect();
+        let undated: Vec<&str> = undated_requests(&nodes)
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect();
         assert_eq!(undated, ["b"]);
         // Undated, it would sort last; dated with the instant the controller saw it (00:03),
         // it takes its turn between the flags before and after that instant.
@@ -812,10 +816,7 @@ mod tests {
             nodes: vec!["n1".into()],
             max: 0,
         };
-        assert!(
-            f.to_string().contains("rollboot retry NODE"),
-            "{f}"
-        );
+        assert!(f.to_string().contains("rollboot retry NODE"), "{f}");
     }
 
     #[test]

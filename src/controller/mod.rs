@@ -608,7 +608,8 @@ async fn tick(
     }
     // A gate started for a reboot that ended some other way (failed, freed, lock lost).
     gates.retain(|name, _| {
-        resumes && record.entries.contains_key(name)
+        resumes
+            && record.entries.contains_key(name)
             && by_name.get(name.as_str()).is_some_and(|v| {
                 matches!(v.state, Some(NodeState::Rebooting | NodeState::Verifying))
             })
@@ -721,9 +722,13 @@ async fn date_requests(ctx: &Ctx, views: &[NodeView], now: DateTime<Utc>) {
         let stamp = crate::time::annotation(now);
         let p = proto::patch(&[(proto::REBOOT_REQUESTED, Some(stamp.clone()))], None);
         match patch_node(ctx, view, "dating its reboot request", p).await {
-            Ok(_) => tracing::info!(node = %view.name, at = %stamp, "dated a hand-written reboot request with the instant it was first seen"),
+            Ok(_) => {
+                tracing::info!(node = %view.name, at = %stamp, "dated a hand-written reboot request with the instant it was first seen")
+            }
             Err(Error::Conflict { .. }) => {}
-            Err(e) => tracing::warn!(node = %view.name, error = %e, "could not date a hand-written reboot request; it sorts last until dated"),
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not date a hand-written reboot request; it sorts last until dated")
+            }
         }
     }
 }
