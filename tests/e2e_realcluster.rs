@@ -71,7 +71,12 @@ const CYCLE_REASONS: [&str; 4] = ["Cordoned", "RebootRequested", "Rebooting", "R
 #[test]
 fn rollboot_on_a_real_control_plane() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let rollboot = Path::new(env!("CARGO_BIN_EXE_rollboot"));
+    // ROLLBOOT_E2E_BIN: a fixed copy (or hard link) of the binary under test, for a target
+    // directory shared with other builds, which may replace target/debug/rollboot mid-run.
+    let bin = std::env::var_os("ROLLBOOT_E2E_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rollboot").into());
+    let rollboot = bin.as_path();
     let setup = match e2e::setup::from_environment(manifest, rollboot) {
         Ok(Some(s)) => s,
         Ok(None) => return,
