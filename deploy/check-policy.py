@@ -132,6 +132,13 @@ def main():
         ("report lost a token that is not the current one", update(AGENT, "n1", acked, with_ann(acked, reboot_lost="t0")), "deny: the rollboot agent may set rollboot.dev/reboot-lost only"),
         ("ack a new token with an old lost report", update(AGENT, "n1", reported_new, with_ann(reported_new, reboot_ack="t2")), "allow"),
         ("report lost on another node", update(AGENT, "n2", acked, with_ann(acked, reboot_lost="t1")), "deny"),
+        # The reboot history is the controller's record: an agent may neither forge nor erase it.
+        ("write the reboot count", update(AGENT, "n1", base, with_ann(base, reboot_count="1")), "deny: the rollboot agent may only add or change"),
+        ("write the last reboot", update(AGENT, "n1", base, with_ann(base, last_reboot="2026-01-01T00:00:00Z")), "deny: the rollboot agent may only add or change"),
+        ("write the boot IDs of the last reboot", update(AGENT, "n1", base, with_ann(base, last_boot_id_before="b0", last_boot_id_after="b1")), "deny: the rollboot agent may only add or change"),
+        ("erase the reboot history", update(AGENT, "n1", with_ann(base, reboot_count="2"), base), "deny: the rollboot agent may only remove"),
+        ("flag own node with its history kept", update(AGENT, "n1", with_ann(base, reboot_count="2"), with_ann(flagged, reboot_count="2")), "allow"),
+        ("write the operator's request reason", update(AGENT, "n1", base, with_ann(base, reboot_requested_reason="x")), "deny"),
         ("controller is not matched", update("system:serviceaccount:rollboot-system:rollboot-controller", None, base, with_ann(base, state="done")), "not-matched"),
     ]
     failures = 0

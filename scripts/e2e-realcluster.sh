@@ -10,6 +10,8 @@
 #   ROLLBOOT_REALCLUSTER_RECIPE   the recipe (default: shared/realcluster in the nearest
 #             ancestor folder that has one, as the test itself looks for it).
 #   ROLLBOOT_E2E_KEEP=1           keep the run directory (logs, audit log) after a pass too.
+#   ROLLBOOT_E2E_BIN              the rollboot binary to run (default: the one this build makes;
+#             set it to a hard link of it when another build shares the target directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,8 +1,9 @@
 //! The command line: argument parsing, output formats and exit codes.
 //!
 //! Owns what the user sees on the terminal. Decisions live in the library modules; this module
-//! only calls them and prints. Exit codes: 0 success, 1 failure, 2 invalid config, 3 (`plan`)
-//! the rollout would be blocked or fail.
+//! only calls them and prints. Exit codes: 0 success, 1 failure (a cluster error names the API
+//! server and the object), 2 invalid config or usage, 3 (`plan`) the rollout would be blocked
+//! or fail, (`pause`, `resume`, `retry`, `request`) the command refused, saying why.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +21,9 @@ pub const EXIT_INVALID_CONFIG: u8 = 2;
 
 /// Exit code of `rollboot plan` when something would block the rollout or fail a node.
 pub const EXIT_WOULD_NOT_PROCEED: u8 = 3;
+
+/// Exit code of the operator's controls when they refuse (the message says why).
+pub const EXIT_REFUSED: u8 = 3;
 
 /// rollboot reboots a Kubernetes cluster's nodes one after another, safely and unattended.
 #[derive(Debug, Parser)]
@@ -129,6 +133,78 @@ pub enum Command {
     },
     /// Run the real controller and agents against an embedded simulated cluster.
     Simulate(Box<crate::simulate::RolloutArgs>),
+    /// Pause rollboot: take the maintenance lock as the operator, recording who, when and why.
+    ///
+    /// Nothing new starts while paused; the nodes in flight finish their cycle. Exit 0 paused
+    /// (or already), 1 cluster error, 2 invalid config, 3 refused (another tool holds the lock).
+    Pause {
+        /// The YAML config file (the controller's: the lock Lease's name).
+        #[arg(long)]
+        config: PathBuf,
+        /// Why, shown by `rollboot status`.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who pauses (default: the USER environment variable).
+        #[arg(long)]
+        by: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Resume rollboot: release the maintenance lock taken by `rollboot pause`.
+    ///
+    /// Exit 0 resumed (or not paused), 1 cluster error, 2 invalid config, 3 refused: the lock is
+    /// held by rollboot's controller or another tool (`--force` releases it anyway).
+    Resume {
+        /// The YAML config file (the controller's).
+        #[arg(long)]
+        config: PathBuf,
+        /// Release the lock whoever holds it (the nodes it records in flight are kept).
+        #[arg(long)]
+        force: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Clear a failed node (its state, failure reason and what its cycle left) so the
+    /// controller takes it again from the start; uncordon it if rollboot cordoned it.
+    ///
+    /// Exit 0 cleared, 1 cluster error (or no such node), 3 refused: the node is not failed.
+    Retry {
+        /// The node.
+        node: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Flag a node for a reboot (`rollboot.dev/reboot-requested`, dated now: oldest flag first).
+    ///
+    /// Exit 0 requested (or already), 1 cluster error (or no such node).
+    Request {
+        /// The node.
+        node: String,
+        /// Why, shown by `rollboot status`.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+/// One of the operator's controls, with what it needs.
+enum Control {
+    Pause {
+        config: Config,
+        who: String,
+        reason: Option<String>,
+    },
+    Resume {
+        config: Config,
+        force: bool,
+    },
+    Retry(String),
+    Request(String, Option<String>),
 }
 
 fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
@@ -142,7 +218,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // A simulated rollout runs dozens of components in one process: their logs would bury the
     // progress line, so it logs warnings only unless RUST_LOG says otherwise.
     let quiet = matches!(&cli.command, Command::Simulate(a) if !a.sim.serve)
-        || matches!(&cli.command, Command::Status { .. } | Command::Plan { .. });
+        || matches!(
+            &cli.command,
+            Command::Status { .. }
+                | Command::Plan { .. }
+                | Command::Pause { .. }
+                | Command::Resume { .. }
+                | Command::Retry { .. }
+                | Command::Request { .. }
+        );
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     match cli.command {
         Command::CheckConfig {
@@ -242,7 +326,120 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             current_thread_runtime()?.block_on(plan(&config, opts, at, output))
         }
         Command::Simulate(args) => crate::simulate::main(*args),
+        Command::Pause {
+            config,
+            reason,
+            by,
+            output,
+        } => {
+            let Some(config) = load_or_report(&config)? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            let who = by.unwrap_or_else(|| {
+                std::env::var("USER")
+                    .or_else(|_| std::env::var("LOGNAME"))
+                    .unwrap_or_else(|_| "operator".into())
+            });
+            control(
+                Control::Pause {
+                    config,
+                    who,
+                    reason,
+                },
+                output,
+            )
+        }
+        Command::Resume {
+            config,
+            force,
+            output,
+        } => {
+            let Some(config) = load_or_report(&config)? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            control(Control::Resume { config, force }, output)
+        }
+        Command::Retry { node, output } => control(Control::Retry(node), output),
+        Command::Request {
+            node,
+            reason,
+            output,
+        } => control(Control::Request(node, reason), output),
     }
+}
+
+/// Runs one of the operator's controls with the current kubeconfig, as `rollboot/<version>
+/// (operator)`, and prints its report: exit 0 done, 1 cluster error, 3 refused.
+fn control(c: Control, output: Output) -> anyhow::Result<ExitCode> {
+    use crate::controls::{self, ControlError};
+    current_thread_runtime()?.block_on(async move {
+        let kube_config = match one_shot_config("operator").await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        let server = kube_config.cluster_url.to_string();
+        let client = match kube::Client::try_from(kube_config) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: cannot make a client for the API server {server}: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        let (command, done) = match &c {
+            Control::Pause {
+                config,
+                who,
+                reason,
+            } => (
+                "pause",
+                controls::pause(&client, &server, config, who, reason.as_deref()).await,
+            ),
+            Control::Resume { config, force } => (
+                "resume",
+                controls::resume(&client, &server, config, *force).await,
+            ),
+            Control::Retry(node) => ("retry", controls::retry(&client, &server, node).await),
+            Control::Request(node, reason) => (
+                "request",
+                controls::request(&client, &server, node, reason.as_deref()).await,
+            ),
+        };
+        let mut out = std::io::stdout().lock();
+        match done {
+            Ok(report) => {
+                match output {
+                    Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+                    Output::Text => {
+                        writeln!(out, "{}", report.message)?;
+                        for n in &report.notes {
+                            writeln!(out, "  - {n}")?;
+                        }
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                let refused = matches!(e, ControlError::Refused(_));
+                if output == Output::Json {
+                    let doc = json!({
+                        "command": command,
+                        "outcome": if refused { "refused" } else { "error" },
+                        "message": e.to_string(),
+                    });
+                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                }
+                eprintln!("error: {command}: {e}");
+                Ok(if refused {
+                    ExitCode::from(EXIT_REFUSED)
+                } else {
+                    ExitCode::FAILURE
+                })
+            }
+        }
+    })
 }
 
 /// A kube config for a person's one-shot read: the current kubeconfig, identified as

@@ -7,11 +7,13 @@
 //! - [`sim`]: the embedded simulated cluster behind `rollboot simulate` and the tests;
 //! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
 //! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
+//! - [`controls`]: the operator's controls (`pause`, `resume`, `retry`, `request`);
 //! - [`cli`]: the command line, the only place that prints or picks exit codes;
 //! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent).
 
 pub mod cli;
 pub mod config;
+pub mod controls;
 pub mod selector;
 pub mod sim;
 pub mod windows;

@@ -3,7 +3,11 @@
 //! Owns the record's format (the Lease's holder, and the annotation `rollboot.dev/in-flight`:
 //! node → {state, since, leader}) and the rv-checked writes that add and remove nodes. The lock
 //! outlives leaders: any rollboot leader adopts it; a holder that is not rollboot pauses
-//! rollboot. It must never take the lock from a foreign holder, and has no TTL: entries leave
+//! rollboot. An operator's pause (`rollboot pause`: a holder named [`PAUSE_HOLDER_PREFIX`]`who`,
+//! with who, when and why in the `rollboot.dev/paused-*` annotations) keeps the in-flight
+//! record, and rollboot still removes the entries of the nodes it finishes under it (never adds
+//! one), so a pause lets the nodes in flight end their cycle and starts nothing new.
+//! It must never take the lock from a foreign holder, and has no TTL: entries leave
 //! only when their node finishes, fails or is deleted. A record that does not parse is never
 //! written over by an edit ([`update`] refuses it: its entries are unknown, and an edit of
 //! "no entries" would forget the nodes in flight); only [`restore`] replaces it, with the
@@ -21,6 +25,31 @@ use crate::time;
 
 /// Annotation on the lock Lease holding the in-flight nodes as JSON.
 pub const IN_FLIGHT: &str = "rollboot.dev/in-flight";
+
+/// The holder identity of an operator's pause is this prefix and who paused.
+pub const PAUSE_HOLDER_PREFIX: &str = "rollboot-pause/";
+/// Annotation on the lock Lease: who paused rollboot (with a pause holder).
+pub const PAUSED_BY: &str = "rollboot.dev/paused-by";
+/// Annotation on the lock Lease: when rollboot was paused (RFC 3339).
+pub const PAUSED_AT: &str = "rollboot.dev/paused-at";
+/// Annotation on the lock Lease: why rollboot was paused (free text; may be absent).
+pub const PAUSE_REASON: &str = "rollboot.dev/pause-reason";
+
+/// An operator's pause, as recorded on the lock Lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// Who paused (the holder identity after [`PAUSE_HOLDER_PREFIX`], or `paused-by`).
+    pub by: String,
+    /// When, when `paused-at` parses.
+    pub at: Option<DateTime<Utc>>,
+    /// Why, when given.
+    pub reason: Option<String>,
+}
+
+/// The holder identity of `who`'s pause.
+pub fn pause_holder(who: &str) -> String {
+    format!("{PAUSE_HOLDER_PREFIX}{who}")
+}
 
 /// One in-flight node, as recorded in the lock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +74,8 @@ pub struct LockRecord {
     /// Why the in-flight record cannot be trusted (it does not parse); `entries` is then empty
     /// and means nothing.
     pub untrusted: Option<String>,
+    /// The operator's pause, when the holder is one (see [`PAUSE_HOLDER_PREFIX`]).
+    pub pause: Option<Pause>,
     /// For a Lease known to be deleted, the resourceVersion of that news, so an older read
     /// does not bring the Lease back (see [`LockRecord::version`]).
     deleted_at: u64,
@@ -113,11 +144,22 @@ impl LockRecord {
                 ),
             },
         };
+        let pause = holder.as_deref().and_then(|h| {
+            let who = h.strip_prefix(PAUSE_HOLDER_PREFIX)?;
+            let ann = l.metadata.annotations.as_ref();
+            let get = |k: &str| ann.and_then(|a| a.get(k)).cloned();
+            Some(Pause {
+                by: get(PAUSED_BY).unwrap_or_else(|| who.to_string()),
+                at: get(PAUSED_AT).and_then(|v| time::parse_annotation(&v)),
+                reason: get(PAUSE_REASON).filter(|r| !r.is_empty()),
+            })
+        });
         LockRecord {
             holder,
             entries,
             lease: Some(l),
             untrusted,
+            pause,
             deleted_at: 0,
             remembered: BTreeMap::new(),
         }
@@ -160,6 +202,61 @@ impl LockRecord {
     /// The holder when it is not `ours`.
     pub fn foreign_holder(&self, ours: &str) -> Option<&str> {
         self.holder.as_deref().filter(|h| *h != ours)
+    }
+
+    /// The Lease as read with its in-flight record replaced by `entries`, its holder and
+    /// everything else untouched: rollboot's edit under an operator's pause.
+    fn with_entries(&self, entries: &BTreeMap<String, LockEntry>) -> Lease {
+        let mut l = self.lease.clone().unwrap_or_default();
+        l.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                IN_FLIGHT.into(),
+                serde_json::to_string(entries).expect("lock entries serialize"),
+            );
+        l
+    }
+
+    /// The Lease as read, held by `who`'s pause from `now`, with who, when and why recorded
+    /// and the in-flight record kept as it is (the nodes in it finish their cycle).
+    pub fn paused(&self, who: &str, reason: Option<&str>, now: DateTime<Utc>) -> Lease {
+        let mut l = self.lease.clone().unwrap_or_default();
+        let spec = l.spec.get_or_insert_with(LeaseSpec::default);
+        spec.holder_identity = Some(pause_holder(who));
+        spec.acquire_time = Some(time::micro(now));
+        spec.renew_time = Some(time::micro(now));
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        let ann = l.metadata.annotations.get_or_insert_with(Default::default);
+        ann.insert(PAUSED_BY.into(), who.into());
+        ann.insert(PAUSED_AT.into(), time::annotation(now));
+        match reason.filter(|r| !r.is_empty()) {
+            Some(r) => ann.insert(PAUSE_REASON.into(), r.into()),
+            None => ann.remove(PAUSE_REASON),
+        };
+        l
+    }
+
+    /// The Lease as read, its holder released: back to `ours` while the in-flight record lists
+    /// nodes (rollboot holds the lock while any node is in flight), free otherwise; the pause
+    /// record removed, the in-flight record kept as it is.
+    pub fn released(&self, ours: &str, now: DateTime<Utc>) -> Lease {
+        let mut l = self.lease.clone().unwrap_or_default();
+        let spec = l.spec.get_or_insert_with(LeaseSpec::default);
+        if self.entries.is_empty() {
+            spec.holder_identity = None;
+        } else {
+            spec.holder_identity = Some(ours.to_string());
+            spec.acquire_time = Some(time::micro(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.renew_time = Some(time::micro(now));
+        if let Some(ann) = l.metadata.annotations.as_mut() {
+            for k in [PAUSED_BY, PAUSED_AT, PAUSE_REASON] {
+                ann.remove(k);
+            }
+        }
+        l
     }
 
     /// The Lease that records `entries`, held by `ours` while any entry remains.
@@ -245,7 +342,8 @@ pub async fn update(
     ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
 ) -> Result<LockRecord, LockError> {
     for _ in 0..5 {
-        if let Some(h) = record.foreign_holder(ours) {
+        let paused = record.pause.is_some();
+        if let Some(h) = record.foreign_holder(ours).filter(|_| !paused) {
             return Err(LockError::HeldBy {
                 lease: lease.name().into(),
                 holder: h.into(),
@@ -265,10 +363,25 @@ pub async fn update(
         }
         let mut entries = record.entries.clone();
         change(&mut entries);
-        if entries == record.entries && record.holder.is_some() != entries.is_empty() {
-            return Ok(record);
-        }
-        let new = record.to_lease(ours, &entries);
+        let new = if paused {
+            // Under a pause only the nodes in flight finish: an edit that would start one is
+            // refused, as under any other holder.
+            if entries.keys().any(|k| !record.entries.contains_key(k)) {
+                return Err(LockError::HeldBy {
+                    lease: lease.name().into(),
+                    holder: record.holder.clone().unwrap_or_default(),
+                });
+            }
+            if entries == record.entries {
+                return Ok(record);
+            }
+            record.with_entries(&entries)
+        } else {
+            if entries == record.entries && record.holder.is_some() != entries.is_empty() {
+                return Ok(record);
+            }
+            record.to_lease(ours, &entries)
+        };
         let written = if record.lease.is_some() {
             lease.replace(&new).await
         } else {

@@ -20,8 +20,13 @@ pub const PREFIX: &str = "rollboot.dev/";
 pub const REBOOT_REQUIRED: &str = "rollboot.dev/reboot-required";
 /// Agent: why (the sentinel that said so).
 pub const REBOOT_REQUIRED_REASON: &str = "rollboot.dev/reboot-required-reason";
-/// Operator: reboot this node even without a sentinel.
+/// Operator: reboot this node even without a sentinel. `rollboot request` writes the instant
+/// of the request (RFC 3339), so "oldest flag first" holds; any other value (`now`, `true`,
+/// written by hand) is undated: the controller writes in its place the instant it first saw
+/// it (see [`NodeView::request_undated`]).
 pub const REBOOT_REQUESTED: &str = "rollboot.dev/reboot-requested";
+/// Operator: why the reboot was requested (`rollboot request --reason`).
+pub const REBOOT_REQUESTED_REASON: &str = "rollboot.dev/reboot-requested-reason";
 /// Operator, a label: never reboot this node.
 pub const EXCLUDE: &str = "rollboot.dev/exclude";
 /// Controller: the node's maintenance state.
@@ -46,6 +51,22 @@ pub const REBOOT_ATTEMPT: &str = "rollboot.dev/reboot-attempt";
 pub const FAILURE_REASON: &str = "rollboot.dev/failure-reason";
 /// Controller: what the health gate must see healthy again (JSON, written with `rebooting`).
 pub const HEALTH_GATE: &str = "rollboot.dev/health-gate";
+/// Controller, history: when the node's last reboot cycle ended `done` (RFC 3339).
+pub const LAST_REBOOT: &str = "rollboot.dev/last-reboot";
+/// Controller, history: the boot ID before the last reboot rollboot verified.
+pub const LAST_BOOT_ID_BEFORE: &str = "rollboot.dev/last-boot-id-before";
+/// Controller, history: the boot ID after it.
+pub const LAST_BOOT_ID_AFTER: &str = "rollboot.dev/last-boot-id-after";
+/// Controller, history: how many reboot cycles rollboot finished on this node.
+pub const REBOOT_COUNT: &str = "rollboot.dev/reboot-count";
+
+/// The record of a failure: removed (with [`CYCLE_KEYS`]) when an operator clears a failed
+/// node (`rollboot retry`), so the controller takes it again from the start.
+pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
+/// What one cycle leaves for its later steps and the agent to act on: a cycle starts without
+/// them (the controller's cordon step removes them), and clearing a failure removes them too.
+pub const CYCLE_KEYS: [&str; 4] = [REBOOT, BOOT_ID_BEFORE, HEALTH_GATE, REBOOT_ATTEMPT];
+
 /// Annotation kubelet puts on mirror pods.
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 /// Taint the node-lifecycle controller puts on a node whose Ready condition is not True
@@ -222,6 +243,14 @@ pub struct NodeView {
     pub reboot_required_reason: Option<String>,
     /// `reboot-requested` present.
     pub reboot_requested: bool,
+    /// The instant written in `reboot-requested`, when it is one.
+    pub requested_at: Option<DateTime<Utc>>,
+    /// `reboot-requested` present with a value that is not an RFC 3339 instant (`now`, `true`
+    /// written by hand): it dates nothing, and the controller writes in its place the instant it
+    /// first saw it, so the order "oldest flag first" holds for it too.
+    pub request_undated: bool,
+    /// `reboot-requested-reason`.
+    pub reboot_requested_reason: Option<String>,
     /// The earliest instant written in either flag, when parseable.
     pub flagged_at: Option<DateTime<Utc>>,
     /// The `exclude` label is present (any value but `false`).
@@ -249,6 +278,43 @@ pub struct NodeView {
     pub health_gate: Option<String>,
     /// `failure-reason` (with `state: failed`).
     pub failure_reason: Option<String>,
+    /// The reboot history rollboot keeps on the Node.
+    pub history: History,
+}
+
+/// A node's reboot history, as the controller records it when a cycle ends `done`; each field
+/// is `None` when absent or malformed (then listed in [`NodeView::malformed`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    /// `last-reboot`: when the last cycle ended.
+    pub last_reboot: Option<DateTime<Utc>>,
+    /// `last-boot-id-before`.
+    pub boot_id_before: Option<String>,
+    /// `last-boot-id-after`.
+    pub boot_id_after: Option<String>,
+    /// `reboot-count`.
+    pub count: Option<u32>,
+}
+
+impl History {
+    /// The annotations that record one more finished cycle at `now`, from boot `before` to
+    /// boot `after`: the count goes on from this one (from 1 when absent or malformed).
+    pub fn next(
+        &self,
+        now: DateTime<Utc>,
+        before: &str,
+        after: &str,
+    ) -> Vec<(&'static str, Option<String>)> {
+        vec![
+            (LAST_REBOOT, Some(time::annotation(now))),
+            (LAST_BOOT_ID_BEFORE, Some(before.to_string())),
+            (LAST_BOOT_ID_AFTER, Some(after.to_string())),
+            (
+                REBOOT_COUNT,
+                Some((self.count.unwrap_or(0).saturating_add(1)).to_string()),
+            ),
+        ]
+    }
 }
 
 impl NodeView {
@@ -313,6 +379,38 @@ impl NodeView {
             "a whole number from 1",
             |v| v.parse::<u32>().ok().filter(|a| *a >= 1),
         );
+        let boot_text = "a boot ID: not empty, no whitespace, at most 128 bytes";
+        let well_formed = |v: &str| boot_id_well_formed(v).then(|| v.to_string());
+        let history = History {
+            last_reboot: parsed(
+                ann,
+                &mut malformed,
+                LAST_REBOOT,
+                "an RFC 3339 instant",
+                time::parse_annotation,
+            ),
+            boot_id_before: parsed(
+                ann,
+                &mut malformed,
+                LAST_BOOT_ID_BEFORE,
+                boot_text,
+                well_formed,
+            ),
+            boot_id_after: parsed(
+                ann,
+                &mut malformed,
+                LAST_BOOT_ID_AFTER,
+                boot_text,
+                well_formed,
+            ),
+            count: parsed(
+                ann,
+                &mut malformed,
+                REBOOT_COUNT,
+                "a whole number from 1",
+                |v| v.parse::<u32>().ok().filter(|c| *c >= 1),
+            ),
+        };
         malformed.sort_by_key(|m| m.key);
         NodeView {
             name: meta.name.clone().unwrap_or_default(),
@@ -330,6 +428,13 @@ impl NodeView {
             reboot_required: ann.contains_key(REBOOT_REQUIRED),
             reboot_required_reason: get(REBOOT_REQUIRED_REASON),
             reboot_requested: ann.contains_key(REBOOT_REQUESTED),
+            requested_at: ann
+                .get(REBOOT_REQUESTED)
+                .and_then(|v| time::parse_annotation(v)),
+            request_undated: ann
+                .get(REBOOT_REQUESTED)
+                .is_some_and(|v| time::parse_annotation(v).is_none()),
+            reboot_requested_reason: get(REBOOT_REQUESTED_REASON),
             flagged_at,
             excluded: labels.get(EXCLUDE).is_some_and(|v| v != "false"),
             state,
@@ -343,6 +448,7 @@ impl NodeView {
             malformed,
             health_gate: get(HEALTH_GATE),
             failure_reason: get(FAILURE_REASON),
+            history,
             labels,
         }
     }
@@ -610,6 +716,76 @@ mod tests {
         assert!(v.malformed.is_empty(), "{:?}", v.malformed);
         assert_eq!(v.reboot_attempt, Some(2));
         assert!(!boot_id_well_formed("a b") && !boot_id_well_formed(&"x".repeat(129)));
+    }
+
+    #[test]
+    fn the_reboot_history_parses_counts_on_and_reports_garbage() {
+        let n = [
+            (LAST_REBOOT, "2026-03-01T10:00:00.000Z"),
+            (LAST_BOOT_ID_BEFORE, "boot-1"),
+            (LAST_BOOT_ID_AFTER, "boot-2"),
+            (REBOOT_COUNT, "2"),
+        ]
+        .into_iter()
+        .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
+        let v = NodeView::from_node(&n);
+        assert!(v.malformed.is_empty(), "{:?}", v.malformed);
+        assert_eq!(
+            v.history,
+            History {
+                last_reboot: time::parse_annotation("2026-03-01T10:00:00Z"),
+                boot_id_before: Some("boot-1".into()),
+                boot_id_after: Some("boot-2".into()),
+                count: Some(2),
+            }
+        );
+        let now = time::parse_annotation("2026-03-02T10:00:00Z").unwrap();
+        let next: BTreeMap<_, _> = v
+            .history
+            .next(now, "boot-2", "boot-3")
+            .into_iter()
+            .collect();
+        assert_eq!(next[REBOOT_COUNT].as_deref(), Some("3"));
+        assert_eq!(next[LAST_BOOT_ID_BEFORE].as_deref(), Some("boot-2"));
+        assert_eq!(next[LAST_BOOT_ID_AFTER].as_deref(), Some("boot-3"));
+        assert_eq!(
+            next[LAST_REBOOT].as_deref(),
+            Some("2026-03-02T10:00:00.000Z")
+        );
+        // Garbage reads as absent, is listed, and the count starts again at 1.
+        let bad = [
+            (LAST_REBOOT, "yesterday"),
+            (LAST_BOOT_ID_AFTER, "a b"),
+            (REBOOT_COUNT, "0"),
+        ]
+        .into_iter()
+        .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
+        let v = NodeView::from_node(&bad);
+        let keys: Vec<&str> = v.malformed.iter().map(|m| m.key).collect();
+        assert_eq!(keys, [LAST_BOOT_ID_AFTER, LAST_REBOOT, REBOOT_COUNT]);
+        assert_eq!(v.history, History::default());
+        let next: BTreeMap<_, _> = v.history.next(now, "b", "c").into_iter().collect();
+        assert_eq!(next[REBOOT_COUNT].as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn a_hand_written_request_is_undated_and_a_dated_one_orders() {
+        let v = NodeView::from_node(&annotate(node("n1", &[]), REBOOT_REQUESTED, "now"));
+        assert!(v.flagged() && v.request_undated);
+        assert_eq!((v.requested_at, v.flagged_at), (None, None));
+        // Not a malformed value: any value requests a reboot.
+        assert!(v.malformed.is_empty());
+        let v = NodeView::from_node(&annotate(
+            node("n1", &[]),
+            REBOOT_REQUESTED,
+            "2026-03-01T10:00:00.000Z",
+        ));
+        assert!(!v.request_undated);
+        assert_eq!(
+            v.requested_at,
+            time::parse_annotation("2026-03-01T10:00:00Z")
+        );
+        assert_eq!(v.flagged_at, v.requested_at);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Status {
     pub lock: Lock,
     /// The nodes that are flagged, in flight or failed, by name.
     pub nodes: Vec<NodeStatus>,
+    /// Every node with a reboot history (rollboot finished a cycle on it), by name.
+    pub history: Vec<NodeHistory>,
     /// Counts over all nodes.
     pub counts: Counts,
     /// The maintenance schedule at `now`.
@@ -83,8 +85,39 @@ pub struct Lock {
     pub rollboot_identity: String,
     /// Held by someone other than rollboot: rollboot starts nothing new (paused).
     pub foreign: bool,
+    /// The holder is an operator's `rollboot pause`: who, when, why. The nodes in flight
+    /// finish their cycle under it (under any other foreign holder they wait).
+    pub pause: Option<PauseStatus>,
     /// The nodes recorded in flight, by name.
     pub in_flight: Vec<InFlight>,
+}
+
+/// An operator's pause of rollboot (`rollboot pause`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseStatus {
+    /// Who paused.
+    pub by: String,
+    /// When (`None` when not recorded or unreadable).
+    pub at: Option<DateTime<Utc>>,
+    /// Why (`--reason`), when given.
+    pub reason: Option<String>,
+}
+
+/// A node's reboot history as the controller recorded it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHistory {
+    /// Node name.
+    pub node: String,
+    /// When its last cycle ended `done`.
+    pub last_reboot: Option<DateTime<Utc>>,
+    /// Boot ID before that reboot.
+    pub boot_id_before: Option<String>,
+    /// Boot ID after it.
+    pub boot_id_after: Option<String>,
+    /// Cycles finished on it.
+    pub count: Option<u32>,
 }
 
 /// One node recorded in the lock.
@@ -259,7 +292,10 @@ fn flag_reason(n: &NodeView) -> Option<String> {
         );
     }
     if n.reboot_requested {
-        parts.push("requested".into());
+        parts.push(match &n.reboot_requested_reason {
+            Some(r) => format!("requested: {r}"),
+            None => "requested".into(),
+        });
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }
@@ -306,6 +342,19 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut history: Vec<NodeHistory> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.history != Default::default())
+        .map(|n| NodeHistory {
+            node: n.name.clone(),
+            last_reboot: n.history.last_reboot,
+            boot_id_before: n.history.boot_id_before.clone(),
+            boot_id_after: n.history.boot_id_after.clone(),
+            count: n.history.count,
+        })
+        .collect();
+    history.sort_by(|a, b| a.node.cmp(&b.node));
 
     let with_state = |s: NodeState| snap.nodes.iter().filter(|n| n.state == Some(s)).count();
     let in_flight: BTreeSet<&str> = snap
@@ -379,6 +428,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             holder: record.holder.clone(),
             rollboot_identity: ours,
             foreign: foreign.is_some(),
+            pause: record.pause.as_ref().map(|p| PauseStatus {
+                by: p.by.clone(),
+                at: p.at,
+                reason: p.reason.clone(),
+            }),
             in_flight: entries
                 .iter()
                 .map(|(name, e)| {
@@ -387,6 +441,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
                 .collect(),
         },
         nodes,
+        history,
         counts,
         maintenance,
         failures,
@@ -434,14 +489,22 @@ pub fn text(s: &Status) -> String {
         ),
     };
     let k = &s.lock;
-    let _ = match (&k.holder, k.foreign) {
-        (None, _) => writeln!(out, "lock:         free (lease {})", k.lease),
-        (Some(h), true) => writeln!(
+    let _ = match (&k.holder, k.foreign, &k.pause) {
+        (None, _, _) => writeln!(out, "lock:         free (lease {})", k.lease),
+        (Some(h), true, Some(p)) => writeln!(
+            out,
+            "lock:         PAUSED by {}{}{} (holder `{h}`, lease {}): rollboot starts nothing new; the nodes in flight finish their cycle; `rollboot resume` to go on",
+            p.by,
+            p.at.map(|t| format!(" since {} ({})", instant(t), ago(now, t))).unwrap_or_default(),
+            p.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default(),
+            k.lease
+        ),
+        (Some(h), true, None) => writeln!(
             out,
             "lock:         held by `{h}`, not rollboot: PAUSED, rollboot starts nothing new (lease {})",
             k.lease
         ),
-        (Some(h), false) => writeln!(out, "lock:         held by rollboot ({h}) (lease {})", k.lease),
+        (Some(h), false, _) => writeln!(out, "lock:         held by rollboot ({h}) (lease {})", k.lease),
     };
     if k.in_flight.is_empty() {
         let _ = writeln!(out, "in flight:    none");
@@ -487,9 +550,12 @@ pub fn text(s: &Status) -> String {
         f.failed.len(),
         f.max_failures,
         if f.halted {
-            ": rollout HALTED until an operator clears a failed node (kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-)"
+            format!(
+                ": rollout HALTED until an operator clears one: {}",
+                decide::CLEAR_FAILED
+            )
         } else {
-            ""
+            String::new()
         }
     );
     let c = &s.counts;
@@ -509,48 +575,82 @@ pub fn text(s: &Status) -> String {
     if !s.not_checked.is_empty() {
         let _ = writeln!(out, "not checked:  {}", s.not_checked.join(", "));
     }
-    if s.nodes.is_empty() {
-        return out;
+    if !s.nodes.is_empty() {
+        let rows: Vec<Vec<String>> = s
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut note = Vec::new();
+                if n.excluded {
+                    note.push("excluded".to_string());
+                }
+                if !n.ready {
+                    note.push("not Ready".to_string());
+                }
+                if n.in_lock {
+                    note.push("in lock".to_string());
+                }
+                if let Some(r) = &n.failure_reason {
+                    note.push(format!("failure: {r}"));
+                }
+                vec![
+                    n.name.clone(),
+                    n.state.map_or("-".into(), |s| s.to_string()),
+                    n.state_since.or(n.flagged_at).map_or("-".into(), instant),
+                    n.flag_reason.clone().unwrap_or_else(|| "-".into()),
+                    match n.cordoned_by {
+                        Some(CordonedBy::Rollboot) => "rollboot".into(),
+                        Some(CordonedBy::Operator) => "operator".into(),
+                        None => "-".into(),
+                    },
+                    note.join(", "),
+                ]
+            })
+            .collect();
+        let _ = writeln!(out);
+        table(
+            &mut out,
+            &["NODE", "STATE", "SINCE", "FLAGGED", "CORDONED", "NOTE"],
+            &rows,
+        );
     }
-    let rows: Vec<[String; 6]> = s
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut note = Vec::new();
-            if n.excluded {
-                note.push("excluded".to_string());
-            }
-            if !n.ready {
-                note.push("not Ready".to_string());
-            }
-            if n.in_lock {
-                note.push("in lock".to_string());
-            }
-            if let Some(r) = &n.failure_reason {
-                note.push(format!("failure: {r}"));
-            }
-            [
-                n.name.clone(),
-                n.state.map_or("-".into(), |s| s.to_string()),
-                n.state_since.or(n.flagged_at).map_or("-".into(), instant),
-                n.flag_reason.clone().unwrap_or_else(|| "-".into()),
-                match n.cordoned_by {
-                    Some(CordonedBy::Rollboot) => "rollboot".into(),
-                    Some(CordonedBy::Operator) => "operator".into(),
-                    None => "-".into(),
-                },
-                note.join(", "),
-            ]
-        })
-        .collect();
-    let header = ["NODE", "STATE", "SINCE", "FLAGGED", "CORDONED", "NOTE"];
-    let mut widths = header.map(str::len);
-    for r in &rows {
+    if !s.history.is_empty() {
+        let rows: Vec<Vec<String>> = s
+            .history
+            .iter()
+            .map(|h| {
+                let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "?".into());
+                vec![
+                    h.node.clone(),
+                    h.count.map_or("?".into(), |c| c.to_string()),
+                    h.last_reboot.map_or("?".into(), instant),
+                    format!("{} -> {}", id(&h.boot_id_before), id(&h.boot_id_after)),
+                ]
+            })
+            .collect();
+        let _ = writeln!(out, "\nreboot history:");
+        table(
+            &mut out,
+            &[
+                "NODE",
+                "REBOOTS",
+                "LAST REBOOT",
+                "BOOT ID (BEFORE -> AFTER)",
+            ],
+            &rows,
+        );
+    }
+    out
+}
+
+/// Writes `rows` under `header` in columns two spaces apart (the last one unpadded).
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let _ = writeln!(out);
     let mut line = |cells: Vec<&str>| {
         let mut l = String::new();
         for (i, c) in cells.iter().enumerate() {
@@ -563,10 +663,9 @@ pub fn text(s: &Status) -> String {
         let _ = writeln!(out, "{}", l.trim_end());
     };
     line(header.to_vec());
-    for r in &rows {
+    for r in rows {
         line(r.iter().map(String::as_str).collect());
     }
-    out
 }
 
 /// What can go wrong reading the cluster.
@@ -796,6 +895,70 @@ mod tests {
         assert!(!s.failures.halted);
         assert!(s.blockers.iter().any(|b| b.contains("held by `ops-team`")));
         assert!(text(&s).contains("PAUSED"), "{}", text(&s));
+    }
+
+    #[test]
+    fn an_operators_pause_and_the_reboot_history_are_shown() {
+        use crate::node::{LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_REBOOT, REBOOT_COUNT};
+        let c = cfg("{}");
+        let now = t("2026-01-01T02:00:00Z");
+        let paused =
+            LockRecord::default().paused("alice", Some("kernel CVE"), t("2026-01-01T01:30:00Z"));
+        let rebooted = [
+            (LAST_REBOOT, "2026-01-01T01:00:00.000Z"),
+            (LAST_BOOT_ID_BEFORE, "boot-1"),
+            (LAST_BOOT_ID_AFTER, "boot-2"),
+            (REBOOT_COUNT, "3"),
+        ]
+        .into_iter()
+        .fold(node("g-rebooted", &[]), |n, (k, v)| annotate(n, k, v));
+        let mut nodes = world();
+        nodes.push(NodeView::from_node(&rebooted));
+        let snap = Snapshot {
+            leader: None,
+            lock: Some(paused),
+            nodes,
+        };
+        let s = build(&c, &snap, now);
+        let p = s.lock.pause.as_ref().unwrap();
+        assert_eq!(
+            (p.by.as_str(), p.reason.as_deref()),
+            ("alice", Some("kernel CVE"))
+        );
+        assert_eq!(p.at, Some(t("2026-01-01T01:30:00Z")));
+        assert!(s.lock.foreign);
+        assert_eq!(s.history.len(), 1);
+        assert_eq!(s.history[0].node, "g-rebooted");
+        assert_eq!(s.history[0].count, Some(3));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["lock"]["pause"]["by"], "alice");
+        assert_eq!(json["lock"]["pause"]["reason"], "kernel CVE");
+        assert_eq!(json["history"][0]["bootIdBefore"], "boot-1");
+        assert_eq!(json["history"][0]["bootIdAfter"], "boot-2");
+        assert_eq!(json["history"][0]["lastReboot"], "2026-01-01T01:00:00Z");
+        let txt = text(&s);
+        assert!(
+            txt.contains(
+                "lock:         PAUSED by alice since 2026-01-01T01:30:00Z (30m ago): kernel CVE"
+            ),
+            "{txt}"
+        );
+        assert!(
+            txt.contains("the nodes in flight finish their cycle"),
+            "{txt}"
+        );
+        let row = txt.lines().find(|l| l.starts_with("g-rebooted")).unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            [
+                "g-rebooted",
+                "3",
+                "2026-01-01T01:00:00Z",
+                "boot-1",
+                "->",
+                "boot-2"
+            ]
+        );
     }
 
     #[test]

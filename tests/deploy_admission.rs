@@ -1,7 +1,8 @@
 //! The agent admission policy of `deploy/admission-policy.yaml`, evaluated by the simulator the
 //! way the real admission chain does (CEL on the request, the agent token's node-name claim):
 //! an agent may change only its own Node's `reboot-required*`, `reboot-ack` and `reboot-lost`
-//! annotations, and `reboot-lost` only to the token it acknowledged.
+//! annotations, and `reboot-lost` only to the token it acknowledged; never the reboot history
+//! the controller keeps on the Node.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -275,6 +276,63 @@ async fn an_agent_cannot_change_other_keys_labels_or_spec_of_its_own_node() {
         .await,
         "cordoning its node",
     );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_can_neither_forge_nor_erase_its_nodes_reboot_history() {
+    use rollboot::node::{LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_REBOOT, REBOOT_COUNT};
+    let cluster = enforced_cluster().await;
+    let agent = nodes_as(&cluster, "agent");
+    let controller = nodes_as(&cluster, "controller");
+    for (key, value) in [
+        (REBOOT_COUNT, "7"),
+        (LAST_REBOOT, "2026-01-01T00:00:00.000Z"),
+        (LAST_BOOT_ID_BEFORE, "boot-0"),
+        (LAST_BOOT_ID_AFTER, "boot-1"),
+    ] {
+        assert_denied_by_policy(
+            merge(&agent, "node-0000", annotation(key, value)).await,
+            &format!("forging {key}"),
+        );
+    }
+    // The controller records it (as at the end of a cycle); the agent may not change or erase it.
+    merge(
+        &controller,
+        "node-0000",
+        json!({"metadata": {"annotations": {REBOOT_COUNT: "1", LAST_REBOOT: "2026-01-01T00:00:00.000Z"}}}),
+    )
+    .await
+    .unwrap();
+    assert_denied_by_policy(
+        merge(&agent, "node-0000", annotation(REBOOT_COUNT, "2")).await,
+        "changing the count",
+    );
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0000",
+            json!({"metadata": {"annotations": {REBOOT_COUNT: null}}}),
+        )
+        .await,
+        "erasing the count",
+    );
+    // Its own keys still go through with the history on the node.
+    merge(
+        &agent,
+        "node-0000",
+        annotation("rollboot.dev/reboot-required", "2026-01-01T01:00:00.000Z"),
+    )
+    .await
+    .unwrap();
+    // (The controller may list Nodes, not get one.)
+    let n = controller
+        .list(&kube::api::ListParams::default().fields("metadata.name=node-0000"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    assert_eq!(n.metadata.annotations.unwrap()[REBOOT_COUNT], "1");
     cluster.shutdown().await;
 }
 

@@ -48,7 +48,6 @@ use e2e::audit;
 use e2e::cluster::{free_port, kubectl, problems, Cluster};
 use e2e::observe::{At, Observer, World};
 use e2e::report::Report;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -72,7 +71,12 @@ const CYCLE_REASONS: [&str; 4] = ["Cordoned", "RebootRequested", "Rebooting", "R
 #[test]
 fn rollboot_on_a_real_control_plane() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let rollboot = Path::new(env!("CARGO_BIN_EXE_rollboot"));
+    // ROLLBOOT_E2E_BIN: a fixed copy (or hard link) of the binary under test, for a target
+    // directory shared with other builds, which may replace target/debug/rollboot mid-run.
+    let bin = std::env::var_os("ROLLBOOT_E2E_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rollboot").into());
+    let rollboot = bin.as_path();
     let setup = match e2e::setup::from_environment(manifest, rollboot) {
         Ok(Some(s)) => s,
         Ok(None) => return,
@@ -1009,17 +1013,28 @@ impl<'a> Suite<'a> {
             report.check("8", title, vec![e.clone()], vec![]);
             return Err(e);
         }
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), "rollboot-system");
-        let now = Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
-        let take = serde_json::json!({"spec": {"holderIdentity": OPERATOR, "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}});
-        api.patch(
-            "rollboot-lock",
-            &PatchParams::default(),
-            &Patch::Merge(&take),
-        )
-        .await
-        .map_err(|e| format!("taking the lock as {OPERATOR}: {e}"))?;
+        // `rollboot pause` (the operator's control, issue 12) takes the lock on the real server:
+        // an rv-checked replace of the Lease with its holder and the pause annotations.
+        let holder = format!("{}{OPERATOR}", rollboot::lock::PAUSE_HOLDER_PREFIX);
+        let paused = self
+            .rollboot_cli(&["pause", "--reason", "e2e check 8", "--by", OPERATOR])
+            .await?;
         let held = Utc::now();
+        let mut failures = Vec::new();
+        if !paused.contains(&format!("paused by {OPERATOR}")) {
+            failures.push(format!("rollboot pause said: {paused}"));
+        }
+        let status = self.rollboot_cli(&["status", "--output", "json"]).await?;
+        match serde_json::from_str::<serde_json::Value>(&status) {
+            Ok(v)
+                if v["lock"]["holder"] == holder.as_str()
+                    && v["lock"]["pause"]["by"] == OPERATOR
+                    && v["lock"]["pause"]["reason"] == "e2e check 8" => {}
+            _ => failures.push(format!(
+                "rollboot status does not show the pause: {}",
+                short(&status, 400)
+            )),
+        }
         let requests0: Vec<usize> = NODES
             .iter()
             .map(|n| reboot_requests(&self.state, n))
@@ -1046,7 +1061,6 @@ impl<'a> Suite<'a> {
             .clamp(Duration::from_secs(20), Duration::from_secs(60));
         tokio::time::sleep(hold).await;
         let until = Utc::now();
-        let mut failures = Vec::new();
         self.obs.with(|w| {
             for n in NODES {
                 for v in w.node_since(n, held).into_iter().filter(|v| v.at <= until) {
@@ -1062,7 +1076,7 @@ impl<'a> Suite<'a> {
                 }
             }
             for l in w.leases.iter().filter(|l| l.name == "rollboot-lock" && l.at >= held && l.at <= until) {
-                if l.holder.as_deref() != Some(OPERATOR) || !l.in_flight.is_empty() {
+                if l.holder.as_deref() != Some(holder.as_str()) || !l.in_flight.is_empty() {
                     failures.push(format!(
                         "the lock changed while {OPERATOR} held it: at {} holder {:?}, in flight {:?}",
                         l.at.format("%H:%M:%S%.3f"),
@@ -1088,14 +1102,10 @@ impl<'a> Suite<'a> {
             nodes[1],
             longest.as_secs_f64()
         )];
-        let release = serde_json::json!({"spec": {"holderIdentity": null}});
-        api.patch(
-            "rollboot-lock",
-            &PatchParams::default(),
-            &Patch::Merge(&release),
-        )
-        .await
-        .map_err(|e| format!("releasing the lock: {e}"))?;
+        let resumed = self.rollboot_cli(&["resume"]).await?;
+        if !resumed.contains("resumed") {
+            failures.push(format!("rollboot resume said: {resumed}"));
+        }
         let released = Utc::now();
         for (n, t0) in nodes.iter().zip(&t) {
             match self.await_cycle(n, *t0, CYCLE_TIMEOUT).await {
@@ -1115,6 +1125,27 @@ impl<'a> Suite<'a> {
     }
 
     // ---- helpers -----------------------------------------------------------------------------
+
+    /// Runs `rollboot ARGS --config controller.yaml` as the admin; its stdout, or why it failed.
+    async fn rollboot_cli(&self, args: &[&str]) -> Result<String, String> {
+        let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
+            .args(args)
+            .arg("--config")
+            .arg(self.rb.join("controller.yaml"))
+            .env("KUBECONFIG", &self.cluster.admin)
+            .env("NO_COLOR", "1")
+            .output()
+            .await
+            .map_err(|e| format!("running rollboot {args:?}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "rollboot {args:?} exited {}: {}",
+                out.status,
+                short(&String::from_utf8_lossy(&out.stderr), 400)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
 
     /// Creates `node`'s sentinel file (the agent notices it); returns when.
     fn flag(&mut self, node: &str) -> Result<At, String> {
@@ -1590,7 +1621,7 @@ const CHECKS: [(&str, &str); 14] = [
     ("6", "an agent cannot write another node, nor its own node's controller keys, labels or spec; it can write its own reboot-required"),
     ("7a", "leader SIGKILLed mid-drain: the other replica takes over after the lease; the node reboots once, ends done"),
     ("7b", "leader SIGKILLed mid-reboot: the other replica takes over after the lease; the node reboots once, ends done"),
-    ("8", "an operator holding rollboot-lock pauses the rollout (longer than a cycle); after release it goes on"),
+    ("8", "`rollboot pause` holds rollboot-lock and pauses the rollout (longer than a cycle), `status` shows it; after `rollboot resume` it goes on"),
     ("9", "`rollboot status` shows an in-flight node's state as the Node has it (issue 10, point 5)"),
     ("5b", "audit log: rollboot's requests carry User-Agent rollboot/<version> (issue 10, point 6)"),
     ("5c", "audit log: no predictable 409 on a Node: after the node-lifecycle controller's write or rollboot's own (issue 10, point 4)"),

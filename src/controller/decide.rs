@@ -100,7 +100,18 @@ impl fmt::Display for Blocker {
 }
 
 /// How an operator clears a failed node (the words every message about failures uses).
-pub const CLEAR_FAILED: &str = "clear a failed node with `kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-`";
+pub const CLEAR_FAILED: &str = "clear a failed node with `rollboot retry NODE`";
+
+/// The flagged nodes whose `reboot-requested` is undated (`now` or any value that is not an
+/// RFC 3339 instant, written by hand): the controller writes the instant it sees them in its
+/// place, before it picks, so such a request takes its turn as of when it was first seen,
+/// after every flag dated earlier and before every later one, across restarts and leaders.
+pub fn undated_requests(nodes: &[NodeView]) -> Vec<&NodeView> {
+    nodes
+        .iter()
+        .filter(|n| n.request_undated && !n.deleting)
+        .collect()
+}
 
 /// The Event reason of a node's failure, saying what failed by the state it failed in.
 pub fn failure_event_reason(state: Option<NodeState>) -> &'static str {
@@ -590,6 +601,9 @@ pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning
                     node fails at its reboot timeout unless it comes back with a new boot ID"
                     .into(),
                 proto::REBOOT_LOST => "ignored: no new reboot token is issued for it".into(),
+                proto::REBOOT_COUNT => {
+                    "read as absent: the next finished cycle counts 1 again".into()
+                }
                 proto::REBOOT_ATTEMPT => format!(
                     "taken as the last attempt ({REBOOT_ATTEMPTS}): no new reboot token is issued \
                      after a lost reboot"
@@ -697,6 +711,45 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_written_request_is_dated_before_anything_is_picked() {
+        let by_hand =
+            NodeView::from_node(&annotate(node("b", &[]), proto::REBOOT_REQUESTED, "now"));
+        let nodes = vec![
+            flagged("a", "2026-01-01T00:00:00Z", &[]),
+            by_hand.clone(),
+            NodeView::from_node(&annotate(
+                node("c", &[]),
+                proto::REBOOT_REQUESTED,
+                "2026-01-01T00:05:00Z",
+            )),
+        ];
+        let undated: Vec<&str> = undated_requests(&nodes)
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect();
+        assert_eq!(undated, ["b"]);
+        // Undated, it would sort last; dated with the instant the controller saw it (00:03),
+        // it takes its turn between the flags before and after that instant.
+        let c = cfg("concurrency: {maxNodes: 3}");
+        let none = BTreeMap::new();
+        assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a", "c", "b"]);
+        let mut dated = nodes.clone();
+        dated[1] = NodeView::from_node(&annotate(
+            node("b", &[]),
+            proto::REBOOT_REQUESTED,
+            "2026-01-01T00:03:00.000Z",
+        ));
+        assert!(undated_requests(&dated).is_empty());
+        assert_eq!(names(pick(&snapshot(&dated, &none), &c)), ["a", "b", "c"]);
+        // A node being deleted is left alone.
+        let deleting = NodeView {
+            deleting: true,
+            ..by_hand
+        };
+        assert!(undated_requests(&[deleting]).is_empty());
+    }
+
+    #[test]
     fn a_full_lock_starts_nothing() {
         let nodes = vec![flagged("a", "2026-01-01T00:00:00Z", &[])];
         let busy = BTreeMap::from([("z".to_string(), entry("2026-01-01T00:00:00Z"))]);
@@ -768,12 +821,7 @@ mod tests {
             nodes: vec!["n1".into()],
             max: 0,
         };
-        assert!(
-            f.to_string().contains(
-                "kubectl annotate node NODE rollboot.dev/state- rollboot.dev/failure-reason-"
-            ),
-            "{f}"
-        );
+        assert!(f.to_string().contains("rollboot retry NODE"), "{f}");
     }
 
     #[test]

@@ -618,9 +618,11 @@ async fn tick(
     let by_name: HashMap<&str, &NodeView> = views.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut next: Option<DateTime<Utc>> = None;
     let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
-    let ours = record.foreign_holder(&ctx.lock_owner).is_none();
+    // Under an operator's pause the nodes in flight go on to the end of their cycle (the pause
+    // keeps their entries and lets rollboot remove them); under any other holder they wait.
+    let resumes = record.foreign_holder(&ctx.lock_owner).is_none() || record.pause.is_some();
     ctx.metrics.set_in_flight(record.entries.len());
-    if ours {
+    if resumes {
         for (name, entry) in &record.entries {
             if tasks.contains_key(name) {
                 continue;
@@ -638,11 +640,13 @@ async fn tick(
     }
     // A gate started for a reboot that ended some other way (failed, freed, lock lost).
     gates.retain(|name, _| {
-        ours && record.entries.contains_key(name)
+        resumes
+            && record.entries.contains_key(name)
             && by_name.get(name.as_str()).is_some_and(|v| {
                 matches!(v.state, Some(NodeState::Rebooting | NodeState::Verifying))
             })
     });
+    date_requests(ctx, &self::views(ctx, nodes), now).await;
     // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
     let views = self::views(ctx, nodes);
@@ -742,23 +746,48 @@ async fn tick(
     Ok(next)
 }
 
+/// Writes the instant it sees them into the undated `reboot-requested` flags (`now` written by
+/// hand), before anything is picked: each write fenced by the version it was decided from (a
+/// refused one is decided again from the newer version on the next pass).
+async fn date_requests(ctx: &Ctx, views: &[NodeView], now: DateTime<Utc>) {
+    for view in decide::undated_requests(views) {
+        let stamp = crate::time::annotation(now);
+        let p = proto::patch(&[(proto::REBOOT_REQUESTED, Some(stamp.clone()))], None);
+        match patch_node(ctx, view, "dating its reboot request", p).await {
+            Ok(_) => {
+                tracing::info!(node = %view.name, at = %stamp, "dated a hand-written reboot request with the instant it was first seen")
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not date a hand-written reboot request; it sorts last until dated")
+            }
+        }
+    }
+}
+
 /// When the lock's foreign holder changes, says so once: a log line, and an Event on the lock
 /// Lease naming the new holder (not once per pass).
 fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
-    let holder = ctx
-        .lock_record
-        .lock()
-        .expect("lock cache")
-        .foreign_holder(&ctx.lock_owner)
-        .map(str::to_string);
+    let (holder, paused) = {
+        let r = ctx.lock_record.lock().expect("lock cache");
+        (
+            r.foreign_holder(&ctx.lock_owner).map(str::to_string),
+            r.pause.is_some(),
+        )
+    };
     if holder == *last {
         return;
     }
     match &holder {
         Some(h) => {
-            tracing::warn!(holder = %h, lock = %ctx.config.lock.name, "the maintenance lock is held by another holder; nothing new starts");
+            tracing::warn!(holder = %h, paused, lock = %ctx.config.lock.name, "the maintenance lock is held by another holder; nothing new starts");
+            let in_flight = if paused {
+                "the nodes in flight finish their cycle"
+            } else {
+                "the nodes in flight wait"
+            };
             let note = format!(
-                "The maintenance lock {}/{} is held by `{h}`; rollboot starts no new node until it is released",
+                "The maintenance lock {}/{} is held by `{h}`; rollboot starts no new node until it is released ({in_flight})",
                 ctx.config.lock.namespace, ctx.config.lock.name
             );
             ctx.events
@@ -976,12 +1005,7 @@ async fn run_step(
             ann.push((proto::FAILURE_REASON, None));
             // A cycle starts clean: no token, boot ID or health gate of an earlier one (or of a
             // forged state) is left for the agent or for a later step to act on.
-            for k in [
-                proto::REBOOT,
-                proto::BOOT_ID_BEFORE,
-                proto::HEALTH_GATE,
-                proto::REBOOT_ATTEMPT,
-            ] {
+            for k in proto::CYCLE_KEYS {
                 ann.push((k, None));
             }
             let view = view.expect("a cordon step has a node");
@@ -1299,11 +1323,20 @@ async fn request_reboot(
 
 async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
     let node = view.name.as_str();
-    let mut ann = proto::state_annotations(NodeState::Done, Utc::now());
+    let now = Utc::now();
+    let mut ann = proto::state_annotations(NodeState::Done, now);
+    // The history, in the same fenced write as `done`: a cycle is counted once, as the write
+    // that ends it is made once.
+    ann.extend(view.history.next(
+        now,
+        view.boot_id_before.as_deref().unwrap_or_default(),
+        &view.boot_id,
+    ));
     for k in [
         proto::REBOOT_REQUIRED,
         proto::REBOOT_REQUIRED_REASON,
         proto::REBOOT_REQUESTED,
+        proto::REBOOT_REQUESTED_REASON,
         proto::HEALTH_GATE,
         proto::BOOT_ID_BEFORE,
     ] {
