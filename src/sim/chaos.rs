@@ -137,8 +137,27 @@ pub struct TimedFault {
     /// How long it lasts, real seconds (the schedule's `stopAfter` cuts it).
     #[serde(default)]
     pub for_seconds: f64,
-    /// What happens.
+    /// What happens: a name (`killLeader`) or a map of one name to its settings
+    /// (`{apiErrors: {errorRate: 0.3, throttleRate: 0.1}}`), in YAML as in JSON.
+    #[serde(with = "fault_form")]
     pub fault: Fault,
+}
+
+/// A fault in the form JSON gives an externally tagged enum, in YAML too: YAML libraries
+/// write and expect such enums as tags (`!apiErrors`), which a schedule copied from a JSON
+/// report would not parse as.
+mod fault_form {
+    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(f: &super::Fault, s: S) -> Result<S::Ok, S::Error> {
+        serde_json::to_value(f)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<super::Fault, D::Error> {
+        serde_json::from_value(serde_json::Value::deserialize(d)?).map_err(D::Error::custom)
+    }
 }
 
 /// A fault schedule: `faults:` in a scenario file, or drawn by `--chaos SEED`.

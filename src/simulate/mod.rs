@@ -734,7 +734,10 @@ pub async fn rollout_with(
             s.kubeconfig_out.display()
         );
     }
-    if let Some(n) = opts.flagged.filter(|n| snapshot.is_none() && *n > scenario.nodes) {
+    if let Some(n) = opts
+        .flagged
+        .filter(|n| snapshot.is_none() && *n > scenario.nodes)
+    {
         h.shutdown().await;
         anyhow::bail!(
             "--flagged {n}: the simulated cluster has {} node(s)",
