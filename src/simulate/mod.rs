@@ -803,7 +803,15 @@ pub async fn rollout_with(
         }
         if decision.is_none() && faults_over {
             let pending = h.host.sentinel.lock().expect("sentinel").clone();
-            if let Some(d) = report::decided(&nodes, &flagged, &pending, max_failures) {
+            let rebooted: BTreeSet<String> = h
+                .host
+                .reboots
+                .lock()
+                .expect("reboots")
+                .keys()
+                .cloned()
+                .collect();
+            if let Some(d) = report::decided(&nodes, &flagged, &pending, &rebooted, max_failures) {
                 decision = Some((t, d));
             } else if t >= bound_from + Duration::from_secs_f64(bound.seconds)
                 || opts.cap.is_some_and(|c| t >= c)

@@ -42,11 +42,14 @@ impl Outcome {
 }
 
 /// Whether the run is decided now, and the sentence saying how: pure. `pending` are the hosts
-/// whose sentinel still asks for a reboot.
+/// whose sentinel still asks for a reboot; `rebooted` those that rebooted at least once. A
+/// node whose Node object was registered afresh after its host rebooted (no rollboot state at
+/// all) has nothing left to do: the cycle's record went with the old object.
 pub fn decided(
     nodes: &[NodeView],
     flagged: &BTreeSet<String>,
     pending: &BTreeSet<String>,
+    rebooted: &BTreeSet<String>,
     max_failures: u32,
 ) -> Option<(Outcome, String)> {
     if nodes
@@ -63,7 +66,7 @@ pub fn decided(
     let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let done = |name: &str| {
         by_name.get(name).is_some_and(|n| {
-            n.state == Some(NodeState::Done)
+            (n.state == Some(NodeState::Done) || (n.state.is_none() && rebooted.contains(name)))
                 && !n.flagged()
                 && !n.unschedulable
                 && !pending.contains(name)
@@ -694,24 +697,34 @@ mod tests {
             node("a", Some("done"), false, false),
             node("b", Some("draining"), true, false),
         ];
-        assert_eq!(decided(&nodes, &flagged, &none, 0), None);
+        assert_eq!(decided(&nodes, &flagged, &none, &none, 0), None);
         let nodes = [
             node("a", Some("done"), false, false),
             node("b", Some("done"), false, false),
         ];
         assert_eq!(
-            decided(&nodes, &flagged, &none, 0).unwrap().0,
+            decided(&nodes, &flagged, &none, &none, 0).unwrap().0,
             Outcome::Finished
         );
         // A host whose sentinel still asks is not done, nor is a node flagged again.
-        assert_eq!(decided(&nodes, &flagged, &set(&["b"]), 0), None);
+        assert_eq!(decided(&nodes, &flagged, &set(&["b"]), &none, 0), None);
         let nodes = [
             node("a", Some("done"), false, false),
             node("b", Some("done"), false, true),
         ];
-        assert_eq!(decided(&nodes, &flagged, &none, 0), None);
+        assert_eq!(decided(&nodes, &flagged, &none, &none, 0), None);
         // A missing Node is not done either.
-        assert_eq!(decided(&nodes[..1], &flagged, &none, 0), None);
+        assert_eq!(decided(&nodes[..1], &flagged, &none, &none, 0), None);
+        // A Node registered afresh (no state) is done once its host rebooted, not before.
+        let fresh = [
+            node("a", Some("done"), false, false),
+            node("b", None, false, false),
+        ];
+        assert_eq!(decided(&fresh, &flagged, &none, &none, 0), None);
+        assert_eq!(
+            decided(&fresh, &flagged, &none, &set(&["b"]), 0).unwrap().0,
+            Outcome::Finished
+        );
     }
 
     #[test]
@@ -723,14 +736,14 @@ mod tests {
             node("b", None, false, true),
             node("c", None, false, true),
         ];
-        let (o, why) = decided(&nodes, &flagged, &none, 0).unwrap();
+        let (o, why) = decided(&nodes, &flagged, &none, &none, 0).unwrap();
         assert_eq!(o, Outcome::Halted);
         assert_eq!(
             why,
             "halted: 1 node(s) failed (a), more than failures.maxFailures 0; 2 flagged node(s) not rebooted (b, c)"
         );
         assert_eq!(
-            decided(&nodes, &flagged, &none, 1),
+            decided(&nodes, &flagged, &none, &none, 1),
             None,
             "maxFailures 1: the rollout goes on"
         );
@@ -739,7 +752,7 @@ mod tests {
             node("b", Some("done"), false, false),
             node("c", Some("done"), false, false),
         ];
-        let (o, why) = decided(&nodes, &flagged, &none, 1).unwrap();
+        let (o, why) = decided(&nodes, &flagged, &none, &none, 1).unwrap();
         assert_eq!(o, Outcome::Finished);
         assert!(why.contains("1 failed (a)"), "{why}");
     }
