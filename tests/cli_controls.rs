@@ -6,8 +6,7 @@
 //! a hand-written `now` included; the reboot history counts each cycle.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -19,6 +18,10 @@ use rollboot::sim::Scenario;
 use rollboot::simulate::{sim_config, Harness};
 use serde_json::Value;
 
+#[path = "common/cli.rs"]
+mod cli;
+use cli::rollboot;
+
 const IDENTITY: &str = "operator-cli";
 
 fn log() {
@@ -26,29 +29,6 @@ fn log() {
         .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=warn".into()))
         .with_test_writer()
         .try_init();
-}
-
-/// Runs the binary with `KUBECONFIG` set, off the runtime's threads (the simulator serves on
-/// them): (exit code, stdout, stderr).
-async fn rollboot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
-            .args(&args)
-            .env("KUBECONFIG", &kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    })
-    .await
-    .unwrap()
 }
 
 struct Setup {

@@ -2,8 +2,7 @@
 //! or fails a drain, each named with its node and pod in the JSON; the predicted schedule of a
 //! windowed config against openings computed by hand; the exit codes; and that it only reads.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
@@ -16,29 +15,11 @@ use rollboot::sim::Scenario;
 use rollboot::simulate::{sim_config, Harness};
 use serde_json::{json, Value};
 
-const IDENTITY: &str = "plan-cli";
+#[path = "common/cli.rs"]
+mod cli;
+use cli::rollboot;
 
-/// Runs the binary with `KUBECONFIG` set, off the runtime's threads (the simulator serves on them).
-async fn rollboot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
-            .args(&args)
-            .env("KUBECONFIG", &kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    })
-    .await
-    .unwrap()
-}
+const IDENTITY: &str = "plan-cli";
 
 /// A cluster of `nodes` nodes and no pods of its own; the test adds what it needs.
 async fn start(nodes: usize, config: &str) -> (Harness, tempfile::TempDir, PathBuf, PathBuf) {

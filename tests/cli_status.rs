@@ -2,8 +2,6 @@
 //! fields a script reads, the lines a person reads, the exit codes, and that it only reads.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -14,32 +12,14 @@ use rollboot::sim::Scenario;
 use rollboot::simulate::{sim_config, Harness};
 use serde_json::{json, Value};
 
+#[path = "common/cli.rs"]
+mod cli;
+use cli::rollboot;
+
 const IDENTITY: &str = "status-cli";
 
 fn instant(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// Runs the binary with `KUBECONFIG` set, off the runtime's threads (the simulator serves on them).
-async fn rollboot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
-            .args(&args)
-            .env("KUBECONFIG", &kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    })
-    .await
-    .unwrap()
 }
 
 async fn put_lease(h: &Harness, name: &str, lease: Lease) {

@@ -1,0 +1,28 @@
+//! Shared by the test files that run the `rollboot` binary against a simulated cluster
+//! (`status`, `plan`, the operator's controls).
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs the binary with `KUBECONFIG` set, off the runtime's threads (the simulator serves on
+/// them): (exit code, stdout, stderr).
+pub async fn rollboot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let kubeconfig = kubeconfig.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+            .args(&args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    })
+    .await
+    .unwrap()
+}
