@@ -663,18 +663,27 @@ async fn tick(
         foreign_holder: record.foreign_holder(&ctx.lock_owner),
         blocking_pods: &blocking,
     };
-    let mut blockers = decide::blockers(&snap, &ctx.config, now);
+    let mut alerts = Vec::new();
     if let Some(source) = &ctx.alerts {
         // Asked only when something could start, so an idle cluster costs Prometheus nothing.
         match source.check().await {
             Ok(names) if names.is_empty() => {}
-            Ok(names) => blockers.push(decide::Blocker::Alerts { names }),
-            Err(error) => blockers.push(decide::Blocker::AlertsUnknown {
+            Ok(names) => alerts.push(decide::Blocker::Alerts { names }),
+            Err(error) => alerts.push(decide::Blocker::AlertsUnknown {
                 url: source.url().to_string(),
                 error,
             }),
         }
     }
+    // The instant of the decision, after every request above: a window that closed while
+    // they were answered is seen closed. It is also the start recorded in the lock, so the
+    // record says when the window was found open (millisecond precision, as the Node's
+    // `state-since`, so the two compare exactly). Found by the chaos campaign: a start
+    // decided at 39.99 s of a 40-second window was recorded at 40.000.
+    let now =
+        DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now);
+    let mut blockers = decide::blockers(&snap, &ctx.config, now);
+    blockers.extend(alerts);
     let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
     if texts != *last_blockers {
         for b in &texts {
@@ -718,12 +727,9 @@ async fn tick(
     }
     for name in picked {
         ctx.leadership.ensure()?;
-        // Millisecond precision, as the Node's `state-since`, so the two compare exactly.
-        let since =
-            DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now);
         let entry = LockEntry {
             state: NodeState::Cordoning,
-            since,
+            since: now,
             leader: ctx.leadership.identity().to_string(),
         };
         let current = ctx.lock_record.lock().expect("lock cache").clone();
