@@ -541,6 +541,10 @@ struct Runner {
     dirty_ss: BTreeSet<String>,
     dirty_rs: BTreeSet<String>,
     rebooting: BTreeSet<String>,
+    /// The boot ID of each host that rebooted, as its kubelet reports it: a Node registered
+    /// again (created after a deletion) gets it, and the readiness of its host, from its
+    /// kubelet, not from whoever created the object.
+    host_boot: HashMap<String, String>,
     /// Nodes Ready again whose NoExecute not-ready taint waits for the next monitor pass.
     untaint_pending: BTreeSet<String>,
 }
@@ -571,6 +575,7 @@ pub fn start(
         dirty_ss: BTreeSet::new(),
         dirty_rs: BTreeSet::new(),
         rebooting: BTreeSet::new(),
+        host_boot: HashMap::new(),
         untaint_pending: BTreeSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
@@ -678,6 +683,9 @@ impl Runner {
                 }
             }
             Kind::Node => {
+                if ev.typ == EventType::Added {
+                    self.kubelet_registers(&idx.name);
+                }
                 if ev.typ != EventType::Deleted {
                     if ev.prev.as_ref().is_some_and(|p| p.unschedulable)
                         && !idx.unschedulable
@@ -1039,7 +1047,10 @@ impl Runner {
             }
             Msg::RebootDown(node) => {
                 let mut inner = self.shared.store.lock();
+                // The host goes down and comes up again whether or not its Node exists.
                 let Some(n) = inner.get(Kind::Node, &node).cloned() else {
+                    drop(inner);
+                    self.later(self.sc.scaled(self.sc.reboot_time), Msg::RebootUp(node));
                     return;
                 };
                 let mut v = n.value();
@@ -1094,16 +1105,44 @@ impl Runner {
             }
             Msg::RebootUp(node) => {
                 self.rebooting.remove(&node);
+                let boot = uid(&mut self.rng);
+                self.host_boot.insert(node.clone(), boot.clone());
                 let mut inner = self.shared.store.lock();
+                // A host whose Node was deleted meanwhile comes up all the same: its kubelet
+                // reports the new boot when the Node is registered again.
                 let Some(n) = inner.get(Kind::Node, &node).cloned() else {
                     return;
                 };
                 let mut v = n.value();
                 set_node_ready(&mut v, true);
-                v["status"]["nodeInfo"]["bootID"] = json!(uid(&mut self.rng));
+                v["status"]["nodeInfo"]["bootID"] = json!(boot);
                 inner.put(Kind::Node, v);
             }
         }
+    }
+
+    /// A Node just created (a kubelet registering again after its Node was deleted): its
+    /// status is the kubelet's, Ready unless its host is down in a reboot, with the host's
+    /// boot ID, whatever the creator wrote.
+    fn kubelet_registers(&mut self, node: &str) {
+        let ready = !self.rebooting.contains(node);
+        let mut inner = self.shared.store.lock();
+        let Some(n) = inner.get(Kind::Node, node).cloned() else {
+            return;
+        };
+        let mut v = n.value();
+        let boot = self.host_boot.get(node).cloned();
+        let stale_boot = boot
+            .as_deref()
+            .is_some_and(|b| v["status"]["nodeInfo"]["bootID"].as_str() != Some(b));
+        if n.idx.ready == ready && !stale_boot {
+            return;
+        }
+        set_node_ready(&mut v, ready);
+        if let Some(b) = boot {
+            v["status"]["nodeInfo"]["bootID"] = json!(b);
+        }
+        inner.put(Kind::Node, v);
     }
 
     fn flush(&mut self) {
