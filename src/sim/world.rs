@@ -1125,6 +1125,11 @@ impl Runner {
     /// status is the kubelet's, Ready unless its host is down in a reboot, with the host's
     /// boot ID, whatever the creator wrote.
     fn kubelet_registers(&mut self, node: &str) {
+        // Only hosts the world rebooted: a Node created by hand (kubectl, a test) is left as
+        // written.
+        if !self.rebooting.contains(node) && !self.host_boot.contains_key(node) {
+            return;
+        }
         let ready = !self.rebooting.contains(node);
         let mut inner = self.shared.store.lock();
         let Some(n) = inner.get(Kind::Node, node).cloned() else {
