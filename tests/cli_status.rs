@@ -390,13 +390,7 @@ async fn a_foreign_lock_holder_an_expired_leader_and_a_blackout_read_as_such() {
 #[tokio::test]
 async fn an_unreachable_cluster_exits_1_naming_the_server_and_an_invalid_config_exits_2() {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    // Nothing listens on port 9 of the loopback address.
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n",
-    )
-    .unwrap();
+    let kubeconfig = cli::unreachable_kubeconfig(dir.path());
     let good = dir.path().join("good.yaml");
     std::fs::write(&good, "failures:\n  maxFailures: 0\n").unwrap();
     let (code, out, err) =

@@ -816,7 +816,7 @@ pub async fn rollout_with(
             } else if t >= bound_from + Duration::from_secs_f64(bound.seconds)
                 || opts.cap.is_some_and(|c| t >= c)
             {
-                let why = report::stuck_reason(&nodes, &flagged, &bound);
+                let why = report::stuck_reason(&nodes, &flagged, &pending, &rebooted, &bound);
                 decision = Some((t, (Outcome::Stuck, why)));
             }
         }

@@ -65,12 +65,9 @@ pub fn decided(
         .collect();
     let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let done = |name: &str| {
-        by_name.get(name).is_some_and(|n| {
-            (n.state == Some(NodeState::Done) || (n.state.is_none() && rebooted.contains(name)))
-                && !n.flagged()
-                && !n.unschedulable
-                && !pending.contains(name)
-        })
+        by_name
+            .get(name)
+            .is_some_and(|n| node_done(n, pending, rebooted))
     };
     let waiting: Vec<&str> = flagged
         .iter()
@@ -103,14 +100,30 @@ pub fn decided(
     })
 }
 
-/// Why a run is stuck: each flagged node not done, with its state.
-pub fn stuck_reason(nodes: &[NodeView], flagged: &BTreeSet<String>, bound: &Bound) -> String {
+/// A flagged node whose cycle is over: `done` (or a Node registered afresh after its host
+/// rebooted, see [`decided`]), unflagged, uncordoned, and its host's sentinel quiet.
+fn node_done(n: &NodeView, pending: &BTreeSet<String>, rebooted: &BTreeSet<String>) -> bool {
+    (n.state == Some(NodeState::Done) || (n.state.is_none() && rebooted.contains(&n.name)))
+        && !n.flagged()
+        && !n.unschedulable
+        && !pending.contains(&n.name)
+}
+
+/// Why a run is stuck: each flagged node neither done (as [`decided`] counts it) nor failed,
+/// with its state.
+pub fn stuck_reason(
+    nodes: &[NodeView],
+    flagged: &BTreeSet<String>,
+    pending: &BTreeSet<String>,
+    rebooted: &BTreeSet<String>,
+    bound: &Bound,
+) -> String {
     let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut left = Vec::new();
     for f in flagged {
         match by_name.get(f.as_str()) {
             None => left.push(format!("{f} (no Node object)")),
-            Some(n) if n.state == Some(NodeState::Done) && !n.flagged() && !n.unschedulable => {}
+            Some(n) if node_done(n, pending, rebooted) => {}
             Some(n) if n.state == Some(NodeState::Failed) => {}
             Some(n) => left.push(format!(
                 "{f} ({}{}{})",
@@ -770,7 +783,7 @@ mod tests {
             how: "x".into(),
         };
         assert_eq!(
-            stuck_reason(&nodes, &flagged, &b),
+            stuck_reason(&nodes, &flagged, &BTreeSet::new(), &BTreeSet::new(), &b),
             "stuck: not decided 12.0 s after the faults stopped (bound x); still waiting: b (draining, cordoned), c (no Node object)"
         );
     }

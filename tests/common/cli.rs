@@ -26,3 +26,16 @@ pub async fn rollboot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String)
     .await
     .unwrap()
 }
+
+/// Writes, in `dir`, a kubeconfig for an API server at http://127.0.0.1:9, where nothing
+/// listens, and returns its path.
+#[allow(dead_code)] // Not every file that runs the binary needs an unreachable cluster.
+pub fn unreachable_kubeconfig(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    path
+}
