@@ -684,6 +684,10 @@ pub struct Serve {
     pub token: String,
 }
 
+/// How long the agents may take to flag the nodes before the controllers start regardless (a
+/// host whose agent cannot write, e.g. under an API fault, must not hold the run).
+const FLAGS_AT_MOST: Duration = Duration::from_secs(30);
+
 /// Runs a whole rollout: world, 2 controller replicas, one agent per node, flags, plays the
 /// scenario's faults if it has any, waits until the run is decided (finished, halted, or stuck
 /// past its bound), and returns the report.
@@ -776,11 +780,38 @@ pub async fn rollout_with(
         .map(|s| chaos::Chaos::new(s, &scenario));
     let started = Instant::now();
     let watch = NodeWatch::start(h.client.clone(), &h.config.lock).await?;
-    h.start_rollout().await?;
-    let start = Instant::now();
-    let flagged_at = Utc::now();
+    // The agents flag the nodes before the controllers start, as on a cluster whose sentinels
+    // appeared during the day before tonight's window: the controller sees the whole set and
+    // takes it in the config's order. Started together, its first pass could see one node
+    // flagged and take that one first (a rehearsal then halted on the last node's failure
+    // before the others were rebooted).
+    h.start_all_agents().await?;
     let list: Vec<String> = flagged.iter().cloned().collect();
     h.flag(&list);
+    let flags_by = Instant::now() + FLAGS_AT_MOST;
+    loop {
+        let nodes = watch.nodes();
+        let shown = nodes
+            .iter()
+            .filter(|n| n.flagged() && flagged.contains(&n.name))
+            .count();
+        if shown == flagged.len() {
+            break;
+        }
+        if Instant::now() >= flags_by {
+            tracing::warn!(
+                flagged = flagged.len(),
+                shown,
+                "not every flagged node carries its flag after {FLAGS_AT_MOST:?}; the controllers start all the same"
+            );
+            break;
+        }
+        watch.changed(Duration::from_millis(100)).await;
+    }
+    h.start_controller(0).await?;
+    h.start_controller(1).await?;
+    let start = Instant::now();
+    let flagged_at = Utc::now();
     let tty = std::io::stderr().is_terminal();
     let mut last_print = Instant::now();
     let mut decision: Option<(Duration, (Outcome, String))> = None;
