@@ -296,6 +296,14 @@ pub enum Step {
         /// When to go on without it.
         until: DateTime<Utc>,
     },
+    /// Nothing to do, and the slot stays taken, until the node's Node says more (a watched
+    /// change) or until this instant.
+    Hold {
+        /// When to look again.
+        until: DateTime<Utc>,
+        /// Why the slot is held.
+        why: String,
+    },
     /// Write `state: failed` with the reason, and free the slot.
     Fail(String),
     /// Free the node's slot in the lock.
@@ -400,11 +408,52 @@ pub fn next_step(
     config: &Config,
     now: DateTime<Utc>,
 ) -> Step {
-    let Some(n) = node else {
-        return Step::Free("the node was deleted from the cluster".into());
+    // The longest a host can be out of service in a cycle that started at `entry.since`: its
+    // drain, then its reboot, each to its timeout.
+    let out_until =
+        entry.since + config.drain.timeout.to_chrono() + config.reboot.timeout.to_chrono();
+    let Some(n) = node.filter(|n| !n.deleting) else {
+        // A Node deleted mid-cycle says nothing of its host, which may be down in the reboot
+        // asked of it and register its Node again NotReady: freeing the slot at once let
+        // another node start beside it (the chaos campaign, seed 616: 3 out with maxNodes 2).
+        let gone = if node.is_some() {
+            "is being deleted"
+        } else {
+            "was deleted from the cluster"
+        };
+        return if now < out_until {
+            Step::Hold {
+                until: out_until,
+                why: format!("the node {gone} while in maintenance; its host may still be draining or rebooting"),
+            }
+        } else {
+            Step::Free(format!(
+                "the node {gone} and was not registered again within the drain and reboot timeouts ({} + {}) of its start",
+                config.drain.timeout, config.reboot.timeout
+            ))
+        };
     };
-    if n.deleting {
-        return Step::Free("the node is being deleted".into());
+    if n.state.is_none() && !n.flagged() {
+        // No trace of this cycle and nothing asked: a Node registered again (its annotations
+        // went with the old object) after its host rebooted (the agent does not flag it again:
+        // its sentinel went with the reboot). Starting over would reboot it a second time. It
+        // keeps its slot until it is Ready, as any node coming back from a reboot.
+        if n.ready && !n.not_ready_taint {
+            return Step::Free(
+                "the node was registered again, Ready, and asks for no reboot".into(),
+            );
+        }
+        return if now < out_until {
+            Step::Hold {
+                until: out_until,
+                why: "the node was registered again and is not Ready yet".into(),
+            }
+        } else {
+            Step::Fail(format!(
+                "the node was registered again during its cycle and was not Ready within the drain and reboot timeouts ({} + {}) of its start",
+                config.drain.timeout, config.reboot.timeout
+            ))
+        };
     }
     let start_over = Step::Cordon {
         record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
@@ -1086,17 +1135,100 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_or_finished_node_frees_its_slot() {
+    fn a_finished_node_frees_its_slot() {
         let c = cfg("{}");
         let e = entry("2026-01-01T00:00:00Z");
         let now = t("2026-01-01T00:02:00Z");
-        assert!(matches!(next_step(None, &e, &c, now), Step::Free(_)));
         let done = in_state(
             flagged("n", "2026-01-01T00:00:00Z", &[]),
             NodeState::Done,
             "2026-01-01T00:01:00Z",
         );
         assert!(matches!(next_step(Some(&done), &e, &c, now), Step::Free(_)));
+    }
+
+    #[test]
+    fn a_deleted_node_keeps_its_slot_while_its_host_may_be_out() {
+        // Drain 6m + reboot 4m: the host may be out until 00:10 of a cycle started at 00:00.
+        let c = cfg("{drain: {timeout: 6m}, reboot: {timeout: 4m}}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let end = t("2026-01-01T00:10:00Z");
+        let during = t("2026-01-01T00:09:59Z");
+        assert_eq!(
+            next_step(None, &e, &c, during),
+            Step::Hold {
+                until: end,
+                why: "the node was deleted from the cluster while in maintenance; its host may still be draining or rebooting".into()
+            }
+        );
+        match next_step(None, &e, &c, end) {
+            Step::Free(why) => assert!(
+                why.contains(
+                    "was not registered again within the drain and reboot timeouts (6m + 4m)"
+                ),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Being deleted (a finalizer holds it): the same.
+        let deleting = NodeView {
+            deleting: true,
+            unschedulable: true,
+            ..in_state(
+                flagged("n", "2026-01-01T00:00:00Z", &[]),
+                NodeState::Rebooting,
+                "2026-01-01T00:01:00Z",
+            )
+        };
+        assert!(
+            matches!(next_step(Some(&deleting), &e, &c, during), Step::Hold { until, .. } if until == end)
+        );
+        assert!(matches!(
+            next_step(Some(&deleting), &e, &c, end),
+            Step::Free(_)
+        ));
+    }
+
+    #[test]
+    fn a_node_registered_again_unflagged_is_never_rebooted_twice() {
+        let c = cfg("{drain: {timeout: 6m}, reboot: {timeout: 4m}}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:03:00Z");
+        // Registered again by its kubelet while the host boots: no annotations, NotReady.
+        let mut fresh = node("n", &[]);
+        fresh.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
+        let booting = NodeView::from_node(&fresh);
+        assert!(matches!(
+            next_step(Some(&booting), &e, &c, now),
+            Step::Hold { .. }
+        ));
+        // Ready but the node-lifecycle controller's taint still on: still out.
+        let tainted = NodeView {
+            ready: true,
+            not_ready_taint: true,
+            ..booting.clone()
+        };
+        assert!(matches!(
+            next_step(Some(&tainted), &e, &c, now),
+            Step::Hold { .. }
+        ));
+        // Back and Ready: the slot is freed, no cordon, no second reboot.
+        let back = NodeView::from_node(&node("n", &[]));
+        assert!(matches!(next_step(Some(&back), &e, &c, now), Step::Free(_)));
+        // Never Ready within the timeouts: it fails, which the rollout's maxFailures counts.
+        match next_step(Some(&booting), &e, &c, t("2026-01-01T00:10:00Z")) {
+            Step::Fail(why) => assert!(why.contains("was not Ready within"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Flagged again (its host did not reboot: the sentinel is still there): the cycle
+        // starts over from the cordon.
+        let again = flagged("n", "2026-01-01T00:02:00Z", &[]);
+        assert_eq!(
+            next_step(Some(&again), &e, &c, now),
+            Step::Cordon {
+                record_cordoned_by: true
+            }
+        );
     }
 
     /// A node in the lock since `e`, cordoned by rollboot, asked to reboot at 00:01 (token,

@@ -1185,6 +1185,11 @@ async fn run_step(
         }
         // The watch brings the taint's arrival (a new pass); the bound is the fallback.
         Step::Settle { until } => Ok(Some(until)),
+        // Looked at again on every pass the watch brings: debug, not to repeat it at info.
+        Step::Hold { until, why } => {
+            tracing::debug!(node = name, %until, why, "its slot in the maintenance lock stays taken");
+            Ok(Some(until))
+        }
         Step::Fail(reason) => {
             fail(ctx, view.expect("a fail step has a node"), reason).await?;
             Ok(None)
