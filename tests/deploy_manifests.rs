@@ -1151,6 +1151,18 @@ fn the_images_hold_the_binary_the_manifests_run() {
         "--profile {profile} is not defined in Cargo.toml"
     );
     let artifact = format!("{}/target/{profile}/{bin}", workdir.trim_end_matches('/'));
+    // Base images named in full: podman and buildah refuse a short name (`rust:1.89`) unless
+    // the host configures an alias or a search registry (Debian's podman does not).
+    for (op, args) in instructions(&read("deploy/Dockerfile")) {
+        if op == "FROM" {
+            let image = args.split_whitespace().next().unwrap();
+            let host = image.split('/').next().unwrap();
+            assert!(
+                image.contains('/') && (host.contains('.') || host.contains(':')),
+                "FROM {image}: name the registry"
+            );
+        }
+    }
     // What the build copies from the context exists (and .dockerignore lets it through:
     // the_dockerfile_builds_a_nonroot_controller_and_an_agent_stage).
     for (_, ins) in &stages {
