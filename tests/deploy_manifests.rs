@@ -1130,8 +1130,7 @@ fn the_images_hold_the_binary_the_manifests_run() {
         .iter()
         .filter(|(op, _)| op == "RUN")
         .map(|(_, a)| a.clone())
-        .filter(|a| a.contains("cargo build"))
-        .last()
+        .rfind(|a| a.contains("cargo build"))
         .expect("the builder runs cargo build");
     let words: Vec<&str> = cargo_build.split_whitespace().collect();
     let after = |flag: &str| {
@@ -1199,7 +1198,7 @@ fn the_images_hold_the_binary_the_manifests_run() {
             .find(|(op, _)| op == "ENTRYPOINT")
             .map(|(_, a)| serde_json::from_str(a).unwrap())
             .unwrap_or_else(|| panic!("stage {target} has no ENTRYPOINT"));
-        assert_eq!(entrypoint, [dest.clone()], "stage {target}");
+        assert_eq!(entrypoint, [dest], "stage {target}");
         // The pod runs that entrypoint (no `command` replaces it) with a subcommand the binary
         // has: the one named like the stage.
         let c = container_of(&objects, kind, ns, name);
@@ -1269,7 +1268,7 @@ fn the_install_docs_build_push_and_install_the_images_the_manifests_run() {
             .collect();
         assert_eq!(
             built,
-            [run.clone()],
+            std::slice::from_ref(&run),
             "deploy/Dockerfile's example for {target}"
         );
     }
@@ -1297,7 +1296,11 @@ fn the_install_docs_build_push_and_install_the_images_the_manifests_run() {
                 })
                 .filter_map(|l| shell_arg(l, "-t", &registry))
                 .collect();
-            assert_eq!(built, [want.clone()], "{doc}: the build of {target}");
+            assert_eq!(
+                built,
+                std::slice::from_ref(&want),
+                "{doc}: the build of {target}"
+            );
             let pushed = lines
                 .iter()
                 .flat_map(|l| l.split("&&"))
