@@ -1071,6 +1071,313 @@ fn the_dockerfile_builds_a_nonroot_controller_and_an_agent_stage() {
     }
 }
 
+/// The Dockerfile's instructions by stage, in order: (stage name, its instructions).
+fn stages(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for (op, args) in instructions(text) {
+        if op == "FROM" {
+            let name = args.split_whitespace().nth(2).unwrap_or_default();
+            out.push((name.to_string(), Vec::new()));
+        } else if let Some((_, ins)) = out.last_mut() {
+            ins.push((op, args));
+        }
+    }
+    out
+}
+
+/// The one container of the pod of a Deployment or DaemonSet.
+fn container_of(objects: &[Value], kind: &str, ns: &str, name: &str) -> Container {
+    let pod = match kind {
+        "Deployment" => find::<Deployment>(objects, kind, ns, name)
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap(),
+        _ => find::<DaemonSet>(objects, kind, ns, name)
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap(),
+    };
+    assert_eq!(pod.containers.len(), 1, "{kind} {name}: one container");
+    pod.containers[0].clone()
+}
+
+/// (Dockerfile target, kind, namespace, name) of each workload built from the Dockerfile.
+const WORKLOADS: [(&str, &str, &str, &str); 2] = [
+    (
+        "controller",
+        "Deployment",
+        "rollboot-system",
+        "rollboot-controller",
+    ),
+    ("agent", "DaemonSet", "rollboot-agent", "rollboot-agent"),
+];
+
+#[test]
+fn the_images_hold_the_binary_the_manifests_run() {
+    let stages = stages(&read("deploy/Dockerfile"));
+    let (builder, build) = &stages[0];
+    // The builder compiles the crate's binary into target/PROFILE/ under its WORKDIR.
+    let workdir = build
+        .iter()
+        .find(|(op, _)| op == "WORKDIR")
+        .map(|(_, a)| a.clone())
+        .expect("the builder's WORKDIR");
+    let cargo_build = build
+        .iter()
+        .filter(|(op, _)| op == "RUN")
+        .map(|(_, a)| a.clone())
+        .rfind(|a| a.contains("cargo build"))
+        .expect("the builder runs cargo build");
+    let words: Vec<&str> = cargo_build.split_whitespace().collect();
+    let after = |flag: &str| {
+        words
+            .iter()
+            .position(|w| *w == flag)
+            .map(|i| words[i + 1].to_string())
+            .unwrap_or_else(|| panic!("cargo build without {flag}: {cargo_build}"))
+    };
+    let (profile, bin) = (after("--profile"), after("--bin"));
+    assert!(
+        read("Cargo.toml").contains(&format!("[[bin]]\nname = \"{bin}\"")),
+        "--bin {bin} is not the crate's binary"
+    );
+    assert!(
+        read("Cargo.toml").contains(&format!("[profile.{profile}]")),
+        "--profile {profile} is not defined in Cargo.toml"
+    );
+    let artifact = format!("{}/target/{profile}/{bin}", workdir.trim_end_matches('/'));
+    // Base images named in full: podman and buildah refuse a short name (`rust:1.89`) unless
+    // the host configures an alias or a search registry (Debian's podman does not).
+    for (op, args) in instructions(&read("deploy/Dockerfile")) {
+        if op == "FROM" {
+            let image = args.split_whitespace().next().unwrap();
+            let host = image.split('/').next().unwrap();
+            assert!(
+                image.contains('/') && (host.contains('.') || host.contains(':')),
+                "FROM {image}: name the registry"
+            );
+        }
+    }
+    // What the build copies from the context exists (and .dockerignore lets it through:
+    // the_dockerfile_builds_a_nonroot_controller_and_an_agent_stage).
+    for (_, ins) in &stages {
+        for (op, args) in ins {
+            if op == "COPY" && !args.starts_with("--from=") {
+                let words: Vec<&str> = args.split_whitespace().collect();
+                for src in &words[..words.len() - 1] {
+                    assert!(
+                        root().join(src).exists(),
+                        "COPY {src}: not in the repository"
+                    );
+                }
+            }
+        }
+    }
+    let objects = kustomize();
+    for (target, kind, ns, name) in WORKLOADS {
+        let (_, ins) = stages
+            .iter()
+            .find(|(s, _)| s == target)
+            .unwrap_or_else(|| panic!("no stage {target}"));
+        // The image holds the builder's binary, and its entrypoint is that binary.
+        let dest = ins
+            .iter()
+            .filter(|(op, _)| op == "COPY")
+            .find_map(|(_, a)| {
+                let w: Vec<&str> = a.split_whitespace().collect();
+                (w.len() == 3 && w[0] == format!("--from={builder}") && w[1] == artifact)
+                    .then(|| w[2].to_string())
+            })
+            .unwrap_or_else(|| panic!("stage {target} does not copy {artifact} from {builder}"));
+        let entrypoint: Vec<String> = ins
+            .iter()
+            .find(|(op, _)| op == "ENTRYPOINT")
+            .map(|(_, a)| serde_json::from_str(a).unwrap())
+            .unwrap_or_else(|| panic!("stage {target} has no ENTRYPOINT"));
+        assert_eq!(entrypoint, [dest], "stage {target}");
+        // The pod runs that entrypoint (no `command` replaces it) with a subcommand the binary
+        // has: the one named like the stage.
+        let c = container_of(&objects, kind, ns, name);
+        assert!(
+            c.command.is_none(),
+            "{kind} {name} replaces the image's entrypoint"
+        );
+        let args = c.args.clone().unwrap_or_default();
+        assert_eq!(
+            args.first().map(String::as_str),
+            Some(target),
+            "{kind} {name}"
+        );
+        let help = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+            .args([target, "--help"])
+            .output()
+            .unwrap();
+        assert!(help.status.success(), "rollboot {target} --help failed");
+    }
+}
+
+/// The fenced code blocks of a Markdown text: (language, body).
+fn code_blocks(md: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in md.lines() {
+        let t = line.trim_start();
+        match (&mut open, t.strip_prefix("```")) {
+            (None, Some(lang)) => open = Some((lang.trim().to_string(), String::new())),
+            (Some(_), Some(_)) => out.push(open.take().unwrap()),
+            (Some((_, body)), None) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// A shell word after `flag` on a command line (`-t NAME`, `--target T`), `$REGISTRY` replaced.
+fn shell_arg(line: &str, flag: &str, registry: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let i = words.iter().position(|w| *w == flag)?;
+    Some(words.get(i + 1)?.replace("$REGISTRY", registry))
+}
+
+#[test]
+fn the_install_docs_build_push_and_install_the_images_the_manifests_run() {
+    let version = env!("CARGO_PKG_VERSION");
+    let objects = kustomize();
+    let image = |kind, ns, name| container_of(&objects, kind, ns, name).image.unwrap();
+    // The base runs the images the Dockerfile's own example builds, tagged with the crate's
+    // version (the Helm chart renders the same objects:
+    // the_helm_chart_default_render_equals_the_kustomize_base_object_by_object).
+    let dockerfile = read("deploy/Dockerfile");
+    for (target, kind, ns, name) in WORKLOADS {
+        let run = image(kind, ns, name);
+        assert!(
+            run.ends_with(&format!(":{version}")),
+            "{kind} {name} runs {run}"
+        );
+        let built: Vec<String> = dockerfile
+            .lines()
+            .filter(|l| l.contains("build") && l.contains(&format!("--target {target} ")))
+            .filter_map(|l| shell_arg(l, "-t", ""))
+            .collect();
+        assert_eq!(
+            built,
+            std::slice::from_ref(&run),
+            "deploy/Dockerfile's example for {target}"
+        );
+    }
+    for doc in ["deploy/INSTALL.md", "README.md"] {
+        let text = read(doc);
+        let blocks = code_blocks(&text);
+        let registry = blocks
+            .iter()
+            .flat_map(|(_, b)| b.lines())
+            .find_map(|l| l.trim().strip_prefix("REGISTRY="))
+            .map(|r| r.split_whitespace().next().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{doc}: no REGISTRY= example"));
+        let lines: Vec<&str> = blocks
+            .iter()
+            .filter(|(lang, _)| lang == "sh")
+            .flat_map(|(_, b)| b.lines())
+            .collect();
+        for (target, kind, ns, name) in WORKLOADS {
+            // Built as REGISTRY/ + the name the base runs, and pushed under that name.
+            let want = format!("{registry}/{}", image(kind, ns, name));
+            let built: Vec<String> = lines
+                .iter()
+                .filter(|l| {
+                    l.contains("docker build") && l.contains(&format!("--target {target} "))
+                })
+                .filter_map(|l| shell_arg(l, "-t", &registry))
+                .collect();
+            assert_eq!(
+                built,
+                std::slice::from_ref(&want),
+                "{doc}: the build of {target}"
+            );
+            let pushed = lines
+                .iter()
+                .flat_map(|l| l.split("&&"))
+                .filter_map(|l| shell_arg(l, "push", &registry))
+                .any(|p| p == want);
+            assert!(pushed, "{doc}: {want} is not pushed");
+            // Helm is pointed at the same repository (its tags default to the version).
+            let helm_key = format!("image.{target}.repository=");
+            let repo = lines
+                .iter()
+                .find_map(|l| {
+                    l.split_whitespace()
+                        .find_map(|w| w.strip_prefix(helm_key.as_str()))
+                })
+                .unwrap_or_else(|| panic!("{doc}: no --set {helm_key}"))
+                .replace("$REGISTRY", &registry);
+            assert_eq!(format!("{repo}:{version}"), want, "{doc}: Helm {target}");
+        }
+    }
+    let values = read("deploy/helm/rollboot/values.yaml");
+    assert_eq!(
+        values.matches(&format!("tag: \"{version}\"")).count(),
+        2,
+        "the chart's image tags are the crate's version"
+    );
+    // The Kustomize directory INSTALL.md tells the user to write, rendered next to a checkout
+    // of this repository: it runs the pushed images.
+    let install = read("deploy/INSTALL.md");
+    let blocks = code_blocks(&install);
+    let overlay = blocks
+        .iter()
+        .find(|(lang, b)| lang == "yaml" && b.contains("kind: Kustomization"))
+        .map(|(_, b)| b.clone())
+        .expect("INSTALL.md: a kustomization.yaml with images:");
+    let registry = blocks
+        .iter()
+        .flat_map(|(_, b)| b.lines())
+        .find_map(|l| l.trim().strip_prefix("REGISTRY="))
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(root(), dir.path().join("rollboot")).unwrap();
+    let mine = dir.path().join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("kustomization.yaml"), &overlay).unwrap();
+    let out = match Command::new("kubectl")
+        .args(["kustomize", mine.to_str().unwrap()])
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("kubectl not runnable ({e}); the documented overlay was not rendered");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize of INSTALL.md's overlay: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = docs(&String::from_utf8_lossy(&out.stdout), "the overlay");
+    for (_, kind, ns, name) in WORKLOADS {
+        let base = image(kind, ns, name);
+        let c = container_of(&rendered, kind, ns, name);
+        assert_eq!(
+            c.image.as_deref(),
+            Some(format!("{registry}/{base}").as_str()),
+            "the overlay's {kind} {name}"
+        );
+    }
+    assert_eq!(
+        rendered.len(),
+        objects.len(),
+        "the overlay renders the whole base"
+    );
+}
+
 /// Runs deploy/helm/render.py (real Helm, from the PyPI package helm-python-sdk); `None` when
 /// that package is not installed here.
 fn helm_render(args: &[&str]) -> Option<String> {

@@ -175,6 +175,46 @@ async fn two_at_once_but_never_two_in_one_zone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_times_out_fails_the_node_with_an_event_saying_the_drain_failed() {
+    // Every pod is covered by a budget allowing no disruption: the drain cannot finish.
+    let sc = Scenario {
+        pdb_share: 1.0,
+        pdb_max_unavailable: 0,
+        bare_pods: 0,
+        ..scenario(3)
+    };
+    let h = running(sc, "{drain: {timeout: 2s}}").await;
+    let first = h.node_names().await.unwrap()[0].clone();
+    h.flag(std::slice::from_ref(&first));
+    let failed = the_one_failed_node(&h, "the node whose drain the budgets held").await;
+    assert_eq!(failed.name, first);
+    let reason = failed.failure_reason.clone().unwrap_or_default();
+    assert!(reason.contains("drain timed out"), "{reason}");
+    assert_eq!(h.reboots(&first), 0, "rebooted after a failed drain");
+    // The Warning Event's reason says what failed; its note says why and what happens next.
+    let mut notes = Vec::new();
+    for _ in 0..100 {
+        notes = h.events("DrainFailed").await.unwrap();
+        if !notes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("drain timed out") && n.contains("the rollout halts")),
+        "no DrainFailed Event: {notes:?}"
+    );
+    let wrong = h.events("RebootFailed").await.unwrap();
+    assert!(
+        wrong.is_empty(),
+        "a drain failure called a reboot failure: {wrong:?}"
+    );
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_allowing_no_disruption_holds_the_drain_until_it_is_relaxed() {
     let sc = Scenario {
         pdb_share: 1.0,
