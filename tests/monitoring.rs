@@ -63,11 +63,14 @@ fn exported(text: &str) -> Exported {
     out
 }
 
+/// A label matcher: label, operator, value.
+type Matcher = (String, String, String);
+
 /// What one PromQL expression uses.
 #[derive(Debug, Default)]
 struct Uses {
     /// Each selector: metric name and its matchers (label, operator, value).
-    selectors: Vec<(String, Vec<(String, String, String)>)>,
+    selectors: Vec<(String, Vec<Matcher>)>,
     /// Labels named in `by`, `without`, `on`, `ignoring`, `group_left`, `group_right`.
     grouping: BTreeSet<String>,
 }

@@ -500,3 +500,68 @@ fn a_url_or_token_in_the_config_and_bad_sinks_are_errors_naming_the_key() {
         "{e:?}"
     );
 }
+
+/// Helm wires a notification Secret into the controller as files and variables (skipped where
+/// the Helm library of helm-python-sdk is not installed).
+#[test]
+fn the_helm_chart_gives_the_controller_a_notification_secret_as_files_and_variables() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import helm_python"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("helm-python-sdk not installed; the chart was not rendered");
+        return;
+    }
+    let values = r#"{"controller": {"secretMount": "rollboot-notifications", "extraEnv": [
+        {"name": "SLACK_WEBHOOK_URL", "valueFrom": {"secretKeyRef": {"name": "rollboot-notifications", "key": "slack-url"}}}]}}"#;
+    let out = std::process::Command::new("python3")
+        .args(["deploy/helm/render.py", "--values", values])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let deployment = text
+        .split("\n---\n")
+        .find(|d| d.contains("kind: Deployment"))
+        .unwrap();
+    let d: k8s_openapi::api::apps::v1::Deployment = yaml_serde::from_str(deployment).unwrap();
+    let pod = d.spec.unwrap().template.spec.unwrap();
+    let c = &pod.containers[0];
+    let env = c.env.as_ref().unwrap();
+    let slack = env.iter().find(|e| e.name == "SLACK_WEBHOOK_URL").unwrap();
+    let key = slack
+        .value_from
+        .as_ref()
+        .unwrap()
+        .secret_key_ref
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (key.name.as_str(), key.key.as_str()),
+        ("rollboot-notifications", "slack-url")
+    );
+    let mount = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.mount_path == "/etc/rollboot-secrets")
+        .unwrap();
+    assert_eq!(mount.read_only, Some(true));
+    let vol = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        vol.secret.unwrap().secret_name.as_deref(),
+        Some("rollboot-notifications")
+    );
+}
