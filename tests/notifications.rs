@@ -71,7 +71,12 @@ async fn receiver() -> (Receiver, String) {
         }
     }
     let r = Receiver::default();
+    // A Prometheus stand-in for the `blocked` test: one firing alert.
+    async fn alerts() -> String {
+        r#"{"status":"success","data":{"alerts":[{"labels":{"alertname":"NodeDown"},"state":"firing"}]}}"#.into()
+    }
     let app = Router::new()
+        .route("/api/v1/alerts", axum::routing::get(alerts))
         .route("/{*rest}", post(take))
         .with_state(r.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -499,6 +504,111 @@ fn a_url_or_token_in_the_config_and_bad_sinks_are_errors_naming_the_key() {
         e[0].message.contains("nodeGone") && e[0].message.contains("rolloutHalted"),
         "{e:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_blocked_past_blocked_after_is_told_once_with_its_blockers() {
+    let (rx, base) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("url");
+    std::fs::write(&url, format!("{base}/ok/hook")).unwrap();
+    let overrides = format!(
+        "blockers: {{prometheus: {{url: {base}}}}}
+notifications:
+  blockedAfter: 2s
+  sinks: [{{name: hook, type: webhook, urlFrom: {{file: {}}}}}]
+",
+        url.display()
+    );
+    let h = start(2, &overrides).await;
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    eventually("a blocked notice", || !rx.got("/hook").is_empty()).await;
+    // Passes come every 5 s while alerts block: long enough for a repeat to show.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let got = rx.got("/hook");
+    assert_eq!(events(&got), vec!["blocked"], "told once per spell");
+    let b = &got[0].body;
+    assert_eq!(b["pending"], 2);
+    assert_eq!(
+        b["blockers"],
+        serde_json::json!(["1 alert(s) firing in Prometheus: NodeDown"])
+    );
+    assert!(b["text"].as_str().unwrap().contains("blocked for"), "{b}");
+    let m = h.metrics[0].render();
+    assert_eq!(
+        sample(&m, "rollboot_blockers_active{kind=\"alerts\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "rollboot_nodes{state=\"waiting\"}"),
+        Some(2.0),
+        "{m}"
+    );
+    for n in h.nodes().await.unwrap() {
+        assert_eq!(n.state, None, "{} started while an alert fired", n.name);
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_opening_with_nodes_waiting_is_told() {
+    let (rx, base) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("url");
+    std::fs::write(&url, format!("{base}/ok/hook")).unwrap();
+    // Open the first 10 seconds of every minute.
+    let overrides = format!(
+        "windows: [{{schedule: \"* * * * *\", duration: 10s}}]
+notifications:
+  sinks: [{{name: hook, type: webhook, urlFrom: {{file: {}}}, events: [windowOpened]}}]
+",
+        url.display()
+    );
+    let h = start(2, &overrides).await;
+    let schedule = h.config.schedule();
+    // Flag the nodes while the window is closed (and not about to open), so the controller
+    // sees it closed with work waiting first.
+    while schedule.is_allowed(chrono::Utc::now())
+        || schedule.next_opening(chrono::Utc::now()).unwrap().start - chrono::Utc::now()
+            < chrono::Duration::seconds(5)
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    let opening = schedule.next_opening(chrono::Utc::now()).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let m = h.metrics[0].render();
+    assert_eq!(sample(&m, "rollboot_window_open"), Some(0.0), "{m}");
+    assert_eq!(
+        sample(&m, "rollboot_window_next_opening_timestamp_seconds"),
+        Some(opening.start.timestamp() as f64)
+    );
+    assert_eq!(
+        sample(&m, "rollboot_blockers_active{kind=\"window_closed\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(rx.got("/hook").is_empty(), "nothing opened yet");
+    let t0 = Instant::now();
+    while rx.got("/hook").is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(70),
+            "no windowOpened notice"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = rx.got("/hook");
+    assert_eq!(events(&got), vec!["windowOpened"]);
+    assert!(chrono::Utc::now() >= opening.start);
+    assert_eq!(got[0].body["pending"], 2);
+    assert_eq!(
+        got[0].body["windowEnd"],
+        rollboot::time::annotation(opening.end)
+    );
+    h.shutdown().await;
 }
 
 /// Helm wires a notification Secret into the controller as files and variables (skipped where
