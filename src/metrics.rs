@@ -567,3 +567,68 @@ pub async fn serve_on(
         );
     axum::serve(listener, app).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn a_phase_lands_in_every_bucket_at_or_above_it_with_sum_and_count() {
+        let m = Metrics::default();
+        m.phase(Phase::Drain, 42.0);
+        m.phase(Phase::Drain, 0.5);
+        let t = m.render();
+        let b = |le: &str| {
+            sample(
+                &t,
+                &format!("rollboot_phase_duration_seconds_bucket{{phase=\"drain\",le=\"{le}\"}}"),
+            )
+        };
+        assert_eq!(b("1"), Some(1.0));
+        assert_eq!(b("30"), Some(1.0));
+        assert_eq!(b("60"), Some(2.0));
+        assert_eq!(b("+Inf"), Some(2.0));
+        assert_eq!(
+            sample(&t, "rollboot_phase_duration_seconds_sum{phase=\"drain\"}"),
+            Some(42.5)
+        );
+        assert_eq!(
+            sample(&t, "rollboot_phase_duration_seconds_count{phase=\"drain\"}"),
+            Some(2.0)
+        );
+        assert!(
+            !t.contains("phase=\"reboot\""),
+            "no series for a phase never seen"
+        );
+    }
+
+    #[test]
+    fn a_replica_that_stops_leading_stops_exporting_the_rollout_and_labels_are_escaped() {
+        let m = Metrics::default();
+        m.set_leader(true);
+        m.set_rollout(RolloutGauges {
+            lock_holder: Some(("ops \"team\"\\x".into(), true)),
+            halted: true,
+            ..Default::default()
+        });
+        let t = m.render();
+        assert_eq!(sample(&t, "rollboot_rollout_halted"), Some(1.0));
+        assert_eq!(
+            sample(&t, "rollboot_blockers_active{kind=\"lock_held\"}"),
+            Some(0.0)
+        );
+        assert!(
+            t.contains(r#"rollboot_lock_holder_info{holder="ops \"team\"\\x",foreign="true"} 1"#),
+            "{t}"
+        );
+        m.set_leader(false);
+        let t = m.render();
+        assert_eq!(sample(&t, "rollboot_rollout_halted"), None);
+        assert!(!t.contains("rollboot_lock_holder_info{"));
+    }
+}

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::config::notifications::NotifyEvent;
 use crate::config::notifications::{parse_template, Piece, SinkKind, Templates};
+use crate::config::Notifications;
 
 /// One thing to tell, with the fields its template and body use (keys are the placeholders).
 #[derive(Clone, Debug, PartialEq)]
@@ -241,6 +242,36 @@ pub fn render(templates: &Templates, n: &Notice, cluster: &str) -> String {
     out
 }
 
+/// One body to post to one sink.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    /// The index of the sink in `notifications.sinks`.
+    pub sink: usize,
+    /// What it is about.
+    pub event: NotifyEvent,
+    /// The body, in the sink's shape.
+    pub body: Value,
+}
+
+/// The messages due for `notices` under `config`: for each notice, in order, one per sink that
+/// takes its event, with the event's template rendered.
+pub fn messages(config: &Notifications, notices: &[Notice]) -> Vec<Message> {
+    let mut out = Vec::new();
+    for n in notices {
+        let text = render(&config.templates, n, &config.cluster);
+        for (i, sink) in config.sinks.iter().enumerate() {
+            if sink.wants(n.event) {
+                out.push(Message {
+                    sink: i,
+                    event: n.event,
+                    body: body(sink.kind, n, &text, &config.cluster),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// The body a sink of `kind` is sent for `n`, whose message is `text`.
 ///
 /// - `webhook`: `{"event", "time", "cluster", "text", ...the event's fields}`.
@@ -428,6 +459,49 @@ mod tests {
             now,
         );
         assert_eq!(done[0].fields["duration"], "12m34s");
+    }
+
+    #[test]
+    fn each_notice_goes_to_the_sinks_that_take_its_event_with_its_template() {
+        let config = crate::config::parse_str(
+            "notifications:
+  cluster: lab
+  templates: {nodeDone: \"{node} back\"}
+  sinks:
+    - {name: all, type: webhook, urlFrom: {env: A}}
+    - {name: failures, type: slack, urlFrom: {env: B}, events: [nodeFailed, rolloutHalted]}
+",
+        )
+        .unwrap();
+        let now = t("2026-01-01T00:00:00Z");
+        let mut tr = Tracker::default();
+        let mut notices = tr.ended("n1", &End::Done { cycle: None }, now);
+        notices.extend(tr.ended(
+            "n2",
+            &End::Failed {
+                reason: "boom".into(),
+                failed: 1,
+                max_failures: 0,
+            },
+            now,
+        ));
+        let m = messages(&config.notifications, &notices);
+        let routed: Vec<(usize, NotifyEvent)> = m.iter().map(|m| (m.sink, m.event)).collect();
+        assert_eq!(
+            routed,
+            vec![
+                (0, NotifyEvent::NodeDone),
+                (0, NotifyEvent::NodeFailed),
+                (1, NotifyEvent::NodeFailed),
+                (0, NotifyEvent::RolloutHalted),
+                (1, NotifyEvent::RolloutHalted),
+            ]
+        );
+        assert_eq!(m[0].body["text"], "n1 back");
+        assert_eq!(
+            m[2].body,
+            json!({"text": "rollboot (lab): node n2 failed: boom"})
+        );
     }
 
     #[test]

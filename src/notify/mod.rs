@@ -96,7 +96,6 @@ struct Outgoing {
 /// A sink's queue and worker.
 struct Queue {
     name: String,
-    sink: Sink,
     tx: mpsc::Sender<Outgoing>,
     worker: tokio::task::JoinHandle<()>,
 }
@@ -129,7 +128,6 @@ impl Notifier {
                 let worker = tokio::spawn(work(sink.clone(), rx, timeout, metrics.clone()));
                 Queue {
                     name: sink.name.clone(),
-                    sink: sink.clone(),
                     tx,
                     worker,
                 }
@@ -144,24 +142,20 @@ impl Notifier {
 
     /// Renders each notice for each sink that wants it and enqueues it; never waits.
     pub fn send(&self, notices: Vec<Notice>) {
-        for n in notices {
-            let text = decide::render(&self.config.templates, &n, &self.config.cluster);
-            tracing::debug!(event = n.event.as_str(), text, "notification due");
-            for q in self.queues.iter().filter(|q| q.sink.wants(n.event)) {
-                let body = decide::body(q.sink.kind, &n, &text, &self.config.cluster);
-                let msg = Outgoing {
-                    event: n.event,
-                    body: serde_json::to_vec(&body).expect("a JSON value"),
+        for m in decide::messages(&self.config, &notices) {
+            let q = &self.queues[m.sink];
+            let msg = Outgoing {
+                event: m.event,
+                body: serde_json::to_vec(&m.body).expect("a JSON value"),
+            };
+            if let Err(e) = q.tx.try_send(msg) {
+                let why = match e {
+                    mpsc::error::TrySendError::Full(_) => "its queue is full",
+                    mpsc::error::TrySendError::Closed(_) => "its worker stopped",
                 };
-                if let Err(e) = q.tx.try_send(msg) {
-                    let why = match e {
-                        mpsc::error::TrySendError::Full(_) => "its queue is full",
-                        mpsc::error::TrySendError::Closed(_) => "its worker stopped",
-                    };
-                    tracing::warn!(sink = %q.name, event = n.event.as_str(), "notification dropped: {why} (notifications.queueSize {})", self.config.queue_size);
-                    self.metrics
-                        .notification(&q.name, n.event.as_str(), "dropped");
-                }
+                tracing::warn!(sink = %q.name, event = m.event.as_str(), "notification dropped: {why} (notifications.queueSize {})", self.config.queue_size);
+                self.metrics
+                    .notification(&q.name, m.event.as_str(), "dropped");
             }
         }
     }
