@@ -376,7 +376,9 @@ fn the_checker_catches_an_unknown_metric_label_value_and_grouping() {
 /// when kubectl cannot run.
 fn kustomize_with_component() -> Option<Vec<Value>> {
     // Inside the crate: kustomize refuses absolute resource paths and a root inside deploy/.
-    let dir = root().join(format!(".monitoring-test-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = root().join(format!(".monitoring-test-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("kustomization.yaml"),
