@@ -2,7 +2,9 @@
 //! (`monitoring.enabled`): every metric, label and label value the Grafana dashboard's and the
 //! PrometheusRule alerts' PromQL use is one the controller exports (parsed out of the JSON and
 //! YAML, compared with `Metrics::render()` after exercising every family); the chart and the
-//! component carry the same dashboard and rules; the component adds exactly its objects.
+//! component carry the same dashboard and rules; the component adds exactly its objects; and,
+//! where promtool is installed, each alert fires in the situation it names (its own unit tests
+//! in tests/monitoring/alerts-test.yaml).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -515,4 +517,41 @@ fn the_helm_chart_renders_the_components_dashboard_and_rules() {
     assert!(default
         .iter()
         .all(|o| o["kind"] != "PrometheusRule" && o["kind"] != "ServiceMonitor"));
+}
+
+/// The alerts' own unit tests (tests/monitoring/alerts-test.yaml): each fires on the series the
+/// controller exports in the situation it names, with its labels and texts, and not before its
+/// `for`. Run with promtool (Debian package `prometheus`) where installed, skipped with a note
+/// where not; `promtool check rules` also checks the PromQL and templates parse.
+#[test]
+fn promtool_checks_the_rules_and_each_alert_fires_in_its_situation() {
+    let rules = "deploy/helm/rollboot/files/prometheus-rules.yaml";
+    let check = match Command::new("promtool")
+        .args(["check", "rules", rules])
+        .current_dir(root())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("promtool not runnable ({e}); the alerts' unit tests were not run");
+            return;
+        }
+    };
+    assert!(
+        check.status.success(),
+        "promtool check rules: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let test = Command::new("promtool")
+        .args(["test", "rules", "alerts-test.yaml"])
+        .current_dir(root().join("tests/monitoring"))
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "promtool test rules: {}{}",
+        String::from_utf8_lossy(&test.stdout),
+        String::from_utf8_lossy(&test.stderr)
+    );
 }
