@@ -681,6 +681,8 @@ pub struct KubeDrain {
     pub events: crate::controller::events::Recorder,
     /// The node drained.
     pub node: String,
+    /// Where refused evictions are counted.
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 impl KubeDrain {
@@ -734,6 +736,9 @@ impl DrainApi for KubeDrain {
             // A UID precondition failure: the pod was replaced, so ours is gone.
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Evicted::Gone),
             Err(kube::Error::Api(s)) if s.code == 429 => {
+                if let Some(m) = &self.metrics {
+                    m.eviction_refused("budget");
+                }
                 let causes = s
                     .details
                     .as_ref()
@@ -760,6 +765,9 @@ impl DrainApi for KubeDrain {
                 })
             }
             Err(kube::Error::Api(s)) if s.code >= 500 => {
+                if let Some(m) = &self.metrics {
+                    m.eviction_refused("server_error");
+                }
                 Ok(Evicted::ServerError(s.message.clone()))
             }
             Err(e) => Err(self.err(format!("evicting pod {pod}"))(e)),

@@ -9,7 +9,8 @@
 //! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
 //! - [`controls`]: the operator's controls (`pause`, `resume`, `retry`, `request`);
 //! - [`cli`]: the command line, the only place that prints or picks exit codes;
-//! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent).
+//! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent);
+//! - [`notify`]: notifications to a webhook, Slack or Teams, off the controller's step path.
 
 pub mod cli;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod lease;
 pub mod lock;
 pub mod metrics;
 pub mod node;
+pub mod notify;
 pub mod plan;
 pub mod simulate;
 pub mod status;

@@ -1,8 +1,14 @@
 //! The controller's Prometheus metrics and its `/metrics`, `/healthz` and `/readyz` endpoints.
 //!
-//! Owns the counters and gauges and their text exposition, and the readiness state behind
-//! `/readyz`. It must never block the controller: every update is an atomic operation or a
-//! short uncontended lock.
+//! Owns the counters, gauges and histograms and their text exposition (written by hand: a
+//! few families, no registry needed), and the readiness state behind `/readyz`. It must never
+//! block the controller: every update is an atomic operation or a short uncontended lock.
+//!
+//! The rollout's gauges (nodes by state, blockers by kind, per-node state ages, the lock's
+//! holder, the halt) are set by the leader on each pass and cleared when it stops leading, so
+//! a standby replica exports none of them and dashboards can aggregate with `max`. The window
+//! gauges are computed from the config at scrape time, by every replica. The deploy/monitoring
+//! dashboard and alerts use only families rendered here (tests/monitoring.rs checks).
 //!
 //! `/healthz` is liveness: the process answers HTTP. `/readyz` answers 200 only while the
 //! replica can act or stand by correctly: its controller loop runs with a loaded config, its
@@ -16,7 +22,84 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::lease::Leadership;
+
+/// Upper bounds (seconds) of the phase-duration histogram's buckets: a simulated phase takes
+/// a second, a real drain minutes, a whole cycle up to an hour or two.
+pub const PHASE_BUCKETS: [f64; 12] = [
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+];
+
+/// A timed part of a node's cycle: the `phase` label of `rollboot_phase_duration_seconds`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// From `draining` until the reboot is requested.
+    Drain,
+    /// From the reboot request until the node is back (new boot ID, Ready).
+    Reboot,
+    /// From `verifying` until `done`.
+    HealthGate,
+    /// From the node's start (its lock entry) until `done`.
+    Cycle,
+}
+
+impl Phase {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Drain => "drain",
+            Phase::Reboot => "reboot",
+            Phase::HealthGate => "health_gate",
+            Phase::Cycle => "cycle",
+        }
+    }
+}
+
+/// One histogram: cumulative counts per bucket of [`PHASE_BUCKETS`], sum and count.
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    buckets: [u64; PHASE_BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+/// What the leader saw of the rollout on its last pass.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RolloutGauges {
+    /// Nodes per `rollboot.dev/state`, plus `waiting` for flagged nodes not yet started.
+    pub nodes_by_state: BTreeMap<&'static str, u64>,
+    /// Active blockers per kind (each kind 0 or more).
+    pub blockers: BTreeMap<&'static str, u64>,
+    /// For each node in flight: (state, since when, Unix seconds).
+    pub node_state_since: BTreeMap<String, (&'static str, f64)>,
+    /// The lock's holder and whether it is someone other than this installation.
+    pub lock_holder: Option<(String, bool)>,
+    /// Failed nodes past `failures.maxFailures`: nothing new starts.
+    pub halted: bool,
+}
+
+/// Every blocker kind, so each is exported (0 when inactive) once the leader has looked.
+pub const BLOCKER_KINDS: [&str; 7] = [
+    "window_closed",
+    "lock_held",
+    "too_many_unready",
+    "too_many_failures",
+    "blocking_pods",
+    "alerts",
+    "alerts_unknown",
+];
+
+/// The states of `rollboot_nodes`, in order.
+pub const NODE_STATES: [&str; 7] = [
+    "waiting",
+    "cordoning",
+    "draining",
+    "rebooting",
+    "verifying",
+    "done",
+    "failed",
+];
 
 /// Counters and gauges of one controller replica.
 #[derive(Debug, Default)]
@@ -28,6 +111,13 @@ pub struct Metrics {
     failed: AtomicU64,
     evicted: AtomicU64,
     errors: Mutex<BTreeMap<&'static str, u64>>,
+    identity: Mutex<String>,
+    phases: Mutex<BTreeMap<Phase, Histogram>>,
+    evictions_refused: Mutex<BTreeMap<&'static str, u64>>,
+    notifications: Mutex<BTreeMap<(String, String, String), u64>>,
+    hooks: Mutex<BTreeMap<(String, String), u64>>,
+    rollout: Mutex<Option<RolloutGauges>>,
+    config: Mutex<Option<Arc<Config>>>,
     /// What `/readyz` answers from.
     pub readiness: Readiness,
 }
@@ -90,9 +180,67 @@ impl Readiness {
 }
 
 impl Metrics {
-    /// Whether this replica leads.
+    /// Whether this replica leads. A replica that stops leading stops exporting the rollout's
+    /// gauges (they would go stale).
     pub fn set_leader(&self, l: bool) {
         self.leader.store(l as u64, Ordering::Relaxed);
+        if !l {
+            *self.rollout.lock().expect("metrics") = None;
+        }
+    }
+    /// The replica's identity (the `identity` label of `rollboot_leader_info`) and its config
+    /// (the window gauges are computed from its schedule at each scrape).
+    pub fn replica(&self, identity: &str, config: Arc<Config>) {
+        *self.identity.lock().expect("metrics") = identity.to_string();
+        *self.config.lock().expect("metrics") = Some(config);
+    }
+    /// A phase of a node's cycle ended after `seconds`.
+    pub fn phase(&self, phase: Phase, seconds: f64) {
+        let mut all = self.phases.lock().expect("metrics");
+        let h = all.entry(phase).or_default();
+        for (i, le) in PHASE_BUCKETS.iter().enumerate() {
+            if seconds <= *le {
+                h.buckets[i] += 1;
+            }
+        }
+        h.sum += seconds;
+        h.count += 1;
+    }
+    /// An eviction refused: `budget` (429, a PodDisruptionBudget allows no disruption now) or
+    /// `server_error` (5xx: usually more than one budget covers the pod).
+    pub fn eviction_refused(&self, reason: &'static str) {
+        *self
+            .evictions_refused
+            .lock()
+            .expect("metrics")
+            .entry(reason)
+            .or_default() += 1;
+    }
+    /// A notification's outcome (`sent`, `failed`, `timeout`, `dropped`) for one sink.
+    pub fn notification(&self, sink: &str, event: &str, outcome: &str) {
+        *self
+            .notifications
+            .lock()
+            .expect("metrics")
+            .entry((sink.into(), event.into(), outcome.into()))
+            .or_default() += 1;
+    }
+    /// A hook's outcome at a phase (the hooks runtime calls this; labels are its own words).
+    pub fn hook_result(&self, phase: &str, outcome: &str) {
+        *self
+            .hooks
+            .lock()
+            .expect("metrics")
+            .entry((phase.into(), outcome.into()))
+            .or_default() += 1;
+    }
+    /// The rollout as the leader saw it on its last pass.
+    pub fn set_rollout(&self, g: RolloutGauges) {
+        *self.rollout.lock().expect("metrics") = Some(g);
+    }
+    /// The rollout gauges last set, while leading.
+    pub fn rollout(&self) -> Option<RolloutGauges> {
+        self.rollout.lock().expect("metrics").clone()
     }
     /// Nodes in the lock.
     pub fn set_in_flight(&self, n: usize) {
@@ -191,8 +339,206 @@ impl Metrics {
         for (k, v) in self.errors.lock().expect("metrics").iter() {
             let _ = writeln!(s, "rollboot_errors_total{{kind=\"{k}\"}} {v}");
         }
+        self.render_more(&mut s, chrono::Utc::now());
         s
     }
+
+    fn render_more(&self, s: &mut String, now: chrono::DateTime<chrono::Utc>) {
+        let head = |s: &mut String, name: &str, help: &str, kind: &str| {
+            let _ = writeln!(
+                s,
+                "# HELP rollboot_{name} {help}\n# TYPE rollboot_{name} {kind}"
+            );
+        };
+        head(
+            s,
+            "leader_info",
+            "1 while the replica with this identity leads, else 0",
+            "gauge",
+        );
+        let _ = writeln!(
+            s,
+            "rollboot_leader_info{{identity=\"{}\"}} {}",
+            escape(&self.identity.lock().expect("metrics")),
+            self.leader.load(Ordering::Relaxed)
+        );
+        head(
+            s,
+            "phase_duration_seconds",
+            "Duration of completed phases of reboot cycles (drain, reboot, health_gate, cycle)",
+            "histogram",
+        );
+        for (phase, h) in self.phases.lock().expect("metrics").iter() {
+            let p = phase.as_str();
+            for (le, n) in PHASE_BUCKETS.iter().zip(h.buckets) {
+                let _ = writeln!(
+                    s,
+                    "rollboot_phase_duration_seconds_bucket{{phase=\"{p}\",le=\"{le}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                s,
+                "rollboot_phase_duration_seconds_bucket{{phase=\"{p}\",le=\"+Inf\"}} {}\n\
+                 rollboot_phase_duration_seconds_sum{{phase=\"{p}\"}} {}\n\
+                 rollboot_phase_duration_seconds_count{{phase=\"{p}\"}} {}",
+                h.count, h.sum, h.count
+            );
+        }
+        head(
+            s,
+            "evictions_refused_total",
+            "Evictions refused: budget (429, a PodDisruptionBudget allows none now), server_error (5xx, usually overlapping budgets)",
+            "counter",
+        );
+        for (r, v) in self.evictions_refused.lock().expect("metrics").iter() {
+            let _ = writeln!(s, "rollboot_evictions_refused_total{{reason=\"{r}\"}} {v}");
+        }
+        head(
+            s,
+            "notifications_total",
+            "Notifications by sink, event and outcome (sent, failed, timeout, dropped)",
+            "counter",
+        );
+        for ((sink, event, outcome), v) in self.notifications.lock().expect("metrics").iter() {
+            let _ = writeln!(
+                s,
+                "rollboot_notifications_total{{sink=\"{}\",event=\"{}\",outcome=\"{}\"}} {v}",
+                escape(sink),
+                escape(event),
+                escape(outcome)
+            );
+        }
+        head(
+            s,
+            "hook_results_total",
+            "Hook calls and checks by phase and outcome",
+            "counter",
+        );
+        for ((phase, outcome), v) in self.hooks.lock().expect("metrics").iter() {
+            let _ = writeln!(
+                s,
+                "rollboot_hook_results_total{{phase=\"{}\",outcome=\"{}\"}} {v}",
+                escape(phase),
+                escape(outcome)
+            );
+        }
+        let config = self.config.lock().expect("metrics").clone();
+        if let Some(c) = config {
+            let schedule = c.schedule();
+            head(
+                s,
+                "window_open",
+                "1 while new reboots may start by the schedule (a window open, no blackout)",
+                "gauge",
+            );
+            let _ = writeln!(
+                s,
+                "rollboot_window_open {}",
+                u8::from(schedule.is_allowed(now))
+            );
+            head(
+                s,
+                "window_next_opening_timestamp_seconds",
+                "Unix time of the next window opening after now (absent when none is scheduled)",
+                "gauge",
+            );
+            if let Some(o) = schedule.next_opening(now) {
+                let _ = writeln!(
+                    s,
+                    "rollboot_window_next_opening_timestamp_seconds {}",
+                    o.start.timestamp()
+                );
+            }
+            head(
+                s,
+                "state_timeout_seconds",
+                "The configured timeout of each timed node state (drain, reboot, health gate)",
+                "gauge",
+            );
+            for (state, d) in [
+                ("draining", c.drain.timeout),
+                ("rebooting", c.reboot.timeout),
+                ("verifying", c.health_gate.timeout),
+            ] {
+                let _ = writeln!(
+                    s,
+                    "rollboot_state_timeout_seconds{{state=\"{state}\"}} {}",
+                    d.as_millis() as f64 / 1000.0
+                );
+            }
+            head(
+                s,
+                "max_failures",
+                "failures.maxFailures: failed nodes tolerated before the rollout halts",
+                "gauge",
+            );
+            let _ = writeln!(s, "rollboot_max_failures {}", c.failures.max_failures);
+        }
+        let rollout = self.rollout.lock().expect("metrics").clone();
+        head(
+            s,
+            "nodes",
+            "Nodes by rollboot state (waiting: flagged, not started); exported by the leader",
+            "gauge",
+        );
+        head(
+            s,
+            "blockers_active",
+            "Active blockers of new reboots by kind; exported by the leader",
+            "gauge",
+        );
+        head(
+            s,
+            "node_state_since_timestamp_seconds",
+            "Unix time each node in flight entered its state; exported by the leader",
+            "gauge",
+        );
+        head(
+            s,
+            "lock_holder_info",
+            "1 for the maintenance lock's holder; foreign=\"true\" when it is not this rollboot; exported by the leader",
+            "gauge",
+        );
+        head(
+            s,
+            "rollout_halted",
+            "1 while failed nodes exceed failures.maxFailures; exported by the leader",
+            "gauge",
+        );
+        let Some(r) = rollout else {
+            return;
+        };
+        for state in NODE_STATES {
+            let v = r.nodes_by_state.get(state).copied().unwrap_or(0);
+            let _ = writeln!(s, "rollboot_nodes{{state=\"{state}\"}} {v}");
+        }
+        for kind in BLOCKER_KINDS {
+            let v = r.blockers.get(kind).copied().unwrap_or(0);
+            let _ = writeln!(s, "rollboot_blockers_active{{kind=\"{kind}\"}} {v}");
+        }
+        for (node, (state, since)) in &r.node_state_since {
+            let _ = writeln!(
+                s,
+                "rollboot_node_state_since_timestamp_seconds{{node=\"{}\",state=\"{state}\"}} {since}",
+                escape(node)
+            );
+        }
+        if let Some((holder, foreign)) = &r.lock_holder {
+            let _ = writeln!(
+                s,
+                "rollboot_lock_holder_info{{holder=\"{}\",foreign=\"{foreign}\"}} 1",
+                escape(holder)
+            );
+        }
+        let _ = writeln!(s, "rollboot_rollout_halted {}", u8::from(r.halted));
+    }
+}
+
+/// A label value in the text exposition: backslash, double quote and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on a bound listener until the process ends (the
@@ -220,4 +566,69 @@ pub async fn serve_on(
             }),
         );
     axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn a_phase_lands_in_every_bucket_at_or_above_it_with_sum_and_count() {
+        let m = Metrics::default();
+        m.phase(Phase::Drain, 42.0);
+        m.phase(Phase::Drain, 0.5);
+        let t = m.render();
+        let b = |le: &str| {
+            sample(
+                &t,
+                &format!("rollboot_phase_duration_seconds_bucket{{phase=\"drain\",le=\"{le}\"}}"),
+            )
+        };
+        assert_eq!(b("1"), Some(1.0));
+        assert_eq!(b("30"), Some(1.0));
+        assert_eq!(b("60"), Some(2.0));
+        assert_eq!(b("+Inf"), Some(2.0));
+        assert_eq!(
+            sample(&t, "rollboot_phase_duration_seconds_sum{phase=\"drain\"}"),
+            Some(42.5)
+        );
+        assert_eq!(
+            sample(&t, "rollboot_phase_duration_seconds_count{phase=\"drain\"}"),
+            Some(2.0)
+        );
+        assert!(
+            !t.contains("phase=\"reboot\""),
+            "no series for a phase never seen"
+        );
+    }
+
+    #[test]
+    fn a_replica_that_stops_leading_stops_exporting_the_rollout_and_labels_are_escaped() {
+        let m = Metrics::default();
+        m.set_leader(true);
+        m.set_rollout(RolloutGauges {
+            lock_holder: Some(("ops \"team\"\\x".into(), true)),
+            halted: true,
+            ..Default::default()
+        });
+        let t = m.render();
+        assert_eq!(sample(&t, "rollboot_rollout_halted"), Some(1.0));
+        assert_eq!(
+            sample(&t, "rollboot_blockers_active{kind=\"lock_held\"}"),
+            Some(0.0)
+        );
+        assert!(
+            t.contains(r#"rollboot_lock_holder_info{holder="ops \"team\"\\x",foreign="true"} 1"#),
+            "{t}"
+        );
+        m.set_leader(false);
+        let t = m.render();
+        assert_eq!(sample(&t, "rollboot_rollout_halted"), None);
+        assert!(!t.contains("rollboot_lock_holder_info{"));
+    }
 }

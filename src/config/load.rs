@@ -498,6 +498,8 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
         );
     }
 
+    super::notifications::validate(&config.notifications, report);
+
     // With an invalid window the list may be empty; the config is rejected then, so no schedule.
     config.compiled.schedule = match &config.windows {
         None => Some(Schedule::always_open(blackouts)),

@@ -11,9 +11,11 @@
 
 mod duration;
 mod load;
+pub mod notifications;
 
 pub use duration::{Duration, DurationError};
 pub use load::{load_file, parse_str, ConfigError, Problem, MAX_CONFIG_BYTES};
+pub use notifications::Notifications;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -51,6 +53,8 @@ pub struct Config {
     pub leader: Leader,
     /// What a failed node does to the rollout.
     pub failures: Failures,
+    /// Who is told what the rollout does (Slack, Teams, a webhook).
+    pub notifications: Notifications,
     /// Validated, compiled forms of the string fields above.
     #[serde(skip)]
     compiled: Compiled,

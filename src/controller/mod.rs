@@ -17,6 +17,7 @@ pub mod alerts;
 pub mod decide;
 pub mod events;
 pub mod gate;
+mod observe;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -168,6 +169,8 @@ struct Ctx {
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
     /// `blockers.prometheus`, when configured.
     alerts: Option<alerts::AlertSource>,
+    /// The rollout's metrics and notifications.
+    observe: Arc<observe::Observer>,
 }
 
 /// The identity under which rollboot holds the maintenance lock: one per installation, shared
@@ -325,6 +328,7 @@ pub async fn run(
     };
     let ctx = Ctx {
         alerts,
+        observe: Arc::new(observe::Observer::new(&config, metrics.clone(), &identity)),
         events: Recorder::new(
             client.clone(),
             &config.lock.namespace,
@@ -654,6 +658,7 @@ async fn tick(
         .iter()
         .any(|n| !record.entries.contains_key(&n.name) && decide::is_candidate(n, &ctx.config));
     if !candidates {
+        observe::pass(ctx, &views, &record, &[], now);
         return Ok(next);
     }
     let blocking = blocking_pods(ctx).await;
@@ -684,6 +689,7 @@ async fn tick(
         DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now);
     let mut blockers = decide::blockers(&snap, &ctx.config, now);
     blockers.extend(alerts);
+    observe::pass(ctx, &views, &record, &blockers, now);
     let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
     if texts != *last_blockers {
         for b in &texts {
@@ -748,6 +754,7 @@ async fn tick(
         set_lock(ctx, written);
         tracing::info!(node = %name, "starting maintenance");
         ctx.metrics.started();
+        observe::started(ctx, &name, now);
     }
     Ok(next)
 }
@@ -906,6 +913,7 @@ async fn patch_node(
             })
         }
     };
+    observe::written(ctx, view, &n);
     ctx.written
         .lock()
         .expect("written cache")
@@ -1216,6 +1224,7 @@ async fn drain_then_request(
         evict_client: ctx.evict_client.clone(),
         events: ctx.events.clone(),
         node: node.into(),
+        metrics: Some(ctx.metrics.clone()),
     };
     // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
     // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership
