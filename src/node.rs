@@ -564,6 +564,67 @@ pub fn state_annotations(
     ]
 }
 
+/// Parsed views of a set of Nodes, kept from one look to the next: a Node is parsed again only
+/// when its resourceVersion changed. Parsing every Node at every look cost O(nodes) parses per
+/// Node event in a large rollout (issue 14: the controller's pass, the simulator's report loop).
+#[derive(Default)]
+pub struct ViewCache {
+    /// Per node name: its position in `views`.
+    index: std::collections::HashMap<String, usize>,
+    /// The resourceVersion each view was parsed from, by position.
+    versions: Vec<String>,
+    /// Shared with whoever asked for them; changed in place when nobody holds them any more.
+    views: std::sync::Arc<Vec<NodeView>>,
+}
+
+impl ViewCache {
+    /// The views of `nodes` (the whole set, each Node once), in a stable order: the order in
+    /// which each was first seen.
+    pub fn refresh<'a>(
+        &mut self,
+        nodes: impl IntoIterator<Item = &'a Node>,
+    ) -> std::sync::Arc<Vec<NodeView>> {
+        let out = std::sync::Arc::make_mut(&mut self.views);
+        let mut seen = vec![false; out.len()];
+        for n in nodes {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            let version = n.metadata.resource_version.as_deref().unwrap_or_default();
+            match self.index.get(name) {
+                Some(&i) => {
+                    if self.versions[i] != version {
+                        out[i] = NodeView::from_node(n);
+                        self.versions[i] = version.to_string();
+                    }
+                    seen[i] = true;
+                }
+                None => {
+                    self.index.insert(name.to_string(), out.len());
+                    out.push(NodeView::from_node(n));
+                    self.versions.push(version.to_string());
+                    seen.push(true);
+                }
+            }
+        }
+        if seen.contains(&false) {
+            // Nodes gone: keep the others, in order, and index them again.
+            let mut keep = seen.iter();
+            out.retain(|_| *keep.next().expect("one flag per view"));
+            let mut keep = seen.iter();
+            self.versions
+                .retain(|_| *keep.next().expect("one flag per view"));
+            self.index.clear();
+            let index = out.iter().enumerate().map(|(i, v)| (v.name.clone(), i));
+            self.index.extend(index);
+        }
+        self.views.clone()
+    }
+
+    /// Whether a Node of that name is in the set as last refreshed.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod fixtures {
     //! Builders for test Nodes.
@@ -623,6 +684,42 @@ pub(crate) mod fixtures {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_view_cache_parses_a_node_again_only_when_its_version_changed() {
+        let mut a = fixtures::node("a", &[]);
+        a.metadata.resource_version = Some("1".into());
+        let mut b = fixtures::node("b", &[]);
+        b.metadata.resource_version = Some("2".into());
+        let mut cache = ViewCache::default();
+        let first = cache.refresh([&a, &b]);
+        assert_eq!(
+            first.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert!(!first[0].flagged());
+        // The same version with other content (never so on a server): the cached view stands.
+        let same_version = fixtures::annotate(a.clone(), REBOOT_REQUIRED, "2026-01-01T00:00:00Z");
+        assert!(!cache.refresh([&same_version, &b])[0].flagged());
+        // A new version is parsed, while the view handed out before is left as it was.
+        let mut changed = same_version;
+        changed.metadata.resource_version = Some("3".into());
+        let second = cache.refresh([&b, &changed]);
+        assert!(second[0].flagged(), "{:?}", second[0]);
+        assert!(!first[0].flagged());
+        // A Node gone is dropped; the others keep their order.
+        let third = cache.refresh([&b]);
+        assert_eq!(
+            third.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+            ["b"]
+        );
+        assert!(cache.contains("b") && !cache.contains("a"));
+        let fourth = cache.refresh([&changed, &b]);
+        assert_eq!(
+            fourth.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
+            ["b", "a"]
+        );
+    }
     use super::fixtures::*;
     use super::*;
 

@@ -19,7 +19,7 @@ pub mod events;
 pub mod gate;
 mod observe;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,6 +165,8 @@ struct Ctx {
     node_seq: tokio::sync::watch::Receiver<u64>,
     /// Nodes as returned by our own writes, newer than the cache until the watch catches up.
     written: Arc<std::sync::Mutex<HashMap<String, Node>>>,
+    /// The Nodes' parsed views, see [`views`].
+    view_cache: Arc<std::sync::Mutex<proto::ViewCache>>,
     /// The lock as last read or written.
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
     /// `blockers.prometheus`, when configured.
@@ -346,6 +348,7 @@ pub async fn run(
         nodes: nodes.clone(),
         node_seq,
         written: Default::default(),
+        view_cache: Default::default(),
         lock_record,
     };
     let mut stop = stop_rx;
@@ -468,26 +471,25 @@ fn current(ctx: &Ctx, name: &str) -> Option<NodeView> {
     }
 }
 
-/// The cached Nodes, overlaid with our own fresher writes.
-fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Vec<NodeView> {
+/// The cached Nodes, overlaid with our own fresher writes, parsed again only where they changed
+/// (a pass per batch of Node events must not parse every Node: issue 14).
+fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Arc<Vec<NodeView>> {
     let mut written = ctx.written.lock().expect("written cache");
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    for n in nodes.state() {
-        let name = n.metadata.name.clone().unwrap_or_default();
-        let view = match written.get(&name) {
-            Some(w) if rv(w) > rv(&n) => NodeView::from_node(w),
-            Some(_) => {
-                written.remove(&name);
-                NodeView::from_node(&n)
-            }
-            None => NodeView::from_node(&n),
-        };
-        seen.insert(name);
-        out.push(view);
+    let state = nodes.state();
+    // Our own write, while it is newer than what the watch brought; forgotten once it is not.
+    let mut newer = std::collections::HashSet::new();
+    for n in &state {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        if written.get(name).is_some_and(|w| rv(w) > rv(n)) {
+            newer.insert(name);
+        }
     }
-    written.retain(|k, _| seen.contains(k));
-    out
+    written.retain(|name, _| newer.contains(name.as_str()));
+    let sources = state.iter().map(|n| {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        written.get(name).unwrap_or(n)
+    });
+    ctx.view_cache.lock().expect("view cache").refresh(sources)
 }
 
 /// The malformed annotations already warned about, as (node, key, value): each is said once
@@ -650,6 +652,8 @@ async fn tick(
                 matches!(v.state, Some(NodeState::Rebooting | NodeState::Verifying))
             })
     });
+    // Released before the views are asked for again, so they are updated in place.
+    drop(views);
     date_requests(ctx, &self::views(ctx, nodes), now).await;
     // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();

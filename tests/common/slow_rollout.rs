@@ -17,9 +17,9 @@ pub async fn slow_rollout_of_two() -> (Harness, Vec<String>) {
     let mut h = Harness::start(sc, sim_config("nodes: {order: name}").unwrap())
         .await
         .unwrap();
-    h.start_rollout().await.unwrap();
     let names = h.node_names().await.unwrap();
     let flagged: Vec<String> = names[..2].to_vec();
-    h.flag(&flagged);
+    // Both flagged before the controllers start: the first by name goes first.
+    h.start_rollout_flagged(&flagged).await.unwrap();
     (h, flagged)
 }
