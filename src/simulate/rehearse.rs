@@ -191,6 +191,28 @@ pub fn scale_config(
                 list.join(", ")
             ));
         }
+        // A rehearsal must never post to the operator's real Slack, Teams or webhook: every
+        // sink is dropped (with its durations, which then govern nothing).
+        if let Some(n) = obj.remove("notifications") {
+            let sinks: Vec<String> = n["sinks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    format!(
+                        "{} ({})",
+                        s["name"].as_str().unwrap_or(""),
+                        s["type"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            if !sinks.is_empty() {
+                ignored.push(format!(
+                    "notifications (sinks {}): a rehearsal sends none",
+                    sinks.join(", ")
+                ));
+            }
+        }
         let blackouts = obj.remove("blackouts");
         if let Some(list) = blackouts.as_ref().and_then(|b| b.as_array()) {
             if !list.is_empty() {
@@ -476,6 +498,20 @@ mod tests {
     }
 
     #[test]
+    fn a_rehearsal_sends_no_notification_and_says_so() {
+        let yaml = "notifications: {sinks: [{name: ops, type: slack, urlFrom: {env: SLACK_URL}}], blockedAfter: 5m}";
+        let (run, s) = scale_config(&parse(yaml), 0.01).unwrap();
+        assert!(run.notifications.sinks.is_empty());
+        assert_eq!(
+            s.ignored,
+            ["notifications (sinks ops (slack)): a rehearsal sends none"]
+        );
+        // Without sinks there is nothing to say.
+        let (_, s) = scale_config(&parse("{}"), 0.01).unwrap();
+        assert!(s.ignored.is_empty(), "{s:?}");
+    }
+
+    #[test]
     fn every_duration_of_the_reference_config_is_scaled_or_kept_on_purpose() {
         // A duration added to the config later must be listed in SCALED or KEPT_AS_WRITTEN.
         let text =
@@ -510,8 +546,8 @@ mod tests {
             .chain(KEPT_AS_WRITTEN.iter().map(|k| k.0))
             .collect();
         for key in found {
-            // Window durations go with the windows.
-            if key.starts_with("windows") {
+            // Window durations go with the windows; notifications are not sent in a rehearsal.
+            if key.starts_with("windows") || key.starts_with("notifications") {
                 continue;
             }
             assert!(
