@@ -32,8 +32,9 @@ pub struct Hooks {
     #[serde(skip_serializing_if = "PhaseHooks::is_empty")]
     pub after_done: PhaseHooks,
     /// A taint key: every flagged node that rollboot may reboot carries `KEY:PreferNoSchedule`
-    /// until its cycle is done, so new pods land elsewhere first (kured's
-    /// prefer-no-schedule-taint). Default: none.
+    /// while it is flagged (until its agent clears the flag once the host is back, or the
+    /// cycle ends), so new pods land elsewhere first (kured's prefer-no-schedule-taint).
+    /// Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefer_no_schedule_taint: Option<String>,
 }

@@ -135,10 +135,12 @@ pub fn next(
     }
     for w in ph.webhooks.iter().filter(|w| w.blocking) {
         match p.webhooks.get(&w.name) {
-            None if now >= deadline => return Next::Fail(format!(
+            None if now >= deadline => {
+                return Next::Fail(format!(
                 "hooks.{phase}: webhook {} was not asked within {within}; the node is not rebooted",
                 w.name
-            )),
+            ))
+            }
             None => {
                 return Next::Act(Action::Call {
                     name: w.name.clone(),
