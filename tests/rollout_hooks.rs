@@ -320,7 +320,7 @@ async fn gate_annotations_hold_a_node_back_from_its_uncordon_until_given() {
     // Rebooted, back, and held cordoned by the missing gate.
     until(&h, &node, 60, "back and held", |n| {
         n.state == Some(NodeState::Verifying)
-            && n.labels.get("hooks-test.example.com/phase").is_some()
+            && n.labels.contains_key("hooks-test.example.com/phase")
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -417,7 +417,7 @@ hooks:
         .wait_for(Duration::from_secs(120), |ns| {
             Harness::finished(ns, &set)
                 && ns.iter().filter(|n| set.contains(&n.name)).all(|n| {
-                    n.labels.get(MAINT).is_none()
+                    !n.labels.contains_key(MAINT)
                         && !n.taints.iter().any(|t| t.key == PENDING || t.key == MAINT)
                 })
         })
@@ -434,7 +434,7 @@ hooks:
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     watch.abort();
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     for name in &flagged {
         let s = &seen[name];
         assert_eq!(h.reboots(name), 1);
