@@ -722,6 +722,17 @@ pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning
             }
         })
         .collect();
+    if let (Some(why), Some(v)) = (hooks::record_problem(n), &n.hooks) {
+        out.push(AnnotationWarning {
+            key: proto::HOOKS,
+            value: v.clone(),
+            note: format!(
+                "node {}: annotation {} does not parse ({why}); read as no record: the current hook phase begins again, asking its webhooks with new tokens",
+                n.name,
+                proto::HOOKS
+            ),
+        });
+    }
     if let (Some(why), Some(v)) = (gate_problem(n), &n.health_gate) {
         out.push(AnnotationWarning {
             key: proto::HEALTH_GATE,

@@ -531,3 +531,12 @@ fn backoff_doubles_and_is_capped() {
         [2, 4, 8, 60, 60]
     );
 }
+
+#[test]
+fn a_garbled_hooks_record_is_warned_about() {
+    let n = view(&[(HOOKS, "{not json")]);
+    let w = crate::controller::decide::annotation_warnings(&n, true);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].key, HOOKS);
+    assert!(w[0].note.contains("new tokens"), "{}", w[0].note);
+}
