@@ -535,3 +535,67 @@ async fn drain_settle_waits_before_the_reboot_and_a_hanging_fire_and_forget_hook
     assert_eq!(h.reboots(&node), 1);
     h.shutdown().await;
 }
+
+/// The taint and label writes the hooks send, as kube-apiserver v1.36.2 answered them on
+/// node-1 of the real control plane (merge patches with `hooks-test` keys, then undone): a
+/// fenced patch of the whole taint list is stored as sent (an empty value is no `value` key),
+/// the same patch on a stale resourceVersion is 409, and `taints: null` leaves no `taints` key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_stores_hook_taint_and_label_patches_as_the_real_server_does() {
+    log();
+    let h = Harness::start(Scenario::default(), sim_config("").unwrap())
+        .await
+        .unwrap();
+    let api: Api<Node> = Api::all(h.client.clone());
+    let name = h.node_names().await.unwrap()[0].clone();
+    let rv = api
+        .get(&name)
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let add = json!({
+        "metadata": {"resourceVersion": rv, "labels": {"hooks-test.example.com/maint": "in-progress"}},
+        "spec": {"taints": [
+            {"key": "hooks-test.example.com/maint", "effect": "NoSchedule"},
+            {"key": "hooks-test.example.com/pending", "effect": "PreferNoSchedule"}
+        ]}
+    });
+    let pp = kube::api::PatchParams::default();
+    let n = api
+        .patch(&name, &pp, &kube::api::Patch::Merge(&add))
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(&n).unwrap();
+    assert_eq!(
+        stored["spec"]["taints"],
+        json!([
+            {"key": "hooks-test.example.com/maint", "effect": "NoSchedule"},
+            {"key": "hooks-test.example.com/pending", "effect": "PreferNoSchedule"}
+        ])
+    );
+    assert_eq!(
+        stored["metadata"]["labels"]["hooks-test.example.com/maint"],
+        "in-progress"
+    );
+    let stale = json!({"metadata": {"resourceVersion": rv}, "spec": {"taints": null}});
+    match api
+        .patch(&name, &pp, &kube::api::Patch::Merge(&stale))
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 409, "{e:?}"),
+        other => panic!("a stale write was not refused: {other:?}"),
+    }
+    let remove = json!({"metadata": {"labels": {"hooks-test.example.com/maint": null}}, "spec": {"taints": null}});
+    let n = api
+        .patch(&name, &pp, &kube::api::Patch::Merge(&remove))
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(&n).unwrap();
+    assert!(stored["spec"].get("taints").is_none(), "{}", stored["spec"]);
+    assert!(stored["metadata"]["labels"]
+        .get("hooks-test.example.com/maint")
+        .is_none());
+    h.shutdown().await;
+}
