@@ -11,6 +11,7 @@
 //! - [`cli`]: the command line, the only place that prints or picks exit codes;
 //! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent);
 //! - [`notify`]: notifications to a webhook, Slack or Teams, off the controller's step path.
+//! - [`hooks`]: webhooks, gate annotations, labels and taints at the phases of a node's cycle.
 
 pub mod cli;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod agent;
 pub mod client;
 pub mod controller;
 pub mod drain;
+pub mod hooks;
 pub mod lease;
 pub mod lock;
 pub mod metrics;

@@ -60,12 +60,18 @@ pub const LAST_BOOT_ID_AFTER: &str = "rollboot.dev/last-boot-id-after";
 /// Controller, history: how many reboot cycles rollboot finished on this node.
 pub const REBOOT_COUNT: &str = "rollboot.dev/reboot-count";
 
+/// Controller: the hooks of this cycle, phase by phase (JSON, see [`crate::hooks::Record`]):
+/// when each phase began and passed, and for each webhook the token, the attempt under way or
+/// done and its answer. Written before each hook is acted on, so a new leader neither calls a
+/// webhook again for an attempt already made nor asks again once it said yes.
+pub const HOOKS: &str = "rollboot.dev/hooks";
+
 /// The record of a failure: removed (with [`CYCLE_KEYS`]) when an operator clears a failed
 /// node (`rollboot retry`), so the controller takes it again from the start.
 pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
 /// What one cycle leaves for its later steps and the agent to act on: a cycle starts without
 /// them (the controller's cordon step removes them), and clearing a failure removes them too.
-pub const CYCLE_KEYS: [&str; 4] = [REBOOT, BOOT_ID_BEFORE, HEALTH_GATE, REBOOT_ATTEMPT];
+pub const CYCLE_KEYS: [&str; 5] = [REBOOT, BOOT_ID_BEFORE, HEALTH_GATE, REBOOT_ATTEMPT, HOOKS];
 
 /// Annotation kubelet puts on mirror pods.
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
@@ -76,8 +82,6 @@ pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// Taint the node-lifecycle controller keeps in step with `spec.unschedulable` (a cordon).
 pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
-/// The prefix of the taints Kubernetes itself manages; the only taints rollboot reads.
-const KUBERNETES_TAINTS: &str = "node.kubernetes.io/";
 
 /// A node's maintenance state, as written in `rollboot.dev/state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -280,6 +284,41 @@ pub struct NodeView {
     pub failure_reason: Option<String>,
     /// The reboot history rollboot keeps on the Node.
     pub history: History,
+    /// `hooks` JSON, as found (parsed by [`crate::hooks::Record::parse`]).
+    pub hooks: Option<String>,
+    /// The Node's annotations outside `rollboot.dev/` that the object it was parsed from
+    /// carries (the controller's cache keeps only the hooks' gate annotations: see
+    /// [`trim_keeping`]).
+    pub other_annotations: BTreeMap<String, String>,
+    /// Every taint of the Node, as stored (a write of the taint list is built from it).
+    pub taints: Vec<TaintView>,
+}
+
+/// One taint of a Node, every field kept, so a taint list written back is the one read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaintView {
+    /// Key.
+    pub key: String,
+    /// Value (empty when absent).
+    pub value: String,
+    /// Effect.
+    pub effect: String,
+    /// `timeAdded` (the node-lifecycle controller sets it on NoExecute taints), as RFC 3339.
+    pub time_added: Option<String>,
+}
+
+impl TaintView {
+    /// The JSON of this taint in `spec.taints`.
+    pub fn to_json(&self) -> Value {
+        let mut t = json!({"key": self.key, "effect": self.effect});
+        if !self.value.is_empty() {
+            t["value"] = Value::String(self.value.clone());
+        }
+        if let Some(at) = &self.time_added {
+            t["timeAdded"] = Value::String(at.clone());
+        }
+        t
+    }
 }
 
 /// A node's reboot history, as the controller records it when a cycle ends `done`; each field
@@ -450,6 +489,26 @@ impl NodeView {
             failure_reason: get(FAILURE_REASON),
             history,
             labels,
+            hooks: get(HOOKS),
+            other_annotations: ann
+                .iter()
+                .filter(|(k, _)| !k.starts_with(PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            taints: taints
+                .iter()
+                .map(|t| TaintView {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: t.effect.clone(),
+                    // As the API serializes it, so it is written back unchanged.
+                    time_added: t
+                        .time_added
+                        .as_ref()
+                        .and_then(|at| serde_json::to_value(at).ok())
+                        .and_then(|v| v.as_str().map(str::to_string)),
+                })
+                .collect(),
         }
     }
 
@@ -482,9 +541,16 @@ impl NodeView {
 
 /// Keeps of a Node only what [`NodeView::from_node`] reads, before it is cached: name,
 /// resourceVersion, labels, rollboot's own annotations, deletion, `spec.unschedulable`, the
-/// `node.kubernetes.io/` taints, the Ready condition and the boot ID. A kubelet's Node carries images, volumes, addresses,
-/// capacity and a dozen conditions; 5,000 of them kept whole were half the controller's memory.
+/// taints, the Ready condition and the boot ID. A kubelet's Node carries images, volumes,
+/// addresses, capacity and a dozen conditions; 5,000 of them kept whole were half the
+/// controller's memory. Every taint is kept (a Node has a handful): a write of the taint list
+/// replaces it whole, so it must be built from all of them.
 pub fn trim(node: Node) -> Node {
+    trim_keeping(node, &[])
+}
+
+/// [`trim`], keeping also the annotations named in `keep` (the hooks' gate annotations).
+pub fn trim_keeping(node: Node, keep: &[String]) -> Node {
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, NodeSystemInfo};
     let meta = node.metadata;
     let status = node.status.map(|s| NodeStatus {
@@ -506,18 +572,14 @@ pub fn trim(node: Node) -> Node {
             labels: meta.labels,
             annotations: meta.annotations.map(|a| {
                 a.into_iter()
-                    .filter(|(k, _)| k.starts_with(PREFIX))
+                    .filter(|(k, _)| k.starts_with(PREFIX) || keep.contains(k))
                     .collect()
             }),
             ..Default::default()
         },
         spec: node.spec.map(|s| NodeSpec {
             unschedulable: s.unschedulable,
-            taints: s.taints.map(|ts| {
-                ts.into_iter()
-                    .filter(|t| t.key.starts_with(KUBERNETES_TAINTS))
-                    .collect()
-            }),
+            taints: s.taints,
             ..Default::default()
         }),
         status,
@@ -540,6 +602,31 @@ pub fn patch(annotations: &[(&str, Option<String>)], unschedulable: Option<bool>
         p["spec"] = json!({ "unschedulable": if u { Value::Bool(true) } else { Value::Null } });
     }
     p
+}
+
+/// Adds to a merge patch the Node's labels to set (`Some`) or remove (`None`).
+pub fn with_labels(mut patch: Value, labels: &[(String, Option<String>)]) -> Value {
+    if labels.is_empty() {
+        return patch;
+    }
+    let mut m = Map::new();
+    for (k, v) in labels {
+        m.insert(k.clone(), v.clone().map_or(Value::Null, Value::String));
+    }
+    patch["metadata"]["labels"] = Value::Object(m);
+    patch
+}
+
+/// Adds to a merge patch the Node's whole taint list: a JSON merge patch replaces a list, so
+/// `taints` must be every taint the Node keeps (built from a view of the version the patch is
+/// fenced by). No taints writes `null`, as the API server stores an empty list.
+pub fn with_taints(mut patch: Value, taints: &[TaintView]) -> Value {
+    patch["spec"]["taints"] = if taints.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(taints.iter().map(TaintView::to_json).collect())
+    };
+    patch
 }
 
 /// `patch` made conditional on the Node still being at `resource_version`: kube-apiserver
@@ -929,7 +1016,18 @@ mod tests {
                 ..Default::default()
             });
         let t = trim(n.clone());
-        assert_eq!(NodeView::from_node(&t), NodeView::from_node(&n));
+        // The same view but for the foreign annotation, which only `trim_keeping` keeps.
+        let full = NodeView::from_node(&n);
+        assert_eq!(
+            NodeView::from_node(&t),
+            NodeView {
+                other_annotations: BTreeMap::new(),
+                ..full.clone()
+            }
+        );
+        let kept = trim_keeping(n.clone(), &["other.example/owner".to_string()]);
+        assert_eq!(NodeView::from_node(&kept), full);
+        assert_eq!(full.other_annotations["other.example/owner"], "x");
         let ann = t.metadata.annotations.as_ref().unwrap();
         assert!(ann.keys().all(|k| k.starts_with(PREFIX)), "{ann:?}");
         let st = t.status.unwrap();
@@ -950,7 +1048,11 @@ mod tests {
             .into_iter()
             .map(|t| t.key)
             .collect();
-        assert_eq!(keys, vec![TAINT_UNSCHEDULABLE.to_string()]);
+        // Every taint: a write of the list is built from it.
+        assert_eq!(
+            keys,
+            vec![TAINT_UNSCHEDULABLE.to_string(), "gpu.example/busy".into()]
+        );
     }
 
     #[test]

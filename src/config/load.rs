@@ -499,6 +499,10 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
     }
 
     super::notifications::validate(&config.notifications, report);
+    super::hooks::validate(&config.hooks, report);
+    if let Some(s) = config.drain.settle {
+        positive("drain.settle", s, report);
+    }
 
     // With an invalid window the list may be empty; the config is rejected then, so no schedule.
     config.compiled.schedule = match &config.windows {

@@ -10,10 +10,12 @@
 //! values equal these defaults, so the two cannot drift apart.
 
 mod duration;
+pub mod hooks;
 mod load;
 pub mod notifications;
 
 pub use duration::{Duration, DurationError};
+pub use hooks::{Hooks, Phase};
 pub use load::{load_file, parse_str, ConfigError, Problem, MAX_CONFIG_BYTES};
 pub use notifications::Notifications;
 
@@ -55,6 +57,8 @@ pub struct Config {
     pub failures: Failures,
     /// Who is told what the rollout does (Slack, Teams, a webhook).
     pub notifications: Notifications,
+    /// What rollboot does, asks and waits for at each phase of a node's cycle.
+    pub hooks: Hooks,
     /// Validated, compiled forms of the string fields above.
     #[serde(skip)]
     compiled: Compiled,
@@ -184,6 +188,10 @@ pub struct Drain {
     pub pod_selector: String,
     /// When the timeout passes, delete the remaining pods even around their budgets. Default false.
     pub force_delete_after_timeout: bool,
+    /// A wait after the drain before the reboot is asked for (so load balancers notice the
+    /// node is gone). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settle: Option<Duration>,
 }
 
 impl Default for Drain {
@@ -198,6 +206,7 @@ impl Default for Drain {
             grace_period: None,
             pod_selector: String::new(),
             force_delete_after_timeout: false,
+            settle: None,
         }
     }
 }

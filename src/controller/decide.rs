@@ -15,7 +15,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use super::gate::GateRecord;
-use crate::config::{Config, NodeOrder};
+use crate::config::{Config, NodeOrder, Phase};
+use crate::hooks::decide::{self as hooks, Action};
 use crate::lock::LockEntry;
 use crate::node::{self as proto, NodeState, NodeView, Token};
 
@@ -304,8 +305,23 @@ pub enum Step {
         /// Why the slot is held.
         why: String,
     },
+    /// A hook step at `phase` (see [`crate::hooks::decide`]): its write first, then its act.
+    Hook {
+        /// The phase.
+        phase: Phase,
+        /// What to record and do.
+        action: Action,
+    },
     /// Write `state: failed` with the reason, and free the slot.
     Fail(String),
+    /// A hook held the node past its phase's timeout: as [`Step::Fail`], said as a hook's
+    /// failure (Event `HookFailed`).
+    FailHook {
+        /// The phase that held it.
+        phase: Phase,
+        /// Why.
+        reason: String,
+    },
     /// Free the node's slot in the lock.
     Free(String),
 }
@@ -461,13 +477,21 @@ pub fn next_step(
     let (Some(current), Some(since)) = (this_cycle(n, entry), n.state_since) else {
         return start_over;
     };
+    let hook = |phase: Phase| hook_step(phase, config, n, since, now);
     match current {
-        NodeState::Done => Step::Free("its cycle is done".into()),
+        NodeState::Done => hook(Phase::AfterDone).unwrap_or(Step::Free("its cycle is done".into())),
         NodeState::Failed => Step::Free("it failed".into()),
         NodeState::Cordoning if !n.unschedulable => start_over,
-        NodeState::Cordoning => settling(n, since, now).unwrap_or(Step::Drain {
-            deadline: now + config.drain.timeout.to_chrono(),
-        }),
+        NodeState::Cordoning => settling(n, since, now)
+            .or_else(|| hook(Phase::BeforeDrain))
+            .unwrap_or(Step::Drain {
+                deadline: now + config.drain.timeout.to_chrono(),
+            }),
+        // Drained (the drain began the afterDrain phase): its hooks, then the reboot. The
+        // drain's timeout is over; the phase's own holds the node now.
+        NodeState::Draining if hooks::phase_record(n, Phase::AfterDrain, since).is_some() => {
+            hook(Phase::AfterDrain).unwrap_or(Step::RequestReboot { attempt: 1 })
+        }
         NodeState::Draining => {
             let deadline = since + config.drain.timeout.to_chrono();
             if now >= deadline && !config.drain.force_delete_after_timeout {
@@ -514,9 +538,18 @@ pub fn next_step(
             }
         }
         NodeState::Verifying => {
+            // Back and still cordoned: the afterReboot hooks come before the uncordon.
+            if let Some(step) = hook(Phase::AfterReboot) {
+                return step;
+            }
             if n.unschedulable && n.cordoned_by.is_some() {
                 return Step::Uncordon;
             }
+            // The uncordon and the health gate come after the afterReboot hooks: their clocks
+            // start when the phase passed, not when the node came back.
+            let since = hooks::phase_record(n, Phase::AfterReboot, since)
+                .and_then(|p| p.passed)
+                .map_or(since, |p| p.max(since));
             // The health gate may pass at once, and its `done` would race the taint's removal.
             if let Some(wait) = settling(n, since, now) {
                 return wait;
@@ -536,6 +569,23 @@ pub fn next_step(
                 Step::HealthGate { deadline }
             }
         }
+    }
+}
+
+/// The hook step of `phase` for a node in the state it entered at `since`, `None` once the
+/// phase has passed (or has nothing configured).
+fn hook_step(
+    phase: Phase,
+    config: &Config,
+    n: &NodeView,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<Step> {
+    match hooks::next(phase, config, n, since, now) {
+        hooks::Next::Passed => None,
+        hooks::Next::Act(action) => Some(Step::Hook { phase, action }),
+        hooks::Next::Wait { until, why } => Some(Step::Hold { until, why }),
+        hooks::Next::Fail(reason) => Some(Step::FailHook { phase, reason }),
     }
 }
 
@@ -672,6 +722,17 @@ pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning
             }
         })
         .collect();
+    if let (Some(why), Some(v)) = (hooks::record_problem(n), &n.hooks) {
+        out.push(AnnotationWarning {
+            key: proto::HOOKS,
+            value: v.clone(),
+            note: format!(
+                "node {}: annotation {} does not parse ({why}); read as no record: the current hook phase begins again, asking its webhooks with new tokens",
+                n.name,
+                proto::HOOKS
+            ),
+        });
+    }
     if let (Some(why), Some(v)) = (gate_problem(n), &n.health_gate) {
         out.push(AnnotationWarning {
             key: proto::HEALTH_GATE,

@@ -33,8 +33,9 @@ use kube::Client;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
+use crate::config::{Config, Phase};
 use crate::drain::{self, DrainError, Drained, KubeDrain};
+use crate::hooks::decide::Action;
 use crate::lease::{Elector, Leadership, LeaseError, LeaseRef, NotLeader, Timings};
 use crate::lock::{self, LockEntry, LockError, LockRecord};
 use crate::metrics::Metrics;
@@ -171,6 +172,8 @@ struct Ctx {
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
     /// `blockers.prometheus`, when configured.
     alerts: Option<alerts::AlertSource>,
+    /// Sends the fire-and-forget webhooks.
+    firer: crate::hooks::call::Firer,
     /// The rollout's metrics and notifications.
     observe: Arc<observe::Observer>,
 }
@@ -237,12 +240,14 @@ pub async fn run(
     // Node cache.
     let (nodes, writer) = reflector::store::<Node>();
     let (node_seq_tx, node_seq) = tokio::sync::watch::channel(0u64);
+    // The hooks' gate annotations are kept in the cache with rollboot's own.
+    let keep = config.hooks.gate_keys();
     let _node_watch = {
-        let (wake, metrics) = (wake.clone(), metrics.clone());
+        let (wake, metrics, keep) = (wake.clone(), metrics.clone(), keep.clone());
         let api: Api<Node> = Api::all(client.clone());
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(|n| *n = proto::trim(std::mem::take(n)))
+            .modify(move |n| *n = proto::trim_keeping(std::mem::take(n), &keep))
             .reflect(writer);
         Task(tokio::spawn(async move {
             futures::pin_mut!(stream);
@@ -331,6 +336,7 @@ pub async fn run(
     let ctx = Ctx {
         alerts,
         observe: Arc::new(observe::Observer::new(&config, metrics.clone(), &identity)),
+        firer: crate::hooks::call::Firer::new(metrics.clone()),
         events: Recorder::new(
             client.clone(),
             &config.lock.namespace,
@@ -392,6 +398,7 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     // images and managedFields) and a second copy of the cache would double the memory.
     let api = Api::<Node>::all(ctx.client.clone());
     let mut page = ListParams::default().limit(500);
+    let keep = ctx.config.hooks.gate_keys();
     loop {
         match api.list(&page).await {
             Ok(list) => {
@@ -403,7 +410,7 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
                         .map(|c| rv(&c))
                         .unwrap_or(0);
                     if rv(&n) > cached && written.get(&name).is_none_or(|w| rv(w) < rv(&n)) {
-                        written.insert(name, proto::trim(n));
+                        written.insert(name, proto::trim_keeping(n, &keep));
                     }
                 }
                 match list.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -655,6 +662,7 @@ async fn tick(
     // Released before the views are asked for again, so they are updated in place.
     drop(views);
     date_requests(ctx, &self::views(ctx, nodes), now).await;
+    prefer_no_schedule(ctx, &self::views(ctx, nodes)).await;
     // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
     let views = self::views(ctx, nodes);
@@ -946,6 +954,17 @@ async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
 }
 
 async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
+    let what = decide::failure_event_reason(view.state);
+    fail_as(ctx, view, reason, what).await
+}
+
+/// [`fail`] with the Event reason `what` (what failed).
+async fn fail_as(
+    ctx: &Ctx,
+    view: &NodeView,
+    reason: String,
+    what: &'static str,
+) -> Result<(), Error> {
     let node = view.name.as_str();
     let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
@@ -962,7 +981,6 @@ async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
     let outcome = decide::after_failure(failed, &ctx.config);
     tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
     ctx.metrics.failed();
-    let what = decide::failure_event_reason(view.state);
     ctx.events
         .publish(node, true, what, format!("{reason}; {outcome}"))
         .await;
@@ -1098,12 +1116,15 @@ async fn run_step(
         }
         Step::RequestReboot { attempt } => {
             let view = view.expect("a reboot step has a node");
-            tracing::warn!(
-                node = name,
-                token = view.reboot_token.as_deref().unwrap_or_default(),
-                attempt,
-                "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
-            );
+            // Attempt 1 here is the request after the afterDrain hooks passed.
+            if attempt > 1 {
+                tracing::warn!(
+                    node = name,
+                    token = view.reboot_token.as_deref().unwrap_or_default(),
+                    attempt,
+                    "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
+                );
+            }
             request_reboot(ctx, view, &view.boot_id, view.health_gate.clone(), attempt).await?;
             Ok(None)
         }
@@ -1121,7 +1142,13 @@ async fn run_step(
             // `verifying` and the uncordon in one write: the state is on the Node no later
             // than the act, and a successor finds either both or neither.
             let view = view.expect("a verify step has a node");
-            let ours = view.cordoned_by.is_some() && view.unschedulable;
+            // With afterReboot hooks the node stays cordoned until they pass.
+            let ours = view.cordoned_by.is_some()
+                && view.unschedulable
+                && !crate::hooks::decide::configured(
+                    &ctx.config,
+                    crate::config::Phase::AfterReboot,
+                );
             let mut ann = proto::state_annotations(NodeState::Verifying, now);
             if ours {
                 ann.push((proto::CORDONED_BY, None));
@@ -1206,6 +1233,16 @@ async fn run_step(
             fail(ctx, view.expect("a fail step has a node"), reason).await?;
             Ok(None)
         }
+        Step::FailHook { phase, reason } => {
+            let view = view.expect("a fail step has a node");
+            ctx.metrics.hook_result(phase.metric_label(), "failed");
+            fail_as(ctx, view, reason, "HookFailed").await?;
+            Ok(None)
+        }
+        Step::Hook { phase, action } => {
+            let view = view.expect("a hook step has a node");
+            hook_step(ctx, view, phase, action, tasks).await
+        }
         Step::Free(reason) => {
             tracing::info!(node = name, reason = %reason, "freeing its slot in the maintenance lock");
             if view.is_none() {
@@ -1281,6 +1318,29 @@ async fn drain_then_request(
         );
         return Ok(());
     };
+    if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
+        // The afterDrain phase begins with the drain's end, in one write with the health
+        // gate's record; its hooks (and `drain.settle`) then come before the reboot.
+        if let Err(why) = decide::may_request_reboot(&view) {
+            tracing::warn!(node, "{why}");
+            ctx.wake.notify_one();
+            return Ok(());
+        }
+        let mut p =
+            crate::hooks::decide::begin_patch(Phase::AfterDrain, &ctx.config, &view, Utc::now());
+        p["metadata"]["annotations"][proto::HEALTH_GATE] =
+            serde_json::Value::String(serde_json::to_string(&gate).expect("gate record"));
+        patch_node(
+            ctx,
+            &view,
+            "recording the drain's end (afterDrain hooks)",
+            p,
+        )
+        .await?;
+        tracing::info!(node, phase = %Phase::AfterDrain, "drained; the afterDrain hooks come before the reboot");
+        ctx.wake.notify_one();
+        return Ok(());
+    }
     request_reboot(
         ctx,
         &view,
@@ -1367,6 +1427,7 @@ async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
         ann.push((k, None));
     }
     patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
+    let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
     tracing::info!(node, state = "done", "reboot cycle done");
     ctx.metrics.done();
     ctx.events
@@ -1377,7 +1438,182 @@ async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
             "rebooted, verified and healthy again".into(),
         )
         .await;
+    if after_done {
+        // The slot is freed once the afterDone hooks are done (the next pass).
+        ctx.wake.notify_one();
+        return Ok(());
+    }
     free(ctx, node).await
+}
+
+/// Puts or takes off `hooks.preferNoScheduleTaint` where it must change; each write fenced by
+/// the version it was decided from (a refused one is decided again on the next pass).
+async fn prefer_no_schedule(ctx: &Ctx, views: &[NodeView]) {
+    for (view, taints) in crate::hooks::decide::prefer_no_schedule_changes(views, &ctx.config) {
+        let p = proto::with_taints(proto::patch(&[], None), &taints);
+        match patch_node(ctx, view, "setting its PreferNoSchedule taint", p).await {
+            Ok(_) => {
+                tracing::info!(node = %view.name, flagged = view.flagged(), "PreferNoSchedule taint (hooks.preferNoScheduleTaint) updated")
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not update the PreferNoSchedule taint")
+            }
+        }
+    }
+}
+
+/// Carries out a hook step: writes what it records (fenced by the view it was decided from),
+/// then acts. A blocking webhook's call runs as the node's task, which records the answer.
+async fn hook_step(
+    ctx: &Ctx,
+    view: &NodeView,
+    phase: Phase,
+    action: Action,
+    tasks: &mut HashMap<String, StepTask>,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    use crate::hooks::decide as hd;
+    let node = view.name.as_str();
+    let now = Utc::now();
+    match action {
+        Action::Begin => {
+            let p = hd::begin_patch(phase, &ctx.config, view, now);
+            patch_node(ctx, view, &format!("beginning its {phase} hooks"), p).await?;
+            tracing::info!(node, phase = %phase, "hooks: phase begun (its labels and taints written)");
+        }
+        Action::Fire(names) => {
+            let tokens: Vec<(String, String)> = names
+                .iter()
+                .map(|n| (n.clone(), Token::new(now, rand::random()).text))
+                .collect();
+            let p = hd::fire_patch(phase, view, now, &tokens);
+            let written =
+                patch_node(ctx, view, &format!("recording its {phase} webhooks"), p).await?;
+            let written = NodeView::from_node(&written);
+            for (name, token) in tokens {
+                let Some(w) = ctx
+                    .config
+                    .hooks
+                    .phase(phase)
+                    .webhooks
+                    .iter()
+                    .find(|w| w.name == name)
+                else {
+                    continue;
+                };
+                let body = hd::body(phase, w, &written, &token, 1, now);
+                ctx.firer.fire(phase, w.clone(), body);
+            }
+        }
+        Action::Call {
+            name,
+            attempt,
+            token,
+        } => {
+            let Some(w) = ctx
+                .config
+                .hooks
+                .phase(phase)
+                .webhooks
+                .iter()
+                .find(|w| w.name == name)
+                .cloned()
+            else {
+                return Ok(None);
+            };
+            let token = token.unwrap_or_else(|| Token::new(now, rand::random()).text);
+            // Recorded before it is sent: a successor sees this attempt as made, and never
+            // sends it again.
+            let p = hd::call_patch(phase, view, now, &name, &token, attempt);
+            let written = patch_node(
+                ctx,
+                view,
+                &format!("recording attempt {attempt} of webhook {name}"),
+                p,
+            )
+            .await?;
+            let written = NodeView::from_node(&written);
+            let body = hd::body(phase, &w, &written, &token, attempt, now);
+            tracing::info!(node, phase = %phase, hook = %name, token, attempt, "asking a blocking webhook");
+            let ctx2 = ctx.clone();
+            let node = node.to_string();
+            tasks.insert(
+                node.clone(),
+                StepTask::spawn(ctx.wake.clone(), async move {
+                    let outcome = crate::hooks::call::post(&w, &body).await;
+                    ctx2.metrics
+                        .hook_result(phase.metric_label(), outcome.metric_label());
+                    let answer = crate::hooks::Answer {
+                        yes: outcome.yes(),
+                        detail: outcome.detail(),
+                        at: Utc::now(),
+                    };
+                    if answer.yes {
+                        tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook said yes");
+                    } else {
+                        tracing::warn!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes; the node is held");
+                    }
+                    record_answer(&ctx2, &node, phase, &name, &token, attempt, answer).await;
+                }),
+            );
+        }
+        Action::Pass => {
+            let p = hd::pass_patch(phase, &ctx.config, view, now);
+            patch_node(
+                ctx,
+                view,
+                &format!("recording its {phase} hooks as passed"),
+                p,
+            )
+            .await?;
+            ctx.metrics.hook_result(phase.metric_label(), "passed");
+            tracing::info!(node, phase = %phase, "hooks: phase passed");
+        }
+    }
+    ctx.wake.notify_one();
+    Ok(None)
+}
+
+/// Writes a blocking webhook's answer on the Node, if the Node still shows that attempt
+/// unanswered; a write refused with 409 is tried again on the newer version, a few times. An
+/// answer that cannot be written is lost: the attempt then counts as unanswered, and the next
+/// one is sent after its backoff (never the same one again).
+async fn record_answer(
+    ctx: &Ctx,
+    node: &str,
+    phase: Phase,
+    name: &str,
+    token: &str,
+    attempt: u32,
+    answer: crate::hooks::Answer,
+) {
+    for _ in 0..5 {
+        let Some(view) = current(ctx, node) else {
+            return;
+        };
+        let Some(p) =
+            crate::hooks::decide::answer_patch(phase, &view, name, token, attempt, answer.clone())
+        else {
+            tracing::info!(node, phase = %phase, hook = %name, attempt, "the node no longer waits for this answer; not recording it");
+            return;
+        };
+        match patch_node(
+            ctx,
+            &view,
+            &format!("recording the answer of webhook {name}"),
+            p,
+        )
+        .await
+        {
+            Ok(_) => return,
+            Err(Error::Conflict { rv, .. }) => await_newer(ctx, node, &rv).await,
+            Err(Error::NotLeader(_)) => return,
+            Err(e) => {
+                tracing::warn!(node, error = %e, "recording a webhook's answer");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
 }
 
 /// How often the config file is checked for changes.
