@@ -61,6 +61,11 @@ const SCALED: &[Floor] = &[
         why: "as leader.leaseDuration",
     },
     Floor {
+        key: "drain.settle",
+        floor: Duration::from_millis(1),
+        why: "",
+    },
+    Floor {
         key: "reboot.timeout",
         floor: Duration::from_millis(1),
         why: "",
@@ -210,6 +215,38 @@ pub fn scale_config(
                 ignored.push(format!(
                     "notifications (sinks {}): a rehearsal sends none",
                     sinks.join(", ")
+                ));
+            }
+        }
+        // Nor call its webhooks (a change ticket opened by a rehearsal), nor wait on gate
+        // annotations no other controller sets here (every node would fail at the phase's
+        // timeout). Labels and taints are kept: the simulated cluster stores them as a real one.
+        if let Some(hooks) = obj.get_mut("hooks").and_then(|h| h.as_object_mut()) {
+            let mut dropped = Vec::new();
+            for (phase, h) in hooks.iter_mut() {
+                let Some(h) = h.as_object_mut() else { continue };
+                for w in h
+                    .remove("webhooks")
+                    .and_then(|w| w.as_array().cloned())
+                    .unwrap_or_default()
+                {
+                    dropped.push(format!(
+                        "webhook {} at {phase}",
+                        w["name"].as_str().unwrap_or("")
+                    ));
+                }
+                for g in h
+                    .remove("gates")
+                    .and_then(|g| g.as_array().cloned())
+                    .unwrap_or_default()
+                {
+                    dropped.push(format!("gate {} at {phase}", g.as_str().unwrap_or("")));
+                }
+            }
+            if !dropped.is_empty() {
+                ignored.push(format!(
+                    "hooks ({}): a rehearsal calls no webhook and waits on no gate annotation",
+                    dropped.join(", ")
                 ));
             }
         }
@@ -509,6 +546,25 @@ mod tests {
         // Without sinks there is nothing to say.
         let (_, s) = scale_config(&parse("{}"), 0.01).unwrap();
         assert!(s.ignored.is_empty(), "{s:?}");
+    }
+
+    #[test]
+    fn a_rehearsal_calls_no_webhook_and_waits_on_no_gate_and_says_so() {
+        let yaml = "drain: {settle: 30s}\nhooks:\n  afterDrain:\n    webhooks: [{name: ticket, url: 'http://127.0.0.1:1/t', blocking: true}]\n    gates: [example.com/ok]\n    labels: {example.com/rebooting: 'true'}\n";
+        let (run, s) = scale_config(&parse(yaml), 0.01).unwrap();
+        assert!(
+            run.hooks.after_drain.webhooks.is_empty() && run.hooks.after_drain.gates.is_empty()
+        );
+        assert_eq!(run.hooks.after_drain.labels.len(), 1, "labels are kept");
+        assert_eq!(
+            s.ignored,
+            ["hooks (webhook ticket at afterDrain, gate example.com/ok at afterDrain): a rehearsal calls no webhook and waits on no gate annotation"]
+        );
+        let settle = s.scaled.iter().find(|r| r.key == "drain.settle").unwrap();
+        assert_eq!(
+            (settle.as_written.as_str(), settle.as_run.as_str()),
+            ("30s", "300ms")
+        );
     }
 
     #[test]
