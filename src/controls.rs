@@ -633,6 +633,7 @@ mod tests {
                 (
                     n.to_string(),
                     LockEntry {
+                        group: None,
                         state: NodeState::Cordoning,
                         since: t(since),
                         leader: "controller-0".into(),
@@ -860,6 +861,7 @@ mod tests {
     #[test]
     fn each_node_in_flight_is_said_to_finish_its_cycle() {
         let e = LockEntry {
+            group: None,
             state: NodeState::Cordoning,
             since: t("2026-03-01T09:00:00Z"),
             leader: "c-0".into(),

@@ -60,6 +60,10 @@ pub struct LockEntry {
     pub since: DateTime<Utc>,
     /// The leader that started it.
     pub leader: String,
+    /// Its group (the value of its `concurrency.groupBy` label) when it started: the per-group
+    /// limit still counts it while its Node is gone (deleted mid-cycle, its host perhaps down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// The lock as read.
@@ -428,6 +432,7 @@ mod tests {
         entries.insert(
             "n1".to_string(),
             LockEntry {
+                group: None,
                 state: NodeState::Cordoning,
                 since: DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
                 leader: "c-0".into(),
@@ -490,6 +495,7 @@ mod tests {
     #[test]
     fn a_deleted_lease_still_knows_the_nodes_its_last_record_listed() {
         let entry = LockEntry {
+            group: None,
             state: NodeState::Draining,
             since: Utc::now(),
             leader: "c-0".into(),

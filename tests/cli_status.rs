@@ -108,6 +108,7 @@ fn in_flight(now: DateTime<Utc>) -> BTreeMap<String, LockEntry> {
             state: NodeState::Cordoning,
             since: now - TimeDelta::minutes(6),
             leader: "controller-0".into(),
+            group: None,
         },
     )])
 }

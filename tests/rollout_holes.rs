@@ -611,6 +611,7 @@ async fn a_lock_write_after_its_lease_was_deleted_is_gone_and_recreates_nothing(
         state: NodeState::Cordoning,
         since: chrono::Utc::now(),
         leader: format!("c-0 {node}"),
+        group: None,
     };
     let ok = || Ok(());
     let written = lock::update(

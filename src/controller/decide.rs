@@ -205,6 +205,13 @@ pub fn sort_candidates(candidates: &mut [&NodeView], order: NodeOrder) {
     }
 }
 
+/// The node's group under `concurrency.groupBy` (the label's value, empty when it has none),
+/// `None` without a per-group limit: what a lock entry records when the node starts.
+pub fn group_of(n: &NodeView, config: &Config) -> Option<String> {
+    let (key, _) = config.group_limit()?;
+    Some(n.labels.get(key).cloned().unwrap_or_default())
+}
+
 /// The flagged nodes to start now, in order, within `maxNodes` and the per-group limit.
 /// Call only when [`blockers`] is empty.
 pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
@@ -217,11 +224,16 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     let by_name: HashMap<&str, &NodeView> = s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let group_of = |n: &NodeView, key: &str| n.labels.get(key).cloned().unwrap_or_default();
     let mut per_group: HashMap<String, usize> = HashMap::new();
+    // Nodes in the lock whose Node is gone and whose entry names no group (written before
+    // entries named one): they count in every group, as their host may be down in any.
+    let mut anywhere = 0;
     if let Some((key, _)) = group {
-        for name in s.in_flight.keys() {
-            // A node in the lock that is gone from the cluster still counts in no group.
-            if let Some(n) = by_name.get(name.as_str()) {
-                *per_group.entry(group_of(n, key)).or_default() += 1;
+        for (name, entry) in s.in_flight {
+            // A Node gone mid-cycle keeps its slot (see `next_step`), and its group with it.
+            match (by_name.get(name.as_str()), &entry.group) {
+                (Some(n), _) => *per_group.entry(group_of(n, key)).or_default() += 1,
+                (None, Some(g)) => *per_group.entry(g.clone()).or_default() += 1,
+                (None, None) => anywhere += 1,
             }
         }
     }
@@ -238,7 +250,7 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
         }
         if let Some((key, limit)) = group {
             let g = per_group.entry(group_of(n, key)).or_default();
-            if *g >= limit as usize {
+            if *g + anywhere >= limit as usize {
                 continue;
             }
             *g += 1;
@@ -640,6 +652,7 @@ pub fn rebuild(
         .filter_map(|n| {
             let state = n.state.filter(|s| s.in_flight())?;
             let entry = LockEntry {
+                group: group_of(n, config),
                 state,
                 since: n.state_since?,
                 leader: leader.to_string(),
@@ -784,6 +797,7 @@ mod tests {
 
     fn entry(since: &str) -> LockEntry {
         LockEntry {
+            group: None,
             state: NodeState::Cordoning,
             since: t(since),
             leader: "c-0".into(),
@@ -899,6 +913,23 @@ mod tests {
         assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a1", "b1"]);
         let busy = BTreeMap::from([("a1".to_string(), entry("2026-01-01T00:00:00Z"))]);
         assert_eq!(names(pick(&snapshot(&nodes, &busy), &c)), ["b1"]);
+        // A node whose Node is gone (deleted mid-cycle) still counts in the group its entry
+        // recorded (the chaos campaign, seed 27: a second node of zone-b started beside one
+        // deleted while draining)...
+        let gone = |group: Option<&str>| {
+            BTreeMap::from([(
+                "b0".to_string(),
+                LockEntry {
+                    group: group.map(str::to_string),
+                    ..entry("2026-01-01T00:00:00Z")
+                },
+            )])
+        };
+        assert_eq!(names(pick(&snapshot(&nodes, &gone(Some("b"))), &c)), ["a1"]);
+        // ... and in every group when its entry records none.
+        assert!(pick(&snapshot(&nodes, &gone(None)), &c).is_empty());
+        assert_eq!(group_of(&nodes[2], &c).as_deref(), Some("b"));
+        assert_eq!(group_of(&nodes[2], &cfg("{}")), None);
     }
 
     #[test]
@@ -1607,6 +1638,7 @@ mod tests {
         assert_eq!(
             r["b"],
             LockEntry {
+                group: None,
                 state: NodeState::Rebooting,
                 since: t("2026-01-01T00:01:00Z"),
                 leader: "c-1".into(),

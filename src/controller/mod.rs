@@ -746,6 +746,10 @@ async fn tick(
     for name in picked {
         ctx.leadership.ensure()?;
         let entry = LockEntry {
+            group: views
+                .iter()
+                .find(|v| v.name == name)
+                .and_then(|v| decide::group_of(v, &ctx.config)),
             state: NodeState::Cordoning,
             since: now,
             leader: ctx.leadership.identity().to_string(),

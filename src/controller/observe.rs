@@ -265,6 +265,7 @@ mod tests {
         record.entries.insert(
             "b".into(),
             LockEntry {
+                group: None,
                 state: NodeState::Draining,
                 since: crate::time::parse_annotation(t).unwrap(),
                 leader: "x".into(),

@@ -185,6 +185,7 @@ pub fn predict(
                 entries.insert(
                     name.clone(),
                     LockEntry {
+                        group: None,
                         state: NodeState::Cordoning,
                         since: t,
                         leader: "plan".into(),
@@ -362,6 +363,7 @@ mod tests {
             "busy".to_string(),
             Running {
                 entry: LockEntry {
+                    group: None,
                     state: NodeState::Cordoning,
                     since: now - TimeDelta::minutes(4),
                     leader: "c-0".into(),
