@@ -159,6 +159,11 @@ impl Default for PhaseHooks {
 const DEFAULT_PHASE_TIMEOUT: Duration = Duration::from_mins(30);
 
 impl PhaseHooks {
+    /// The phase's webhook named `name`, if the config still has it.
+    pub fn webhook(&self, name: &str) -> Option<&Webhook> {
+        self.webhooks.iter().find(|w| w.name == name)
+    }
+
     /// Nothing configured: the phase costs nothing.
     pub fn is_empty(&self) -> bool {
         self.webhooks.is_empty()

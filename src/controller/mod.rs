@@ -957,6 +957,18 @@ async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The failed nodes, `node` (just marked failed) included, counted from the Nodes as known now
+/// (the state parsed as everywhere else, so the count agrees with the failures blocker).
+fn failed_with(ctx: &Ctx, node: &str) -> usize {
+    1 + ctx
+        .nodes
+        .state()
+        .iter()
+        .filter(|n| n.metadata.name.as_deref() != Some(node))
+        .filter(|n| NodeView::from_node(n).state == Some(NodeState::Failed))
+        .count()
+}
+
 async fn fail(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
     let what = decide::failure_event_reason(view.state);
     fail_as(ctx, view, reason, what).await
@@ -973,15 +985,7 @@ async fn fail_as(
     let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
     patch_node(ctx, view, "marking it failed", proto::patch(&ann, None)).await?;
-    // Counted from the Nodes as known now, this one included.
-    // (The state parsed as everywhere else, so this agrees with the failures blocker.)
-    let failed = 1 + ctx
-        .nodes
-        .state()
-        .iter()
-        .filter(|n| n.metadata.name.as_deref() != Some(node))
-        .filter(|n| NodeView::from_node(n).state == Some(NodeState::Failed))
-        .count();
+    let failed = failed_with(ctx, node);
     let outcome = decide::after_failure(failed, &ctx.config);
     tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
     ctx.metrics.failed();
@@ -1495,14 +1499,7 @@ async fn hook_step(
                 patch_node(ctx, view, &format!("recording its {phase} webhooks"), p).await?;
             let written = NodeView::from_node(&written);
             for (name, token) in tokens {
-                let Some(w) = ctx
-                    .config
-                    .hooks
-                    .phase(phase)
-                    .webhooks
-                    .iter()
-                    .find(|w| w.name == name)
-                else {
+                let Some(w) = ctx.config.hooks.phase(phase).webhook(&name) else {
                     continue;
                 };
                 let body = hd::body(phase, w, &written, &token, 1, now);
@@ -1514,15 +1511,7 @@ async fn hook_step(
             attempt,
             token,
         } => {
-            let Some(w) = ctx
-                .config
-                .hooks
-                .phase(phase)
-                .webhooks
-                .iter()
-                .find(|w| w.name == name)
-                .cloned()
-            else {
+            let Some(w) = ctx.config.hooks.phase(phase).webhook(&name).cloned() else {
                 return Ok(None);
             };
             let token = token.unwrap_or_else(|| Token::new(now, rand::random()).text);

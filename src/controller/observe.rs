@@ -186,15 +186,8 @@ pub(super) fn written(ctx: &Ctx, before: &NodeView, after: &Node) {
                 .and_then(|a: &BTreeMap<String, String>| a.get(proto::FAILURE_REASON))
                 .cloned()
                 .unwrap_or_default();
-            // Counted as the controller counts them for its own verdict: the Nodes known now,
-            // this one included.
-            let failed = 1 + ctx
-                .nodes
-                .state()
-                .iter()
-                .filter(|n| n.metadata.name.as_deref() != Some(node))
-                .filter(|n| NodeView::from_node(n).state == Some(NodeState::Failed))
-                .count();
+            // Counted as the controller counts them for its own verdict.
+            let failed = super::failed_with(ctx, node);
             End::Failed {
                 reason,
                 failed,
