@@ -539,39 +539,36 @@ pub fn check_disruption(inner: &Inner, pod: &Index, cause: Cause, inv: &Invarian
 }
 
 /// POST pods/NAME/eviction (golden 40-53).
+///
+/// `abandon` is asked once a budget has admitted the eviction and recorded it: when it says
+/// so, the request is abandoned there, after the budget was written and before the pod is
+/// deleted (its client killed mid-request, the server timing it out): kube-apiserver keeps the
+/// budget's `disruptedPods` entry and answers 504, and the disruption controller counts that
+/// pod as disrupted until the entry expires, two minutes later. Asked only then, so a refused
+/// or budget-less eviction never uses up an abandonment a test asked for.
 pub fn evict(
     store: &Store,
     namespace: &str,
     name: &str,
     body: &[u8],
     invariants: &Invariants,
+    abandon: impl FnOnce() -> bool,
 ) -> Result<(), ApiError> {
-    evict_or_abandon(store, namespace, name, body, invariants, false)
+    if evict_or_abandon(store, namespace, name, body, invariants, abandon)? {
+        return Err(ApiError::timeout());
+    }
+    Ok(())
 }
 
-/// An eviction whose request is abandoned after the budget was written and before the pod is
-/// deleted (its client killed mid-request, the server timing it out): kube-apiserver keeps the
-/// budget's `disruptedPods` entry and answers 504. The disruption controller counts that pod as
-/// disrupted until the entry expires, two minutes later.
-pub fn evict_abandoned(
-    store: &Store,
-    namespace: &str,
-    name: &str,
-    body: &[u8],
-    invariants: &Invariants,
-) -> Result<(), ApiError> {
-    evict_or_abandon(store, namespace, name, body, invariants, true)?;
-    Err(ApiError::timeout())
-}
-
+/// Whether the eviction was abandoned after its budget was written.
 fn evict_or_abandon(
     store: &Store,
     namespace: &str,
     name: &str,
     body: &[u8],
     invariants: &Invariants,
-    abandon: bool,
-) -> Result<(), ApiError> {
+    abandon: impl FnOnce() -> bool,
+) -> Result<bool, ApiError> {
     let ev: Value = serde_json::from_slice(body)
         .map_err(|e| Kind::Pod.decode_error(format!("decoding Eviction: {e}")))?;
     if ev["metadata"]["name"].as_str().is_some_and(|n| n != name) {
@@ -605,7 +602,7 @@ fn evict_or_abandon(
             delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
         }
         invariants.evicted(&key);
-        return Ok(());
+        return Ok(false);
     }
     let budgets = budgets_for(&inner, &idx);
     if budgets.len() > 1 {
@@ -637,8 +634,8 @@ fn evict_or_abandon(
             }
             let pdb_old = pdb.clone();
             commit_update(&mut inner, Kind::Pdb, &pdb_old, v, Target::Status)?;
-            if abandon {
-                return Ok(());
+            if abandon() {
+                return Ok(true);
             }
         }
     } else {
@@ -660,7 +657,7 @@ fn evict_or_abandon(
     let _ = entry;
     delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
     invariants.evicted(&key);
-    Ok(())
+    Ok(false)
 }
 
 /// Sets the DisruptionAllowed condition, moving lastTransitionTime only when it flips.

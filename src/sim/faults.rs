@@ -81,7 +81,7 @@ impl Faults {
             .clone()
     }
 
-    /// The next `n` admitted evictions are abandoned half-way, as when the evicting client is
+    /// The next `n` evictions a budget admits are abandoned half-way, as when the evicting client is
     /// killed mid-request: the budget records the disruption (`status.disruptedPods`), the pod
     /// is not deleted, and the client gets 504.
     pub fn abandon_evictions(&self, n: usize) {

@@ -493,10 +493,9 @@ fn dispatch(
             } else {
                 body.clone()
             };
-            if sh.faults.take_abandoned_eviction() {
-                api::evict_abandoned(&sh.store, ns, name, &body, &sh.invariants)?;
-            }
-            api::evict(&sh.store, ns, name, &body, &sh.invariants)?;
+            api::evict(&sh.store, ns, name, &body, &sh.invariants, || {
+                sh.faults.take_abandoned_eviction()
+            })?;
             Ok(json_response(
                 StatusCode::CREATED,
                 r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
