@@ -67,6 +67,14 @@ impl LeaseRef {
         &self.name
     }
 
+    /// A conflict on this Lease: another writer changed it first.
+    pub fn conflict(&self) -> LeaseError {
+        LeaseError::Conflict {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
     fn err(&self, source: kube::Error) -> LeaseError {
         match &source {
             kube::Error::Api(s) if s.code == 409 => LeaseError::Conflict {

@@ -12,6 +12,12 @@
 //! written over by an edit ([`update`] refuses it: its entries are unknown, and an edit of
 //! "no entries" would forget the nodes in flight); only [`restore`] replaces it, with the
 //! entries the caller rebuilt from the Nodes.
+//!
+//! A new leader writes the lock once before it acts ([`adopt`]): a predecessor that stopped
+//! between checking its leadership and sending a write of the lock (paused past its leader
+//! lease) still holds that write, decided from the record as it read it; the adoption moves
+//! the Lease's resourceVersion on, so the late write is refused with 409, and [`update`]'s
+//! leadership check after a conflict stops that predecessor.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +31,10 @@ use crate::time;
 
 /// Annotation on the lock Lease holding the in-flight nodes as JSON.
 pub const IN_FLIGHT: &str = "rollboot.dev/in-flight";
+/// Annotation on the lock Lease: the identity of the last leader that adopted the lock.
+pub const ADOPTED_BY: &str = "rollboot.dev/adopted-by";
+/// Annotation on the lock Lease: when it was adopted (RFC 3339).
+pub const ADOPTED_AT: &str = "rollboot.dev/adopted-at";
 
 /// The holder identity of an operator's pause is this prefix and who paused.
 pub const PAUSE_HOLDER_PREFIX: &str = "rollboot-pause/";
@@ -330,6 +340,66 @@ pub async fn restore(
     }
 }
 
+/// Adopts the lock as the new leader `identity` at `now` (see the module doc): one write of the
+/// Lease as `record` read it, recording who adopted it and when, its holder and in-flight
+/// record untouched; re-read and written again after a conflict, `ensure` re-checked first.
+/// Writes nothing when there is nothing to fence: no Lease (a late write of a predecessor is
+/// then a create, refused once anyone created it), a record that does not parse (it is only
+/// replaced, by [`restore`]), or a foreign holder other than a pause (rollboot writes
+/// nothing under it, late writes included).
+pub async fn adopt(
+    lease: &LeaseRef,
+    ours: &str,
+    mut record: LockRecord,
+    identity: &str,
+    now: DateTime<Utc>,
+    ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
+) -> Result<LockRecord, LockError> {
+    for _ in 0..5 {
+        let Some(read) = record.lease.as_ref() else {
+            return Ok(record);
+        };
+        if record.untrusted.is_some()
+            || (record.foreign_holder(ours).is_some() && record.pause.is_none())
+        {
+            return Ok(record);
+        }
+        let mut new = read.clone();
+        let ann = new
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        ann.insert(ADOPTED_BY.into(), identity.into());
+        ann.insert(ADOPTED_AT.into(), time::annotation(now));
+        ensure()?;
+        match lease.replace(&new).await {
+            Ok(l) => return Ok(LockRecord::from_lease(Some(l))),
+            Err(LeaseError::Conflict { .. }) => record = read_or_deleted(lease, &record).await?,
+            Err(e) if not_found(&e) => {
+                return Err(LockError::Gone {
+                    lease: lease.name().into(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(LockError::Lease(lease.conflict()))
+}
+
+/// The lock read again after a conflict: a Lease deleted since `record` was read is
+/// [`LockError::Gone`] (a replace of a deleted Lease is a 409 on kube-apiserver, the uid as read
+/// being a precondition, golden 190), never a fresh start that would forget the nodes
+/// `record` listed in flight.
+async fn read_or_deleted(lease: &LeaseRef, record: &LockRecord) -> Result<LockRecord, LockError> {
+    let fresh = read(lease).await?;
+    if fresh.lease.is_none() && record.lease.is_some() {
+        return Err(LockError::Gone {
+            lease: lease.name().into(),
+        });
+    }
+    Ok(fresh)
+}
+
 /// Writes `entries` to the lock as `ours`, starting from `record` and re-reading after a
 /// conflict. `change` edits the entries; it is applied to the freshest record.
 ///
@@ -337,7 +407,10 @@ pub async fn restore(
 /// without one, when there is none): a write from a stale view, such as a late one from a
 /// replica that was paused past its leader lease, is refused with 409 and changes nothing.
 /// After such a conflict `ensure` re-checks leadership before the write is tried again from
-/// the fresh read: the caller checked it before the first attempt only.
+/// the fresh read: the caller checked it before the first attempt only. A change that adds a
+/// node is not tried again when the fresh read lists a node `record` did not (someone else
+/// started one): the limits it was decided under no longer hold, and the conflict goes back
+/// to the caller to decide again.
 pub async fn update(
     lease: &LeaseRef,
     ours: &str,
@@ -345,7 +418,8 @@ pub async fn update(
     change: impl Fn(&mut BTreeMap<String, LockEntry>),
     ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
 ) -> Result<LockRecord, LockError> {
-    for _ in 0..5 {
+    let decided_from: Vec<String> = record.entries.keys().cloned().collect();
+    for attempt in 0..5 {
         let paused = record.pause.is_some();
         if let Some(h) = record.foreign_holder(ours).filter(|_| !paused) {
             return Err(LockError::HeldBy {
@@ -367,6 +441,11 @@ pub async fn update(
         }
         let mut entries = record.entries.clone();
         change(&mut entries);
+        let adds = entries.keys().any(|k| !record.entries.contains_key(k));
+        let others = record.entries.keys().any(|k| !decided_from.contains(k));
+        if attempt > 0 && adds && others {
+            return Err(LockError::Lease(lease.conflict()));
+        }
         let new = if paused {
             // Under a pause only the nodes in flight finish: an edit that would start one is
             // refused, as under any other holder.
@@ -394,16 +473,7 @@ pub async fn update(
         match written {
             Ok(l) => return Ok(LockRecord::from_lease(Some(l))),
             Err(LeaseError::Conflict { .. }) => {
-                let fresh = read(lease).await?;
-                // A replace of a Lease deleted since it was read is a 409 on kube-apiserver
-                // (the uid as read is a precondition, golden 190), not a 404: creating it
-                // afresh from here would forget the nodes in flight that `record` listed.
-                if fresh.lease.is_none() && record.lease.is_some() {
-                    return Err(LockError::Gone {
-                        lease: lease.name().into(),
-                    });
-                }
-                record = fresh;
+                record = read_or_deleted(lease, &record).await?;
                 ensure()?;
             }
             // Deleted since it was read: recreating it with the entries known here could
@@ -416,10 +486,7 @@ pub async fn update(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(LockError::Lease(LeaseError::Conflict {
-        namespace: String::new(),
-        name: lease.name().into(),
-    }))
+    Err(LockError::Lease(lease.conflict()))
 }
 
 #[cfg(test)]

@@ -66,7 +66,19 @@ async fn kill_the_leader_during(state: NodeState) -> NodeState {
         done,
         "the new leader did not finish the rollout: {states:?}"
     );
-    assert_ne!(h.leader(), Some(leader));
+    let new = h.leader().expect("a new leader");
+    assert_ne!(new, leader);
+    // The new leader adopted the lock before it acted (a late lock write of the old one would
+    // be refused): the Lease names it.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(h.client.clone(), &h.config.lock.namespace);
+    let lock = leases.get(&h.config.lock.name).await.unwrap();
+    let adopted_by = lock
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .remove(rollboot::lock::ADOPTED_BY);
+    assert_eq!(adopted_by, Some(format!("controller-{new}")));
     for n in &flagged {
         assert_eq!(h.reboots(n), 1, "{n} was not rebooted exactly once");
         let v = h.node(n).await.unwrap();

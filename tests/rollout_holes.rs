@@ -706,3 +706,189 @@ async fn a_node_deleted_while_its_host_reboots_keeps_its_slot_until_it_is_back()
     );
     h.shutdown().await;
 }
+
+/// The lock Lease of a fresh simulated cluster, written once by `leader` with `node` in flight,
+/// and the record as that write left it.
+async fn lock_with(
+    node: &str,
+    leader: &str,
+) -> (
+    rollboot::sim::Cluster,
+    rollboot::lease::LeaseRef,
+    rollboot::lock::LockRecord,
+    Api<Lease>,
+) {
+    use rollboot::lease::LeaseRef;
+    use rollboot::lock::{self, LockEntry, LockRecord};
+    log();
+    let cluster = rollboot::sim::Cluster::start(scenario(1)).await.unwrap();
+    let client = cluster.kube_client().await.unwrap();
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    ns.create(
+        &Default::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "rollboot-system"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let lease = LeaseRef::new(client.clone(), "rollboot-system", "rollboot-lock");
+    let entry = LockEntry {
+        state: NodeState::Cordoning,
+        since: chrono::Utc::now(),
+        leader: leader.into(),
+        group: None,
+    };
+    let n = node.to_string();
+    let written = lock::update(
+        &lease,
+        "rollboot",
+        LockRecord::default(),
+        move |e| {
+            e.insert(n.clone(), entry.clone());
+        },
+        &|| Ok(()),
+    )
+    .await
+    .unwrap();
+    (
+        cluster,
+        lease,
+        written,
+        Api::namespaced(client, "rollboot-system"),
+    )
+}
+
+/// Found by the chaos campaign (seed 576): a leader paused after deciding to free a node's slot
+/// and before its write left; the next leader resumed that node from the lock without writing
+/// the lock; the old write then landed (the resourceVersion it carried was still current) and
+/// took the node out of the lock while the new leader was cycling it. A new leader now writes
+/// the lock once before it acts (`lock::adopt`): the late write is refused with 409, and the
+/// leadership check after the conflict stops the deposed leader without a second try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leaders_late_lock_write_is_refused_once_the_new_leader_adopted_the_lock() {
+    use rollboot::lease::NotLeader;
+    use rollboot::lock::{self, LockError, LockRecord, ADOPTED_BY};
+    let (cluster, lease, seen_by_old, leases) = lock_with("node-a", "c-0").await;
+    // The new leader adopts the lock as it read it, before acting on anything.
+    let read = lock::read(&lease).await.unwrap();
+    let adopted = lock::adopt(&lease, "rollboot", read, "c-1", chrono::Utc::now(), &|| {
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        adopted.entries.keys().collect::<Vec<_>>(),
+        ["node-a"],
+        "the adoption changed the in-flight record"
+    );
+    // The old leader's free of node-a, decided from what it read before, lands now; its
+    // leadership has expired (the check after a conflict says so).
+    let checks = std::sync::atomic::AtomicUsize::new(0);
+    let deposed = || {
+        checks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err(NotLeader {
+            identity: "c-0".into(),
+        })
+    };
+    let late = lock::update(
+        &lease,
+        "rollboot",
+        seen_by_old,
+        |e| {
+            e.remove("node-a");
+        },
+        &deposed,
+    )
+    .await;
+    assert!(
+        matches!(late, Err(LockError::NotLeader(_))),
+        "the late write was not stopped: {:?}",
+        late.map(|r| r.entries)
+    );
+    assert_eq!(checks.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let now = LockRecord::from_lease(leases.get_opt("rollboot-lock").await.unwrap());
+    assert!(
+        now.entries.contains_key("node-a"),
+        "the late write took node-a out of the lock: {:?}",
+        now.entries
+    );
+    let by = now
+        .lease
+        .as_ref()
+        .and_then(|l| l.metadata.annotations.as_ref())
+        .and_then(|a| a.get(ADOPTED_BY).cloned());
+    assert_eq!(by.as_deref(), Some("c-1"));
+    cluster.shutdown().await;
+}
+
+/// A start whose lock write meets a conflict, and whose fresh read lists a node it did not see
+/// when it decided (someone else started one meanwhile), is not written on top of it: that
+/// could put more nodes in flight than allowed. The conflict goes back to be decided again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_finds_another_start_after_a_conflict_is_decided_again() {
+    use rollboot::lock::{self, LockEntry, LockError};
+    let (cluster, lease, before, leases) = lock_with("node-a", "c-0").await;
+    // node-a finished and someone else started node-b since `before` was read.
+    let other = lock::update(
+        &lease,
+        "rollboot",
+        before.clone(),
+        |e| {
+            e.clear();
+            e.insert(
+                "node-b".into(),
+                LockEntry {
+                    state: NodeState::Cordoning,
+                    since: chrono::Utc::now(),
+                    leader: "c-1".into(),
+                    group: None,
+                },
+            );
+        },
+        &|| Ok(()),
+    )
+    .await
+    .unwrap();
+    let start_c = lock::update(
+        &lease,
+        "rollboot",
+        before,
+        |e| {
+            e.remove("node-a");
+            e.insert(
+                "node-c".into(),
+                LockEntry {
+                    state: NodeState::Cordoning,
+                    since: chrono::Utc::now(),
+                    leader: "c-0".into(),
+                    group: None,
+                },
+            );
+        },
+        &|| Ok(()),
+    )
+    .await;
+    assert!(
+        matches!(start_c, Err(LockError::Lease(_))),
+        "{:?}",
+        start_c.map(|r| r.entries)
+    );
+    let now =
+        rollboot::lock::LockRecord::from_lease(leases.get_opt("rollboot-lock").await.unwrap());
+    assert_eq!(
+        now.entries, other.entries,
+        "node-c was written beside node-b"
+    );
+    // A change that adds nothing (a free) is still retried on the fresh record.
+    let freed = lock::update(
+        &lease,
+        "rollboot",
+        rollboot::lock::LockRecord::default(),
+        |e| {
+            e.remove("node-b");
+        },
+        &|| Ok(()),
+    )
+    .await;
+    assert!(freed.is_ok(), "{:?}", freed.err());
+    cluster.shutdown().await;
+}

@@ -387,10 +387,39 @@ pub async fn run(
 /// The leader's loop: decide and act on every change, until leadership is lost.
 async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     let _ = nodes.wait_until_ready().await;
-    // Start from a fresh read of the lock: it is the record of what to resume.
-    match lock::read(&ctx.lock).await {
-        Ok(r) => *ctx.lock_record.lock().expect("lock cache") = r,
-        Err(e) => tracing::warn!(error = %e, "reading the maintenance lock"),
+    // Start from a fresh read of the lock (the record of what to resume), and adopt it: a
+    // write that moves its resourceVersion on, so a late lock write a paused predecessor still
+    // holds is refused (see `lock::adopt`). Nothing is acted on before that write.
+    loop {
+        let adopted = match lock::read(&ctx.lock).await {
+            Ok(r) => {
+                let identity = ctx.leadership.identity().to_string();
+                lock::adopt(
+                    &ctx.lock,
+                    &ctx.lock_owner,
+                    r,
+                    &identity,
+                    Utc::now(),
+                    &|| ctx.leadership.ensure(),
+                )
+                .await
+            }
+            Err(e) => Err(e.into()),
+        };
+        match adopted {
+            Ok(r) => {
+                *ctx.lock_record.lock().expect("lock cache") = r;
+                break;
+            }
+            // Deleted since it was read: read again (the first pass then finds the nodes in
+            // flight from the Nodes).
+            Err(LockError::Gone { .. }) => {}
+            Err(LockError::NotLeader(_)) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "adopting the maintenance lock; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
     }
     // The Node cache may lag behind the lock just read (a predecessor may have written a
     // node's final state and then freed its slot): read the Nodes once, after the lock.
