@@ -615,3 +615,44 @@ async fn a_health_gate_that_does_not_pass_in_time_fails_the_node_and_says_what_i
     assert!(!failed.unschedulable, "left cordoned after its reboot");
     assert_invariants(&h, 1);
 }
+
+/// The health gates of consecutive nodes share one watch per namespace and kind (the hub):
+/// a rollout watches (and so lists) a namespace's ReplicaSets and budgets once, not once per
+/// node (with 25,000 ReplicaSets in a namespace those per-node lists were most of the
+/// controller's time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_gates_of_a_rollout_watch_each_namespace_once() {
+    let h = running(scenario(6), "").await;
+    let all: Vec<String> = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    h.flag(&all);
+    finish(&h, &set(&all)).await;
+    assert_invariants(&h, 1);
+    let stats = h.cluster.stats();
+    let mut watches: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (k, n) in &stats.requests {
+        if k.identity.starts_with("controller-")
+            && k.verb == "watch"
+            && ["replicasets", "poddisruptionbudgets"].contains(&k.resource.as_str())
+        {
+            *watches
+                .entry((k.resource.clone(), k.namespace.clone()))
+                .or_default() += n;
+        }
+    }
+    assert!(
+        watches.keys().any(|(r, _)| r == "replicasets"),
+        "no health gate watched ReplicaSets: {watches:?}"
+    );
+    assert!(
+        watches.values().all(|n| *n == 1),
+        "a namespace watched more than once in a rollout of {} nodes: {watches:?}",
+        all.len()
+    );
+    h.shutdown().await;
+}

@@ -4,12 +4,14 @@
 //!
 //! It owns the [`GateRecord`] written to the Node with `state: rebooting`, the pure
 //! [`GateState`] that decides from what has been seen, and [`Gate`], which feeds that state from
-//! one watch per namespace and kind. The watches' initial lists are paged and every object that
-//! is not waited on is dropped as it arrives, so a namespace of 25,000 budgets costs pages of
-//! 500, never a whole list in memory; after the initial list the gate is woken by changes only.
-//! It never writes: finishing or failing the node is the caller's.
+//! the [`Hub`]'s watches: one per namespace and kind, shared by every gate that needs it and kept
+//! a while after, so a rollout lists each namespace once rather than once per node. A watch
+//! keeps of each object only its name, health and selector (its initial list paged), and a gate
+//! is woken only by changes to what it waits for. It never writes: finishing or failing the
+//! node is the caller's.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -259,9 +261,189 @@ fn ss_health(ss: &StatefulSet) -> Health {
     )
 }
 
-/// A gate with its watches running. The controller starts it as soon as the reboot is asked,
-/// so the watches' initial lists are done while the node reboots instead of after it is back:
-/// those lists were most of the time between a node's return and the next node's start.
+/// How long a namespace's watch is kept after the last gate using it ended: the next node's
+/// gate starts after that node's cordon and drain, and a watch kept across them spares a
+/// relist of the whole namespace per node (with 25,000 ReplicaSets in a namespace, those
+/// relists were most of the controller's time per node in a 5,000-node cluster).
+pub const FEED_LINGER: Duration = Duration::from_secs(600);
+
+/// One object of a watched namespace, reduced to what gates read.
+#[derive(Debug)]
+struct Obj {
+    name: String,
+    health: Health,
+    /// A budget's selector.
+    selector: Option<LabelSelector>,
+}
+
+/// What a namespace's watch tells the gates following it, in order.
+#[derive(Clone, Debug)]
+enum FeedEvent {
+    /// A (re)list starts.
+    Init,
+    /// An object as it is now (listed or changed).
+    Apply(Arc<Obj>),
+    /// An object was deleted.
+    Delete(String),
+    /// The list is complete.
+    InitDone,
+}
+
+/// A namespace's objects of one kind as its watch knows them.
+#[derive(Default)]
+struct FeedState {
+    /// The last complete list, kept up to date by the watch's changes.
+    objects: BTreeMap<String, Arc<Obj>>,
+    /// Whether a list completed.
+    listed: bool,
+    /// A list in progress: what it brought so far.
+    pending: Option<BTreeMap<String, Arc<Obj>>>,
+}
+
+impl FeedState {
+    /// Applies `ev` (under the lock that also orders its sending).
+    fn apply(&mut self, ev: &FeedEvent) {
+        match ev {
+            FeedEvent::Init => self.pending = Some(BTreeMap::new()),
+            FeedEvent::Apply(o) => {
+                let into = self.pending.as_mut().unwrap_or(&mut self.objects);
+                into.insert(o.name.clone(), o.clone());
+            }
+            FeedEvent::Delete(name) => {
+                self.objects.remove(name);
+                if let Some(p) = self.pending.as_mut() {
+                    p.remove(name);
+                }
+            }
+            FeedEvent::InitDone => {
+                self.objects = self.pending.take().unwrap_or_default();
+                self.listed = true;
+            }
+        }
+    }
+
+    /// What a gate that starts following now must be told first to know what the watch knows,
+    /// only the objects `wanted` keeps: the last complete list, then the list in progress.
+    fn replay(&self, wanted: &Wanted) -> Vec<FeedEvent> {
+        let kept = |m: &BTreeMap<String, Arc<Obj>>| -> Vec<FeedEvent> {
+            m.values()
+                .filter(|o| wanted.wants(&o.name, o.selector.as_ref()))
+                .map(|o| FeedEvent::Apply(o.clone()))
+                .collect()
+        };
+        let mut out = Vec::new();
+        if self.listed {
+            out.push(FeedEvent::Init);
+            out.extend(kept(&self.objects));
+            out.push(FeedEvent::InitDone);
+        }
+        if let Some(p) = &self.pending {
+            out.push(FeedEvent::Init);
+            out.extend(kept(p));
+        }
+        out
+    }
+}
+
+/// A namespace's watch of one kind, shared by the gates that need it.
+struct FeedShared {
+    state: std::sync::Mutex<FeedState>,
+    tx: tokio::sync::broadcast::Sender<FeedEvent>,
+}
+
+impl FeedShared {
+    fn publish(&self, ev: FeedEvent) {
+        let mut st = self.state.lock().expect("gate feed");
+        st.apply(&ev);
+        // Sent under the lock: a gate that subscribes under it gets every later event.
+        let _ = self.tx.send(ev);
+    }
+}
+
+/// A running namespace watch; dropping the last handle stops it.
+struct Feed {
+    shared: Arc<FeedShared>,
+    _task: super::Task,
+}
+
+/// The health gates' watches: one per namespace and kind, shared by every gate that needs it,
+/// and kept [`FEED_LINGER`] after the last one let go of it, so consecutive nodes' gates do not
+/// each list the namespace again (kube-apiserver's shared-informer pattern). It only reads.
+pub struct Hub {
+    client: Client,
+    feeds: std::sync::Mutex<BTreeMap<Stream, (Arc<Feed>, std::time::Instant)>>,
+}
+
+impl Hub {
+    /// No watch running yet.
+    pub fn new(client: Client) -> Hub {
+        Hub {
+            client,
+            feeds: Default::default(),
+        }
+    }
+
+    /// The feed of `stream`, started when none runs.
+    fn feed(&self, stream: &Stream) -> Arc<Feed> {
+        let mut feeds = self.feeds.lock().expect("gate feeds");
+        let now = std::time::Instant::now();
+        if let Some((f, used)) = feeds.get_mut(stream) {
+            *used = now;
+            return f.clone();
+        }
+        let shared = Arc::new(FeedShared {
+            state: Default::default(),
+            tx: tokio::sync::broadcast::channel(4096).0,
+        });
+        let (client, s, sh) = (self.client.clone(), stream.clone(), shared.clone());
+        let task = super::Task(tokio::spawn(async move {
+            let (kind, ns) = s.clone();
+            match kind {
+                GateKind::Budget => follow(client, s, sh, budget_health, budget_selector).await,
+                GateKind::ReplicaSet => follow(client, s, sh, rs_health, no_selector).await,
+                GateKind::StatefulSet => follow(client, s, sh, ss_health, no_selector).await,
+            }
+            tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
+        }));
+        let feed = Arc::new(Feed {
+            shared,
+            _task: task,
+        });
+        feeds.insert(stream.clone(), (feed.clone(), now));
+        feed
+    }
+
+    /// Stops the watches no gate has used for [`FEED_LINGER`].
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        let mut feeds = self.feeds.lock().expect("gate feeds");
+        for (f, used) in feeds.values_mut() {
+            if Arc::strong_count(f) > 1 {
+                *used = now;
+            }
+        }
+        feeds.retain(|_, (_, used)| now.duration_since(*used) < FEED_LINGER);
+    }
+
+    /// Stops every watch (gates still following one keep it until they end).
+    pub fn stop_all(&self) {
+        self.feeds.lock().expect("gate feeds").clear();
+    }
+
+    /// The namespaces and kinds watched now.
+    pub fn watching(&self) -> Vec<Stream> {
+        self.feeds
+            .lock()
+            .expect("gate feeds")
+            .keys()
+            .cloned()
+            .collect()
+    }
+}
+
+/// A gate following its namespaces' watches. The controller starts it as soon as the reboot is
+/// asked, so the watches' initial lists are done while the node reboots instead of after it is
+/// back: those lists were most of the time between a node's return and the next node's start.
 pub struct Gate {
     record: GateRecord,
     state: GateState,
@@ -270,8 +452,10 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// Starts one watch per stream of `record`; they run until the gate is dropped.
-    pub fn start(client: &Client, record: &GateRecord) -> Gate {
+    /// Follows the watch of every stream of `record` (started by `hub` when none runs); they
+    /// feed this gate until it is dropped.
+    pub fn start(hub: &Hub, record: &GateRecord) -> Gate {
+        hub.sweep();
         let state = GateState::new(record);
         let (tx, rx) = mpsc::unbounded_channel();
         let watches = state
@@ -279,23 +463,8 @@ impl Gate {
             .into_iter()
             .map(|s| {
                 let wanted = state.wanted[&s].clone();
-                let tx = tx.clone();
-                let client = client.clone();
-                super::Task(tokio::spawn(async move {
-                    let (kind, ns) = s.clone();
-                    match kind {
-                        GateKind::Budget => {
-                            follow(client, s, wanted, tx, budget_health, budget_selector).await
-                        }
-                        GateKind::ReplicaSet => {
-                            follow(client, s, wanted, tx, rs_health, no_selector).await
-                        }
-                        GateKind::StatefulSet => {
-                            follow(client, s, wanted, tx, ss_health, no_selector).await
-                        }
-                    }
-                    tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
-                }))
+                let feed = hub.feed(&s);
+                super::Task(tokio::spawn(forward(feed, s, wanted, tx.clone())))
             })
             .collect();
         Gate {
@@ -364,12 +533,12 @@ fn no_selector<K>(_: &K) -> Option<&LabelSelector> {
     None
 }
 
-/// Watches one kind in one namespace and forwards what concerns `wanted`.
+/// Watches one kind in one namespace for every gate following `feed`, keeping of each object
+/// only its name, health and selector.
 async fn follow<K>(
     client: Client,
     stream: Stream,
-    wanted: Wanted,
-    tx: mpsc::UnboundedSender<Update>,
+    feed: Arc<FeedShared>,
     health: fn(&K) -> Health,
     selector: fn(&K) -> Option<&LabelSelector>,
 ) where
@@ -384,52 +553,118 @@ async fn follow<K>(
     let api: Api<K> = Api::namespaced(client, &stream.1);
     let events = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(events);
-    // Names forwarded since the last list: a budget whose selector stops selecting the pods
-    // is forgotten, not left waited on with its last health.
-    let mut forwarded: BTreeSet<String> = BTreeSet::new();
-    // Budgets whose selector cannot be evaluated, reported once each.
-    let mut reported: BTreeSet<String> = BTreeSet::new();
+    let obj = |o: &K| {
+        Arc::new(Obj {
+            name: o.name_any(),
+            health: health(o),
+            selector: selector(o).cloned(),
+        })
+    };
     while let Some(ev) = events.next().await {
-        let update = match ev {
-            Ok(watcher::Event::Init) => {
-                forwarded.clear();
-                Update::Listing(stream.clone())
-            }
-            Ok(watcher::Event::InitDone) => Update::Listed(stream.clone()),
+        let ev = match ev {
+            Ok(watcher::Event::Init) => FeedEvent::Init,
+            Ok(watcher::Event::InitDone) => FeedEvent::InitDone,
             Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
-                let name = o.name_any();
-                if wanted.wants(&name, selector(&o)) {
-                    if let Some(why) = selector(&o).and_then(crate::drain::selector_problem) {
-                        if reported.insert(name.clone())
-                            && tx
-                                .send(Update::Unreadable(stream.clone(), name.clone(), why))
-                                .is_err()
-                        {
-                            return;
-                        }
-                    }
-                    forwarded.insert(name.clone());
-                    Update::Seen(stream.clone(), name, health(&o))
-                } else if forwarded.remove(&name) {
-                    Update::Gone(stream.clone(), name)
-                } else {
-                    continue;
-                }
+                FeedEvent::Apply(obj(&o))
             }
-            Ok(watcher::Event::Delete(o)) => {
-                let name = o.name_any();
-                if !forwarded.remove(&name) {
-                    continue;
-                }
-                Update::Gone(stream.clone(), name)
-            }
+            Ok(watcher::Event::Delete(o)) => FeedEvent::Delete(o.name_any()),
             Err(e) => {
                 tracing::warn!(namespace = %stream.1, kind = stream.0.name(), error = %e, "health gate watch");
                 continue;
             }
         };
-        if tx.send(update).is_err() {
-            return;
+        feed.publish(ev);
+    }
+}
+
+/// Turns a feed's events into one gate's [`Update`]s about what `wanted` waits for.
+struct Forwarder {
+    stream: Stream,
+    wanted: Wanted,
+    /// Names forwarded since the last list: a budget whose selector stops selecting the pods
+    /// is forgotten, not left waited on with its last health.
+    forwarded: BTreeSet<String>,
+    /// Budgets whose selector cannot be evaluated, reported once each.
+    reported: BTreeSet<String>,
+}
+
+impl Forwarder {
+    /// The updates `ev` makes.
+    fn updates(&mut self, ev: FeedEvent) -> Vec<Update> {
+        let s = || self.stream.clone();
+        match ev {
+            FeedEvent::Init => {
+                self.forwarded.clear();
+                vec![Update::Listing(s())]
+            }
+            FeedEvent::InitDone => vec![Update::Listed(s())],
+            FeedEvent::Apply(o) => {
+                let sel = o.selector.as_ref();
+                if self.wanted.wants(&o.name, sel) {
+                    let mut out = Vec::new();
+                    if let Some(why) = sel.and_then(crate::drain::selector_problem) {
+                        if self.reported.insert(o.name.clone()) {
+                            out.push(Update::Unreadable(s(), o.name.clone(), why));
+                        }
+                    }
+                    self.forwarded.insert(o.name.clone());
+                    out.push(Update::Seen(s(), o.name.clone(), o.health));
+                    out
+                } else if self.forwarded.remove(&o.name) {
+                    vec![Update::Gone(s(), o.name.clone())]
+                } else {
+                    Vec::new()
+                }
+            }
+            FeedEvent::Delete(name) => {
+                if self.forwarded.remove(&name) {
+                    vec![Update::Gone(s(), name)]
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+}
+
+/// Feeds one gate from `feed`: what the watch knows now, then its changes; after falling too
+/// far behind, what it knows again (a relist for the gate).
+async fn forward(
+    feed: Arc<Feed>,
+    stream: Stream,
+    wanted: Wanted,
+    tx: mpsc::UnboundedSender<Update>,
+) {
+    let mut fwd = Forwarder {
+        stream,
+        wanted,
+        forwarded: BTreeSet::new(),
+        reported: BTreeSet::new(),
+    };
+    loop {
+        let (replay, mut rx) = {
+            let st = feed.shared.state.lock().expect("gate feed");
+            (st.replay(&fwd.wanted), feed.shared.tx.subscribe())
+        };
+        for ev in replay {
+            for u in fwd.updates(ev) {
+                if tx.send(u).is_err() {
+                    return;
+                }
+            }
+        }
+        loop {
+            match rx.recv().await {
+                Ok(ev) => {
+                    for u in fwd.updates(ev) {
+                        if tx.send(u).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
         }
     }
 }
@@ -613,5 +848,111 @@ mod tests {
             g.apply(Update::Listed(s));
         }
         assert_eq!(g.verdict(), None);
+    }
+
+    fn obj(name: &str, ready: i32) -> FeedEvent {
+        FeedEvent::Apply(Arc::new(Obj {
+            name: name.into(),
+            health: Health::Replicas { ready, want: 2 },
+            selector: None,
+        }))
+    }
+
+    /// A gate that joins a watch other gates started is told what the watch knows of the
+    /// objects it waits for, as if it had listed them itself, and then their changes only.
+    #[test]
+    fn a_gate_joining_a_shared_watch_sees_its_objects_as_listed_then_their_changes() {
+        let mut feed = FeedState::default();
+        for ev in [
+            FeedEvent::Init,
+            obj("web-1", 2),
+            obj("other", 0),
+            FeedEvent::InitDone,
+        ] {
+            feed.apply(&ev);
+        }
+        let mut g = GateState::new(&record());
+        let streams = g.streams();
+        let s = streams
+            .iter()
+            .find(|s| s.0 == GateKind::ReplicaSet)
+            .unwrap();
+        let mut fwd = Forwarder {
+            stream: s.clone(),
+            wanted: g.wanted[s].clone(),
+            forwarded: BTreeSet::new(),
+            reported: BTreeSet::new(),
+        };
+        let replay = feed.replay(&fwd.wanted);
+        assert_eq!(replay.len(), 3, "{replay:?}");
+        let updates: Vec<Update> = replay.into_iter().flat_map(|e| fwd.updates(e)).collect();
+        assert_eq!(
+            updates,
+            vec![
+                Update::Listing(rs()),
+                Update::Seen(rs(), "web-1".into(), Health::Replicas { ready: 2, want: 2 }),
+                Update::Listed(rs()),
+            ]
+        );
+        for u in updates {
+            g.apply(u);
+        }
+        // Objects it does not wait for are not forwarded; its own are, down to a deletion.
+        assert!(fwd.updates(obj("other", 1)).is_empty());
+        let down = fwd.updates(obj("web-1", 1));
+        assert_eq!(
+            down,
+            vec![Update::Seen(
+                rs(),
+                "web-1".into(),
+                Health::Replicas { ready: 1, want: 2 }
+            )]
+        );
+        for u in down {
+            g.apply(u);
+        }
+        g.apply(Update::Listing(pdb()));
+        g.apply(Update::Listed(pdb()));
+        assert!(g.verdict().unwrap().contains("web-1"), "{:?}", g.verdict());
+        assert!(fwd.updates(FeedEvent::Delete("other".into())).is_empty());
+        assert_eq!(
+            fwd.updates(FeedEvent::Delete("web-1".into())),
+            vec![Update::Gone(rs(), "web-1".into())]
+        );
+    }
+
+    /// Joining while the watch relists: the last complete list, then the relist so far (which
+    /// forgets it), so the gate waits for the relist to complete as the other gates do.
+    #[test]
+    fn a_gate_joining_during_a_relist_waits_for_it_to_complete() {
+        let mut feed = FeedState::default();
+        for ev in [
+            FeedEvent::Init,
+            obj("web-1", 2),
+            FeedEvent::InitDone,
+            FeedEvent::Init,
+            obj("web-1", 1),
+        ] {
+            feed.apply(&ev);
+        }
+        let mut g = GateState::new(&record());
+        let wanted = g.wanted[&rs()].clone();
+        let mut fwd = Forwarder {
+            stream: rs(),
+            wanted,
+            forwarded: BTreeSet::new(),
+            reported: BTreeSet::new(),
+        };
+        for u in feed
+            .replay(&fwd.wanted)
+            .into_iter()
+            .flat_map(|e| fwd.updates(e))
+        {
+            g.apply(u);
+        }
+        assert!(!g.listed.contains(&rs()), "the relist is not complete yet");
+        feed.apply(&FeedEvent::InitDone);
+        assert_eq!(feed.objects.len(), 1);
+        assert!(feed.pending.is_none());
     }
 }

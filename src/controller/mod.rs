@@ -176,6 +176,8 @@ struct Ctx {
     firer: crate::hooks::call::Firer,
     /// The rollout's metrics and notifications.
     observe: Arc<observe::Observer>,
+    /// The health gates' shared watches.
+    gate_hub: Arc<gate::Hub>,
 }
 
 /// The identity under which rollboot holds the maintenance lock: one per installation, shared
@@ -334,6 +336,7 @@ pub async fn run(
         None => None,
     };
     let ctx = Ctx {
+        gate_hub: Arc::new(gate::Hub::new(client.clone())),
         alerts,
         observe: Arc::new(observe::Observer::new(&config, metrics.clone(), &identity)),
         firer: crate::hooks::call::Firer::new(metrics.clone()),
@@ -371,6 +374,8 @@ pub async fn run(
             _ = stop.wait_for(|s| *s) => { ctx.metrics.set_leader(false); break }
         }
         ctx.metrics.set_leader(false);
+        // A replica that does not lead watches nothing for gates.
+        ctx.gate_hub.stop_all();
         // Until the elector publishes the loss, `acquired` would return at once.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -643,6 +648,7 @@ async fn tick(
     warned: &mut Warned,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     ctx.leadership.ensure()?;
+    ctx.gate_hub.sweep();
     // The lock before the Nodes: a node leaves the lock only after its final state is written,
     // so a node missing from this record shows that state in the views read after it.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
@@ -1170,7 +1176,7 @@ async fn run_step(
             // node is back; the gate decides only then, from what they see at that moment.
             if let Some(record) = view.and_then(gate_record) {
                 if gates.get(name).is_none_or(|g| *g.record() != record) {
-                    gates.insert(name.into(), Gate::start(&ctx.client, &record));
+                    gates.insert(name.into(), Gate::start(&ctx.gate_hub, &record));
                 }
             }
             Ok(Some(deadline))
@@ -1222,7 +1228,7 @@ async fn run_step(
             let record = view.and_then(gate_record).unwrap_or_default();
             let gate = match gates.remove(name) {
                 Some(g) if *g.record() == record => g,
-                _ => Gate::start(&ctx.client, &record),
+                _ => Gate::start(&ctx.gate_hub, &record),
             };
             let ctx2 = ctx.clone();
             let node = name.to_string();
