@@ -540,6 +540,91 @@ async fn watch_sends_deleted_when_an_object_leaves_the_selector_like_the_watch_c
     cluster.shutdown().await;
 }
 
+/// A watch selecting one object by name (an agent's watch of its own Node; kube-apiserver
+/// serves it from its watch cache): the object's ADDED first, then its changes only, whatever
+/// happens to the other objects; from a resourceVersion, only its own kept events.
+#[tokio::test]
+async fn a_watch_of_one_object_by_name_gets_that_object_alone() {
+    let cluster = Cluster::start(small()).await.unwrap();
+    let c = &cluster;
+    let (_, list) = get(c, "/api/v1/nodes").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let addr = c.addr();
+    let fresh = tokio::spawn(async move {
+        raw_addr(
+            addr,
+            Method::GET,
+            "/api/v1/nodes?watch=1&fieldSelector=metadata.name%3Dnode-0001&timeoutSeconds=2",
+            "",
+            "",
+        )
+        .await
+    });
+    let from_rv = tokio::spawn(async move {
+        raw_addr(addr, Method::GET, &format!("/api/v1/nodes?watch=1&resourceVersion={rv}&fieldSelector=metadata.name%3Dnode-0002&timeoutSeconds=2"), "", "").await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (node, x) in [
+        ("node-0000", "1"),
+        ("node-0001", "2"),
+        ("node-0002", "3"),
+        ("node-0001", "4"),
+    ] {
+        let (code, _) = call(
+            c,
+            Method::PATCH,
+            &format!("/api/v1/nodes/{node}"),
+            "application/merge-patch+json",
+            &format!(r#"{{"metadata":{{"annotations":{{"x":"{x}"}}}}}}"#),
+        )
+        .await;
+        assert_eq!(code, 200);
+    }
+    let seen = |text: String| -> Vec<(String, String, String)> {
+        text.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let o = &v["object"];
+                (
+                    v["type"].as_str().unwrap().to_string(),
+                    o["metadata"]["name"].as_str().unwrap().to_string(),
+                    o["metadata"]["annotations"]["x"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+            .collect()
+    };
+    let ev = |t: &str, n: &str, x: &str| (t.to_string(), n.to_string(), x.to_string());
+    assert_eq!(
+        seen(fresh.await.unwrap().1),
+        [
+            ev("ADDED", "node-0001", ""),
+            ev("MODIFIED", "node-0001", "2"),
+            ev("MODIFIED", "node-0001", "4")
+        ]
+    );
+    assert_eq!(
+        seen(from_rv.await.unwrap().1),
+        [ev("MODIFIED", "node-0002", "3")]
+    );
+    // Namespaced: the name is looked up in the namespace of the path only.
+    let (_, pods) = get(c, "/api/v1/namespaces/apps-0/pods?limit=1").await;
+    let pod = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, text) = raw_addr(addr, Method::GET, &format!("/api/v1/namespaces/apps-1/pods?watch=1&fieldSelector=metadata.name%3D{pod}&timeoutSeconds=1"), "", "").await;
+    assert_eq!(text.lines().count(), 0, "{text}");
+    let (_, text) = raw_addr(addr, Method::GET, &format!("/api/v1/namespaces/apps-0/pods?watch=1&fieldSelector=metadata.name%3D{pod}&timeoutSeconds=1"), "", "").await;
+    assert_eq!(seen(text).len(), 1);
+    cluster.shutdown().await;
+}
+
 #[tokio::test]
 async fn kube_rs_clients_work_as_in_production() {
     let cluster = Cluster::start(small()).await.unwrap();

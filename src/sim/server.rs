@@ -716,6 +716,22 @@ impl Filter {
             && self.fields.matches(self.kind, idx)
     }
 
+    /// The key of the one object this filter can match, when it selects by name
+    /// (`metadata.name=X`) in a namespace (or for a kind without one).
+    fn only_key(&self) -> Option<String> {
+        let name = self
+            .fields
+            .terms
+            .iter()
+            .find(|(f, eq, _)| f == "metadata.name" && *eq)
+            .map(|(_, _, v)| v)?;
+        match (&self.namespace, self.kind.namespaced()) {
+            (Some(ns), true) => Some(super::kinds::key_of(ns, name)),
+            (None, false) => Some(name.clone()),
+            _ => None,
+        }
+    }
+
     fn is_everything(&self) -> bool {
         self.labels.is_empty() && self.fields.terms.is_empty()
     }
@@ -968,7 +984,8 @@ fn watch(
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(Duration::from_secs(1800), Duration::from_secs);
-    let start = sh.store.lock().watch(kind, since);
+    let only = filter.only_key();
+    let start = sh.store.lock().watch(kind, since, only.as_deref());
     let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
     let sh2 = sh.clone();
     let cut = sh.faults.watch_cut();

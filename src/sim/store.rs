@@ -76,7 +76,16 @@ struct Table {
     /// Newest revision no longer in the ring: watches from before it are expired.
     compacted: u64,
     tx: broadcast::Sender<Arc<StoreEvent>>,
+    /// Live events of one object, by key, for the watches that select it by name (an agent
+    /// watches its own Node): kube-apiserver's watch cache hands each event only to the
+    /// watchers it can concern, so the cost of an event does not grow with the watchers of
+    /// other objects. Dropped when it has no receiver left.
+    named: HashMap<String, broadcast::Sender<Arc<StoreEvent>>>,
 }
+
+/// Capacity of a watch of one object: far more than one object's changes while its watcher
+/// is scheduled.
+const NAMED_WATCH_BUFFER: usize = 256;
 
 /// Everything under the store lock.
 pub struct Inner {
@@ -131,6 +140,7 @@ impl Store {
                         ring: VecDeque::new(),
                         compacted: 0,
                         tx,
+                        named: HashMap::new(),
                     },
                 )
             })
@@ -344,40 +354,62 @@ impl Inner {
                 }
             }
             let _ = t.tx.send(ev.clone());
+            if !t.named.is_empty() {
+                let key = ev.entry.idx.key();
+                if t.named
+                    .get(&key)
+                    .is_some_and(|tx| tx.send(ev.clone()).is_err())
+                {
+                    t.named.remove(&key);
+                }
+            }
         }
         let _ = self.world_tx.send(ev);
     }
 
     /// Starts a watch. `since = None` gives synthetic ADDEDs for the current state; `Some(rv)`
-    /// replays the kept events after `rv`, or fails with the oldest revision still kept.
-    pub fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStart, u64> {
+    /// replays the kept events after `rv`, or fails with the oldest revision still kept. With
+    /// `only`, of the object with that key alone (a watch selecting one object by name).
+    pub fn watch(
+        &mut self,
+        kind: Kind,
+        since: Option<u64>,
+        only: Option<&str>,
+    ) -> Result<WatchStart, u64> {
         let kind = kind.storage();
-        let t = &self.tables[&kind];
-        let initial = match since {
-            None => t
-                .objects
-                .values()
-                .map(|e| {
-                    Arc::new(StoreEvent {
-                        kind,
-                        typ: EventType::Added,
-                        rv: e.idx.rv,
-                        entry: e.clone(),
-                        prev: None,
-                    })
-                })
-                .collect(),
-            Some(rv) => {
+        let rv = self.rv;
+        let t = self.tables.get_mut(&kind).expect("a table per stored kind");
+        let added = |e: &Entry| {
+            Arc::new(StoreEvent {
+                kind,
+                typ: EventType::Added,
+                rv: e.idx.rv,
+                entry: e.clone(),
+                prev: None,
+            })
+        };
+        let initial = match (since, only) {
+            (None, Some(key)) => t.objects.get(key).map(added).into_iter().collect(),
+            (None, None) => t.objects.values().map(added).collect(),
+            (Some(rv), _) => {
                 if rv < t.compacted {
                     return Err(t.compacted + 1);
                 }
-                t.ring.iter().filter(|e| e.rv > rv).cloned().collect()
+                t.ring
+                    .iter()
+                    .filter(|e| e.rv > rv && only.is_none_or(|k| e.entry.idx.key() == k))
+                    .cloned()
+                    .collect()
             }
         };
-        Ok(WatchStart {
-            initial,
-            rv: self.rv,
-            rx: t.tx.subscribe(),
-        })
+        let rx = match only {
+            Some(key) => t
+                .named
+                .entry(key.to_string())
+                .or_insert_with(|| broadcast::channel(NAMED_WATCH_BUFFER).0)
+                .subscribe(),
+            None => t.tx.subscribe(),
+        };
+        Ok(WatchStart { initial, rv, rx })
     }
 }
