@@ -683,6 +683,9 @@ pub struct KubeDrain {
     pub node: String,
     /// Where refused evictions are counted.
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// The controller's shared budget watches: the budgets to name are read from them rather
+    /// than listed (a namespace can hold tens of thousands). `None`: listed.
+    pub budgets_from: Option<std::sync::Arc<crate::controller::gate::Hub>>,
 }
 
 impl KubeDrain {
@@ -795,6 +798,13 @@ impl DrainApi for KubeDrain {
         namespace: &str,
         pods: &[BTreeMap<String, String>],
     ) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+        if let Some(hub) = &self.budgets_from {
+            let wait = std::time::Duration::from_secs(30);
+            if let Some(b) = hub.budgets(namespace, pods, wait).await {
+                return Ok(b);
+            }
+            tracing::warn!(node = %self.node, namespace, "the budget watch has not listed in 30s; listing the budgets");
+        }
         // Paged, and only the budgets of these pods kept, reduced to name and selector: a
         // namespace can hold tens of thousands of budgets, and a whole list of them decoded at
         // once was most of the controller's peak memory in a 5,000-node world.

@@ -706,6 +706,77 @@ impl ViewCache {
         self.views.clone()
     }
 
+    /// Whether the views were ever refreshed from a whole set of Nodes: [`ViewCache::update`]
+    /// only edits what a [`ViewCache::refresh`] built.
+    pub fn primed(&self) -> bool {
+        !self.index.is_empty() || !self.versions.is_empty()
+    }
+
+    /// Updates the views of the Nodes named in `changed` only, each to its Node as it is now
+    /// (`None`: gone), and returns them all. A pass after one Node event costs that Node, not
+    /// a look at every Node (issue 14: at 5,000 Nodes the full look was a quarter of the
+    /// controller's time per rebooted node). Nothing is copied when nothing changed.
+    pub fn update<N: std::ops::Deref<Target = Node>>(
+        &mut self,
+        changed: impl IntoIterator<Item = (String, Option<N>)>,
+    ) -> std::sync::Arc<Vec<NodeView>> {
+        let mut sets = Vec::new();
+        let mut adds = Vec::new();
+        let mut gone = Vec::new();
+        for (name, node) in changed {
+            match (self.index.get(&name), node) {
+                (Some(&i), Some(n)) => {
+                    if self.versions[i]
+                        != n.metadata.resource_version.as_deref().unwrap_or_default()
+                    {
+                        sets.push((i, n));
+                    }
+                }
+                (None, Some(n)) => adds.push(n),
+                (Some(&i), None) => gone.push(i),
+                (None, None) => {}
+            }
+        }
+        if sets.is_empty() && adds.is_empty() && gone.is_empty() {
+            return self.views.clone();
+        }
+        let out = std::sync::Arc::make_mut(&mut self.views);
+        let version = |n: &Node| n.metadata.resource_version.clone().unwrap_or_default();
+        for (i, n) in sets {
+            out[i] = NodeView::from_node(&n);
+            self.versions[i] = version(&n);
+        }
+        for n in adds {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            if self.index.contains_key(&name) {
+                continue;
+            }
+            self.index.insert(name, out.len());
+            out.push(NodeView::from_node(&n));
+            self.versions.push(version(&n));
+        }
+        if !gone.is_empty() {
+            let mut keep = vec![true; out.len()];
+            for i in gone {
+                keep[i] = false;
+            }
+            let mut k = keep.iter();
+            out.retain(|_| *k.next().expect("one flag per view"));
+            let mut k = keep.iter();
+            self.versions
+                .retain(|_| *k.next().expect("one flag per view"));
+            self.index.clear();
+            let index = out.iter().enumerate().map(|(i, v)| (v.name.clone(), i));
+            self.index.extend(index);
+        }
+        self.views.clone()
+    }
+
+    /// The position of the view of the Node `name` in the views as last refreshed or updated.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// Whether a Node of that name is in the set as last refreshed.
     pub fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)
@@ -806,6 +877,52 @@ mod tests {
             fourth.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
             ["b", "a"]
         );
+    }
+
+    #[test]
+    fn an_update_of_the_view_cache_touches_only_the_nodes_named() {
+        let versioned = |name: &str, rv: &str| {
+            let mut n = fixtures::node(name, &[]);
+            n.metadata.resource_version = Some(rv.into());
+            n
+        };
+        let (a, b, c) = (
+            versioned("a", "1"),
+            versioned("b", "2"),
+            versioned("c", "3"),
+        );
+        let mut cache = ViewCache::default();
+        assert!(!cache.primed());
+        let first = cache.refresh([&a, &b, &c]);
+        assert!(cache.primed());
+        let names = |v: &[NodeView]| v.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+        // Nothing changed: the very same views are handed out again.
+        let same = cache.update([("b".to_string(), Some(&b))]);
+        assert!(std::sync::Arc::ptr_eq(&first, &same));
+        // A changed Node is parsed again in its place; the others are left as they were.
+        let mut b2 = fixtures::annotate(b.clone(), REBOOT_REQUIRED, "2026-01-01T00:00:00Z");
+        b2.metadata.resource_version = Some("4".into());
+        let second = cache.update([("b".to_string(), Some(&b2))]);
+        assert_eq!(names(&second), ["a", "b", "c"]);
+        assert!(second[1].flagged() && !second[0].flagged() && !second[2].flagged());
+        assert!(
+            !first[1].flagged(),
+            "a view handed out before is not changed"
+        );
+        // A Node gone is dropped and one new is added at the end; positions follow.
+        let d = versioned("d", "5");
+        let third = cache.update([("a".to_string(), None), ("d".to_string(), Some(&d))]);
+        assert_eq!(names(&third), ["b", "c", "d"]);
+        for (i, v) in third.iter().enumerate() {
+            assert_eq!(cache.position(&v.name), Some(i), "{}", v.name);
+        }
+        assert_eq!(cache.position("a"), None);
+        // A Node named but unknown and gone changes nothing.
+        let fourth = cache.update([("x".to_string(), None::<&Node>)]);
+        assert!(std::sync::Arc::ptr_eq(&third, &fourth));
+        // What the updates built is what a whole refresh of the same Nodes gives.
+        assert_eq!(names(&cache.refresh([&b2, &c, &d])), ["b", "c", "d"]);
+        assert!(cache.refresh([&b2, &c, &d])[0].flagged());
     }
     use super::fixtures::*;
     use super::*;

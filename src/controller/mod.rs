@@ -147,6 +147,15 @@ impl StepTask {
     }
 }
 
+/// The Nodes the watch changed since the views last looked (see [`views`]).
+#[derive(Default)]
+struct NodeChanges {
+    /// Names of the Nodes added, changed or deleted.
+    names: std::collections::HashSet<String>,
+    /// The watch (re)listed: every Node is looked at again.
+    relisted: bool,
+}
+
 /// Everything the leader's loop and its per-node tasks share.
 #[derive(Clone)]
 struct Ctx {
@@ -168,6 +177,8 @@ struct Ctx {
     written: Arc<std::sync::Mutex<HashMap<String, Node>>>,
     /// The Nodes' parsed views, see [`views`].
     view_cache: Arc<std::sync::Mutex<proto::ViewCache>>,
+    /// What the Node watch changed since the views last looked.
+    node_changes: Arc<std::sync::Mutex<NodeChanges>>,
     /// The lock as last read or written.
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
     /// `blockers.prometheus`, when configured.
@@ -242,10 +253,12 @@ pub async fn run(
     // Node cache.
     let (nodes, writer) = reflector::store::<Node>();
     let (node_seq_tx, node_seq) = tokio::sync::watch::channel(0u64);
+    let node_changes: Arc<std::sync::Mutex<NodeChanges>> = Default::default();
     // The hooks' gate annotations are kept in the cache with rollboot's own.
     let keep = config.hooks.gate_keys();
     let _node_watch = {
         let (wake, metrics, keep) = (wake.clone(), metrics.clone(), keep.clone());
+        let changes = node_changes.clone();
         let api: Api<Node> = Api::all(client.clone());
         let stream = watcher(api, watcher::Config::default())
             .default_backoff()
@@ -254,6 +267,14 @@ pub async fn run(
         Task(tokio::spawn(async move {
             futures::pin_mut!(stream);
             while let Some(ev) = stream.next().await {
+                match &ev {
+                    Ok(watcher::Event::Apply(n) | watcher::Event::Delete(n)) => {
+                        let name = n.metadata.name.clone().unwrap_or_default();
+                        changes.lock().expect("node changes").names.insert(name);
+                    }
+                    Ok(_) => changes.lock().expect("node changes").relisted = true,
+                    Err(_) => {}
+                }
                 match ev {
                     Err(e) => tracing::warn!(error = %e, "node watch"),
                     Ok(watcher::Event::InitDone) => metrics.readiness.nodes_synced(),
@@ -358,6 +379,7 @@ pub async fn run(
         node_seq,
         written: Default::default(),
         view_cache: Default::default(),
+        node_changes,
         lock_record,
     };
     let mut stop = stop_rx;
@@ -513,24 +535,45 @@ fn current(ctx: &Ctx, name: &str) -> Option<NodeView> {
 }
 
 /// The cached Nodes, overlaid with our own fresher writes, parsed again only where they changed
-/// (a pass per batch of Node events must not parse every Node: issue 14).
+/// (a pass per batch of Node events must not parse every Node: issue 14). After the first look
+/// (and after a relist of the watch) only the Nodes the watch changed and those with a write of
+/// ours pending are looked at: a pass costs what changed, not the cluster's size.
 fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Arc<Vec<NodeView>> {
     let mut written = ctx.written.lock().expect("written cache");
-    let state = nodes.state();
-    // Our own write, while it is newer than what the watch brought; forgotten once it is not.
-    let mut newer = std::collections::HashSet::new();
-    for n in &state {
-        let name = n.metadata.name.as_deref().unwrap_or_default();
-        if written.get(name).is_some_and(|w| rv(w) > rv(n)) {
-            newer.insert(name);
+    let changes = std::mem::take(&mut *ctx.node_changes.lock().expect("node changes"));
+    let mut cache = ctx.view_cache.lock().expect("view cache");
+    if changes.relisted || !cache.primed() {
+        let state = nodes.state();
+        // Our own write, while it is newer than what the watch brought; forgotten once it is not.
+        let mut newer = std::collections::HashSet::new();
+        for n in &state {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            if written.get(name).is_some_and(|w| rv(w) > rv(n)) {
+                newer.insert(name);
+            }
         }
+        written.retain(|name, _| newer.contains(name.as_str()));
+        let sources = state.iter().map(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            written.get(name).unwrap_or(n)
+        });
+        return cache.refresh(sources);
     }
-    written.retain(|name, _| newer.contains(name.as_str()));
-    let sources = state.iter().map(|n| {
-        let name = n.metadata.name.as_deref().unwrap_or_default();
-        written.get(name).unwrap_or(n)
-    });
-    ctx.view_cache.lock().expect("view cache").refresh(sources)
+    let mut names = changes.names;
+    names.extend(written.keys().cloned());
+    let mut sources: Vec<(String, Option<Arc<Node>>)> = Vec::with_capacity(names.len());
+    for name in names {
+        let cached = nodes.get(&reflector::ObjectRef::new(&name));
+        let source = match (cached, written.get(&name)) {
+            (Some(c), Some(w)) if rv(w) > rv(&c) => Some(Arc::new(w.clone())),
+            (cached, _) => {
+                written.remove(&name);
+                cached
+            }
+        };
+        sources.push((name, source));
+    }
+    cache.update(sources)
 }
 
 /// The malformed annotations already warned about, as (node, key, value): each is said once
@@ -663,7 +706,19 @@ async fn tick(
     if restore_lock(ctx, &record, &views, now, &acting).await? {
         return Ok(None);
     }
-    let by_name: HashMap<&str, &NodeView> = views.iter().map(|n| (n.name.as_str(), n)).collect();
+    // Only the nodes in flight are looked up by name: an index of every Node per pass was a
+    // cost in the cluster's size.
+    let by_name: HashMap<&str, &NodeView> = {
+        let cache = ctx.view_cache.lock().expect("view cache");
+        record
+            .entries
+            .keys()
+            .filter_map(|name| {
+                let v = views.get(cache.position(name)?)?;
+                (v.name == *name).then_some((name.as_str(), v))
+            })
+            .collect()
+    };
     let mut next: Option<DateTime<Utc>> = None;
     let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
     // Under an operator's pause the nodes in flight go on to the end of their cycle (the pause
@@ -1309,6 +1364,7 @@ async fn drain_then_request(
         events: ctx.events.clone(),
         node: node.into(),
         metrics: Some(ctx.metrics.clone()),
+        budgets_from: Some(ctx.gate_hub.clone()),
     };
     // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
     // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership

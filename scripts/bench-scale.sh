@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The scaling benchmark of issue 14. Prints two tables:
+#
+# 1. `rollboot simulate` (controller replicas, agents and simulated cluster in one process) per
+#    size NODES:PODS_PER_NODE:MAX_NODES: makespan, lower bound, ratio, process CPU, CPU per
+#    rebooted node and peak RSS (from /usr/bin/time).
+# 2. The controller alone, as its own process against a served simulator (as
+#    scripts/measure-controller-memory.sh runs it), per size NODES:PODS_PER_NODE: its CPU per
+#    rebooted node over CYCLES nodes (maxNodes 5) played by scripts/play-reboots.py (a new
+#    boot ID when asked to reboot), and its CPU while leading idle for 20 s.
+#
+#   scripts/bench-scale.sh [BINARY]
+#
+# SIM_SIZES (default "50:30:1 100:10:5 1000:10:20 5000:30:50"), CTL_SIZES (default "100:30
+# 1000:30 5000:30") and CYCLES (default 20) override the sizes. BINARY defaults to
+# target/release/rollboot. Run it on a quiet machine: whatever else runs is measured too.
+set -euo pipefail
+
+target_dir=${CARGO_TARGET_DIR:-target}
+bin=${1:-$target_dir/release/rollboot}
+here=$(cd "$(dirname "$0")" && pwd)
+sim_sizes=${SIM_SIZES:-50:30:1 100:10:5 1000:10:20 5000:30:50}
+ctl_sizes=${CTL_SIZES:-100:30 1000:30 5000:30}
+cycles=${CYCLES:-20}
+[ -x "$bin" ] || { echo "no binary at $bin (cargo build --release)" >&2; exit 2; }
+
+echo "rollboot simulate (in-process: simulator, 2 controller replicas, one agent per node)"
+echo "| nodes | pods/node | maxNodes | makespan | lower bound | ratio | process CPU | CPU per node | RSS |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for size in $sim_sizes; do
+    IFS=: read -r nodes pods max <<<"$size"
+    dir=$(mktemp -d)
+    printf 'concurrency: {maxNodes: %s}\ndrain: {evictUnreplicated: true, deleteEmptyDirData: true}\n' \
+        "$max" >"$dir/config.yaml"
+    /usr/bin/time -f '%U %S %M' -o "$dir/time" "$bin" simulate --nodes "$nodes" \
+        --pods-per-node "$pods" --config "$dir/config.yaml" --report json \
+        >"$dir/report.json" 2>"$dir/log" || true
+    python3 - "$dir" "$nodes" "$pods" "$max" <<'PY'
+import json, sys
+d, nodes, pods, mx = sys.argv[1:]
+try:
+    r = json.load(open(f"{d}/report.json"))
+except Exception as e:
+    print(f"| {nodes} | {pods} | {mx} | no report ({e}); log in {d}/log | | | | | |")
+    sys.exit()
+u, s, kb = open(f"{d}/time").read().split()[-3:]
+cpu = float(u) + float(s)
+m, b = r["makespanSeconds"], r["lowerBoundSeconds"]
+n = max(r["rebootedOnce"], 1)
+note = "" if r["ok"] else f" ({r['outcome']}: {r['rebootedOnce']}/{r['flagged']} rebooted)"
+print(f"| {nodes} | {pods} | {mx} | {m:.1f} s{note} | {b:.1f} s | {m / b:.2f} | {cpu:.1f} s "
+      f"| {cpu / n * 1000:.0f} ms | {int(kb) // 1024} MiB |")
+PY
+    rm -rf "$dir"
+done
+
+echo
+echo "The controller alone (its own process, against a served simulator; $cycles nodes, maxNodes 5)"
+echo "| nodes | pods/node | CPU per rebooted node | CPU idle (20 s, leading) | rollout wall time | peak RSS |"
+echo "| --- | --- | --- | --- | --- | --- |"
+for size in $ctl_sizes; do
+    IFS=: read -r nodes pods <<<"$size"
+    (
+        . "$here/sim-serve.sh"
+        cat >"$work/config.yaml" <<EOF
+concurrency: {maxNodes: 5}
+drain: {timeout: 2m, evictionRetryInterval: 1s, evictUnreplicated: true, deleteEmptyDirData: true}
+reboot: {timeout: 5m}
+healthGate: {timeout: 5m}
+lock: {namespace: default}
+leader: {namespace: default}
+EOF
+        KUBECONFIG=$kc "$bin" controller --config "$work/config.yaml" --identity bench \
+            --metrics-addr 127.0.0.1:0 >"$work/ctl.log" 2>&1 &
+        ctl_pid=$!
+        child_pid=$ctl_pid
+        ticks() { awk '{print $14 + $15}' "/proc/$ctl_pid/stat"; }
+        for _ in $(seq 1 300); do
+            grep -q 'leading' "$work/ctl.log" && break
+            sleep 0.2
+        done
+        grep -q 'leading' "$work/ctl.log" || { tail -n 20 "$work/ctl.log"; exit 1; }
+        sleep 5
+        idle0=$(ticks)
+        sleep 20
+        idle1=$(ticks)
+        names=()
+        for i in $(seq 0 $((cycles - 1))); do names+=("$(printf 'node-%04d' "$i")"); done
+        t0=$(date +%s.%N)
+        kubectl --kubeconfig "$kc" annotate node "${names[@]}" rollboot.dev/reboot-requested=now >/dev/null
+        python3 "$here/play-reboots.py" "$kc" "$cycles" 900 >"$work/play.log" 2>&1 \
+            || { cat "$work/play.log"; tail -n 20 "$work/ctl.log"; exit 1; }
+        t1=$(date +%s.%N)
+        busy=$(ticks)
+        hz=$(getconf CLK_TCK)
+        hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$ctl_pid/status")
+        python3 -c "
+hz, c = $hz, $cycles
+per = ($busy - $idle1) / hz / c
+idle = ($idle1 - $idle0) / hz
+print(f'| $nodes | $pods | {per * 1000:.0f} ms | {idle:.2f} s | {$t1 - $t0:.1f} s | {$hwm // 1024} MiB |')
+"
+    )
+done
