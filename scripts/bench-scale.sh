@@ -30,7 +30,10 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for size in $sim_sizes; do
     IFS=: read -r nodes pods max <<<"$size"
     dir=$(mktemp -d)
-    printf 'concurrency: {maxNodes: %s}\ndrain: {evictUnreplicated: true, deleteEmptyDirData: true}\n' \
+    # Timeouts far beyond any cycle: the table measures throughput, and a cycle slowed by a
+    # saturated machine must not fail its node (at the time factor of 0.01 the default
+    # 10-minute drain timeout is 6 real seconds).
+    printf 'concurrency: {maxNodes: %s}\ndrain: {timeout: 6h, evictUnreplicated: true, deleteEmptyDirData: true}\nreboot: {timeout: 6h}\nhealthGate: {timeout: 6h}\n' \
         "$max" >"$dir/config.yaml"
     /usr/bin/time -f '%U %S %M' -o "$dir/time" "$bin" simulate --nodes "$nodes" \
         --pods-per-node "$pods" --config "$dir/config.yaml" --report json \

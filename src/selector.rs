@@ -82,6 +82,16 @@ impl Selector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
+
+    /// One `key=value` every object this selector matches carries, when it requires one: an
+    /// index of objects by label finds the candidates from it.
+    pub fn first_equality(&self) -> Option<(&str, &str)> {
+        self.requirements.iter().find_map(|r| match r {
+            Requirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
+            Requirement::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+            _ => None,
+        })
+    }
 }
 
 impl Requirement {

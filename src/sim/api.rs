@@ -435,7 +435,7 @@ pub fn delete(
 /// The budgets of the pod's namespace whose selector matches it.
 pub fn budgets_for(inner: &Inner, pod: &Index) -> Vec<Entry> {
     inner
-        .range(Kind::Pdb, Some(&pod.namespace), None)
+        .budgets_maybe_selecting(&pod.namespace, &pod.labels)
         .filter(|e| {
             e.idx
                 .pdb_selector
