@@ -12,15 +12,15 @@
 #   scripts/bench-scale.sh [BINARY]
 #
 # SIM_SIZES (default "50:30:1 100:10:5 1000:10:20 5000:30:50"), CTL_SIZES (default "100:30
-# 1000:30 5000:30") and CYCLES (default 20) override the sizes. BINARY defaults to
+# 1000:30 5000:30") and CYCLES (default 20) override the sizes; an empty one skips its table. BINARY defaults to
 # target/release/rollboot. Run it on a quiet machine: whatever else runs is measured too.
 set -euo pipefail
 
 target_dir=${CARGO_TARGET_DIR:-target}
 bin=${1:-$target_dir/release/rollboot}
 here=$(cd "$(dirname "$0")" && pwd)
-sim_sizes=${SIM_SIZES:-50:30:1 100:10:5 1000:10:20 5000:30:50}
-ctl_sizes=${CTL_SIZES:-100:30 1000:30 5000:30}
+sim_sizes=${SIM_SIZES-50:30:1 100:10:5 1000:10:20 5000:30:50}
+ctl_sizes=${CTL_SIZES-100:30 1000:30 5000:30}
 cycles=${CYCLES:-20}
 [ -x "$bin" ] || { echo "no binary at $bin (cargo build --release)" >&2; exit 2; }
 
