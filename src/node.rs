@@ -694,16 +694,22 @@ impl ViewCache {
         }
         if seen.contains(&false) {
             // Nodes gone: keep the others, in order, and index them again.
-            let mut keep = seen.iter();
-            out.retain(|_| *keep.next().expect("one flag per view"));
-            let mut keep = seen.iter();
-            self.versions
-                .retain(|_| *keep.next().expect("one flag per view"));
-            self.index.clear();
-            let index = out.iter().enumerate().map(|(i, v)| (v.name.clone(), i));
-            self.index.extend(index);
+            self.keep_only(&seen);
         }
         self.views.clone()
+    }
+
+    /// Keeps the views flagged in `keep` (one flag per view), in order, and indexes them again.
+    fn keep_only(&mut self, keep: &[bool]) {
+        let out = std::sync::Arc::make_mut(&mut self.views);
+        let mut k = keep.iter();
+        out.retain(|_| *k.next().expect("one flag per view"));
+        let mut k = keep.iter();
+        self.versions
+            .retain(|_| *k.next().expect("one flag per view"));
+        self.index.clear();
+        let index = out.iter().enumerate().map(|(i, v)| (v.name.clone(), i));
+        self.index.extend(index);
     }
 
     /// Whether the views were ever refreshed from a whole set of Nodes: [`ViewCache::update`]
@@ -760,14 +766,7 @@ impl ViewCache {
             for i in gone {
                 keep[i] = false;
             }
-            let mut k = keep.iter();
-            out.retain(|_| *k.next().expect("one flag per view"));
-            let mut k = keep.iter();
-            self.versions
-                .retain(|_| *k.next().expect("one flag per view"));
-            self.index.clear();
-            let index = out.iter().enumerate().map(|(i, v)| (v.name.clone(), i));
-            self.index.extend(index);
+            self.keep_only(&keep);
         }
         self.views.clone()
     }

@@ -526,26 +526,18 @@ mod tests {
         ]
         .into();
         let selecting = |inner: &Inner, ns: &str, labels: &BTreeMap<String, String>| {
-            let got: Vec<String> = inner
-                .budgets_maybe_selecting(ns, labels)
-                .filter(|e| {
-                    e.idx
-                        .pdb_selector
-                        .as_ref()
-                        .is_some_and(|s| s.matches(labels))
-                })
-                .map(|e| e.idx.key())
-                .collect();
-            let all: Vec<String> = inner
-                .range(Kind::Pdb, Some(ns), None)
-                .filter(|e| {
-                    e.idx
-                        .pdb_selector
-                        .as_ref()
-                        .is_some_and(|s| s.matches(labels))
-                })
-                .map(|e| e.idx.key())
-                .collect();
+            let selects = |e: &&Entry| {
+                let sel = e.idx.pdb_selector.as_ref();
+                sel.is_some_and(|s| s.matches(labels))
+            };
+            let keys = |es: Vec<&Entry>| -> Vec<String> {
+                es.into_iter()
+                    .filter(selects)
+                    .map(|e| e.idx.key())
+                    .collect()
+            };
+            let got = keys(inner.budgets_maybe_selecting(ns, labels).collect());
+            let all = keys(inner.range(Kind::Pdb, Some(ns), None).collect());
             assert_eq!(got, all, "the index against a scan");
             got
         };
