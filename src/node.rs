@@ -651,6 +651,30 @@ pub fn state_annotations(
     ]
 }
 
+/// The Nodes a watch changed since their views were last brought up to date: a look after a
+/// few Node events updates those views ([`ViewCache::update`]) instead of every Node's.
+#[derive(Default)]
+pub struct NodeChanges {
+    /// Names of the Nodes added, changed or deleted.
+    pub names: std::collections::HashSet<String>,
+    /// The watch (re)listed: every Node is to be looked at again ([`ViewCache::refresh`]).
+    pub relisted: bool,
+}
+
+impl NodeChanges {
+    /// Notes what one event of a Node watch changed.
+    pub fn note(&mut self, ev: &kube::runtime::watcher::Event<Node>) {
+        use kube::runtime::watcher::Event;
+        match ev {
+            Event::Apply(n) | Event::Delete(n) => {
+                self.names
+                    .insert(n.metadata.name.clone().unwrap_or_default());
+            }
+            Event::Init | Event::InitApply(_) | Event::InitDone => self.relisted = true,
+        }
+    }
+}
+
 /// Parsed views of a set of Nodes, kept from one look to the next: a Node is parsed again only
 /// when its resourceVersion changed. Parsing every Node at every look cost O(nodes) parses per
 /// Node event in a large rollout (issue 14: the controller's pass, the simulator's report loop).
@@ -876,6 +900,18 @@ mod tests {
             fourth.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
             ["b", "a"]
         );
+    }
+
+    #[test]
+    fn node_changes_name_the_nodes_an_event_changed_and_a_relist_asks_for_every_node() {
+        use kube::runtime::watcher::Event;
+        let mut c = NodeChanges::default();
+        c.note(&Event::Apply(fixtures::node("a", &[])));
+        c.note(&Event::Delete(fixtures::node("b", &[])));
+        assert_eq!(c.names.len(), 2);
+        assert!(c.names.contains("a") && c.names.contains("b") && !c.relisted);
+        c.note(&Event::Init);
+        assert!(c.relisted);
     }
 
     #[test]

@@ -147,15 +147,6 @@ impl StepTask {
     }
 }
 
-/// The Nodes the watch changed since the views last looked (see [`views`]).
-#[derive(Default)]
-struct NodeChanges {
-    /// Names of the Nodes added, changed or deleted.
-    names: std::collections::HashSet<String>,
-    /// The watch (re)listed: every Node is looked at again.
-    relisted: bool,
-}
-
 /// Everything the leader's loop and its per-node tasks share.
 #[derive(Clone)]
 struct Ctx {
@@ -178,7 +169,7 @@ struct Ctx {
     /// The Nodes' parsed views, see [`views`].
     view_cache: Arc<std::sync::Mutex<proto::ViewCache>>,
     /// What the Node watch changed since the views last looked.
-    node_changes: Arc<std::sync::Mutex<NodeChanges>>,
+    node_changes: Arc<std::sync::Mutex<crate::node::NodeChanges>>,
     /// The lock as last read or written.
     lock_record: Arc<std::sync::Mutex<LockRecord>>,
     /// `blockers.prometheus`, when configured.
@@ -253,7 +244,7 @@ pub async fn run(
     // Node cache.
     let (nodes, writer) = reflector::store::<Node>();
     let (node_seq_tx, node_seq) = tokio::sync::watch::channel(0u64);
-    let node_changes: Arc<std::sync::Mutex<NodeChanges>> = Default::default();
+    let node_changes: Arc<std::sync::Mutex<crate::node::NodeChanges>> = Default::default();
     // The hooks' gate annotations are kept in the cache with rollboot's own.
     let keep = config.hooks.gate_keys();
     let _node_watch = {
@@ -267,13 +258,8 @@ pub async fn run(
         Task(tokio::spawn(async move {
             futures::pin_mut!(stream);
             while let Some(ev) = stream.next().await {
-                match &ev {
-                    Ok(watcher::Event::Apply(n) | watcher::Event::Delete(n)) => {
-                        let name = n.metadata.name.clone().unwrap_or_default();
-                        changes.lock().expect("node changes").names.insert(name);
-                    }
-                    Ok(_) => changes.lock().expect("node changes").relisted = true,
-                    Err(_) => {}
+                if let Ok(e) = &ev {
+                    changes.lock().expect("node changes").note(e);
                 }
                 match ev {
                     Err(e) => tracing::warn!(error = %e, "node watch"),

@@ -435,13 +435,7 @@ pub fn delete(
 /// The budgets of the pod's namespace whose selector matches it.
 pub fn budgets_for(inner: &Inner, pod: &Index) -> Vec<Entry> {
     inner
-        .budgets_maybe_selecting(&pod.namespace, &pod.labels)
-        .filter(|e| {
-            e.idx
-                .pdb_selector
-                .as_ref()
-                .is_some_and(|s| s.matches(&pod.labels))
-        })
+        .budgets_selecting(&pod.namespace, &pod.labels)
         .cloned()
         .collect()
 }

@@ -357,9 +357,23 @@ impl Inner {
         }
     }
 
+    /// The budgets of `namespace` whose selector matches a pod with `labels`, in key order,
+    /// found through the budget label index.
+    pub fn budgets_selecting<'a>(
+        &'a self,
+        namespace: &str,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.budgets_maybe_selecting(namespace, labels)
+            .filter(move |e| {
+                let sel = e.idx.pdb_selector.as_ref();
+                sel.is_some_and(|s| s.matches(labels))
+            })
+    }
+
     /// The budgets of `namespace` that may select a pod with `labels`, in key order: a superset
-    /// of those that do (the caller matches each), found through the budget label index.
-    pub fn budgets_maybe_selecting<'a>(
+    /// of those that do, found through the budget label index.
+    fn budgets_maybe_selecting<'a>(
         &'a self,
         namespace: &str,
         labels: &BTreeMap<String, String>,
@@ -536,7 +550,7 @@ mod tests {
                     .map(|e| e.idx.key())
                     .collect()
             };
-            let got = keys(inner.budgets_maybe_selecting(ns, labels).collect());
+            let got = keys(inner.budgets_selecting(ns, labels).collect());
             let all = keys(inner.range(Kind::Pdb, Some(ns), None).collect());
             assert_eq!(got, all, "the index against a scan");
             got

@@ -1189,14 +1189,9 @@ impl Runner {
                     .filter(|k| !budgets.contains(k))
                     .collect()
             } else {
-                // The candidates of each changed pod from the budget index, then matched.
                 changed
                     .iter()
-                    .flat_map(|l| {
-                        inner
-                            .budgets_maybe_selecting(&ns, l)
-                            .filter(|e| e.idx.pdb_selector.as_ref().is_some_and(|s| s.matches(l)))
-                    })
+                    .flat_map(|l| inner.budgets_selecting(&ns, l))
                     .map(|e| e.idx.key())
                     .filter(|k| !budgets.contains(k))
                     .collect()

@@ -561,8 +561,8 @@ type Starts = Vec<(String, DateTime<Utc>)>;
 struct NodeWatch {
     store: reflector::Store<Node>,
     views: Mutex<crate::node::ViewCache>,
-    /// The names of the Nodes changed since `nodes` last looked, and whether the watch relisted.
-    touched: Arc<Mutex<(std::collections::HashSet<String>, bool)>>,
+    /// What the watch changed since `nodes` last looked.
+    touched: Arc<Mutex<crate::node::NodeChanges>>,
     changed: Arc<tokio::sync::Notify>,
     starts: Arc<Mutex<Starts>>,
     task: JoinHandle<()>,
@@ -598,19 +598,14 @@ impl NodeWatch {
         let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
             .default_backoff()
             .reflect(writer);
-        let touched: Arc<Mutex<(std::collections::HashSet<String>, bool)>> = Arc::default();
+        let touched: Arc<Mutex<crate::node::NodeChanges>> = Arc::default();
         let touch = touched.clone();
         let task = tokio::spawn(async move {
             futures::pin_mut!(stream);
             let mut last: BTreeMap<String, Option<NodeState>> = BTreeMap::new();
             while let Some(ev) = stream.next().await {
-                match &ev {
-                    Ok(watcher::Event::Apply(n) | watcher::Event::Delete(n)) => {
-                        let name = n.metadata.name.clone().unwrap_or_default();
-                        touch.lock().expect("touched").0.insert(name);
-                    }
-                    Ok(_) => touch.lock().expect("touched").1 = true,
-                    Err(_) => {}
+                if let Ok(e) = &ev {
+                    touch.lock().expect("touched").note(e);
                 }
                 if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = &ev {
                     let v = NodeView::from_node(n);
@@ -655,15 +650,16 @@ impl NodeWatch {
     /// After the first look, only the Nodes the watch changed are looked at (a look at every
     /// Node after each batch was a tenth of a 5,000-node run's CPU).
     fn nodes(&self) -> Arc<Vec<NodeView>> {
-        let (names, relisted) = std::mem::take(&mut *self.touched.lock().expect("touched"));
+        let changes = std::mem::take(&mut *self.touched.lock().expect("touched"));
         let mut views = self.views.lock().expect("views");
-        if relisted || !views.primed() {
+        if changes.relisted || !views.primed() {
             let state = self.store.state();
             return views.refresh(state.iter().map(|n| &**n));
         }
         let store = &self.store;
         views.update(
-            names
+            changes
+                .names
                 .into_iter()
                 .map(|name| {
                     let node = store.get(&reflector::ObjectRef::new(&name));
