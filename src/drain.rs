@@ -262,17 +262,44 @@ pub trait DrainApi: Send + Sync {
         note: String,
     ) -> impl Future<Output = ()> + Send;
     /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
-    /// Returns the pods still present.
+    /// Returns the pods still present, and when it saw each of the others go.
     fn wait_gone(
         &self,
         node: &str,
         pods: &[PodRef],
         deadline: DateTime<Utc>,
-    ) -> impl Future<Output = Result<Vec<PodRef>, DrainError>> + Send;
+    ) -> impl Future<Output = Result<Gone, DrainError>> + Send;
+}
+
+/// What [`DrainApi::wait_gone`] saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gone {
+    /// The pods still present at the deadline.
+    pub left: Vec<PodRef>,
+    /// The pods it saw go while it watched, and when. A pod already gone when the watch
+    /// started is not here: when it went is not known.
+    pub seen_going: BTreeMap<PodRef, DateTime<Utc>>,
+}
+
+/// The median time from an accepted eviction to the pod's going, over the pods whose going was
+/// seen, in seconds: what the node's pods take to exit once asked (recorded with the cycle, so
+/// that `rollboot plan` and a rehearsal can use it). `None` when no pod's going was seen.
+pub fn median_exit_seconds(
+    accepted: &BTreeMap<PodRef, DateTime<Utc>>,
+    seen_going: &BTreeMap<PodRef, DateTime<Utc>>,
+) -> Option<f64> {
+    let mut secs: Vec<f64> = seen_going
+        .iter()
+        .filter_map(|(p, gone)| {
+            let from = accepted.get(p)?;
+            Some((*gone - *from).num_milliseconds().max(0) as f64 / 1000.0)
+        })
+        .collect();
+    crate::time::median(&mut secs)
 }
 
 /// What a finished drain did, for the health gate.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Drained {
     /// The evicted pods.
     pub evicted: Vec<PodRef>,
@@ -281,6 +308,9 @@ pub struct Drained {
     pub pods: BTreeSet<(String, BTreeMap<String, String>)>,
     /// The controllers of those pods: (kind, namespace, name).
     pub owners: BTreeSet<(String, String, String)>,
+    /// The median seconds from an accepted eviction to the pod's going (see
+    /// [`median_exit_seconds`]).
+    pub pod_exit_seconds: Option<f64>,
 }
 
 /// Why rollboot cannot evaluate a budget's selector, if it cannot: an operator other than
@@ -575,7 +605,8 @@ pub async fn drain<A: DrainApi>(
                 loop {
                     ensure()?;
                     let wait = match api.evict(&pod, grace).await? {
-                        Evicted::Accepted | Evicted::Gone => return Ok(None),
+                        Evicted::Accepted => return Ok(Eviction::Accepted(pod, Utc::now())),
+                        Evicted::Gone => return Ok(Eviction::Gone),
                         Evicted::Blocked { message, retry_after } => {
                             if !announced {
                                 announced = true;
@@ -606,19 +637,24 @@ pub async fn drain<A: DrainApi>(
                     };
                     let left = (deadline - Utc::now()).to_std().unwrap_or_default();
                     if left.is_zero() {
-                        return Ok(Some(pod));
+                        return Ok(Eviction::Stuck(pod));
                     }
                     tokio::time::sleep(wait.min(left)).await;
                 }
             }
         })
         .buffer_unordered(cfg.concurrent_evictions.max(1) as usize)
-        .collect::<Vec<Result<Option<PodRef>, DrainError>>>();
+        .collect::<Vec<Result<Eviction, DrainError>>>();
     let results = evictions.await;
     let mut stuck = Vec::new();
+    let mut accepted = BTreeMap::new();
     for r in results {
-        if let Some(p) = r? {
-            stuck.push(p);
+        match r? {
+            Eviction::Accepted(p, at) => {
+                accepted.insert(p, at);
+            }
+            Eviction::Gone => {}
+            Eviction::Stuck(p) => stuck.push(p),
         }
     }
     if !stuck.is_empty() {
@@ -641,7 +677,7 @@ pub async fn drain<A: DrainApi>(
     );
     let mut waited = refs.clone();
     waited.extend(terminating.iter().map(|p| PodRef::of(p)));
-    let left = api.wait_gone(node, &waited, deadline).await?;
+    let Gone { left, seen_going } = api.wait_gone(node, &waited, deadline).await?;
     if !left.is_empty() {
         if cfg.force_delete_after_timeout {
             for p in &left {
@@ -668,7 +704,18 @@ pub async fn drain<A: DrainApi>(
         evicted: refs,
         pods,
         owners,
+        pod_exit_seconds: median_exit_seconds(&accepted, &seen_going),
     })
+}
+
+/// How one pod's eviction ended.
+enum Eviction {
+    /// Accepted at that instant: the pod is terminating.
+    Accepted(PodRef, DateTime<Utc>),
+    /// The pod was gone already.
+    Gone,
+    /// Still refused at the deadline.
+    Stuck(PodRef),
 }
 
 /// [`DrainApi`] over a kube client.
@@ -889,12 +936,13 @@ impl DrainApi for KubeDrain {
         node: &str,
         pods: &[PodRef],
         deadline: DateTime<Utc>,
-    ) -> Result<Vec<PodRef>, DrainError> {
+    ) -> Result<Gone, DrainError> {
         use kube::runtime::watcher;
         let wanted: BTreeSet<&PodRef> = pods.iter().collect();
         if wanted.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Gone::default());
         }
+        let mut seen_going: BTreeMap<PodRef, DateTime<Utc>> = BTreeMap::new();
         let api: kube::Api<Pod> = kube::Api::all(self.client.clone());
         let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
         let mut present: BTreeSet<PodRef> = BTreeSet::new();
@@ -930,7 +978,10 @@ impl DrainApi for KubeDrain {
                         present.insert(PodRef::of(&p));
                     }
                     watcher::Event::Delete(p) => {
-                        present.remove(&PodRef::of(&p));
+                        let gone = PodRef::of(&p);
+                        if present.remove(&gone) && wanted.contains(&gone) {
+                            seen_going.insert(gone, Utc::now());
+                        }
                         if left(&present).is_empty() {
                             return Ok(());
                         }
@@ -939,10 +990,11 @@ impl DrainApi for KubeDrain {
             }
             Ok::<(), DrainError>(())
         };
-        match tokio::time::timeout(until, run).await {
-            Ok(r) => r.map(|_| Vec::new()),
-            Err(_) => Ok(left(&present)),
-        }
+        let left = match tokio::time::timeout(until, run).await {
+            Ok(r) => r.map(|_| Vec::new())?,
+            Err(_) => left(&present),
+        };
+        Ok(Gone { left, seen_going })
     }
 }
 
@@ -1066,6 +1118,8 @@ mod tests {
         server_errors: Mutex<Vec<String>>,
         /// A second budget, `odd-pdb`, whose selector cannot be evaluated.
         odd_budget: bool,
+        /// When set, `wait_gone` sees every pod go this long after it is called.
+        exit_after: Mutex<Option<chrono::TimeDelta>>,
     }
 
     impl Fake {
@@ -1081,6 +1135,7 @@ mod tests {
                 pod_states: Mutex::default(),
                 server_errors: Mutex::default(),
                 odd_budget: false,
+                exit_after: Mutex::default(),
             }
         }
     }
@@ -1181,10 +1236,21 @@ mod tests {
         async fn wait_gone(
             &self,
             _: &str,
-            _: &[PodRef],
+            pods: &[PodRef],
             _: DateTime<Utc>,
-        ) -> Result<Vec<PodRef>, DrainError> {
-            Ok(Vec::new())
+        ) -> Result<Gone, DrainError> {
+            // Each pod goes `exit_after` after the call, seen going by the watch.
+            let seen_going = match *self.exit_after.lock().unwrap() {
+                Some(after) => pods
+                    .iter()
+                    .map(|p| (p.clone(), Utc::now() + after))
+                    .collect(),
+                None => BTreeMap::new(),
+            };
+            Ok(Gone {
+                left: Vec::new(),
+                seen_going,
+            })
         }
     }
 
@@ -1240,6 +1306,45 @@ mod tests {
             .unwrap();
         assert!(api.evictions.lock().unwrap().is_empty());
         assert_eq!(d.pods, web_labels());
+    }
+
+    #[tokio::test]
+    async fn the_drain_measures_how_long_its_evicted_pods_take_to_go() {
+        let api = Fake::new(
+            vec![
+                pod("web-1", Some("ReplicaSet")),
+                pod("web-2", Some("ReplicaSet")),
+            ],
+            0,
+        );
+        *api.exit_after.lock().unwrap() = Some(chrono::TimeDelta::seconds(7));
+        let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+            .await
+            .unwrap();
+        let secs = d.pod_exit_seconds.expect("both pods were seen going");
+        assert!((7.0..8.0).contains(&secs), "{secs}");
+        // Pods gone before the watch looked give no figure rather than a made-up one.
+        let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+        let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+            .await
+            .unwrap();
+        assert_eq!(d.pod_exit_seconds, None);
+    }
+
+    #[test]
+    fn the_exit_median_counts_only_pods_evicted_and_seen_going() {
+        let t0 = DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+        let p = |n: &str| PodRef {
+            namespace: "ns".into(),
+            name: n.into(),
+            uid: format!("uid-{n}"),
+        };
+        let s = chrono::TimeDelta::seconds;
+        let accepted = BTreeMap::from([(p("a"), t0), (p("b"), t0 + s(10)), (p("c"), t0)]);
+        // c's going was not seen; d was found terminating, never evicted by this drain.
+        let seen = BTreeMap::from([(p("a"), t0 + s(2)), (p("b"), t0 + s(14)), (p("d"), t0)]);
+        assert_eq!(median_exit_seconds(&accepted, &seen), Some(3.0));
+        assert_eq!(median_exit_seconds(&accepted, &BTreeMap::new()), None);
     }
 
     #[tokio::test]

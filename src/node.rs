@@ -59,6 +59,9 @@ pub const LAST_BOOT_ID_BEFORE: &str = "rollboot.dev/last-boot-id-before";
 pub const LAST_BOOT_ID_AFTER: &str = "rollboot.dev/last-boot-id-after";
 /// Controller, history: how many reboot cycles rollboot finished on this node.
 pub const REBOOT_COUNT: &str = "rollboot.dev/reboot-count";
+/// Controller, history: how long the parts of the last cycle took (JSON, see [`LastCycle`]),
+/// for `rollboot plan`'s estimates and a rehearsal's timings.
+pub const LAST_CYCLE: &str = "rollboot.dev/last-cycle";
 
 /// Controller: the hooks of this cycle, phase by phase (JSON, see [`crate::hooks::Record`]):
 /// when each phase began and passed, and for each webhook the token, the attempt under way or
@@ -218,7 +221,7 @@ fn parsed<T>(
 }
 
 /// Everything rollboot needs from one Node, parsed once: a plain value, cheap to test with.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeView {
     /// Node name.
     pub name: String,
@@ -323,7 +326,7 @@ impl TaintView {
 
 /// A node's reboot history, as the controller records it when a cycle ends `done`; each field
 /// is `None` when absent or malformed (then listed in [`NodeView::malformed`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct History {
     /// `last-reboot`: when the last cycle ended.
     pub last_reboot: Option<DateTime<Utc>>,
@@ -333,6 +336,75 @@ pub struct History {
     pub boot_id_after: Option<String>,
     /// `reboot-count`.
     pub count: Option<u32>,
+    /// `last-cycle`: how long its parts took.
+    pub last_cycle: Option<LastCycle>,
+}
+
+/// How long the parts of a node's last finished cycle took, measured by the controller from
+/// what the cycle wrote to the cluster: its start in the maintenance lock, the reboot token's
+/// instant, the instant it was back (`verifying`), and the instant it was `done`. The
+/// annotation is its JSON (`{"drainSeconds": 41.2, "rebootSeconds": 95.0, "gateSeconds": 3.1,
+/// "podExitSeconds": 2.4}`), seconds to the millisecond (a rehearsal's cycles are short); a
+/// part that could not be measured is absent.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LastCycle {
+    /// From the cycle's start (cordon) to the reboot request: cordon, hooks, drain, settle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_seconds: Option<f64>,
+    /// From the (last) reboot request until the node was back: new boot ID, Ready, and no
+    /// not-ready taint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_seconds: Option<f64>,
+    /// From back to done: uncordon, the health gate, the afterReboot hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_seconds: Option<f64>,
+    /// The median time the evicted pods took to go once their eviction was accepted, over
+    /// the pods the drain saw go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_exit_seconds: Option<f64>,
+}
+
+impl LastCycle {
+    /// The parts of a cycle that started at `start`, asked for its reboot at `requested`, was
+    /// back at `back` and is done at `done`; each part only from instants in order. Pure.
+    pub fn measure(
+        start: Option<DateTime<Utc>>,
+        requested: Option<DateTime<Utc>>,
+        back: Option<DateTime<Utc>>,
+        done: DateTime<Utc>,
+        pod_exit_seconds: Option<f64>,
+    ) -> LastCycle {
+        let between = |a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>| {
+            let (a, b) = (a?, b?);
+            (b >= a).then(|| (b - a).num_milliseconds() as f64 / 1000.0)
+        };
+        LastCycle {
+            drain_seconds: between(start, requested),
+            reboot_seconds: between(requested, back),
+            gate_seconds: between(back, Some(done)),
+            pod_exit_seconds: pod_exit_seconds
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| (s * 1000.0).round() / 1000.0),
+        }
+    }
+
+    /// The annotation text.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("a LastCycle serializes")
+    }
+
+    /// Parses the annotation text: `None` unless every part present is a number of seconds
+    /// (finite, not negative).
+    pub fn parse(text: &str) -> Option<LastCycle> {
+        let c: LastCycle = serde_json::from_str(text).ok()?;
+        let ok = |v: Option<f64>| v.is_none_or(|s| s.is_finite() && s >= 0.0);
+        (ok(c.drain_seconds)
+            && ok(c.reboot_seconds)
+            && ok(c.gate_seconds)
+            && ok(c.pod_exit_seconds))
+        .then_some(c)
+    }
 }
 
 impl History {
@@ -343,6 +415,7 @@ impl History {
         now: DateTime<Utc>,
         before: &str,
         after: &str,
+        cycle: &LastCycle,
     ) -> Vec<(&'static str, Option<String>)> {
         vec![
             (LAST_REBOOT, Some(time::annotation(now))),
@@ -352,6 +425,7 @@ impl History {
                 REBOOT_COUNT,
                 Some((self.count.unwrap_or(0).saturating_add(1)).to_string()),
             ),
+            (LAST_CYCLE, Some(cycle.to_annotation())),
         ]
     }
 }
@@ -448,6 +522,13 @@ impl NodeView {
                 REBOOT_COUNT,
                 "a whole number from 1",
                 |v| v.parse::<u32>().ok().filter(|c| *c >= 1),
+            ),
+            last_cycle: parsed(
+                ann,
+                &mut malformed,
+                LAST_CYCLE,
+                "JSON with drainSeconds, rebootSeconds, gateSeconds, podExitSeconds (numbers of seconds, each optional)",
+                LastCycle::parse,
             ),
         };
         malformed.sort_by_key(|m| m.key);
@@ -1061,6 +1142,10 @@ mod tests {
             (LAST_BOOT_ID_BEFORE, "boot-1"),
             (LAST_BOOT_ID_AFTER, "boot-2"),
             (REBOOT_COUNT, "2"),
+            (
+                LAST_CYCLE,
+                r#"{"drainSeconds":41.2,"rebootSeconds":95,"gateSeconds":3.1}"#,
+            ),
         ]
         .into_iter()
         .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
@@ -1073,14 +1158,49 @@ mod tests {
                 boot_id_before: Some("boot-1".into()),
                 boot_id_after: Some("boot-2".into()),
                 count: Some(2),
+                last_cycle: Some(LastCycle {
+                    drain_seconds: Some(41.2),
+                    reboot_seconds: Some(95.0),
+                    gate_seconds: Some(3.1),
+                    pod_exit_seconds: None,
+                }),
             }
         );
         let now = time::parse_annotation("2026-03-02T10:00:00Z").unwrap();
+        let cycle = LastCycle::measure(
+            time::parse_annotation("2026-03-02T09:58:00Z"),
+            time::parse_annotation("2026-03-02T09:58:30.04Z"),
+            time::parse_annotation("2026-03-02T09:59:55Z"),
+            now,
+            Some(2.345),
+        );
+        assert_eq!(
+            (
+                cycle.drain_seconds,
+                cycle.reboot_seconds,
+                cycle.gate_seconds,
+                cycle.pod_exit_seconds
+            ),
+            (Some(30.04), Some(84.96), Some(5.0), Some(2.345))
+        );
         let next: BTreeMap<_, _> = v
             .history
-            .next(now, "boot-2", "boot-3")
+            .next(now, "boot-2", "boot-3", &cycle)
             .into_iter()
             .collect();
+        assert_eq!(
+            next[LAST_CYCLE].as_deref().and_then(LastCycle::parse),
+            Some(cycle)
+        );
+        // Instants out of order (a clock stepped back) measure nothing rather than a negative.
+        let odd = LastCycle::measure(
+            Some(now),
+            time::parse_annotation("2026-03-02T09:00:00Z"),
+            None,
+            now,
+            None,
+        );
+        assert_eq!(odd, LastCycle::default());
         assert_eq!(next[REBOOT_COUNT].as_deref(), Some("3"));
         assert_eq!(next[LAST_BOOT_ID_BEFORE].as_deref(), Some("boot-2"));
         assert_eq!(next[LAST_BOOT_ID_AFTER].as_deref(), Some("boot-3"));
@@ -1093,14 +1213,22 @@ mod tests {
             (LAST_REBOOT, "yesterday"),
             (LAST_BOOT_ID_AFTER, "a b"),
             (REBOOT_COUNT, "0"),
+            (LAST_CYCLE, r#"{"rebootSeconds":-4}"#),
         ]
         .into_iter()
         .fold(node("n1", &[]), |n, (k, v)| annotate(n, k, v));
         let v = NodeView::from_node(&bad);
         let keys: Vec<&str> = v.malformed.iter().map(|m| m.key).collect();
-        assert_eq!(keys, [LAST_BOOT_ID_AFTER, LAST_REBOOT, REBOOT_COUNT]);
+        assert_eq!(
+            keys,
+            [LAST_BOOT_ID_AFTER, LAST_CYCLE, LAST_REBOOT, REBOOT_COUNT]
+        );
         assert_eq!(v.history, History::default());
-        let next: BTreeMap<_, _> = v.history.next(now, "b", "c").into_iter().collect();
+        let next: BTreeMap<_, _> = v
+            .history
+            .next(now, "b", "c", &LastCycle::default())
+            .into_iter()
+            .collect();
         assert_eq!(next[REBOOT_COUNT].as_deref(), Some("1"));
     }
 

@@ -118,6 +118,8 @@ pub struct NodeHistory {
     pub boot_id_after: Option<String>,
     /// Cycles finished on it.
     pub count: Option<u32>,
+    /// How long the parts of its last cycle took.
+    pub last_cycle: Option<crate::node::LastCycle>,
 }
 
 /// One node recorded in the lock.
@@ -352,6 +354,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             boot_id_before: n.history.boot_id_before.clone(),
             boot_id_after: n.history.boot_id_after.clone(),
             count: n.history.count,
+            last_cycle: n.history.last_cycle.clone(),
         })
         .collect();
     history.sort_by(|a, b| a.node.cmp(&b.node));
@@ -625,6 +628,7 @@ pub fn text(s: &Status) -> String {
                     h.count.map_or("?".into(), |c| c.to_string()),
                     h.last_reboot.map_or("?".into(), instant),
                     format!("{} -> {}", id(&h.boot_id_before), id(&h.boot_id_after)),
+                    h.last_cycle.as_ref().map_or("-".into(), cycle_text),
                 ]
             })
             .collect();
@@ -636,6 +640,7 @@ pub fn text(s: &Status) -> String {
                 "REBOOTS",
                 "LAST REBOOT",
                 "BOOT ID (BEFORE -> AFTER)",
+                "LAST CYCLE (DRAIN / REBOOT / GATE)",
             ],
             &rows,
         );
@@ -736,6 +741,22 @@ pub async fn fetch_with(
         lock,
         nodes,
     })
+}
+
+/// A last cycle's parts as `12.3s / 95.0s / 3.1s` (`?` for a part not measured), with the
+/// pods' exit time when measured.
+fn cycle_text(c: &crate::node::LastCycle) -> String {
+    let s = |v: Option<f64>| v.map_or("?".into(), |v| format!("{v:.1}s"));
+    let mut t = format!(
+        "{} / {} / {}",
+        s(c.drain_seconds),
+        s(c.reboot_seconds),
+        s(c.gate_seconds)
+    );
+    if let Some(e) = c.pod_exit_seconds {
+        t.push_str(&format!(" (pods exit in {e:.1}s)"));
+    }
+    t
 }
 
 #[cfg(test)]
@@ -899,7 +920,9 @@ mod tests {
 
     #[test]
     fn an_operators_pause_and_the_reboot_history_are_shown() {
-        use crate::node::{LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_REBOOT, REBOOT_COUNT};
+        use crate::node::{
+            LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_CYCLE, LAST_REBOOT, REBOOT_COUNT,
+        };
         let c = cfg("{}");
         let now = t("2026-01-01T02:00:00Z");
         let paused =
@@ -909,6 +932,10 @@ mod tests {
             (LAST_BOOT_ID_BEFORE, "boot-1"),
             (LAST_BOOT_ID_AFTER, "boot-2"),
             (REBOOT_COUNT, "3"),
+            (
+                LAST_CYCLE,
+                r#"{"drainSeconds":41.2,"rebootSeconds":95,"podExitSeconds":2.5}"#,
+            ),
         ]
         .into_iter()
         .fold(node("g-rebooted", &[]), |n, (k, v)| annotate(n, k, v));
@@ -936,6 +963,7 @@ mod tests {
         assert_eq!(json["history"][0]["bootIdBefore"], "boot-1");
         assert_eq!(json["history"][0]["bootIdAfter"], "boot-2");
         assert_eq!(json["history"][0]["lastReboot"], "2026-01-01T01:00:00Z");
+        assert_eq!(json["history"][0]["lastCycle"]["rebootSeconds"], 95.0);
         let txt = text(&s);
         assert!(
             txt.contains(
@@ -956,7 +984,16 @@ mod tests {
                 "2026-01-01T01:00:00Z",
                 "boot-1",
                 "->",
-                "boot-2"
+                "boot-2",
+                "41.2s",
+                "/",
+                "95.0s",
+                "/",
+                "?",
+                "(pods",
+                "exit",
+                "in",
+                "2.5s)"
             ]
         );
     }

@@ -1,4 +1,5 @@
-//! Conversions between the Kubernetes API's timestamps (k8s-openapi's `jiff` types) and `chrono`.
+//! Conversions between the Kubernetes API's timestamps (k8s-openapi's `jiff` types) and `chrono`,
+//! the annotation form of an instant, and the median of measured durations.
 //!
 //! Owns the one place where the two time libraries meet, so the rest of rollboot speaks chrono
 //! only. It must never read a clock: callers pass the instants in.
@@ -51,9 +52,30 @@ pub fn parse_annotation(s: &str) -> Option<DateTime<Utc>> {
         .map(|d| d.to_utc())
 }
 
+/// The median of `values` (the mean of the two middle ones for an even count), `None` for
+/// none; NaNs are ignored. Sorts `values`.
+pub fn median(values: &mut Vec<f64>) -> Option<f64> {
+    values.retain(|v| !v.is_nan());
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_no_values() {
+        assert_eq!(median(&mut vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&mut vec![f64::NAN, 5.0]), Some(5.0));
+        assert_eq!(median(&mut Vec::new()), None);
+    }
 
     #[test]
     fn chrono_and_jiff_round_trip_to_the_nanosecond() {

@@ -281,7 +281,9 @@ async fn an_agent_cannot_change_other_keys_labels_or_spec_of_its_own_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_can_neither_forge_nor_erase_its_nodes_reboot_history() {
-    use rollboot::node::{LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_REBOOT, REBOOT_COUNT};
+    use rollboot::node::{
+        LAST_BOOT_ID_AFTER, LAST_BOOT_ID_BEFORE, LAST_CYCLE, LAST_REBOOT, REBOOT_COUNT,
+    };
     let cluster = enforced_cluster().await;
     let agent = nodes_as(&cluster, "agent");
     let controller = nodes_as(&cluster, "controller");
@@ -290,6 +292,8 @@ async fn an_agent_can_neither_forge_nor_erase_its_nodes_reboot_history() {
         (LAST_REBOOT, "2026-01-01T00:00:00.000Z"),
         (LAST_BOOT_ID_BEFORE, "boot-0"),
         (LAST_BOOT_ID_AFTER, "boot-1"),
+        // Forged timings would mislead `rollboot plan` and a rehearsal.
+        (LAST_CYCLE, r#"{"rebootSeconds":1}"#),
     ] {
         assert_denied_by_policy(
             merge(&agent, "node-0000", annotation(key, value)).await,

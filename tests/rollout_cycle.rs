@@ -130,6 +130,55 @@ async fn a_full_rollout_of_20_nodes_reboots_each_node_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_finished_cycle_records_how_long_its_parts_took() {
+    // Pods exit 20 of their 30 simulated seconds after they are asked: 0.2 s of real time.
+    let sc = Scenario {
+        pod_exit_seconds: Some(20.0),
+        ..scenario(3)
+    };
+    let tf = sc.time_factor;
+    let (reboot_delay, reboot_time) = (sc.reboot_delay, sc.reboot_time);
+    let began = std::time::Instant::now();
+    let h = running(sc, "").await;
+    let names = h.node_names().await.unwrap();
+    h.flag(&names);
+    finish(&h, &set(&names)).await;
+    let elapsed = began.elapsed().as_secs_f64();
+    for n in h.nodes().await.unwrap() {
+        let c = n
+            .history
+            .last_cycle
+            .clone()
+            .unwrap_or_else(|| panic!("{}: no last cycle recorded", n.name));
+        let (drain, reboot, gate) = (
+            c.drain_seconds.expect("drain"),
+            c.reboot_seconds.expect("reboot"),
+            c.gate_seconds.expect("gate"),
+        );
+        // A host is down for its reboot delay and time at least: no cycle can be faster.
+        assert!(
+            reboot >= (reboot_delay + reboot_time) * tf * 0.99,
+            "{}: reboot measured {reboot} s, the host alone takes {} s",
+            n.name,
+            (reboot_delay + reboot_time) * tf
+        );
+        // Each of its pods goes no earlier than it exits.
+        let exit = c.pod_exit_seconds.expect("the drain saw its last pod go");
+        assert!(
+            exit >= 20.0 * tf * 0.99,
+            "{}: pods exit in {exit} s",
+            n.name
+        );
+        assert!(
+            drain >= exit && drain + reboot + gate <= elapsed,
+            "{}: {c:?} within a test of {elapsed} s",
+            n.name
+        );
+    }
+    assert_invariants(&h, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_at_once_but_never_two_in_one_zone() {
     let mut h = running(
         scenario(6),

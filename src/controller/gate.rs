@@ -38,6 +38,11 @@ pub struct GateRecord {
     pub pods: Vec<(String, BTreeMap<String, String>)>,
     /// Controllers of the evicted pods: (kind, namespace, name).
     pub owners: Vec<(String, String, String)>,
+    /// Not read by the gate: the drain's measured pod exit time (milliseconds, see
+    /// [`crate::drain::Drained::pod_exit_seconds`]), carried in this record, which lives from
+    /// the drain's end to `done`, into the node's [`crate::node::LastCycle`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_exit_ms: Option<u64>,
 }
 
 /// The kinds the gate reads.

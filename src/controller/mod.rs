@@ -1393,6 +1393,9 @@ async fn drain_then_request(
         budgets: Vec::new(),
         pods: drained.pods.into_iter().collect(),
         owners: drained.owners.into_iter().collect(),
+        pod_exit_ms: drained
+            .pod_exit_seconds
+            .map(|s| (s * 1000.0).round() as u64),
     };
     // Decided now, from the node as it is now (the drain may have taken minutes): still
     // draining, as far as this replica knows; anything newer makes the write a 409.
@@ -1495,11 +1498,32 @@ async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
     let now = Utc::now();
     let mut ann = proto::state_annotations(NodeState::Done, now);
     // The history, in the same fenced write as `done`: a cycle is counted once, as the write
-    // that ends it is made once.
+    // that ends it is made once. Its parts are timed from what the cycle wrote: its start in
+    // the lock, the token's instant, the instant it was marked back (`verifying`).
+    let start = ctx
+        .lock_record
+        .lock()
+        .expect("lock cache")
+        .entries
+        .get(node)
+        .map(|e| e.since);
+    let requested = view
+        .reboot_token
+        .as_deref()
+        .and_then(Token::parse)
+        .map(|t| t.issued);
+    let back = view
+        .state_since
+        .filter(|_| view.state == Some(NodeState::Verifying));
+    let pod_exit = gate_record(view)
+        .and_then(|g| g.pod_exit_ms)
+        .map(|ms| ms as f64 / 1000.0);
+    let cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit);
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
         &view.boot_id,
+        &cycle,
     ));
     for k in [
         proto::REBOOT_REQUIRED,
