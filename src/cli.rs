@@ -121,12 +121,15 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
-        /// How long one reboot takes, from the request until the node is back and Ready.
-        #[arg(long, default_value = "5m")]
-        reboot_time: config::Duration,
-        /// How long the health gate takes once the node is back (its budgets healthy again).
-        #[arg(long, default_value = "1m")]
-        gate_time: config::Duration,
+        /// How long one reboot takes, from the request until the node is back and Ready
+        /// (default: as rollboot measured on each node's last cycle, else the median of the
+        /// nodes' last cycles, else 5m).
+        #[arg(long)]
+        reboot_time: Option<config::Duration>,
+        /// How long the health gate takes once the node is back, its budgets healthy again
+        /// (default: measured, as --reboot-time, else 1m).
+        #[arg(long)]
+        gate_time: Option<config::Duration>,
         /// Plan from this instant (RFC 3339) instead of now; the cluster is read as it is now.
         #[arg(long, value_parser = parse_instant)]
         at: Option<DateTime<Utc>>,

@@ -48,24 +48,129 @@ pub struct Cluster {
     pub daemon_sets: BTreeSet<(String, String)>,
 }
 
+/// How long a reboot is taken to last when neither `--reboot-time` nor a measured cycle says.
+pub const DEFAULT_REBOOT: Duration = Duration::from_mins(5);
+/// How long the health gate is taken to last when neither `--gate-time` nor a measured cycle
+/// says.
+pub const DEFAULT_GATE: Duration = Duration::from_mins(1);
+
 /// The operator's choices for one plan.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Options {
     /// Plan a rollout of every node the selector matches, not only the flagged ones.
     pub all: bool,
-    /// How long a reboot takes, from the request until the node is back and Ready.
-    pub reboot_time: Duration,
-    /// How long the health gate takes after the node is back (budgets healthy again).
-    pub gate_time: Duration,
+    /// How long a reboot takes, from the request until the node is back and Ready; `None`:
+    /// as measured on the node's last cycle, else the median of the nodes' last cycles, else
+    /// [`DEFAULT_REBOOT`].
+    pub reboot_time: Option<Duration>,
+    /// How long the health gate takes after the node is back (budgets healthy again); `None`:
+    /// measured, as `reboot_time`, else [`DEFAULT_GATE`].
+    pub gate_time: Option<Duration>,
 }
 
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            all: false,
-            reboot_time: Duration::from_mins(5),
-            gate_time: Duration::from_mins(1),
+/// Where a part of an estimate comes from, and its figure: the operator's flag, the node's own
+/// last cycle, the median of the nodes' last cycles, or the default.
+#[derive(Clone, Debug)]
+struct PartEstimate {
+    seconds: i64,
+    basis: String,
+}
+
+/// The cycles rollboot measured on this cluster ([`crate::node::LastCycle`] on each Node),
+/// summarized for the estimates.
+#[derive(Clone, Debug, Default)]
+struct Measured {
+    /// Nodes with a recorded last cycle.
+    nodes: usize,
+    /// Median reboot and gate seconds over the nodes that recorded them.
+    reboot: Option<f64>,
+    gate: Option<f64>,
+}
+
+impl Measured {
+    fn of(nodes: &[NodeView]) -> Measured {
+        let cycles: Vec<&crate::node::LastCycle> = nodes
+            .iter()
+            .filter_map(|n| n.history.last_cycle.as_ref())
+            .collect();
+        let median = |part: fn(&crate::node::LastCycle) -> Option<f64>| {
+            crate::time::median(&mut cycles.iter().filter_map(|c| part(c)).collect())
+        };
+        Measured {
+            nodes: cycles.len(),
+            reboot: median(|c| c.reboot_seconds),
+            gate: median(|c| c.gate_seconds),
         }
+    }
+
+    /// The estimate of one part for a node whose own last cycle measured `own` (at `when`):
+    /// the flag, else its own figure, else the cluster's median, else `default`.
+    fn part(
+        &self,
+        flag: Option<Duration>,
+        flag_name: &str,
+        own: Option<(f64, Option<DateTime<Utc>>)>,
+        median: Option<f64>,
+        default: Duration,
+    ) -> PartEstimate {
+        let whole = |s: f64| s.round() as i64;
+        if let Some(d) = flag {
+            return PartEstimate {
+                seconds: d.as_millis() / 1000,
+                basis: format!("{flag_name} {d}"),
+            };
+        }
+        if let Some((secs, when)) = own {
+            return PartEstimate {
+                seconds: whole(secs),
+                basis: match when {
+                    Some(w) => format!(
+                        "measured on its last cycle ({})",
+                        w.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    ),
+                    None => "measured on its last cycle".into(),
+                },
+            };
+        }
+        if let Some(m) = median {
+            return PartEstimate {
+                seconds: whole(m),
+                basis: format!("the median of {} node(s)' last cycles", self.nodes),
+            };
+        }
+        PartEstimate {
+            seconds: default.as_millis() / 1000,
+            basis: format!("the default {default} (no {flag_name}, no measured cycle)"),
+        }
+    }
+
+    /// A node's reboot and gate estimates.
+    fn reboot_and_gate(
+        &self,
+        node: Option<&NodeView>,
+        opts: &Options,
+    ) -> (PartEstimate, PartEstimate) {
+        let own = |part: fn(&crate::node::LastCycle) -> Option<f64>| {
+            let n = node?;
+            let c = n.history.last_cycle.as_ref()?;
+            Some((part(c)?, n.history.last_reboot))
+        };
+        (
+            self.part(
+                opts.reboot_time,
+                "--reboot-time",
+                own(|c| c.reboot_seconds),
+                self.reboot,
+                DEFAULT_REBOOT,
+            ),
+            self.part(
+                opts.gate_time,
+                "--gate-time",
+                own(|c| c.gate_seconds),
+                self.gate,
+                DEFAULT_GATE,
+            ),
+        )
     }
 }
 
@@ -104,10 +209,19 @@ pub struct EstimateRules {
     pub drain_grace_period_seconds: Option<i64>,
     /// A pod's grace period when its spec sets none.
     pub default_grace_seconds: i64,
-    /// `--reboot-time`.
+    /// The reboot of a node without a measured cycle of its own: `--reboot-time`, else the
+    /// median of the measured cycles, else the default (5m).
     pub reboot_seconds: i64,
-    /// `--gate-time`.
+    /// Where `rebootSeconds` comes from.
+    pub reboot_basis: String,
+    /// The health gate of a node without a measured cycle of its own, as `rebootSeconds`
+    /// (default 1m).
     pub gate_seconds: i64,
+    /// Where `gateSeconds` comes from.
+    pub gate_basis: String,
+    /// Nodes whose last cycle rollboot measured (`rollboot.dev/last-cycle`): their own
+    /// figures are used unless a flag says otherwise.
+    pub measured_nodes: usize,
 }
 
 /// One node to reboot.
@@ -186,8 +300,12 @@ pub struct Estimate {
     pub drain_basis: String,
     /// The reboot (0 for a node predicted to fail).
     pub reboot_seconds: i64,
+    /// Where the reboot figure comes from.
+    pub reboot_basis: String,
     /// The health gate (0 for a node predicted to fail).
     pub gate_seconds: i64,
+    /// Where the gate figure comes from.
+    pub gate_basis: String,
     /// The sum: its slot's length.
     pub total_seconds: i64,
 }
@@ -394,15 +512,19 @@ struct Preview {
     fails: bool,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn preview(
-    node: &str,
+    node: &NodeView,
     pods: &[&Pod],
     budget_pods: &BTreeMap<String, usize>,
     budgets: &BTreeMap<&str, Vec<&PodDisruptionBudget>>,
     cluster: &Cluster,
     config: &Config,
     opts: &Options,
+    measured: &Measured,
 ) -> Preview {
+    let view = node;
+    let node = view.name.as_str();
     let cfg = &config.drain;
     let mut evict = Vec::new();
     let mut skip = Vec::new();
@@ -597,14 +719,34 @@ fn preview(
             ),
         }
     };
+    // A drain this node's last cycle measured replaces the grace-period rule: it counts what
+    // the rule cannot see (budgets pacing the evictions, replacements starting, pods that exit
+    // before their grace period ends). A drain predicted to be refused or held stays so.
+    let (drain_seconds, drain_basis) = match (&view.history.last_cycle, refused || held) {
+        (
+            Some(crate::node::LastCycle {
+                drain_seconds: Some(d),
+                ..
+            }),
+            false,
+        ) => (
+            d.round() as i64,
+            format!(
+                "measured on its last cycle{} (the rule says {drain_seconds}s: {drain_basis})",
+                view.history.last_reboot.map_or(String::new(), |w| format!(
+                    " ({})",
+                    w.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ))
+            ),
+        ),
+        _ => (drain_seconds, drain_basis),
+    };
     let fails = refused || (held && !cfg.force_delete_after_timeout);
+    let (reboot, gate) = measured.reboot_and_gate(Some(view), opts);
     let (reboot_seconds, gate_seconds) = if fails {
         (0, 0)
     } else {
-        (
-            opts.reboot_time.as_millis() / 1000,
-            opts.gate_time.as_millis() / 1000,
-        )
+        (reboot.seconds, gate.seconds)
     };
     Preview {
         evict,
@@ -615,7 +757,9 @@ fn preview(
             drain_seconds,
             drain_basis,
             reboot_seconds,
+            reboot_basis: reboot.basis,
             gate_seconds,
+            gate_basis: gate.basis,
             total_seconds: drain_seconds + reboot_seconds + gate_seconds,
         },
         fails,
@@ -758,6 +902,8 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
         let ns = b.metadata.namespace.as_deref().unwrap_or_default();
         budgets_by_ns.entry(ns).or_default().push(b);
     }
+    let measured = Measured::of(&cluster.nodes);
+    let (reboot_rule, gate_rule) = measured.reboot_and_gate(None, opts);
     let previews: BTreeMap<String, Preview> = candidates
         .iter()
         .chain(
@@ -774,13 +920,14 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             (
                 n.name.clone(),
                 preview(
-                    &n.name,
+                    n,
                     &pods,
                     &budget_pods,
                     &budgets_by_ns,
                     cluster,
                     config,
                     opts,
+                    &measured,
                 ),
             )
         })
@@ -796,9 +943,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
         .iter()
         .map(|(name, e)| {
             let job = jobs.get(name).copied().unwrap_or(schedule::Job {
-                duration: TimeDelta::seconds(
-                    (opts.reboot_time.as_millis() + opts.gate_time.as_millis()) / 1000,
-                ),
+                duration: TimeDelta::seconds(reboot_rule.seconds + gate_rule.seconds),
                 fails: false,
             });
             (
@@ -925,8 +1070,11 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             drain_timeout_seconds: config.drain.timeout.as_millis() / 1000,
             drain_grace_period_seconds: config.drain.grace_period.map(|g| g.as_millis() / 1000),
             default_grace_seconds: DEFAULT_GRACE_SECONDS,
-            reboot_seconds: opts.reboot_time.as_millis() / 1000,
-            gate_seconds: opts.gate_time.as_millis() / 1000,
+            reboot_seconds: reboot_rule.seconds,
+            reboot_basis: reboot_rule.basis,
+            gate_seconds: gate_rule.seconds,
+            gate_basis: gate_rule.basis,
+            measured_nodes: measured.nodes,
         },
         nodes,
         in_flight,

@@ -44,13 +44,16 @@ pub fn text(p: &Plan) -> String {
     let e = &p.estimate;
     let _ = writeln!(
         out,
-        "estimate:     per node = drain (the longest grace period of its pods to evict{}, default {}s, capped by drain.timeout {}) + reboot {} (--reboot-time) + health gate {} (--gate-time)",
+        "estimate:     per node = drain (as measured on its last cycle, else the longest grace period of its pods to evict{}, default {}s, capped by drain.timeout {}) + reboot {} ({}) + health gate {} ({}); {} node(s) with a measured last cycle use their own figures",
         e.drain_grace_period_seconds
             .map_or(String::new(), |g| format!(", drain.gracePeriod {g}s")),
         e.default_grace_seconds,
         secs(e.drain_timeout_seconds),
         secs(e.reboot_seconds),
+        e.reboot_basis,
         secs(e.gate_seconds),
+        e.gate_basis,
+        e.measured_nodes,
     );
     for f in &p.in_flight {
         let _ = writeln!(
@@ -173,7 +176,24 @@ pub fn text(p: &Plan) -> String {
     }
     let _ = writeln!(out);
     for n in &p.nodes {
-        let _ = writeln!(out, "{}: drain: {}", n.name, n.estimate.drain_basis);
+        let e = &n.estimate;
+        let _ = writeln!(out, "{}: drain: {}", n.name, e.drain_basis);
+        if e.reboot_seconds > 0 && e.reboot_basis != p.estimate.reboot_basis {
+            let _ = writeln!(
+                out,
+                "  reboot {}: {}",
+                secs(e.reboot_seconds),
+                e.reboot_basis
+            );
+        }
+        if e.gate_seconds > 0 && e.gate_basis != p.estimate.gate_basis {
+            let _ = writeln!(
+                out,
+                "  health gate {}: {}",
+                secs(e.gate_seconds),
+                e.gate_basis
+            );
+        }
         if let Some(w) = n.window {
             if let (Some(s), Some(e)) = (w.start, w.end) {
                 let _ = writeln!(

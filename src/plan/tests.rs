@@ -414,3 +414,86 @@ fn never_allows_reads_percentages_rounded_up() {
     assert!(never_allows(&b(json!({"maxUnavailable": 0})), 2).is_some());
     assert!(never_allows(&b(json!({"maxUnavailable": "1%"})), 2).is_none());
 }
+
+#[test]
+fn measured_cycles_give_each_node_its_own_figures_and_the_rest_their_median() {
+    use crate::node::{LAST_CYCLE, LAST_REBOOT};
+    let measured = |name: &str, cycle: &str| {
+        let n = annotate(node(name, &[]), LAST_REBOOT, "2026-01-01T03:00:00.000Z");
+        NodeView::from_node(&annotate(n, LAST_CYCLE, cycle))
+    };
+    let cluster = Cluster {
+        nodes: vec![
+            measured(
+                "a",
+                r#"{"drainSeconds":12.4,"rebootSeconds":40,"gateSeconds":4}"#,
+            ),
+            measured("b", r#"{"rebootSeconds":60,"gateSeconds":6}"#),
+            NodeView::from_node(&node("c", &[])),
+        ],
+        pods: vec![pod(
+            "app",
+            "web-1",
+            "b",
+            Some("ReplicaSet"),
+            json!({"app": "web"}),
+        )],
+        ..Default::default()
+    };
+    let c = cfg("{}");
+    let all = Options {
+        all: true,
+        ..Default::default()
+    };
+    let p = build(&cluster, &c, &all, t("2026-01-02T00:00:00Z"));
+    let est = |name: &str| {
+        p.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap()
+            .estimate
+            .clone()
+    };
+    let a = est("a");
+    assert_eq!(
+        (a.drain_seconds, a.reboot_seconds, a.gate_seconds),
+        (12, 40, 4)
+    );
+    assert!(a
+        .drain_basis
+        .starts_with("measured on its last cycle (2026-01-01T03:00:00Z)"));
+    assert!(a.reboot_basis.starts_with("measured on its last cycle"));
+    // b measured no drain: the grace rule (its pod's default 30 s).
+    let b = est("b");
+    assert_eq!((b.drain_seconds, b.reboot_seconds), (30, 60));
+    assert!(
+        b.drain_basis.contains("longest grace period"),
+        "{}",
+        b.drain_basis
+    );
+    // c has no cycle of its own: the median of a's and b's.
+    let cn = est("c");
+    assert_eq!((cn.reboot_seconds, cn.gate_seconds), (50, 5));
+    assert_eq!(cn.reboot_basis, "the median of 2 node(s)' last cycles");
+    assert_eq!(p.estimate.measured_nodes, 2);
+    assert_eq!(p.estimate.reboot_seconds, 50);
+    // A flag wins over every measurement.
+    let flagged = Options {
+        reboot_time: Some(Duration::from_mins(2)),
+        ..all
+    };
+    let p = build(&cluster, &c, &flagged, t("2026-01-02T00:00:00Z"));
+    assert!(p.nodes.iter().all(|n| n.estimate.reboot_seconds == 120));
+    assert_eq!(p.nodes[0].estimate.reboot_basis, "--reboot-time 2m");
+    // Nothing measured and no flag: the defaults, said as such.
+    let bare = Cluster {
+        nodes: vec![NodeView::from_node(&node("c", &[]))],
+        ..Default::default()
+    };
+    let p = build(&bare, &c, &all, t("2026-01-02T00:00:00Z"));
+    assert_eq!(
+        (p.estimate.reboot_seconds, p.estimate.gate_seconds),
+        (300, 60)
+    );
+    assert!(p.estimate.reboot_basis.starts_with("the default 5m"));
+}
