@@ -11,11 +11,11 @@
 //! started here rather than by the recipe's run-rollboot.sh: the suite must SIGKILL and
 //! restart the leader, and its fixed metrics ports could collide with another run.
 //!
-//! The flow, six flags over five nodes (about 2.5 minutes on 2 cores): node-1 and node-2
+//! The flow, eleven flags over five nodes (about 4 minutes on 2 cores): node-1 and node-2
 //! flagged together; the node with the most pods to evict of node-3..5, its leader killed
 //! mid-drain; another, its leader killed as soon as it is `rebooting`; then the lock taken by
 //! an operator, the last one and node-1 (a second time) flagged, held longer than any cycle
-//! so far, released. A phase that fails stops the flow; the checks that judge the whole run
+//! so far, released; then the predictions and all five nodes flagged at once. A phase that fails stops the flow; the checks that judge the whole run
 //! (1 to 5) still run on what happened.
 //!
 //! It checks what rollboot promises, each check named by its number in the report:
@@ -33,6 +33,9 @@
 //! 9 `rollboot status` shows an in-flight node's state as the Node has it.
 //! 10 `rollboot plan --all` before the rollout: it would proceed, plans the five nodes, and
 //!   previews each drain as the pods on the node say (10b: the audit log shows it only read).
+//! 11 at the end, with every node's last cycle recorded: `rollboot simulate --from-cluster`
+//!   predicts the makespan of a rollout of all five nodes within 20% of the real one, timed
+//!   right after (the plan's prediction beside it; 11b: the snapshot only read).
 //!
 //! Without `ROLLBOOT_REALCLUSTER_BIN` it prints one line and passes (see `e2e::setup`).
 //! `scripts/e2e-realcluster.sh` runs it; E2E-README-SECTION.md says how to build the plane.
@@ -248,6 +251,12 @@ impl<'a> Suite<'a> {
             s.kill_mid_reboot(report)
         );
         phase!(report, blocked, "pause through the lock", s.pause(report));
+        phase!(
+            report,
+            blocked,
+            "plan and rehearsal against a real rollout",
+            s.predictions(report)
+        );
         let t = Instant::now();
         let exited = cluster.exited();
         if !exited.is_empty() {
@@ -994,6 +1003,105 @@ impl<'a> Suite<'a> {
         Ok(())
     }
 
+    /// Check 11: with every node's last cycle recorded by the flow so far, `rollboot plan
+    /// --all` and `rollboot simulate --from-cluster` (the controller's config, no other
+    /// option) predict a rollout of all five nodes; then all five are flagged and the real
+    /// rollout is timed from its first cordon to its last `done`. The rehearsal's makespan must
+    /// be within 20% of the real one; the plan's is reported beside it.
+    async fn predictions(&mut self, report: &mut Report) -> Result<(), String> {
+        let id = "11";
+        let mut failures = Vec::new();
+        let mut notes = Vec::new();
+        let plan = self
+            .rollboot_json(&["plan", "--all", "--output", "json"])
+            .await?;
+        let predicted_plan = plan["rollout"]["makespanSeconds"].as_f64();
+        if plan["estimate"]["measuredNodes"] != serde_json::json!(NODES.len()) {
+            failures.push(format!(
+                "plan: {} node(s) with a measured last cycle, not {} (every node rebooted in the flow)",
+                plan["estimate"]["measuredNodes"],
+                NODES.len()
+            ));
+        }
+        let rehearsal = self
+            .rollboot_json(&["simulate", "--from-cluster", "--report", "json"])
+            .await?;
+        let predicted = rehearsal["makespanRealSeconds"].as_f64();
+        if rehearsal["outcome"] != "finished" || rehearsal["pdbViolations"] != 0 {
+            failures.push(format!(
+                "the rehearsal: outcome {}, {} PDB violation(s): {}",
+                rehearsal["outcome"], rehearsal["pdbViolations"], rehearsal["outcomeReason"]
+            ));
+        }
+        for t in rehearsal["worldTimings"].as_array().into_iter().flatten() {
+            notes.push(format!(
+                "rehearsal {} {}: {}",
+                t["key"].as_str().unwrap_or("?"),
+                t["value"],
+                t["source"].as_str().unwrap_or("?")
+            ));
+            if t["key"] == "rebootTime"
+                && !t["source"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("measured"))
+            {
+                failures.push(format!(
+                    "the rehearsal's reboot time was not measured: {}",
+                    t["source"]
+                ));
+            }
+        }
+        // The real rollout of the same five nodes with the same config.
+        let t0 = Utc::now();
+        let mut flagged = Vec::new();
+        for n in NODES {
+            flagged.push(self.flag(n)?);
+        }
+        let mut last = t0;
+        for (n, t) in NODES.iter().zip(&flagged) {
+            last = last.max(self.await_cycle(n, *t, CYCLE_TIMEOUT * 2).await?);
+        }
+        let first = self.obs.with(|w| {
+            NODES
+                .iter()
+                .filter_map(|n| {
+                    w.node_since(n, t0)
+                        .into_iter()
+                        .find(|v| v.state() == Some("cordoning"))
+                        .map(|v| v.at)
+                })
+                .min()
+        });
+        let Some(first) = first else {
+            report.check(
+                id,
+                title(id),
+                vec!["no cordon of the real rollout was seen".into()],
+                notes,
+            );
+            return Ok(());
+        };
+        let real = (last - first).to_std().unwrap_or_default().as_secs_f64();
+        notes.insert(
+            0,
+            format!(
+                "real rollout {real:.1} s (first cordon to last done; {:.1} s from the flags); rehearsal {}; plan {}",
+                (last - t0).to_std().unwrap_or_default().as_secs_f64(),
+                predicted.map_or("-".into(), |p| format!("{p:.1} s ({:+.0}%)", (p / real - 1.0) * 100.0)),
+                predicted_plan.map_or("-".into(), |p| format!("{p:.0} s ({:+.0}%)", (p / real - 1.0) * 100.0)),
+            ),
+        );
+        match predicted {
+            Some(p) if (p - real).abs() <= 0.2 * real => {}
+            Some(p) => failures.push(format!(
+                "the rehearsal predicted {p:.1} s, the real rollout took {real:.1} s: off by more than 20%"
+            )),
+            None => failures.push("the rehearsal reported no makespanRealSeconds".into()),
+        }
+        report.check(id, title(id), failures, notes);
+        Ok(())
+    }
+
     /// Check 8: an operator holds the lock while two nodes are flagged; then releases it.
     async fn pause(&mut self, report: &mut Report) -> Result<(), String> {
         let title = title("8");
@@ -1145,6 +1253,27 @@ impl<'a> Suite<'a> {
             ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Runs `rollboot ARGS --config controller.yaml` as the admin and parses its JSON output,
+    /// whatever its exit code (a plan that would not proceed exits 3 with its JSON).
+    async fn rollboot_json(&self, args: &[&str]) -> Result<serde_json::Value, String> {
+        let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
+            .args(args)
+            .arg("--config")
+            .arg(self.rb.join("controller.yaml"))
+            .env("KUBECONFIG", &self.cluster.admin)
+            .env("NO_COLOR", "1")
+            .output()
+            .await
+            .map_err(|e| format!("running rollboot {args:?}: {e}"))?;
+        serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "rollboot {args:?} exited {} without JSON ({e}): {}",
+                out.status,
+                short(&String::from_utf8_lossy(&out.stderr), 400)
+            )
+        })
     }
 
     /// Creates `node`'s sentinel file (the agent notices it); returns when.
@@ -1552,6 +1681,29 @@ impl<'a> Suite<'a> {
             }
             report.check("10b", title("10b"), failures, vec![format!("{verbs:?}")]);
         }
+        let snapshot: Vec<&audit::Entry> = entries
+            .iter()
+            .filter(|e| e.user_agent.ends_with("(simulate)"))
+            .collect();
+        if snapshot.is_empty() && !report.has("11") {
+            report.not_run("11b", title("11b"), "the rehearsal did not run (check 11)");
+        } else {
+            let mut failures: Vec<String> = snapshot
+                .iter()
+                .filter(|e| e.verb != "get" && e.verb != "list")
+                .map(|e| format!("{} {} answered {}", e.verb, e.uri, e.code))
+                .collect();
+            if snapshot.is_empty() {
+                failures.push("no request of rollboot simulate in the audit log".into());
+            }
+            let mut verbs: BTreeMap<String, usize> = BTreeMap::new();
+            for e in &snapshot {
+                *verbs
+                    .entry(format!("{} {}", e.verb, e.resource))
+                    .or_default() += 1;
+            }
+            report.check("11b", title("11b"), failures, vec![format!("{verbs:?}")]);
+        }
         let ours = entries
             .iter()
             .filter(|e| e.is_rollboot_identity() && !e.is_probe())
@@ -1612,7 +1764,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 14] = [
+const CHECKS: [(&str, &str); 16] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -1627,6 +1779,8 @@ const CHECKS: [(&str, &str); 14] = [
     ("5c", "audit log: no predictable 409 on a Node: after the node-lifecycle controller's write or rollboot's own (issue 10, point 4)"),
     ("10", "`rollboot plan --all` before the rollout: proceeds (exit 0), plans every node, and each drain preview evicts exactly the node's non-DaemonSet pods, the web pods under demo/web (issue 11)"),
     ("10b", "audit log: `rollboot plan` sent only get and list requests (issue 11)"),
+    ("11", "with each node's last cycle recorded, `rollboot simulate --from-cluster` predicts the makespan of a real rollout of all five nodes within 20% (the plan's prediction reported beside it; issue 11)"),
+    ("11b", "audit log: `rollboot simulate --from-cluster` sent only get and list requests (issue 11)"),
 ];
 
 /// The title of check `id`.

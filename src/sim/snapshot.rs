@@ -20,6 +20,13 @@
 //!     "template": {"labels": {"app": "web"}, "graceSeconds": 30, "emptyDir": false, "nodeSelector": {}}}]}
 //! ```
 //!
+//! Two optional measurements carry the cluster's timings to a rehearsal: a node's `lastCycle`
+//! (how long the parts of its last reboot cycle took, as rollboot recorded them in
+//! `rollboot.dev/last-cycle`: `{"drainSeconds", "rebootSeconds", "gateSeconds",
+//! "podExitSeconds"}`) and a pod's `readySeconds` (from its creation to Ready, for a pod whose
+//! containers never restarted, and only for a pod created during a node's last cycle: a
+//! replacement a drain caused).
+//!
 //! It keeps what a rollout depends on (names, labels, controller owners, placement, readiness,
 //! grace periods, emptyDir volumes, mirror pods, budgets, replica counts) and nothing else: no
 //! images, environment, secrets, annotations (but the mirror pod's), or statuses beyond
@@ -94,6 +101,27 @@ pub struct SnapNode {
     /// spec.taints.
     #[serde(default)]
     pub taints: Vec<Taint>,
+    /// How long the parts of its last reboot cycle took, when rollboot recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_cycle: Option<SnapCycle>,
+}
+
+/// A node's last reboot cycle, in seconds, as rollboot recorded it (each part optional).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnapCycle {
+    /// From the cycle's start to the reboot request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_seconds: Option<f64>,
+    /// From the reboot request until the node was back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_seconds: Option<f64>,
+    /// From back to done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_seconds: Option<f64>,
+    /// The median time its evicted pods took to go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_exit_seconds: Option<f64>,
 }
 
 /// A Node taint.
@@ -160,6 +188,11 @@ pub struct SnapPod {
     /// spec.nodeSelector.
     #[serde(default)]
     pub node_selector: Labels,
+    /// From its creation until it was Ready, seconds: only for a pod created during a node's
+    /// last reboot cycle (a replacement a drain caused) that is Ready and whose containers
+    /// never restarted (its Ready condition then dates its start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_seconds: Option<f64>,
 }
 
 /// A PodDisruptionBudget (policy/v1).
@@ -308,6 +341,18 @@ impl Snapshot {
             if !nodes.insert(n.name.as_str()) {
                 return Err(format!("node {} appears twice", n.name));
             }
+            if let Some(c) = &n.last_cycle {
+                for (part, v) in [
+                    ("drainSeconds", c.drain_seconds),
+                    ("rebootSeconds", c.reboot_seconds),
+                    ("gateSeconds", c.gate_seconds),
+                    ("podExitSeconds", c.pod_exit_seconds),
+                ] {
+                    if v.is_some_and(|v| v < 0.0) {
+                        return Err(format!("node {}: lastCycle.{part} is negative", n.name));
+                    }
+                }
+            }
         }
         let mut pods = BTreeSet::new();
         let mut uids = BTreeSet::new();
@@ -342,6 +387,12 @@ impl Snapshot {
                 return Err(format!(
                     "pod {}/{} has phase `{}` (Pending, Running, Succeeded, Failed or Unknown)",
                     p.namespace, p.name, p.phase
+                ));
+            }
+            if p.ready_seconds.is_some_and(|r| r < 0.0) {
+                return Err(format!(
+                    "pod {}/{} has a negative readySeconds",
+                    p.namespace, p.name
                 ));
             }
             if p.grace_seconds < 0 {
@@ -707,10 +758,20 @@ mod tests {
 
     #[test]
     fn a_snapshot_round_trips_through_its_file_format() {
-        let s = small();
+        let mut s = small();
+        s.nodes[0].last_cycle = Some(SnapCycle {
+            reboot_seconds: Some(95.5),
+            pod_exit_seconds: Some(2.0),
+            ..Default::default()
+        });
+        s.pods[0].ready_seconds = Some(1.25);
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"nodeName\":\"n1\""), "{text}");
         assert!(text.contains("\"graceSeconds\":30"), "{text}");
+        assert!(
+            text.contains("\"lastCycle\":{\"rebootSeconds\":95.5,\"podExitSeconds\":2.0}"),
+            "{text}"
+        );
         assert_eq!(serde_json::from_str::<Snapshot>(&text).unwrap(), s);
         assert_eq!(s.check(), Ok(()));
     }
@@ -736,6 +797,15 @@ mod tests {
         let mut s = small();
         s.nodes.push(s.nodes[0].clone());
         assert_eq!(s.check().unwrap_err(), "node n1 appears twice");
+        let mut s = small();
+        s.nodes[0].last_cycle = Some(SnapCycle {
+            gate_seconds: Some(-1.0),
+            ..Default::default()
+        });
+        assert_eq!(
+            s.check().unwrap_err(),
+            "node n1: lastCycle.gateSeconds is negative"
+        );
         let mut s = small();
         s.pods[0].phase = "Up".into();
         assert!(s.check().unwrap_err().contains("has phase `Up`"));

@@ -6,6 +6,7 @@
 //! Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets and DaemonSets,
 //! each trimmed to what a rollout depends on. It must never write to the cluster.
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -16,8 +17,8 @@ use serde_json::json;
 
 use crate::plan::read::list_all;
 use crate::sim::snapshot::{
-    Labels, Owner, SnapBudget, SnapController, SnapNode, SnapPod, SnapTemplate, Snapshot, Taint,
-    FORMAT,
+    Labels, Owner, SnapBudget, SnapController, SnapCycle, SnapNode, SnapPod, SnapTemplate,
+    Snapshot, Taint, FORMAT,
 };
 use crate::status::FetchError;
 
@@ -95,11 +96,64 @@ pub fn node(n: &Node) -> SnapNode {
                 effect: t.effect,
             })
             .collect(),
+        last_cycle: crate::node::NodeView::from_node(n)
+            .history
+            .last_cycle
+            .map(|c| SnapCycle {
+                drain_seconds: c.drain_seconds,
+                reboot_seconds: c.reboot_seconds,
+                gate_seconds: c.gate_seconds,
+                pod_exit_seconds: c.pod_exit_seconds,
+            }),
     }
 }
 
-/// The snapshot form of a Pod.
-pub fn pod(p: &Pod) -> SnapPod {
+/// The spans of the nodes' last reboot cycles, as rollboot recorded them: from the cycle's
+/// start to its end (`last-reboot`). A pod created in one of them is most likely a replacement
+/// that cycle's drain caused.
+fn last_cycles(nodes: &[Node]) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let h = crate::node::NodeView::from_node(n).history;
+            let (done, c) = (h.last_reboot?, h.last_cycle?);
+            let secs = c.drain_seconds? + c.reboot_seconds? + c.gate_seconds?;
+            Some((
+                done - chrono::TimeDelta::milliseconds((secs * 1000.0) as i64),
+                done,
+            ))
+        })
+        .collect()
+}
+
+/// How long `p` took from its creation to Ready, in seconds: only for a pod created during one
+/// of `cycles` (a replacement a drain caused: what a rehearsal's start delay stands for) that
+/// is Ready and whose containers never restarted (after a restart, or a readiness that came
+/// and went, its Ready condition dates that, not its start).
+fn ready_seconds(p: &Pod, cycles: &[(DateTime<Utc>, DateTime<Utc>)]) -> Option<f64> {
+    let created = crate::time::from_time(p.metadata.creation_timestamp.as_ref()?);
+    if !cycles.iter().any(|(a, b)| (*a..=*b).contains(&created)) {
+        return None;
+    }
+    let status = p.status.as_ref()?;
+    let ready = status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")?;
+    let since = crate::time::from_time(ready.last_transition_time.as_ref()?);
+    let restarted = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .any(|c| c.restart_count > 0);
+    let secs = (since - created).num_milliseconds() as f64 / 1000.0;
+    (!restarted && secs >= 0.0).then_some(secs)
+}
+
+/// The snapshot form of a Pod; `cycles` are the nodes' last reboot cycles (see
+/// [`ready_seconds`]).
+pub fn pod(p: &Pod, cycles: &[(DateTime<Utc>, DateTime<Utc>)]) -> SnapPod {
     let spec = p.spec.as_ref();
     let status = p.status.as_ref();
     let phase = status
@@ -130,6 +184,7 @@ pub fn pod(p: &Pod) -> SnapPod {
             .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")),
         deleting: p.metadata.deletion_timestamp.is_some(),
         node_selector: node_selector(spec),
+        ready_seconds: ready_seconds(p, cycles),
     }
 }
 
@@ -187,7 +242,10 @@ pub async fn read(client: &kube::Client, server: &str) -> Result<Snapshot, Fetch
         taken_at: crate::time::annotation(chrono::Utc::now()),
         source: server.to_string(),
         nodes: nodes.iter().map(node).collect(),
-        pods: pods.iter().map(pod).collect(),
+        pods: {
+            let cycles = last_cycles(&nodes);
+            pods.iter().map(|p| pod(p, &cycles)).collect()
+        },
         budgets: budgets.iter().map(budget).collect(),
         deployments: deployments
             .iter()

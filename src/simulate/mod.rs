@@ -1014,10 +1014,28 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|_| anyhow::anyhow!("--flagged takes `all` or a number, not `{n}`"))?,
         ),
     };
-    let (config, used, scaling) = run_config(&args, setup.as_ref(), sc.time_factor)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let snapshot = rt.block_on(snapshot_of(&args))?;
+    let mut world_timings = Vec::new();
+    if let Some(snap) = &snapshot {
+        // The world's timings (and the time factor) from what the cluster measured, unless
+        // the operator gave them; the config is read twice, as written for its limits here.
+        let written = match &args.config {
+            Some(f) => crate::config::load_file(f)?,
+            None => crate::config::parse_str(SIM_CONFIG)
+                .map_err(|p| anyhow::anyhow!("built-in simulation config: {p:?}"))?,
+        };
+        let given = rehearse::Given {
+            scenario: args.sim.scenario.is_some(),
+            reboot_time: args.reboot_time,
+            time_factor: args.sim.time_factor,
+        };
+        let flagged_count = flagged.unwrap_or(snap.nodes.len());
+        (sc, world_timings) = rehearse::world_timings(snap, &sc, given, &written, flagged_count);
+    }
+    let (config, used, scaling) = run_config(&args, setup.as_ref(), sc.time_factor)?;
     let opts = RunOptions {
         flagged,
         progress: !args.rollout,
@@ -1029,7 +1047,6 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
             token: args.sim.token.clone(),
         }),
     };
-    let snapshot = rt.block_on(snapshot_of(&args))?;
     let rehearsing = snapshot.is_some();
     if let Some(snap) = &snapshot {
         // The report's lower bound counts one grace period per node: the snapshot's longest
@@ -1060,6 +1077,7 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
         failures: extra.failures,
         budget_holds: rehearse::budget_holds(&extra.holds, sc.time_factor),
         snapshot: snapshot.as_ref().map(|s| s.summary()),
+        world_timings,
     };
     match args.report {
         crate::cli::Output::Json => {
