@@ -92,6 +92,55 @@ fn a_halted_rollout_ends_the_run_at_once_and_says_why() {
     );
 }
 
+/// Every budget is `maxUnavailable: 0`: the first drain can never finish, and its failure at
+/// the drain's timeout would halt the rollout. The run ends as soon as a budget holds it,
+/// naming the budget, the pod and the node, and the exit code says it failed.
+#[test]
+fn a_budget_that_can_never_allow_a_disruption_ends_the_run_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("never.yaml");
+    std::fs::write(
+        &scenario,
+        "nodes: 3
+pdbShare: 1.0
+pdbMaxUnavailable: 0
+",
+    )
+    .unwrap();
+    let config = dir.path().join("config.yaml");
+    // The drain's 15m runs as 9 s at the time factor 0.01.
+    std::fs::write(
+        &config,
+        "drain: {timeout: 15m, evictUnreplicated: true, deleteEmptyDirData: true}
+",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, r, err) = simulate(&[
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--report",
+        "json",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(r["outcome"], "blocked", "{r}");
+    let why = r["outcomeReason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("can never allow a disruption (maxUnavailable is 0) and holds pod ")
+            && why.contains("on node node-")
+            && why.contains("drain.timeout 9s"),
+        "{why}"
+    );
+    assert_eq!(r["pdbViolations"], 0, "{r}");
+    assert!(
+        took < Duration::from_secs(9),
+        "the run took {took:?}: it waited for the drain's timeout"
+    );
+}
+
 /// The bound counts each node's own pods: with no pods to evict there is no termination to
 /// wait for, and the makespan can never be under it (the overhead was negative).
 #[test]

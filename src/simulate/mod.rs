@@ -850,6 +850,7 @@ pub async fn rollout_with(
     let mut bound_from = Duration::ZERO;
     let mut faults_over = chaos.is_none();
     let max_failures = h.config.failures.max_failures;
+    let mut holds_looked = Instant::now();
     loop {
         let t = start.elapsed();
         let nodes = watch.nodes();
@@ -872,7 +873,15 @@ pub async fn rollout_with(
                 .keys()
                 .cloned()
                 .collect();
+            // Looked at on a period: it reads the budgets holding drains.
+            let mut blocked = None;
+            if holds_looked.elapsed() >= HOLDS_LOOKED_EVERY {
+                holds_looked = Instant::now();
+                blocked = blocked_for_good(&h, &nodes).await;
+            }
             if let Some(d) = report::decided(&nodes, &flagged, &pending, &rebooted, max_failures) {
+                decision = Some((t, d));
+            } else if let Some(d) = blocked {
                 decision = Some((t, d));
             } else if t >= bound_from + Duration::from_secs_f64(bound.seconds)
                 || opts.cap.is_some_and(|c| t >= c)
@@ -970,6 +979,64 @@ pub async fn rollout_with(
     };
     h.shutdown().await;
     Ok((r, extra))
+}
+
+/// How often a run looks whether a budget that can never allow a disruption holds a drain.
+const HOLDS_LOOKED_EVERY: Duration = Duration::from_secs(1);
+
+/// The run's decision if a drain can never finish ([`report::blocked_for_good`]): the budgets
+/// refusing an eviction now, read through the harness's client with the pod's node.
+async fn blocked_for_good(h: &Harness, nodes: &[NodeView]) -> Option<(Outcome, String)> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let in_flight: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| n.state.is_some_and(NodeState::in_flight))
+        .map(|n| n.name.as_str())
+        .collect();
+    // Each budget holding a pod now is read once; the pods' nodes only for a budget that can
+    // never allow a disruption.
+    let mut by_budget: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for hold in h.cluster.budget_holds().into_iter().filter(|x| !x.released) {
+        by_budget.entry(hold.budget).or_default().push(hold.pod);
+    }
+    let mut held = Vec::new();
+    for (budget, held_pods) in by_budget {
+        let Some((bns, bname)) = budget.split_once('/') else {
+            continue;
+        };
+        let budgets: Api<PodDisruptionBudget> = Api::namespaced(h.client.clone(), bns);
+        let Ok(pdb) = budgets.get(bname).await else {
+            continue;
+        };
+        let selects = pdb.status.as_ref().map_or(0, |s| s.expected_pods.max(0));
+        if crate::plan::never_allows(&pdb, selects as usize).is_none() {
+            continue;
+        }
+        for pod in held_pods {
+            let Some((pns, pname)) = pod.split_once('/') else {
+                continue;
+            };
+            let pods: Api<Pod> = Api::namespaced(h.client.clone(), pns);
+            let Ok(Some(p)) = pods.get_opt(pname).await else {
+                continue;
+            };
+            match p.spec.and_then(|s| s.node_name) {
+                Some(node) if in_flight.contains(node.as_str()) => held.push(report::HeldBy {
+                    budget: budget.clone(),
+                    pod,
+                    node,
+                    pdb: pdb.clone(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    let failed = nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .count();
+    report::blocked_for_good(&held, &h.config, failed)
 }
 
 /// Runs `rollboot simulate`.
@@ -1093,7 +1160,10 @@ pub fn main(args: RolloutArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(if report.ok {
         ExitCode::SUCCESS
-    } else if rehearsing && report.pdb_violations == 0 && !report.failed.is_empty() {
+    } else if rehearsing
+        && report.pdb_violations == 0
+        && (!report.failed.is_empty() || report.outcome == Outcome::Blocked)
+    {
         // The rehearsal's answer: the rollout of this cluster would fail (named above).
         ExitCode::from(3)
     } else {

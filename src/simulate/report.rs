@@ -28,6 +28,10 @@ pub enum Outcome {
     Halted,
     /// Neither, past the run's bound.
     Stuck,
+    /// A node's drain can never finish (a budget that can never allow a disruption holds one
+    /// of its pods) and its failure will halt the rollout: decided at once instead of at the
+    /// drain's timeout.
+    Blocked,
 }
 
 impl Outcome {
@@ -37,6 +41,7 @@ impl Outcome {
             Outcome::Finished => "finished",
             Outcome::Halted => "halted",
             Outcome::Stuck => "stuck",
+            Outcome::Blocked => "blocked",
         }
     }
 }
@@ -86,17 +91,70 @@ pub fn decided(
         };
         return Some((Outcome::Finished, why));
     }
+    let why: Vec<String> = failed
+        .iter()
+        .map(|n| {
+            let reason = by_name
+                .get(n)
+                .and_then(|v| v.failure_reason.clone())
+                .unwrap_or_else(|| "no reason recorded".into());
+            format!("{n}: {reason}")
+        })
+        .collect();
     (failed.len() > max_failures as usize).then(|| {
         (
             Outcome::Halted,
             format!(
-                "halted: {} node(s) failed ({}), more than failures.maxFailures {max_failures}; {} flagged node(s) not rebooted ({})",
+                "halted: {} node(s) failed ({}), more than failures.maxFailures {max_failures}; {} flagged node(s) not rebooted ({}). Why: {}",
                 failed.len(),
                 failed.join(", "),
                 waiting.len(),
-                waiting.join(", ")
+                waiting.join(", "),
+                why.join("; ")
             ),
         )
+    })
+}
+
+/// A budget holding an eviction, as the rehearsal sees it: `namespace/name`, the pod it holds,
+/// its spec and how many pods it selects (`status.expectedPods`).
+pub struct HeldBy {
+    /// `namespace/name` of the budget.
+    pub budget: String,
+    /// `namespace/name` of the pod whose eviction it refuses now.
+    pub pod: String,
+    /// The node that pod runs on.
+    pub node: String,
+    /// The budget as read.
+    pub pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget,
+}
+
+/// Whether the run can be decided now because a drain can never finish: a budget holding a
+/// pod of an in-flight node can never allow a disruption ([`crate::plan::never_allows`], as
+/// `rollboot plan` says it), the drain does not delete around budgets after its timeout, and
+/// that node's failure will halt the rollout (`failed` nodes already, `max_failures`). Pure.
+pub fn blocked_for_good(
+    held: &[HeldBy],
+    config: &crate::config::Config,
+    failed: usize,
+) -> Option<(Outcome, String)> {
+    if config.drain.force_delete_after_timeout || failed < config.failures.max_failures as usize {
+        return None;
+    }
+    held.iter().find_map(|h| {
+        let pods = h
+            .pdb
+            .status
+            .as_ref()
+            .map_or(0, |s| s.expected_pods.max(0) as usize);
+        let why = crate::plan::never_allows(&h.pdb, pods)?;
+        Some((
+            Outcome::Blocked,
+            format!(
+                "blocked: PodDisruptionBudget {} can never allow a disruption ({why}) and holds pod {} on node {}: its drain fails at drain.timeout {} and the failure halts the rollout (failures.maxFailures {}); decided now rather than then",
+                h.budget, h.pod, h.node, config.drain.timeout, config.failures.max_failures
+            ),
+        ))
     })
 }
 
@@ -753,8 +811,14 @@ mod tests {
         assert_eq!(o, Outcome::Halted);
         assert_eq!(
             why,
-            "halted: 1 node(s) failed (a), more than failures.maxFailures 0; 2 flagged node(s) not rebooted (b, c)"
+            "halted: 1 node(s) failed (a), more than failures.maxFailures 0; 2 flagged node(s) not rebooted (b, c). Why: a: no reason recorded"
         );
+        // The reason is the controller's, as written on the Node.
+        let mut a = nodes[0].clone();
+        a.failure_reason = Some("drain timed out".into());
+        let with_reason = [a, nodes[1].clone(), nodes[2].clone()];
+        let (_, why) = decided(&with_reason, &flagged, &none, &none, 0).unwrap();
+        assert!(why.ends_with("Why: a: drain timed out"), "{why}");
         assert_eq!(
             decided(&nodes, &flagged, &none, &none, 1),
             None,
@@ -768,6 +832,47 @@ mod tests {
         let (o, why) = decided(&nodes, &flagged, &none, &none, 1).unwrap();
         assert_eq!(o, Outcome::Finished);
         assert!(why.contains("1 failed (a)"), "{why}");
+    }
+
+    #[test]
+    fn a_budget_that_can_never_allow_a_disruption_decides_the_run_when_its_failure_halts() {
+        let pdb = |spec: serde_json::Value| -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"namespace": "shop", "name": "web"},
+                "spec": spec,
+                "status": {"expectedPods": 3, "disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3},
+            }))
+            .unwrap()
+        };
+        let held = |spec| HeldBy {
+            budget: "shop/web".into(),
+            pod: "shop/web-1".into(),
+            node: "n1".into(),
+            pdb: pdb(spec),
+        };
+        let cfg = |yaml: &str| crate::config::parse_str(yaml).unwrap();
+        let never = [held(serde_json::json!({"maxUnavailable": 0}))];
+        let (o, why) = blocked_for_good(&never, &cfg("{}"), 0).unwrap();
+        assert_eq!(o, Outcome::Blocked);
+        assert!(
+            why.starts_with("blocked: PodDisruptionBudget shop/web can never allow a disruption (maxUnavailable is 0) and holds pod shop/web-1 on node n1"),
+            "{why}"
+        );
+        let all_three = [held(serde_json::json!({"minAvailable": 3}))];
+        assert!(blocked_for_good(&all_three, &cfg("{}"), 0).is_some());
+        // A budget that may allow one later, a failure the rollout survives, or a drain that
+        // deletes around the budget at its timeout: the run goes on.
+        let later = [held(serde_json::json!({"maxUnavailable": 1}))];
+        assert_eq!(blocked_for_good(&later, &cfg("{}"), 0), None);
+        assert_eq!(
+            blocked_for_good(&never, &cfg("failures: {maxFailures: 1}"), 0),
+            None
+        );
+        assert!(blocked_for_good(&never, &cfg("failures: {maxFailures: 1}"), 1).is_some());
+        assert_eq!(
+            blocked_for_good(&never, &cfg("drain: {forceDeleteAfterTimeout: true}"), 0),
+            None
+        );
     }
 
     #[test]
