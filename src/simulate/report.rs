@@ -293,12 +293,14 @@ pub struct Report {
     /// cost and perfect packing.
     pub lower_bound_seconds: f64,
     /// (makespan - bound) x maxNodes / flagged nodes, milliseconds: the coordination time each
-    /// node's cycle adds to its slot (with maxNodes 1: to the rollout).
-    pub overhead_per_node_ms: f64,
+    /// node's cycle adds to its slot (with maxNodes 1: to the rollout). Absent unless the run
+    /// finished with every flagged node rebooted (the bound counts them all).
+    pub overhead_per_node_ms: Option<f64>,
     /// With maxNodes 1, the median over the flagged nodes of each node's overhead,
     /// milliseconds: the time between consecutive completions (the first from the flagging)
     /// minus that node's irreducible time. Its mean is `overhead_per_node_ms`. Absent with
-    /// maxNodes > 1, where completions interleave.
+    /// maxNodes > 1, where completions interleave, and when the run did not finish with every
+    /// flagged node rebooted.
     pub overhead_per_node_median_ms: Option<f64>,
     /// Seconds the requests were counted over (from the start of the controllers).
     pub observed_seconds: f64,
@@ -371,15 +373,20 @@ impl Report {
             "  lower bound              {:.2} s",
             self.lower_bound_seconds
         );
-        let _ = writeln!(
-            s,
-            "  coordinator overhead     {:.0} ms per node (mean), {}",
-            self.overhead_per_node_ms,
-            match self.overhead_per_node_median_ms {
-                Some(m) => format!("{m:.0} ms (median)"),
-                None => "no median with maxNodes > 1".into(),
-            }
-        );
+        let _ = match self.overhead_per_node_ms {
+            Some(mean) => writeln!(
+                s,
+                "  coordinator overhead     {mean:.0} ms per node (mean), {}",
+                match self.overhead_per_node_median_ms {
+                    Some(m) => format!("{m:.0} ms (median)"),
+                    None => "no median with maxNodes > 1".into(),
+                }
+            ),
+            None => writeln!(
+                s,
+                "  coordinator overhead     not measured: the run did not reboot every flagged node"
+            ),
+        };
         let _ = writeln!(
             s,
             "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
@@ -648,6 +655,9 @@ pub async fn report(
         ));
     }
     let (outcome, outcome_reason) = seen.outcome;
+    // The bound counts every flagged node: against a run that did not reboot them all, the
+    // difference means nothing.
+    let measured_overhead = outcome == Outcome::Finished && rebooted_once == flagged.len();
     if outcome == Outcome::Stuck {
         breaks.push(outcome_reason.clone());
     }
@@ -697,12 +707,14 @@ pub async fn report(
         failed,
         makespan_seconds: makespan_s,
         lower_bound_seconds: bound,
-        overhead_per_node_ms: if flagged.is_empty() {
-            0.0
-        } else {
-            (makespan_s - bound) * 1000.0 * f64::from(max_nodes.max(1)) / flagged.len() as f64
-        },
-        overhead_per_node_median_ms: median,
+        overhead_per_node_ms: measured_overhead.then(|| {
+            if flagged.is_empty() {
+                0.0
+            } else {
+                (makespan_s - bound) * 1000.0 * f64::from(max_nodes.max(1)) / flagged.len() as f64
+            }
+        }),
+        overhead_per_node_median_ms: median.filter(|_| measured_overhead),
         observed_seconds: seen.observed.as_secs_f64(),
         requests_per_minute: total as f64 * 60.0 / seen.observed.as_secs_f64().max(0.001),
         controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
