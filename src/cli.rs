@@ -133,6 +133,10 @@ pub enum Command {
         /// Plan from this instant (RFC 3339) instead of now; the cluster is read as it is now.
         #[arg(long, value_parser = parse_instant)]
         at: Option<DateTime<Utc>>,
+        /// Ask Prometheus for `blockers.prometheus` at this URL instead of the config's (an
+        /// in-cluster address is often out of reach from here: a port-forward's).
+        #[arg(long)]
+        prometheus_url: Option<String>,
     },
     /// Run the real controller and agents against an embedded simulated cluster.
     Simulate(Box<crate::simulate::RolloutArgs>),
@@ -317,6 +321,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             reboot_time,
             gate_time,
             at,
+            prometheus_url,
         } => {
             let Some(config) = load_or_report(&config)? else {
                 return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
@@ -326,7 +331,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 reboot_time,
                 gate_time,
             };
-            current_thread_runtime()?.block_on(plan(&config, opts, at, output))
+            current_thread_runtime()?.block_on(plan(
+                &config,
+                opts,
+                at,
+                prometheus_url.as_deref(),
+                output,
+            ))
         }
         Command::Simulate(args) => crate::simulate::main(*args),
         Command::Pause {
@@ -462,6 +473,7 @@ async fn plan(
     config: &Config,
     opts: crate::plan::Options,
     at: Option<DateTime<Utc>>,
+    prometheus_url: Option<&str>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     let kube_config = match one_shot_config("plan").await {
@@ -471,7 +483,7 @@ async fn plan(
             return Ok(ExitCode::FAILURE);
         }
     };
-    let cluster = match crate::plan::read::fetch(kube_config, config).await {
+    let cluster = match crate::plan::read::fetch(kube_config, config, prometheus_url).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

@@ -21,6 +21,22 @@ use cli::rollboot;
 
 const IDENTITY: &str = "plan-cli";
 
+/// A Prometheus stand-in on loopback whose `/api/v1/alerts` says `names` fire; its URL.
+async fn prometheus_firing(names: &[&str]) -> String {
+    let body = json!({"status": "success", "data": {"alerts": names.iter().map(|n|
+        json!({"labels": {"alertname": n}, "state": "firing"})
+    ).collect::<Vec<_>>()}})
+    .to_string();
+    let app = axum::Router::new().route(
+        "/api/v1/alerts",
+        axum::routing::get(move || std::future::ready(body.clone())),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
 /// A cluster of `nodes` nodes and no pods of its own; the test adds what it needs.
 async fn start(nodes: usize, config: &str) -> (Harness, tempfile::TempDir, PathBuf, PathBuf) {
     let sc = Scenario {
@@ -141,10 +157,55 @@ fn assert_read_only(h: &Harness) {
     assert!(verbs.contains("list"), "{mine:?}");
 }
 
+/// A Prometheus out of reach from where plan runs (an in-cluster address, say) is a warning
+/// that says how to ask it anyway, not a blocker; `--prometheus-url` asks another address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_out_of_reach_warns_and_prometheus_url_asks_elsewhere() {
+    let config = "blockers:\n  prometheus:\n    url: http://127.0.0.1:9\n";
+    let (h, _dir, kubeconfig, file) = start(2, config).await;
+    h.patch_node("node-0000", flag_at("2026-01-01T00:00:00Z"))
+        .await
+        .unwrap();
+    let plan = |extra: Vec<String>| {
+        let mut args = vec![
+            "plan".to_string(),
+            "--config".into(),
+            file.to_str().unwrap().into(),
+            "--output".into(),
+            "json".into(),
+        ];
+        args.extend(extra);
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            rollboot(&kubeconfig, &args).await
+        }
+    };
+    let (code, out, err) = plan(vec![]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["problems"][0]["kind"], "alertsUnknown", "{doc}");
+    assert_eq!(doc["problems"][0]["severity"], "warns");
+    let msg = doc["problems"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Prometheus at http://127.0.0.1:9 could not be asked from here")
+            && msg.contains("--prometheus-url"),
+        "{msg}"
+    );
+    let firing = prometheus_firing(&["EtcdDown"]).await;
+    let (code, out, err) = plan(vec!["--prometheus-url".into(), firing]).await;
+    assert_eq!(code, 3, "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["problems"][0]["kind"], "alerts", "{doc}");
+    assert_eq!(doc["rollout"]["assumesBlockersCleared"], true);
+    h.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_node_and_pod() {
-    let config = "drain:\n  podSelector: 'app notin (side)'\nblockers:\n  podSelectors: ['backup=running']\n  prometheus:\n    url: http://127.0.0.1:9\nnodes:\n  order: name\n";
-    let (h, _dir, kubeconfig, file) = start(4, config).await;
+    let prometheus = prometheus_firing(&["NodeDown", "Watchdog"]).await;
+    let config = format!("drain:\n  podSelector: 'app notin (side)'\nblockers:\n  podSelectors: ['backup=running']\n  prometheus:\n    url: {prometheus}\n    alertFilter: Watchdog\nnodes:\n  order: name\n");
+    let (h, _dir, kubeconfig, file) = start(4, &config).await;
     for ns in ["plan-a", "plan-b"] {
         namespace(&h, ns).await;
     }
@@ -385,6 +446,13 @@ async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_
     );
     assert!(m.contains("drain.podSelector"), "{m}");
 
+    // The controller's own Prometheus query: NodeDown fires, Watchdog is filtered out.
+    let alerts = find("alerts", None);
+    assert_eq!(alerts["severity"], "blocks");
+    assert_eq!(
+        alerts["message"],
+        "1 alert(s) firing in Prometheus: NodeDown"
+    );
     let lock = find("lockHeld", None);
     assert_eq!(lock["severity"], "blocks");
     assert_eq!(lock["node"], Value::Null);
@@ -399,7 +467,7 @@ async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_
         .as_str()
         .unwrap()
         .contains("backup=running"));
-    assert_eq!(problems.len(), 12, "{problems:#?}");
+    assert_eq!(problems.len(), 13, "{problems:#?}");
     // Blockers first, then failures, then warnings.
     let severities: Vec<&str> = problems
         .iter()
@@ -456,10 +524,7 @@ async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_
         "a held budget: drain.timeout"
     );
     assert_eq!(nodes[1]["refuse"], json!([]));
-    assert!(doc["notChecked"][0]
-        .as_str()
-        .unwrap()
-        .starts_with("blockers.prometheus"));
+    assert_eq!(doc["notChecked"], json!([]));
 
     // The text names the same things.
     let (code, text, err) =
@@ -471,7 +536,7 @@ async fn every_cause_that_would_block_the_rollout_or_fail_a_drain_is_named_with_
         "FAILS [overlappingBudgets] node node-0001: pod plan-a/both",
         "[outsidePodSelector] node node-0001: pod plan-b/side",
         "halts:        node node-0000 fails",
-        "not checked:  blockers.prometheus",
+        "BLOCKS [alerts] 1 alert(s) firing in Prometheus: NodeDown",
     ] {
         assert!(text.contains(needle), "`{needle}` missing:\n{text}");
     }

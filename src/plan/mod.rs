@@ -46,6 +46,9 @@ pub struct Cluster {
     pub budgets: Vec<PodDisruptionBudget>,
     /// The DaemonSets that exist: (namespace, name).
     pub daemon_sets: BTreeSet<(String, String)>,
+    /// What Prometheus answered for `blockers.prometheus` (the alerts that block, or why it
+    /// could not be asked), with the URL asked; `None` when the config has no Prometheus.
+    pub alerts: Option<(String, Result<Vec<String>, String>)>,
 }
 
 /// How long a reboot is taken to last when neither `--reboot-time` nor a measured cycle says.
@@ -365,6 +368,11 @@ pub enum Kind {
     OutsidePodSelector,
     /// `drain.forceDeleteAfterTimeout` would delete a pod around its budget.
     ForceDelete,
+    /// Alerts fire in Prometheus (`blockers.prometheus`).
+    Alerts,
+    /// Prometheus could not be asked from here (the controller, which asks it before each
+    /// start, does not start while it cannot).
+    AlertsUnknown,
 }
 
 impl Kind {
@@ -833,11 +841,36 @@ fn cluster_blockers(
                         ..p(Kind::BlockingPods)
                     }
                 }
-                // Prometheus is not asked by the plan.
+                // Prometheus is asked by the read, not through the snapshot: see `alerts`.
                 Blocker::Alerts { .. } | Blocker::AlertsUnknown { .. } => return None,
             })
         })
         .collect()
+}
+
+/// The problem Prometheus's answer makes, if any: firing alerts block (as the controller's
+/// blocker says it), an unanswered query warns (from where the plan runs, an in-cluster
+/// Prometheus is often out of reach; the controller does not start while it cannot ask).
+fn alerts(answer: &Option<(String, Result<Vec<String>, String>)>) -> Option<Problem> {
+    let (url, answer) = answer.as_ref()?;
+    match answer {
+        Ok(names) if names.is_empty() => None,
+        Ok(names) => Some(Problem::new(
+            Severity::Blocks,
+            Kind::Alerts,
+            Blocker::Alerts {
+                names: names.clone(),
+            }
+            .to_string(),
+        )),
+        Err(error) => Some(Problem::new(
+            Severity::Warns,
+            Kind::AlertsUnknown,
+            format!(
+                "Prometheus at {url} could not be asked from here ({error}): the controller asks it before each start and starts nothing while it cannot; `rollboot plan --prometheus-url` asks another address (a port-forward)"
+            ),
+        )),
+    }
 }
 
 /// Builds the plan from what the cluster says at `now`.
@@ -846,7 +879,8 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
     let ours = crate::controller::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
     let mut problems = cluster_blockers(cluster, &record, foreign.as_deref(), config, now);
-    let assumes_blockers_cleared = !problems.is_empty();
+    problems.extend(alerts(&cluster.alerts));
+    let assumes_blockers_cleared = problems.iter().any(|p| p.severity == Severity::Blocks);
 
     // The candidates, flagged as the controller needs them (`--all`: every selected node, as
     // though an operator had requested each).
@@ -1055,9 +1089,9 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
         })
         .collect();
     let mut not_checked = Vec::new();
-    if config.blockers.prometheus.is_some() {
+    if config.blockers.prometheus.is_some() && cluster.alerts.is_none() {
         not_checked.push(
-            "blockers.prometheus (alerts are not evaluated by plan; the controller asks Prometheus before each start)"
+            "blockers.prometheus (Prometheus was not asked; the controller asks it before each start)"
                 .to_string(),
         );
     }

@@ -1,6 +1,7 @@
 //! The cluster read of `rollboot plan`: the Leases and Nodes as `rollboot status` reads them
 //! ([`crate::status::fetch_with`]), then every Pod, PodDisruptionBudget and DaemonSet (metadata
-//! only), each a paged list.
+//! only), each a paged list; and, with `blockers.prometheus`, the alerts the controller's own
+//! query finds ([`crate::controller::alerts`]).
 //!
 //! Owns only I/O, and only gets and lists: it must never write to the cluster, and decides
 //! nothing (that is [`super::build`]).
@@ -43,8 +44,13 @@ where
     }
 }
 
-/// Reads what a plan needs, with gets and lists only.
-pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Cluster, FetchError> {
+/// Reads what a plan needs, with gets and lists only; Prometheus at `prometheus_url` when
+/// given, else at the config's URL.
+pub async fn fetch(
+    kube_config: kube::Config,
+    config: &Config,
+    prometheus_url: Option<&str>,
+) -> Result<Cluster, FetchError> {
     let server = kube_config.cluster_url.to_string();
     let client =
         kube::Client::try_from(kube_config).map_err(FetchError::reading(&server, "a client"))?;
@@ -75,11 +81,26 @@ pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Cluster
             None => break,
         }
     }
+    let alerts = match &config.blockers.prometheus {
+        Some(p) => {
+            let mut p = p.clone();
+            if let Some(url) = prometheus_url {
+                p.url = url.to_string();
+            }
+            let answer = match crate::controller::alerts::AlertSource::new(&p) {
+                Ok(source) => source.check().await,
+                Err(e) => Err(e),
+            };
+            Some((p.url, answer))
+        }
+        None => None,
+    };
     Ok(Cluster {
         lock: snapshot.lock,
         nodes: snapshot.nodes,
         pods,
         budgets,
         daemon_sets,
+        alerts,
     })
 }
