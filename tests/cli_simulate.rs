@@ -19,6 +19,28 @@ fn simulate(args: &[&str]) -> (i32, serde_json::Value, String) {
     )
 }
 
+/// Runs `rollboot simulate --report json` on the scenario and config given as YAML; also how
+/// long it took.
+fn simulate_yaml(scenario: &str, config: &str) -> (i32, serde_json::Value, String, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, c) = (
+        dir.path().join("scenario.yaml"),
+        dir.path().join("config.yaml"),
+    );
+    std::fs::write(&s, scenario).unwrap();
+    std::fs::write(&c, config).unwrap();
+    let started = Instant::now();
+    let (code, r, err) = simulate(&[
+        "--scenario",
+        s.to_str().unwrap(),
+        "--config",
+        c.to_str().unwrap(),
+        "--report",
+        "json",
+    ]);
+    (code, r, err, started.elapsed())
+}
+
 #[test]
 fn impossible_worlds_are_refused_naming_what_is_wrong() {
     let (code, _, err) = simulate(&["--nodes", "0"]);
@@ -45,31 +67,12 @@ fn impossible_worlds_are_refused_naming_what_is_wrong() {
 /// for a bound of minutes.
 #[test]
 fn a_halted_rollout_ends_the_run_at_once_and_says_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("halt.yaml");
-    std::fs::write(
-        &scenario,
+    let (code, r, err, took) = simulate_yaml(
         "nodes: 3\nfaults:\n  stopAfter: 3\n  faults:\n  - {at: 0, node: node-0000, forSeconds: 3, fault: hostHangs}\n  - {at: 0, node: node-0001, forSeconds: 3, fault: hostHangs}\n  - {at: 0, node: node-0002, forSeconds: 3, fault: hostHangs}\n",
-    )
-    .unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
         // Durations as an operator writes them: the rehearsal scales them by the time factor
         // (0.01): the reboot timeout 5m runs as 3 s, the drain's 15m as 9 s.
         "reboot: {timeout: 5m}\ndrain: {evictUnreplicated: true, deleteEmptyDirData: true}\n",
-    )
-    .unwrap();
-    let started = Instant::now();
-    let (code, r, err) = simulate(&[
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-        "--report",
-        "json",
-    ]);
-    let took = started.elapsed();
+    );
     // Exit 0: the one failure is the hung host's, as the faults say; every invariant held.
     assert_eq!(code, 0, "{err}");
     assert_eq!(r["ok"], true, "{r}");
@@ -97,34 +100,11 @@ fn a_halted_rollout_ends_the_run_at_once_and_says_why() {
 /// naming the budget, the pod and the node, and the exit code says it failed.
 #[test]
 fn a_budget_that_can_never_allow_a_disruption_ends_the_run_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("never.yaml");
-    std::fs::write(
-        &scenario,
-        "nodes: 3
-pdbShare: 1.0
-pdbMaxUnavailable: 0
-",
-    )
-    .unwrap();
-    let config = dir.path().join("config.yaml");
-    // The drain's 15m runs as 9 s at the time factor 0.01.
-    std::fs::write(
-        &config,
-        "drain: {timeout: 15m, evictUnreplicated: true, deleteEmptyDirData: true}
-",
-    )
-    .unwrap();
-    let started = Instant::now();
-    let (code, r, err) = simulate(&[
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-        "--report",
-        "json",
-    ]);
-    let took = started.elapsed();
+    let (code, r, err, took) = simulate_yaml(
+        "nodes: 3\npdbShare: 1.0\npdbMaxUnavailable: 0\n",
+        // The drain's 15m runs as 9 s at the time factor 0.01.
+        "drain: {timeout: 15m, evictUnreplicated: true, deleteEmptyDirData: true}\n",
+    );
     assert_eq!(code, 1, "{err}");
     assert_eq!(r["outcome"], "blocked", "{r}");
     let why = r["outcomeReason"].as_str().unwrap_or_default();

@@ -916,14 +916,9 @@ impl<'a> Suite<'a> {
     /// Check 10: `rollboot plan --all --output json` (admin) on the settled workload, before any
     /// rollboot process runs: what it says each drain evicts against the pods the observer sees.
     async fn check_plan(&mut self, report: &mut Report) -> Result<(), String> {
-        let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
-            .args(["plan", "--all", "--output", "json", "--config"])
-            .arg(self.rb.join("controller.yaml"))
-            .env("KUBECONFIG", &self.cluster.admin)
-            .env("NO_COLOR", "1")
-            .output()
-            .await
-            .map_err(|e| format!("running rollboot plan: {e}"))?;
+        let out = self
+            .run_rollboot(&["plan", "--all", "--output", "json"])
+            .await?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut failures = Vec::new();
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -1234,9 +1229,9 @@ impl<'a> Suite<'a> {
 
     // ---- helpers -----------------------------------------------------------------------------
 
-    /// Runs `rollboot ARGS --config controller.yaml` as the admin; its stdout, or why it failed.
-    async fn rollboot_cli(&self, args: &[&str]) -> Result<String, String> {
-        let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
+    /// Runs `rollboot ARGS --config controller.yaml` as the admin.
+    async fn run_rollboot(&self, args: &[&str]) -> Result<std::process::Output, String> {
+        tokio::process::Command::new(&self.cluster.setup.rollboot)
             .args(args)
             .arg("--config")
             .arg(self.rb.join("controller.yaml"))
@@ -1244,7 +1239,12 @@ impl<'a> Suite<'a> {
             .env("NO_COLOR", "1")
             .output()
             .await
-            .map_err(|e| format!("running rollboot {args:?}: {e}"))?;
+            .map_err(|e| format!("running rollboot {args:?}: {e}"))
+    }
+
+    /// Runs `rollboot ARGS --config controller.yaml` as the admin; its stdout, or why it failed.
+    async fn rollboot_cli(&self, args: &[&str]) -> Result<String, String> {
+        let out = self.run_rollboot(args).await?;
         if !out.status.success() {
             return Err(format!(
                 "rollboot {args:?} exited {}: {}",
@@ -1258,15 +1258,7 @@ impl<'a> Suite<'a> {
     /// Runs `rollboot ARGS --config controller.yaml` as the admin and parses its JSON output,
     /// whatever its exit code (a plan that would not proceed exits 3 with its JSON).
     async fn rollboot_json(&self, args: &[&str]) -> Result<serde_json::Value, String> {
-        let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
-            .args(args)
-            .arg("--config")
-            .arg(self.rb.join("controller.yaml"))
-            .env("KUBECONFIG", &self.cluster.admin)
-            .env("NO_COLOR", "1")
-            .output()
-            .await
-            .map_err(|e| format!("running rollboot {args:?}: {e}"))?;
+        let out = self.run_rollboot(args).await?;
         serde_json::from_slice(&out.stdout).map_err(|e| {
             format!(
                 "rollboot {args:?} exited {} without JSON ({e}): {}",

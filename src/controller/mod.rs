@@ -1493,6 +1493,16 @@ async fn request_reboot(
     Ok(())
 }
 
+/// When `node`'s cycle started, as the maintenance lock records it (as last read or written).
+fn cycle_start(ctx: &Ctx, node: &str) -> Option<DateTime<Utc>> {
+    ctx.lock_record
+        .lock()
+        .expect("lock cache")
+        .entries
+        .get(node)
+        .map(|e| e.since)
+}
+
 async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
     let node = view.name.as_str();
     let now = Utc::now();
@@ -1500,13 +1510,7 @@ async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
     // The history, in the same fenced write as `done`: a cycle is counted once, as the write
     // that ends it is made once. Its parts are timed from what the cycle wrote: its start in
     // the lock, the token's instant, the instant it was marked back (`verifying`).
-    let start = ctx
-        .lock_record
-        .lock()
-        .expect("lock cache")
-        .entries
-        .get(node)
-        .map(|e| e.since);
+    let start = cycle_start(ctx, node);
     let requested = view
         .reboot_token
         .as_deref()

@@ -164,13 +164,7 @@ pub(super) fn written(ctx: &Ctx, before: &NodeView, after: &Node) {
     let node = before.name.as_str();
     let end = match state {
         NodeState::Done => {
-            let start = ctx
-                .lock_record
-                .lock()
-                .expect("lock cache")
-                .entries
-                .get(node)
-                .map(|e| e.since);
+            let start = super::cycle_start(ctx, node);
             if let Some(s) = start {
                 ctx.metrics.phase(Phase::Cycle, secs(s));
             }

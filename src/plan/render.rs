@@ -178,21 +178,24 @@ pub fn text(p: &Plan) -> String {
     for n in &p.nodes {
         let e = &n.estimate;
         let _ = writeln!(out, "{}: drain: {}", n.name, e.drain_basis);
-        if e.reboot_seconds > 0 && e.reboot_basis != p.estimate.reboot_basis {
-            let _ = writeln!(
-                out,
-                "  reboot {}: {}",
-                secs(e.reboot_seconds),
-                e.reboot_basis
-            );
-        }
-        if e.gate_seconds > 0 && e.gate_basis != p.estimate.gate_basis {
-            let _ = writeln!(
-                out,
-                "  health gate {}: {}",
-                secs(e.gate_seconds),
-                e.gate_basis
-            );
+        // A part whose basis differs from the rule in the header (its own measured cycle).
+        for (part, seconds, basis, rule) in [
+            (
+                "reboot",
+                e.reboot_seconds,
+                &e.reboot_basis,
+                &p.estimate.reboot_basis,
+            ),
+            (
+                "health gate",
+                e.gate_seconds,
+                &e.gate_basis,
+                &p.estimate.gate_basis,
+            ),
+        ] {
+            if seconds > 0 && basis != rule {
+                let _ = writeln!(out, "  {part} {}: {basis}", secs(seconds));
+            }
         }
         if let Some(w) = n.window {
             if let (Some(s), Some(e)) = (w.start, w.end) {
