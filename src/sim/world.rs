@@ -101,10 +101,7 @@ impl World {
 
     /// The bootID of a node.
     pub fn boot_id(&self, node: &str) -> Option<String> {
-        let e = self.shared.store.get(Kind::Node, node)?;
-        e.value()["status"]["nodeInfo"]["bootID"]
-            .as_str()
-            .map(str::to_string)
+        self.shared.store.get(Kind::Node, node)?.idx.boot_id.clone()
     }
 }
 
@@ -492,27 +489,39 @@ fn refresh_replicas(inner: &mut Inner, kind: Kind, key: &str) {
     let Some(old) = inner.get(kind, key).cloned() else {
         return;
     };
-    let (mut replicas, mut ready) = (0u64, 0u64);
+    let (mut replicas, mut ready) = (0i64, 0i64);
     for p in inner.pods_owned_by(&old.idx.uid) {
         if kind == Kind::StatefulSet || !p.idx.deleting {
             replicas += 1;
-            ready += u64::from(p.idx.ready && !p.idx.deleting);
+            ready += i64::from(p.idx.ready && !p.idx.deleting);
         }
     }
-    let mut v = old.value();
-    let before = v.clone();
-    let st = &mut v["status"];
-    st["observedGeneration"] = before["metadata"]["generation"].clone();
-    st["replicas"] = json!(replicas);
-    st["readyReplicas"] = json!(ready);
-    st["availableReplicas"] = json!(ready);
-    let same_as_replicas: &[&str] = if kind == Kind::StatefulSet {
+    let Some(workload) = old.idx.workload.as_deref() else {
+        return;
+    };
+    let same_as_replicas: &[&'static str] = if kind == Kind::StatefulSet {
         &["currentReplicas", "updatedReplicas"]
     } else {
         &["fullyLabeledReplicas"]
     };
-    for f in same_as_replicas {
-        st[*f] = json!(replicas);
+    let mut counts: Vec<(&'static str, Option<i64>)> = vec![
+        ("observedGeneration", workload.generation),
+        ("replicas", Some(replicas)),
+        ("readyReplicas", Some(ready)),
+        ("availableReplicas", Some(ready)),
+    ];
+    counts.extend(same_as_replicas.iter().map(|f| (*f, Some(replicas))));
+    // Most pod changes leave the counts as they are: known from the index, without parsing.
+    if counts
+        .iter()
+        .all(|(f, n)| workload.counts.get(f).copied() == *n)
+    {
+        return;
+    }
+    let mut v = old.value();
+    let before = v.clone();
+    for (f, n) in counts {
+        v["status"][f] = json!(n);
     }
     if v != before {
         inner.put(kind, v);
@@ -805,15 +814,7 @@ impl Runner {
         let key = p.key();
         if p.deleting {
             if self.timers.insert((key.clone(), "remove".into())) {
-                let grace = {
-                    let e = self.shared.store.get(Kind::Pod, &key);
-                    e.map(|e| {
-                        e.value()["metadata"]["deletionGracePeriodSeconds"]
-                            .as_i64()
-                            .unwrap_or(0)
-                    })
-                    .unwrap_or(0)
-                };
+                let grace = p.deletion_grace.unwrap_or(0);
                 let exit = (grace as f64).min(self.sc.pod_exit_seconds.unwrap_or(f64::MAX));
                 self.later(self.sc.scaled(exit), Msg::Remove(key, p.uid.clone()));
             }
@@ -944,8 +945,7 @@ impl Runner {
         let Some(rs) = self.shared.store.get(Kind::ReplicaSet, &key_of(ns, name)) else {
             return;
         };
-        let rsv = rs.value();
-        let want = rsv["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
+        let want = wanted_pods(&rs.idx) as usize;
         let have = {
             let inner = self.shared.store.lock();
             inner
@@ -953,6 +953,10 @@ impl Runner {
                 .filter(|e| !e.idx.deleting)
                 .count()
         };
+        if have >= want {
+            return;
+        }
+        let rsv = rs.value();
         for _ in have..want {
             let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
             let mut inner = self.shared.store.lock();
@@ -980,7 +984,7 @@ impl Runner {
             return;
         };
         let ssv = ss.value();
-        let want = ssv["spec"]["replicas"].as_u64().unwrap_or(1);
+        let want = wanted_pods(&ss.idx);
         let mut inner = self.shared.store.lock();
         for i in 0..want {
             let pod = format!("{name}-{i}");
@@ -1283,6 +1287,12 @@ impl TaintChange {
             v["spec"]["taints"] = Value::Array(taints);
         }
     }
+}
+
+/// The pods a ReplicaSet or StatefulSet wants: `spec.replicas`, 1 when absent or negative.
+fn wanted_pods(controller: &Index) -> u64 {
+    let scale = controller.workload.as_ref().and_then(|w| w.scale);
+    scale.and_then(|n| u64::try_from(n).ok()).unwrap_or(1)
 }
 
 /// A controller's pod template grace period, when it sets one (a loaded snapshot's do; the
