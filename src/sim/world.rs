@@ -518,14 +518,12 @@ fn refresh_replicas(inner: &mut Inner, kind: Kind, key: &str) {
     {
         return;
     }
+    // A count differs from what the object says: written without comparing the whole.
     let mut v = old.value();
-    let before = v.clone();
     for (f, n) in counts {
         v["status"][f] = json!(n);
     }
-    if v != before {
-        inner.put(kind, v);
-    }
+    inner.put(kind, v);
 }
 
 /// The scheduler's view of the nodes: pods bound to each, and the nodes it may bind to
