@@ -221,13 +221,16 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
         return Vec::new();
     }
     let group = config.group_limit();
-    let by_name: HashMap<&str, &NodeView> = s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let group_of = |n: &NodeView, key: &str| n.labels.get(key).cloned().unwrap_or_default();
     let mut per_group: HashMap<String, usize> = HashMap::new();
     // Nodes in the lock whose Node is gone and whose entry names no group (written before
     // entries named one): they count in every group, as their host may be down in any.
     let mut anywhere = 0;
     if let Some((key, _)) = group {
+        // Built only for a per-group limit: an index of every Node per pick was a cost in the
+        // cluster's size (issue 14).
+        let by_name: HashMap<&str, &NodeView> =
+            s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         for (name, entry) in s.in_flight {
             // A Node gone mid-cycle keeps its slot (see `next_step`), and its group with it.
             match (by_name.get(name.as_str()), &entry.group) {
@@ -240,7 +243,7 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     let mut candidates: Vec<&NodeView> = s
         .nodes
         .iter()
-        .filter(|n| !s.in_flight.contains_key(&n.name) && is_candidate(n, config))
+        .filter(|n| is_candidate(n, config) && !s.in_flight.contains_key(&n.name))
         .collect();
     sort_candidates(&mut candidates, config.nodes.order);
     let mut out = Vec::new();

@@ -744,7 +744,7 @@ async fn tick(
     let views = self::views(ctx, nodes);
     let candidates = views
         .iter()
-        .any(|n| !record.entries.contains_key(&n.name) && decide::is_candidate(n, &ctx.config));
+        .any(|n| decide::is_candidate(n, &ctx.config) && !record.entries.contains_key(&n.name));
     if !candidates {
         observe::pass(ctx, &views, &record, &[], now);
         return Ok(next);

@@ -66,7 +66,7 @@ pub fn gauges(
     let mut g = RolloutGauges::default();
     let mut failed = 0;
     for v in views {
-        if !record.entries.contains_key(&v.name) && decide::is_candidate(v, config) {
+        if decide::is_candidate(v, config) && !record.entries.contains_key(&v.name) {
             *g.nodes_by_state.entry("waiting").or_default() += 1;
         }
         let Some(state) = v.state else { continue };

@@ -491,18 +491,16 @@ pub fn budget_now(inner: &Inner, pdb: &Value) -> (Budget, BTreeSet<String>) {
         cache
             .entry(ouid.clone())
             .or_insert_with(|| {
-                let (kind, path) = match okind.as_str() {
-                    "ReplicaSet" => (Kind::ReplicaSet, "/spec/replicas"),
-                    "DaemonSet" => (Kind::DaemonSet, "/status/desiredNumberScheduled"),
-                    "Deployment" => (Kind::Deployment, "/spec/replicas"),
-                    "StatefulSet" => (Kind::StatefulSet, "/spec/replicas"),
+                let kind = match okind.as_str() {
+                    "ReplicaSet" => Kind::ReplicaSet,
+                    "DaemonSet" => Kind::DaemonSet,
+                    "Deployment" => Kind::Deployment,
+                    "StatefulSet" => Kind::StatefulSet,
                     _ => return None,
                 };
-                let v = inner.get(kind, &key_of(&p.namespace, oname))?.value();
-                Some((
-                    ouid.clone(),
-                    v.pointer(path).and_then(Value::as_i64).unwrap_or(1),
-                ))
+                let owner = inner.get(kind, &key_of(&p.namespace, oname))?;
+                let scale = owner.idx.workload.as_ref().and_then(|w| w.scale);
+                Some((ouid.clone(), scale.unwrap_or(1)))
             })
             .clone()
     });

@@ -445,6 +445,55 @@ pub struct Index {
     pub pdb_selector: Option<crate::selector::Selector>,
     /// The field-selector values of an Event (stored form).
     pub event: Option<Box<super::events::Fields>>,
+    /// `status.nodeInfo.bootID` (nodes): the simulated agents read it on every check.
+    pub boot_id: Option<String>,
+    /// `metadata.deletionGracePeriodSeconds` (pods being deleted).
+    pub deletion_grace: Option<i64>,
+    /// What the world reads of a workload controller (ReplicaSet, StatefulSet, Deployment,
+    /// DaemonSet) on every change of one of its pods: read from here, its JSON is parsed
+    /// only when it is to be written.
+    pub workload: Option<Box<Workload>>,
+}
+
+/// The numbers of a workload controller the world and the budgets read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// The pods it wants: `spec.replicas` (a DaemonSet's `status.desiredNumberScheduled`).
+    pub scale: Option<i64>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The counts of its `status`, by field name ([`Workload::COUNTS`]).
+    pub counts: BTreeMap<&'static str, i64>,
+}
+
+impl Workload {
+    /// The `status` counts kept in [`Workload::counts`].
+    pub const COUNTS: [&'static str; 7] = [
+        "observedGeneration",
+        "replicas",
+        "readyReplicas",
+        "availableReplicas",
+        "currentReplicas",
+        "updatedReplicas",
+        "fullyLabeledReplicas",
+    ];
+
+    fn of(value: &Value) -> Option<Box<Workload>> {
+        let scale = match value["kind"].as_str()? {
+            "ReplicaSet" | "Deployment" | "StatefulSet" => value["spec"]["replicas"].as_i64(),
+            "DaemonSet" => value["status"]["desiredNumberScheduled"].as_i64(),
+            _ => return None,
+        };
+        let counts = Self::COUNTS
+            .into_iter()
+            .filter_map(|f| Some((f, value["status"][f].as_i64()?)))
+            .collect();
+        Some(Box::new(Workload {
+            scale,
+            generation: value["metadata"]["generation"].as_i64(),
+            counts,
+        }))
+    }
 }
 
 impl Index {
@@ -501,6 +550,9 @@ impl Index {
             },
             event: (value["kind"] == "Event" && value["apiVersion"] == "v1")
                 .then(|| Box::new(super::events::Fields::of(value))),
+            boot_id: s(&value["status"]["nodeInfo"]["bootID"]).filter(|_| value["kind"] == "Node"),
+            deletion_grace: md["deletionGracePeriodSeconds"].as_i64(),
+            workload: Workload::of(value),
         }
     }
 

@@ -31,7 +31,7 @@ use super::invariants::Invariants;
 use super::kinds::{key_of, Index, Kind};
 use super::patch::PatchType;
 use super::stats::{RequestKey, Stats};
-use super::store::{EventType, Store, StoreEvent};
+use super::store::{EventType, Narrow, Store, StoreEvent};
 use crate::selector::Selector;
 
 /// Everything the server and the world share.
@@ -716,20 +716,31 @@ impl Filter {
             && self.fields.matches(self.kind, idx)
     }
 
-    /// The key of the one object this filter can match, when it selects by name
-    /// (`metadata.name=X`) in a namespace (or for a kind without one).
-    fn only_key(&self) -> Option<String> {
-        let name = self
-            .fields
-            .terms
-            .iter()
-            .find(|(f, eq, _)| f == "metadata.name" && *eq)
-            .map(|(_, _, v)| v)?;
-        match (&self.namespace, self.kind.namespaced()) {
-            (Some(ns), true) => Some(super::kinds::key_of(ns, name)),
-            (None, false) => Some(name.clone()),
-            _ => None,
-        }
+    /// What the objects this filter can match are narrowed to: the one object it selects by
+    /// name (`metadata.name=X`) in a namespace (or of a kind without one), else a node's pods
+    /// (`spec.nodeName=X`).
+    fn narrow(&self) -> Option<Narrow> {
+        let term = |field: &str| {
+            self.fields
+                .terms
+                .iter()
+                .find(|(f, eq, v)| f == field && *eq && !v.is_empty())
+                .map(|(_, _, v)| v)
+        };
+        let by_name = term("metadata.name").and_then(|name| {
+            match (&self.namespace, self.kind.namespaced()) {
+                (Some(ns), true) => Some(Narrow::Key(super::kinds::key_of(ns, name))),
+                (None, false) => Some(Narrow::Key(name.clone())),
+                _ => None,
+            }
+        });
+        let on_node = || {
+            (self.kind == Kind::Pod)
+                .then(|| term("spec.nodeName"))
+                .flatten()
+                .map(|node| Narrow::PodsOn(node.clone()))
+        };
+        by_name.or_else(on_node)
     }
 
     fn is_everything(&self) -> bool {
@@ -841,9 +852,11 @@ fn list(
     };
     let mut items = Vec::new();
     let mut remaining = 0;
-    let mut iter = inner
-        .range(kind, route.namespace.as_deref(), after.as_deref())
-        .filter(|e| filter.matches(&e.idx));
+    let candidates = match filter.narrow() {
+        Some(n) => inner.narrowed(kind, &n, after.as_deref()),
+        None => inner.range(kind, route.namespace.as_deref(), after.as_deref()),
+    };
+    let mut iter = candidates.filter(|e| filter.matches(&e.idx));
     let mut more = false;
     #[allow(clippy::while_let_on_iterator)]
     while let Some(e) = iter.next() {
@@ -984,8 +997,8 @@ fn watch(
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(Duration::from_secs(1800), Duration::from_secs);
-    let only = filter.only_key();
-    let start = sh.store.lock().watch(kind, since, only.as_deref());
+    let only = filter.narrow();
+    let start = sh.store.lock().watch(kind, since, only.as_ref());
     let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(256);
     let sh2 = sh.clone();
     let cut = sh.faults.watch_cut();

@@ -9,6 +9,7 @@
 //! never decide API semantics (see `api.rs`) nor block on I/O while holding the lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -70,22 +71,54 @@ pub struct StoreEvent {
     pub prev: Option<Arc<Index>>,
 }
 
+/// What a list or watch selecting by field can be narrowed to, as kube-apiserver's watch cache
+/// indexes them: one object by key (`metadata.name=X` in a namespace, or of a cluster-scoped
+/// kind), or the pods bound to one node (`spec.nodeName=X`, the cache's trigger index for
+/// pods). The drain lists and watches the pods of its node: a scan of every pod per request
+/// and a look at every pod event per watcher grew with the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Narrow {
+    /// The object with this key.
+    Key(String),
+    /// The pods whose `spec.nodeName` is this node.
+    PodsOn(String),
+}
+
+impl Narrow {
+    /// Whether an event can concern a watch narrowed so: the object's key, or its node before
+    /// or after the change (a pod bound to the node, or a deleted one, concerns it).
+    fn concerns(&self, ev: &StoreEvent) -> bool {
+        match self {
+            Narrow::Key(k) => ev.entry.idx.key() == *k,
+            Narrow::PodsOn(node) => {
+                let on = |i: &Index| i.node_name.as_deref() == Some(node.as_str());
+                on(&ev.entry.idx) || ev.prev.as_deref().is_some_and(on)
+            }
+        }
+    }
+
+    /// Capacity of a narrowed watch's channel: far more than its objects' changes while its
+    /// watcher is scheduled (a node's pods all evicted at once: a few events each).
+    fn buffer(&self) -> usize {
+        match self {
+            Narrow::Key(_) => 256,
+            Narrow::PodsOn(_) => 4096,
+        }
+    }
+}
+
 struct Table {
     objects: BTreeMap<String, Entry>,
     ring: VecDeque<Arc<StoreEvent>>,
     /// Newest revision no longer in the ring: watches from before it are expired.
     compacted: u64,
     tx: broadcast::Sender<Arc<StoreEvent>>,
-    /// Live events of one object, by key, for the watches that select it by name (an agent
-    /// watches its own Node): kube-apiserver's watch cache hands each event only to the
-    /// watchers it can concern, so the cost of an event does not grow with the watchers of
-    /// other objects. Dropped when it has no receiver left.
-    named: HashMap<String, broadcast::Sender<Arc<StoreEvent>>>,
+    /// Live events of one object, or of one node's pods, for the watches narrowed to them (an
+    /// agent watches its own Node, a drain its node's pods): kube-apiserver's watch cache
+    /// hands each event only to the watchers it can concern, so the cost of an event does not
+    /// grow with the watchers of other objects. Dropped when it has no receiver left.
+    named: HashMap<Narrow, broadcast::Sender<Arc<StoreEvent>>>,
 }
-
-/// Capacity of a watch of one object: far more than one object's changes while its watcher
-/// is scheduled.
-const NAMED_WATCH_BUFFER: usize = 256;
 
 /// Everything under the store lock.
 pub struct Inner {
@@ -105,10 +138,23 @@ pub struct Inner {
     /// Pod keys by their controller's uid: a controller's pods are counted on every change of
     /// one of them, and scanning the namespace for them was the simulator's largest cost.
     pod_owners: HashMap<String, BTreeSet<String>>,
+    /// Pod keys by `spec.nodeName` (kube-apiserver's watch cache index for pods): a node's pods
+    /// are listed on every drain and looked at on every reboot.
+    pods_by_node: HashMap<String, BTreeSet<String>>,
 }
 
 fn label_key(ns: &str, k: &str, v: &str) -> String {
     format!("{ns}\0{k}\0{v}")
+}
+
+/// Takes `key` out of an index's set at `slot`, and the set out once empty.
+fn unindex(map: &mut HashMap<String, BTreeSet<String>>, slot: &str, key: &str) {
+    if let Some(set) = map.get_mut(slot) {
+        set.remove(key);
+        if set.is_empty() {
+            map.remove(slot);
+        }
+    }
 }
 
 /// A watch's starting point: what it must send first, and the live stream after it.
@@ -161,6 +207,7 @@ impl Store {
                 budget_labels: HashMap::new(),
                 budgets_unindexed: HashMap::new(),
                 pod_owners: HashMap::new(),
+                pods_by_node: HashMap::new(),
             }),
             world_tx,
         }
@@ -273,6 +320,12 @@ impl Inner {
                     .or_default()
                     .insert(key.clone());
             }
+            if let Some(node) = &idx.node_name {
+                self.pods_by_node
+                    .entry(node.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
         }
         let typ = if prev.is_some() {
             EventType::Modified
@@ -306,21 +359,13 @@ impl Inner {
 
     fn unindex_pod(&mut self, idx: &Index, key: &str) {
         for (k, v) in &idx.labels {
-            let lk = label_key(&idx.namespace, k, v);
-            if let Some(set) = self.pod_labels.get_mut(&lk) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.pod_labels.remove(&lk);
-                }
-            }
+            unindex(&mut self.pod_labels, &label_key(&idx.namespace, k, v), key);
         }
         if let Some((_, _, uid)) = &idx.owner {
-            if let Some(set) = self.pod_owners.get_mut(uid) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.pod_owners.remove(uid);
-                }
-            }
+            unindex(&mut self.pod_owners, uid, key);
+        }
+        if let Some(node) = &idx.node_name {
+            unindex(&mut self.pods_by_node, node, key);
         }
     }
 
@@ -349,12 +394,7 @@ impl Inner {
             Some((false, slot)) => (&mut self.budgets_unindexed, slot),
             None => return,
         };
-        if let Some(set) = map.get_mut(&slot) {
-            set.remove(key);
-            if set.is_empty() {
-                map.remove(&slot);
-            }
-        }
+        unindex(map, &slot, key);
     }
 
     /// The budgets of `namespace` whose selector matches a pod with `labels`, in key order,
@@ -414,6 +454,38 @@ impl Inner {
             .flat_map(move |set| set.iter().filter_map(move |key| objects.get(key)))
     }
 
+    /// Pods bound to `node` (`spec.nodeName`), in key order.
+    pub fn pods_on<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.narrowed(Kind::Pod, &Narrow::PodsOn(node.to_string()), None)
+    }
+
+    /// Objects of a kind that `narrow` can match, in key order, strictly after `after`: what a
+    /// list narrowed so looks at instead of the whole kind.
+    pub fn narrowed<'a>(
+        &'a self,
+        kind: Kind,
+        narrow: &Narrow,
+        after: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Entry> + 'a> {
+        let kind = kind.storage();
+        let objects = &self.tables[&kind].objects;
+        let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_string()));
+        match narrow {
+            Narrow::Key(k) => {
+                let after = after.is_none_or(|a| k.as_str() > a);
+                Box::new(objects.get(k).filter(|_| after).into_iter())
+            }
+            Narrow::PodsOn(node) if kind == Kind::Pod => Box::new(
+                self.pods_by_node
+                    .get(node)
+                    .into_iter()
+                    .flat_map(move |set| set.range((from.clone(), Bound::Unbounded)))
+                    .filter_map(move |key| objects.get(key)),
+            ),
+            Narrow::PodsOn(_) => Box::new(std::iter::empty()),
+        }
+    }
+
     fn publish(
         &mut self,
         kind: Kind,
@@ -439,12 +511,27 @@ impl Inner {
             }
             let _ = t.tx.send(ev.clone());
             if !t.named.is_empty() {
-                let key = ev.entry.idx.key();
-                if t.named
-                    .get(&key)
-                    .is_some_and(|tx| tx.send(ev.clone()).is_err())
-                {
-                    t.named.remove(&key);
+                let mut narrows = vec![Narrow::Key(ev.entry.idx.key())];
+                if kind == Kind::Pod {
+                    let nodes = [Some(&ev.entry.idx), ev.prev.as_ref()];
+                    for node in nodes
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|i| i.node_name.as_ref())
+                    {
+                        let n = Narrow::PodsOn(node.clone());
+                        if !narrows.contains(&n) {
+                            narrows.push(n);
+                        }
+                    }
+                }
+                for n in narrows {
+                    if t.named
+                        .get(&n)
+                        .is_some_and(|tx| tx.send(ev.clone()).is_err())
+                    {
+                        t.named.remove(&n);
+                    }
                 }
             }
         }
@@ -453,48 +540,69 @@ impl Inner {
 
     /// Starts a watch. `since = None` gives synthetic ADDEDs for the current state; `Some(rv)`
     /// replays the kept events after `rv`, or fails with the oldest revision still kept. With
-    /// `only`, of the object with that key alone (a watch selecting one object by name).
+    /// `only`, of the objects it narrows to alone (a watch selecting one object by name, or a
+    /// node's pods).
     pub fn watch(
         &mut self,
         kind: Kind,
         since: Option<u64>,
-        only: Option<&str>,
+        only: Option<&Narrow>,
     ) -> Result<WatchStart, u64> {
         let kind = kind.storage();
         let rv = self.rv;
+        if let (None, Some(n)) = (since, only) {
+            let initial = self
+                .narrowed(kind, n, None)
+                .map(|e| Self::added(kind, e))
+                .collect();
+            let rx = self.narrowed_channel(kind, n);
+            return Ok(WatchStart { initial, rv, rx });
+        }
         let t = self.tables.get_mut(&kind).expect("a table per stored kind");
-        let added = |e: &Entry| {
-            Arc::new(StoreEvent {
-                kind,
-                typ: EventType::Added,
-                rv: e.idx.rv,
-                entry: e.clone(),
-                prev: None,
-            })
-        };
-        let initial = match (since, only) {
-            (None, Some(key)) => t.objects.get(key).map(added).into_iter().collect(),
-            (None, None) => t.objects.values().map(added).collect(),
-            (Some(rv), _) => {
+        let initial = match since {
+            None => t.objects.values().map(|e| Self::added(kind, e)).collect(),
+            Some(rv) => {
                 if rv < t.compacted {
                     return Err(t.compacted + 1);
                 }
+                // The ring is in revision order: only the events after `rv` are looked at.
+                let from = t.ring.partition_point(|e| e.rv <= rv);
                 t.ring
-                    .iter()
-                    .filter(|e| e.rv > rv && only.is_none_or(|k| e.entry.idx.key() == k))
+                    .range(from..)
+                    .filter(|e| only.is_none_or(|n| n.concerns(e)))
                     .cloned()
                     .collect()
             }
         };
         let rx = match only {
-            Some(key) => t
-                .named
-                .entry(key.to_string())
-                .or_insert_with(|| broadcast::channel(NAMED_WATCH_BUFFER).0)
-                .subscribe(),
+            Some(n) => self.narrowed_channel(kind, n),
             None => t.tx.subscribe(),
         };
         Ok(WatchStart { initial, rv, rx })
+    }
+
+    /// The live events of the objects `narrow` selects.
+    fn narrowed_channel(
+        &mut self,
+        kind: Kind,
+        narrow: &Narrow,
+    ) -> broadcast::Receiver<Arc<StoreEvent>> {
+        let t = self.tables.get_mut(&kind).expect("a table per stored kind");
+        t.named
+            .entry(narrow.clone())
+            .or_insert_with(|| broadcast::channel(narrow.buffer()).0)
+            .subscribe()
+    }
+
+    /// The synthetic ADDED of a watch's initial state.
+    fn added(kind: Kind, e: &Entry) -> Arc<StoreEvent> {
+        Arc::new(StoreEvent {
+            kind,
+            typ: EventType::Added,
+            rv: e.idx.rv,
+            entry: e.clone(),
+            prev: None,
+        })
     }
 }
 
@@ -571,5 +679,74 @@ mod tests {
         assert!(!inner
             .budget_labels
             .contains_key(&label_key("a", "app", "web")));
+    }
+
+    fn pod(ns: &str, name: &str, node: Option<&str>) -> Value {
+        let mut v = json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": ns}, "spec": {}});
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = json!(n);
+        }
+        v
+    }
+
+    /// A node's pods, from the node index, are those a scan of every pod finds, in key order
+    /// and after a continue key: through binding, moving, deletion; a narrowed watch replays
+    /// and receives the events of pods bound to its node before or after each change, and
+    /// nothing of other nodes.
+    #[test]
+    fn the_node_index_gives_a_nodes_pods_as_a_scan_would() {
+        let store = Store::new(100);
+        let mut inner = store.lock();
+        for (ns, name, node) in [
+            ("b", "p1", Some("n1")),
+            ("a", "p2", Some("n1")),
+            ("a", "p3", Some("n2")),
+            ("a", "p4", None),
+        ] {
+            inner.put(Kind::Pod, pod(ns, name, node));
+        }
+        let since = inner.revision();
+        let start = inner
+            .watch(Kind::Pod, None, Some(&Narrow::PodsOn("n1".into())))
+            .unwrap();
+        let mut rx = start.rx;
+        let initial: Vec<String> = start.initial.iter().map(|e| e.entry.idx.key()).collect();
+        assert_eq!(initial, ["a/p2", "b/p1"]);
+        inner.put(Kind::Pod, pod("a", "p4", Some("n1")));
+        inner.put(Kind::Pod, pod("b", "p1", Some("n2")));
+        inner.put(Kind::Pod, pod("a", "p3", Some("n2")));
+        let last = inner.get(Kind::Pod, "a/p2").unwrap().value();
+        inner.remove(Kind::Pod, "a/p2", last);
+        let scan = |inner: &Inner, node: &str, after: Option<&str>| -> Vec<String> {
+            let on = |e: &&Entry| e.idx.node_name.as_deref() == Some(node);
+            let all = inner.range(Kind::Pod, None, after).filter(on);
+            all.map(|e| e.idx.key()).collect()
+        };
+        for node in ["n1", "n2", "n3"] {
+            for after in [None, Some("a/p3"), Some("b/p1")] {
+                let narrow = Narrow::PodsOn(node.into());
+                let got: Vec<String> = inner
+                    .narrowed(Kind::Pod, &narrow, after)
+                    .map(|e| e.idx.key())
+                    .collect();
+                assert_eq!(got, scan(&inner, node, after), "{node} after {after:?}");
+            }
+        }
+        assert_eq!(scan(&inner, "n1", None), ["a/p4"]);
+        let live: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|e| format!("{} {}", e.typ.as_str(), e.entry.idx.key()))
+            .collect();
+        let expected = ["MODIFIED a/p4", "MODIFIED b/p1", "DELETED a/p2"];
+        assert_eq!(live, expected, "no event of n2's own pod a/p3");
+        let replay = inner
+            .watch(Kind::Pod, Some(since), Some(&Narrow::PodsOn("n1".into())))
+            .unwrap();
+        let replayed: Vec<String> = replay
+            .initial
+            .iter()
+            .map(|e| format!("{} {}", e.typ.as_str(), e.entry.idx.key()))
+            .collect();
+        assert_eq!(replayed, expected);
     }
 }

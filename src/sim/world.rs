@@ -7,7 +7,7 @@
 //! must never bypass the store or keep state a restart of the world could not rebuild from it
 //! (besides timers in flight).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -64,8 +64,7 @@ impl World {
             .get(Kind::Node, node)
             .is_some_and(|e| !e.idx.unschedulable);
         let pods: Vec<String> = inner
-            .range(Kind::Pod, None, None)
-            .filter(|e| e.idx.node_name.as_deref() == Some(node))
+            .pods_on(node)
             .filter(|e| {
                 !matches!(
                     e.idx.owner.as_ref().map(|o| o.0.as_str()),
@@ -102,10 +101,7 @@ impl World {
 
     /// The bootID of a node.
     pub fn boot_id(&self, node: &str) -> Option<String> {
-        let e = self.shared.store.get(Kind::Node, node)?;
-        e.value()["status"]["nodeInfo"]["bootID"]
-            .as_str()
-            .map(str::to_string)
+        self.shared.store.get(Kind::Node, node)?.idx.boot_id.clone()
     }
 }
 
@@ -493,31 +489,108 @@ fn refresh_replicas(inner: &mut Inner, kind: Kind, key: &str) {
     let Some(old) = inner.get(kind, key).cloned() else {
         return;
     };
-    let (mut replicas, mut ready) = (0u64, 0u64);
+    let (mut replicas, mut ready) = (0i64, 0i64);
     for p in inner.pods_owned_by(&old.idx.uid) {
         if kind == Kind::StatefulSet || !p.idx.deleting {
             replicas += 1;
-            ready += u64::from(p.idx.ready && !p.idx.deleting);
+            ready += i64::from(p.idx.ready && !p.idx.deleting);
         }
     }
-    let mut v = old.value();
-    let before = v.clone();
-    let st = &mut v["status"];
-    st["observedGeneration"] = before["metadata"]["generation"].clone();
-    st["replicas"] = json!(replicas);
-    st["readyReplicas"] = json!(ready);
-    st["availableReplicas"] = json!(ready);
-    let same_as_replicas: &[&str] = if kind == Kind::StatefulSet {
+    let Some(workload) = old.idx.workload.as_deref() else {
+        return;
+    };
+    let same_as_replicas: &[&'static str] = if kind == Kind::StatefulSet {
         &["currentReplicas", "updatedReplicas"]
     } else {
         &["fullyLabeledReplicas"]
     };
-    for f in same_as_replicas {
-        st[*f] = json!(replicas);
+    let mut counts: Vec<(&'static str, Option<i64>)> = vec![
+        ("observedGeneration", workload.generation),
+        ("replicas", Some(replicas)),
+        ("readyReplicas", Some(ready)),
+        ("availableReplicas", Some(ready)),
+    ];
+    counts.extend(same_as_replicas.iter().map(|f| (*f, Some(replicas))));
+    // Most pod changes leave the counts as they are: known from the index, without parsing.
+    if counts
+        .iter()
+        .all(|(f, n)| workload.counts.get(f).copied() == *n)
+    {
+        return;
     }
-    if v != before {
-        inner.put(kind, v);
+    // A count differs from what the object says: written without comparing the whole.
+    let mut v = old.value();
+    for (f, n) in counts {
+        v["status"][f] = json!(n);
     }
+    inner.put(kind, v);
+}
+
+/// The scheduler's view of the nodes: pods bound to each, and the nodes it may bind to
+/// (Ready, schedulable, not tainted not-ready, not down in a reboot) ordered by (pods, name), so
+/// that the least loaded fitting node is the first one, found without looking at every Node for
+/// every pod (kube-scheduler's cache; a look at every Node per pod was most of a 5,000-node
+/// world's scheduling time).
+#[derive(Default)]
+struct Loads {
+    pods: HashMap<String, usize>,
+    fitting: HashSet<String>,
+    order: BTreeSet<(usize, String)>,
+}
+
+/// kube-scheduler's limit of pods per node (the world's Nodes allow 110).
+const MAX_PODS: usize = 110;
+
+impl Loads {
+    /// Pods bound to `node`.
+    fn pods(&self, node: &str) -> usize {
+        self.pods.get(node).copied().unwrap_or(0)
+    }
+
+    /// One pod more (`true`) or fewer on `node`.
+    fn bound(&mut self, node: &str, more: bool) {
+        let before = self.pods(node);
+        let after = if more {
+            before + 1
+        } else {
+            before.saturating_sub(1)
+        };
+        self.pods.insert(node.to_string(), after);
+        if self.fitting.contains(node) {
+            self.order.remove(&(before, node.to_string()));
+            self.order.insert((after, node.to_string()));
+        }
+    }
+
+    /// Whether the scheduler may bind pods to `node` now.
+    fn set_fits(&mut self, node: &str, fits: bool) {
+        let at = (self.pods(node), node.to_string());
+        if fits && self.fitting.insert(node.to_string()) {
+            self.order.insert(at);
+        } else if !fits && self.fitting.remove(node) {
+            self.order.remove(&at);
+        }
+    }
+
+    /// The least loaded fitting node with room that `accepts`, the first by name among equals.
+    fn best(&self, mut accepts: impl FnMut(&str) -> bool) -> Option<&str> {
+        self.order
+            .iter()
+            .take_while(|(pods, _)| *pods < MAX_PODS)
+            .map(|(_, n)| n.as_str())
+            .find(|n| accepts(n))
+    }
+
+    fn clear(&mut self) {
+        *self = Loads::default();
+    }
+}
+
+/// Whether the scheduler binds pods to a node: Ready, schedulable, and without the not-ready
+/// NoSchedule taint, as the scheduler's taint filter does (the world's pods tolerate only the
+/// NoExecute one).
+fn takes_pods(n: &Index) -> bool {
+    n.ready && !n.unschedulable && !n.not_ready_taint
 }
 
 struct Runner {
@@ -525,7 +598,7 @@ struct Runner {
     sc: Scenario,
     rng: SmallRng,
     tx: mpsc::UnboundedSender<Msg>,
-    pods_on_node: HashMap<String, usize>,
+    loads: Loads,
     /// Pods not bound to a node and not deleting: the scheduler's queue, so that a pod's
     /// departure does not scan every pod of the world for something to schedule.
     unscheduled: BTreeSet<String>,
@@ -566,7 +639,7 @@ pub fn start(
         sc,
         rng,
         tx,
-        pods_on_node: HashMap::new(),
+        loads: Loads::default(),
         unscheduled: BTreeSet::new(),
         timers: BTreeSet::new(),
         dirty_ns: BTreeSet::new(),
@@ -613,8 +686,12 @@ impl Runner {
     /// Rebuilds derived state from the store (start, or after missing events).
     fn resync(&mut self) {
         let inner = self.shared.store.lock();
-        self.pods_on_node.clear();
+        self.loads.clear();
         self.unscheduled.clear();
+        for n in inner.range(Kind::Node, None, None) {
+            let fits = takes_pods(&n.idx) && !self.rebooting.contains(&n.idx.name);
+            self.loads.set_fits(&n.idx.name, fits);
+        }
         let pods: Vec<Arc<Index>> = inner
             .range(Kind::Pod, None, None)
             .map(|e| e.idx.clone())
@@ -626,7 +703,7 @@ impl Runner {
         drop(inner);
         for p in &pods {
             if let Some(n) = &p.node_name {
-                *self.pods_on_node.entry(n.clone()).or_default() += 1;
+                self.loads.bound(n, true);
             } else if !p.deleting {
                 self.unscheduled.insert(p.key());
             }
@@ -653,10 +730,10 @@ impl Runner {
                 }
                 if before != after {
                     if let Some(b) = before {
-                        *self.pods_on_node.entry(b).or_default() -= 1;
+                        self.loads.bound(&b, false);
                     }
                     if let Some(a) = after {
-                        *self.pods_on_node.entry(a).or_default() += 1;
+                        self.loads.bound(&a, true);
                     }
                 }
                 let changed = self.dirty_pods.entry(idx.namespace.clone()).or_default();
@@ -703,11 +780,14 @@ impl Runner {
                         .invariants
                         .node_availability(&idx.name, &idx.labels, unavailable);
                 }
+                let fits = ev.typ != EventType::Deleted
+                    && takes_pods(idx)
+                    && !self.rebooting.contains(&idx.name);
+                self.loads.set_fits(&idx.name, fits);
                 // Pods wait for a node the scheduler takes: Ready, schedulable, not tainted
                 // not-ready (the taint can outlast the other two by seconds).
-                let takes = |i: &Index| i.ready && !i.unschedulable && !i.not_ready_taint;
-                let was_ok = ev.prev.as_ref().is_some_and(|p| takes(p));
-                if ev.typ != EventType::Deleted && takes(idx) && !was_ok {
+                let was_ok = ev.prev.as_ref().is_some_and(|p| takes_pods(p));
+                if ev.typ != EventType::Deleted && takes_pods(idx) && !was_ok {
                     self.schedule_pending();
                     self.start_pending_on(&idx.name);
                 }
@@ -732,15 +812,7 @@ impl Runner {
         let key = p.key();
         if p.deleting {
             if self.timers.insert((key.clone(), "remove".into())) {
-                let grace = {
-                    let e = self.shared.store.get(Kind::Pod, &key);
-                    e.map(|e| {
-                        e.value()["metadata"]["deletionGracePeriodSeconds"]
-                            .as_i64()
-                            .unwrap_or(0)
-                    })
-                    .unwrap_or(0)
-                };
+                let grace = p.deletion_grace.unwrap_or(0);
                 let exit = (grace as f64).min(self.sc.pod_exit_seconds.unwrap_or(f64::MAX));
                 self.later(self.sc.scaled(exit), Msg::Remove(key, p.uid.clone()));
             }
@@ -871,8 +943,7 @@ impl Runner {
         let Some(rs) = self.shared.store.get(Kind::ReplicaSet, &key_of(ns, name)) else {
             return;
         };
-        let rsv = rs.value();
-        let want = rsv["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
+        let want = wanted_pods(&rs.idx) as usize;
         let have = {
             let inner = self.shared.store.lock();
             inner
@@ -880,6 +951,10 @@ impl Runner {
                 .filter(|e| !e.idx.deleting)
                 .count()
         };
+        if have >= want {
+            return;
+        }
+        let rsv = rs.value();
         for _ in have..want {
             let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
             let mut inner = self.shared.store.lock();
@@ -907,7 +982,7 @@ impl Runner {
             return;
         };
         let ssv = ss.value();
-        let want = ssv["spec"]["replicas"].as_u64().unwrap_or(1);
+        let want = wanted_pods(&ss.idx);
         let mut inner = self.shared.store.lock();
         for i in 0..want {
             let pod = format!("{name}-{i}");
@@ -945,34 +1020,19 @@ impl Runner {
             .as_object()
             .cloned()
             .unwrap_or_default();
-        // The least loaded fitting node, the first by name among equals: Nodes come in name
-        // order, so only a strictly smaller count replaces the best (comparing names of equally
-        // loaded nodes was most of a 5,000-node world's scheduling time), and an empty node
-        // ends the search.
-        let mut best: Option<(usize, &str)> = None;
-        for n in inner.range(Kind::Node, None, None) {
-            // The not-ready NoSchedule taint keeps pods off as the scheduler's taint filter does
-            // (the world's pods tolerate only the NoExecute one).
-            let fits = n.idx.ready
-                && !n.idx.unschedulable
-                && !n.idx.not_ready_taint
-                && !self.rebooting.contains(&n.idx.name)
-                && selector
-                    .iter()
-                    .all(|(k, v)| n.idx.labels.get(k).map(String::as_str) == v.as_str());
-            if !fits {
-                continue;
-            }
-            let count = self.pods_on_node.get(&n.idx.name).copied().unwrap_or(0);
-            if count < 110 && best.is_none_or(|(c, _)| count < c) {
-                best = Some((count, &n.idx.name));
-                if count == 0 {
-                    break;
-                }
-            }
-        }
-        let Some((_, node)) = best else { return };
-        let node = node.to_string();
+        // The least loaded fitting node, the first by name among equals, as the store has it
+        // now (the world's view of the Nodes may lag behind it by the events not yet seen).
+        let best = self.loads.best(|name| {
+            inner.get(Kind::Node, name).is_some_and(|n| {
+                takes_pods(&n.idx)
+                    && selector
+                        .iter()
+                        .all(|(k, v)| n.idx.labels.get(k).map(String::as_str) == v.as_str())
+            })
+        });
+        let Some(node) = best.map(str::to_string) else {
+            return;
+        };
         let mut v = pv;
         v["spec"]["nodeName"] = json!(node);
         let now = timestamp(Utc::now());
@@ -991,11 +1051,8 @@ impl Runner {
         let pods: Vec<Arc<Index>> = {
             let inner = self.shared.store.lock();
             inner
-                .range(Kind::Pod, None, None)
-                .filter(|e| {
-                    e.idx.node_name.as_deref() == Some(node)
-                        && e.idx.phase.as_deref() == Some("Pending")
-                })
+                .pods_on(node)
+                .filter(|e| e.idx.phase.as_deref() == Some("Pending"))
                 .map(|e| e.idx.clone())
                 .collect()
         };
@@ -1047,6 +1104,7 @@ impl Runner {
             Msg::StartDelay(secs) => self.sc.start_delay = secs,
             Msg::Reboot(node) => {
                 self.rebooting.insert(node.clone());
+                self.loads.set_fits(&node, false);
                 self.later(self.sc.scaled(self.sc.reboot_delay), Msg::RebootDown(node));
             }
             Msg::RebootDown(node) => {
@@ -1060,11 +1118,7 @@ impl Runner {
                 let mut v = n.value();
                 set_node_ready(&mut v, false);
                 inner.put(Kind::Node, v);
-                let pods: Vec<_> = inner
-                    .range(Kind::Pod, None, None)
-                    .filter(|e| e.idx.node_name.as_deref() == Some(node.as_str()))
-                    .cloned()
-                    .collect();
+                let pods: Vec<_> = inner.pods_on(&node).cloned().collect();
                 for p in pods {
                     let daemon = p
                         .idx
@@ -1109,6 +1163,7 @@ impl Runner {
             }
             Msg::RebootUp(node) => {
                 self.rebooting.remove(&node);
+                // Taken again once its Node says Ready (the event of the write below).
                 let boot = uid(&mut self.rng);
                 self.host_boot.insert(node.clone(), boot.clone());
                 let mut inner = self.shared.store.lock();
@@ -1232,6 +1287,12 @@ impl TaintChange {
     }
 }
 
+/// The pods a ReplicaSet or StatefulSet wants: `spec.replicas`, 1 when absent or negative.
+fn wanted_pods(controller: &Index) -> u64 {
+    let scale = controller.workload.as_ref().and_then(|w| w.scale);
+    scale.and_then(|n| u64::try_from(n).ok()).unwrap_or(1)
+}
+
 /// A controller's pod template grace period, when it sets one (a loaded snapshot's do; the
 /// generated world's take the scenario's).
 fn template_grace(controller: &Value) -> Option<i64> {
@@ -1247,5 +1308,61 @@ fn set_node_ready(v: &mut Value, ready: bool) {
             cs.push(cond);
         }
         None => v["status"]["conditions"] = json!([cond]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scheduler's ordered view gives the node a look at every fitting node gives: the
+    /// least loaded with room, the first by name among equals, through bindings, departures
+    /// and nodes leaving and rejoining the fitting set.
+    #[test]
+    fn the_least_loaded_fitting_node_is_found_as_a_scan_would() {
+        let mut loads = Loads::default();
+        let mut pods: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut fits: BTreeSet<&str> = BTreeSet::new();
+        let scan = |pods: &BTreeMap<&str, usize>, fits: &BTreeSet<&str>, odd: bool| {
+            let mut best: Option<(usize, &str)> = None;
+            for n in fits {
+                let c = pods.get(n).copied().unwrap_or(0);
+                let accepted = !odd || n.ends_with(['1', '3']);
+                if accepted && c < MAX_PODS && best.is_none_or(|(b, _)| c < b) {
+                    best = Some((c, n));
+                }
+            }
+            best.map(|(_, n)| n.to_string())
+        };
+        let names = ["n0", "n1", "n2", "n3"];
+        let mut step = 7usize;
+        for i in 0..2000 {
+            step = (step * 31 + 11) % 1009;
+            let n = names[step % names.len()];
+            match step % 5 {
+                0 => {
+                    let f = !step.is_multiple_of(3);
+                    loads.set_fits(n, f);
+                    if f {
+                        fits.insert(n);
+                    } else {
+                        fits.remove(n);
+                    }
+                }
+                1 if pods.get(n).copied().unwrap_or(0) > 0 => {
+                    loads.bound(n, false);
+                    *pods.entry(n).or_default() -= 1;
+                }
+                _ => {
+                    loads.bound(n, true);
+                    *pods.entry(n).or_default() += 1;
+                }
+            }
+            for odd in [false, true] {
+                let got = loads.best(|n| !odd || n.ends_with(['1', '3']));
+                let want = scan(&pods, &fits, odd);
+                assert_eq!(got.map(str::to_string), want, "step {i}");
+            }
+        }
     }
 }
