@@ -369,7 +369,7 @@ pub fn world_timings(
             // adds its reboot delay and the node-lifecycle controller's taint removal to the
             // reboot time itself.
             let added = sc.reboot_delay + sc.taint_removal_delay;
-            sc.reboot_time = (m - added).max(0.0);
+            sc.reboot_time = millis((m - added).max(0.0));
             format!(
                 "measured: the median of {n} node(s)' last cycles, {m:.1} s from the reboot request until the node was back, less the {added:.1} s of rebootDelay and taintRemovalDelay the simulated world adds"
             )
@@ -384,7 +384,7 @@ pub fn world_timings(
     let exit = match (given.scenario, median_of(|c| c.pod_exit_seconds)) {
         (true, _) => from_file.to_string(),
         (false, Some((m, n))) => {
-            sc.pod_exit_seconds = Some(m);
+            sc.pod_exit_seconds = Some(millis(m));
             format!(
                 "measured: the median of {n} node(s)' last drains, from each accepted eviction until the pod was gone (a pod with a shorter grace period goes at its end)"
             )
@@ -401,7 +401,7 @@ pub fn world_timings(
     let start = match (given.scenario, crate::time::median(&mut ready)) {
         (true, _) => from_file.to_string(),
         (false, Some(m)) => {
-            sc.start_delay = m;
+            sc.start_delay = millis(m);
             format!(
                 "measured: the median of {ready_pods} pod(s) created during the nodes' last cycles (replacements their drains caused), from creation until Ready"
             )
@@ -456,6 +456,11 @@ pub fn world_timings(
     };
     out.push(timing("timeFactor", Some(sc.time_factor), factor));
     (sc, out)
+}
+
+/// Seconds to the millisecond: a measured median read back in reports.
+fn millis(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
 }
 
 /// Where the config of a run came from.
