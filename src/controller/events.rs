@@ -8,6 +8,17 @@
 //! that repeats within minutes becomes a series (a PATCH of the first one, `series.count`)
 //! instead of a new object each time. It must never fail or hold up the caller: an Event that
 //! cannot be written is logged and dropped, because Events are not part of correctness.
+//!
+//! kube's recorder keeps what it wrote for its series window (6 minutes) and, on every write,
+//! walks all of it to forget what is older: one recorder for all of a controller's Events made
+//! each write cost every Event of the last 6 minutes (issue 14: 6% of a 5,000-node rehearsal's
+//! CPU). So each object an Event is about gets its own kube recorder, dropped once idle past
+//! that window: a series only ever joins Events about one object, so what is written is the
+//! same, and a write costs that object's recent Events only.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder as KubeRecorder, Reporter};
@@ -19,13 +30,55 @@ const NOTE_LIMIT: usize = 1024;
 const INSTANCE_LIMIT: usize = 128;
 /// kube-apiserver refuses an action longer than this many bytes.
 const ACTION_LIMIT: usize = 128;
+/// Longer than kube's recorder keeps an Event to join repeats into a series (6 minutes): an
+/// object's recorder idle this long holds nothing a later Event could join.
+const SERIES_WINDOW: Duration = Duration::from_secs(7 * 60);
+/// How often the idle recorders are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Writes Events on behalf of one rollboot component (a controller replica or an agent).
 #[derive(Clone)]
 pub struct Recorder {
-    inner: KubeRecorder,
+    client: Client,
+    reporter: Reporter,
+    /// One kube recorder per object an Event is about (see the module's docs).
+    by_object: Arc<Mutex<PerObject>>,
     /// The namespace of the lock Lease, where Events about it go.
     lease_namespace: String,
+}
+
+/// An object an Event is about: kind, namespace, name.
+type ObjectKey = (Option<String>, Option<String>, Option<String>);
+
+/// The kube recorders of the objects written about lately, each with its last use.
+struct PerObject {
+    recorders: HashMap<ObjectKey, (KubeRecorder, Instant)>,
+    swept: Instant,
+}
+
+impl PerObject {
+    /// The recorder for `regarding` (made on first use), forgetting those idle past the
+    /// series window at most once a minute.
+    fn recorder(
+        &mut self,
+        regarding: &ObjectReference,
+        make: impl FnOnce() -> KubeRecorder,
+    ) -> KubeRecorder {
+        let now = Instant::now();
+        if now.duration_since(self.swept) >= SWEEP_EVERY {
+            self.swept = now;
+            self.recorders
+                .retain(|_, (_, used)| now.duration_since(*used) < SERIES_WINDOW);
+        }
+        let key = (
+            regarding.kind.clone(),
+            regarding.namespace.clone(),
+            regarding.name.clone(),
+        );
+        let (recorder, used) = self.recorders.entry(key).or_insert_with(|| (make(), now));
+        *used = now;
+        recorder.clone()
+    }
 }
 
 /// `s` cut to at most `max` bytes at a character boundary.
@@ -67,7 +120,12 @@ impl Recorder {
             instance: Some(cut(instance, INSTANCE_LIMIT)),
         };
         Recorder {
-            inner: KubeRecorder::new(client, reporter),
+            client,
+            reporter,
+            by_object: Arc::new(Mutex::new(PerObject {
+                recorders: HashMap::new(),
+                swept: Instant::now(),
+            })),
             lease_namespace: lease_namespace.into(),
         }
     }
@@ -148,7 +206,13 @@ impl Recorder {
             action: cut(action, ACTION_LIMIT),
             secondary: related,
         };
-        let recorder = self.inner.clone();
+        let recorder = self
+            .by_object
+            .lock()
+            .expect("event recorders")
+            .recorder(&regarding, || {
+                KubeRecorder::new(self.client.clone(), self.reporter.clone())
+            });
         let reason = reason.to_string();
         tokio::spawn(async move {
             if let Err(e) = recorder.publish(&event, &regarding).await {
@@ -178,6 +242,48 @@ mod tests {
         );
         assert!(long.starts_with(&c));
         assert_eq!(cut("short", NOTE_LIMIT), "short");
+    }
+
+    #[tokio::test]
+    async fn each_object_has_its_own_kube_recorder_forgotten_once_idle_past_the_series_window() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let recorder = Recorder::new(client, "rollboot-system", "rollboot.dev/controller", "a");
+        let made = std::cell::Cell::new(0);
+        let make = || {
+            made.set(made.get() + 1);
+            KubeRecorder::new(recorder.client.clone(), recorder.reporter.clone())
+        };
+        let mut per = recorder.by_object.lock().unwrap();
+        per.recorder(&node_reference("node-1"), make);
+        per.recorder(&node_reference("node-1"), make);
+        per.recorder(&node_reference("node-2"), make);
+        assert_eq!(made.get(), 2, "one recorder per object, reused");
+        assert_eq!(per.recorders.len(), 2);
+        // node-1 idle past the window, node-2 used just now; a sweep is due.
+        let Some(long_ago) = Instant::now().checked_sub(SERIES_WINDOW + SWEEP_EVERY) else {
+            return; // a clock this young cannot hold such an old instant
+        };
+        per.swept = long_ago;
+        for ((_, _, name), (_, used)) in per.recorders.iter_mut() {
+            if name.as_deref() == Some("node-1") {
+                *used = long_ago;
+            }
+        }
+        per.recorder(&node_reference("node-3"), make);
+        let mut left: Vec<_> = per.recorders.keys().map(|k| k.2.clone().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["node-2", "node-3"]);
+        // A sweep again only a minute later.
+        per.recorders
+            .values_mut()
+            .for_each(|(_, used)| *used = long_ago);
+        per.recorder(&node_reference("node-2"), make);
+        assert_eq!(
+            per.recorders.len(),
+            2,
+            "no sweep within a minute of the last"
+        );
     }
 
     #[test]
