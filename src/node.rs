@@ -759,6 +759,10 @@ impl NodeChanges {
 /// Parsed views of a set of Nodes, kept from one look to the next: a Node is parsed again only
 /// when its resourceVersion changed. Parsing every Node at every look cost O(nodes) parses per
 /// Node event in a large rollout (issue 14: the controller's pass, the simulator's report loop).
+///
+/// Beside the views it keeps, up to date with each one parsed, what a pass would otherwise
+/// look at every view for: the positions of the views its `notable` test picks (the few a
+/// pass must read although they did not change) and how many views are in each state.
 #[derive(Default)]
 pub struct ViewCache {
     /// Per node name: its position in `views`.
@@ -767,9 +771,54 @@ pub struct ViewCache {
     versions: Vec<String>,
     /// Shared with whoever asked for them; changed in place when nobody holds them any more.
     views: std::sync::Arc<Vec<NodeView>>,
+    /// The test that makes a view notable; no view is without one.
+    notable_if: Option<Notable>,
+    /// The positions of the notable views.
+    notable: std::collections::BTreeSet<usize>,
+    /// How many views are in each state.
+    states: std::collections::HashMap<NodeState, usize>,
+}
+
+/// The test of a notable view (see [`ViewCache::with_notable`]).
+pub type Notable = Box<dyn Fn(&NodeView) -> bool + Send + Sync>;
+
+/// Keeps a [`ViewCache`]'s notable positions and state counts as the view at `i` changes
+/// from `old` (none: new) to `new` (none: gone).
+fn track(
+    notable: &mut std::collections::BTreeSet<usize>,
+    states: &mut std::collections::HashMap<NodeState, usize>,
+    notable_if: Option<&Notable>,
+    i: usize,
+    old: Option<&NodeView>,
+    new: Option<&NodeView>,
+) {
+    if let Some(s) = old.and_then(|v| v.state) {
+        if let Some(c) = states.get_mut(&s) {
+            *c = c.saturating_sub(1);
+        }
+    }
+    if let Some(s) = new.and_then(|v| v.state) {
+        *states.entry(s).or_default() += 1;
+    }
+    match (new, notable_if) {
+        (Some(v), Some(f)) if f(v) => {
+            notable.insert(i);
+        }
+        _ => {
+            notable.remove(&i);
+        }
+    }
 }
 
 impl ViewCache {
+    /// An empty cache whose notable views are those `f` picks.
+    pub fn with_notable(f: impl Fn(&NodeView) -> bool + Send + Sync + 'static) -> ViewCache {
+        ViewCache {
+            notable_if: Some(Box::new(f)),
+            ..ViewCache::default()
+        }
+    }
+
     /// The views of `nodes` (the whole set, each Node once), in a stable order: the order in
     /// which each was first seen.
     pub fn refresh<'a>(
@@ -781,17 +830,22 @@ impl ViewCache {
         for n in nodes {
             let name = n.metadata.name.as_deref().unwrap_or_default();
             let version = n.metadata.resource_version.as_deref().unwrap_or_default();
+            let (notable, states, f) = (&mut self.notable, &mut self.states, &self.notable_if);
             match self.index.get(name) {
                 Some(&i) => {
                     if self.versions[i] != version {
-                        out[i] = NodeView::from_node(n);
+                        let new = NodeView::from_node(n);
+                        track(notable, states, f.as_ref(), i, Some(&out[i]), Some(&new));
+                        out[i] = new;
                         self.versions[i] = version.to_string();
                     }
                     seen[i] = true;
                 }
                 None => {
+                    let new = NodeView::from_node(n);
+                    track(notable, states, f.as_ref(), out.len(), None, Some(&new));
                     self.index.insert(name.to_string(), out.len());
-                    out.push(NodeView::from_node(n));
+                    out.push(new);
                     self.versions.push(version.to_string());
                     seen.push(true);
                 }
@@ -815,6 +869,13 @@ impl ViewCache {
         self.index.clear();
         let index = out.iter().enumerate().map(|(i, v)| (v.name.clone(), i));
         self.index.extend(index);
+        // Positions moved: counted again (Nodes are seldom deleted).
+        self.notable.clear();
+        self.states.clear();
+        for (i, v) in out.iter().enumerate() {
+            let f = self.notable_if.as_ref();
+            track(&mut self.notable, &mut self.states, f, i, None, Some(v));
+        }
     }
 
     /// Whether the views were ever refreshed from a whole set of Nodes: [`ViewCache::update`]
@@ -853,8 +914,11 @@ impl ViewCache {
         }
         let out = std::sync::Arc::make_mut(&mut self.views);
         let version = |n: &Node| n.metadata.resource_version.clone().unwrap_or_default();
+        let (notable, states, f) = (&mut self.notable, &mut self.states, &self.notable_if);
         for (i, n) in sets {
-            out[i] = NodeView::from_node(&n);
+            let new = NodeView::from_node(&n);
+            track(notable, states, f.as_ref(), i, Some(&out[i]), Some(&new));
+            out[i] = new;
             self.versions[i] = version(&n);
         }
         for n in adds {
@@ -862,8 +926,10 @@ impl ViewCache {
             if self.index.contains_key(&name) {
                 continue;
             }
+            let new = NodeView::from_node(&n);
+            track(notable, states, f.as_ref(), out.len(), None, Some(&new));
             self.index.insert(name, out.len());
-            out.push(NodeView::from_node(&n));
+            out.push(new);
             self.versions.push(version(&n));
         }
         if !gone.is_empty() {
@@ -884,6 +950,17 @@ impl ViewCache {
     /// Whether a Node of that name is in the set as last refreshed.
     pub fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)
+    }
+
+    /// The positions of the notable views (those the test given to
+    /// [`ViewCache::with_notable`] picks), in the views' order.
+    pub fn notable(&self) -> impl Iterator<Item = usize> + '_ {
+        self.notable.iter().copied()
+    }
+
+    /// How many views are in each state (a state no view is in may count 0 or be absent).
+    pub fn state_counts(&self) -> &std::collections::HashMap<NodeState, usize> {
+        &self.states
     }
 }
 
@@ -1039,6 +1116,71 @@ mod tests {
         // What the updates built is what a whole refresh of the same Nodes gives.
         assert_eq!(names(&cache.refresh([&b2, &c, &d])), ["b", "c", "d"]);
         assert!(cache.refresh([&b2, &c, &d])[0].flagged());
+    }
+
+    #[test]
+    fn the_view_cache_keeps_the_notable_views_and_the_state_counts_as_nodes_change() {
+        let node = |name: &str, rv: &str, flag: bool, state: Option<&str>| {
+            let mut n = fixtures::node(name, &[]);
+            if flag {
+                n = fixtures::annotate(n, REBOOT_REQUIRED, "2026-01-01T00:00:00Z");
+            }
+            if let Some(s) = state {
+                n = fixtures::annotate(n, STATE, s);
+            }
+            n.metadata.resource_version = Some(rv.into());
+            n
+        };
+        let mut cache = ViewCache::with_notable(NodeView::flagged);
+        let views = cache.refresh([
+            &node("a", "1", false, Some("done")),
+            &node("b", "2", true, None),
+            &node("c", "3", false, Some("done")),
+        ]);
+        let notable = |cache: &ViewCache, views: &[NodeView]| {
+            cache
+                .notable()
+                .map(|i| views[i].name.clone())
+                .collect::<Vec<_>>()
+        };
+        let count = |cache: &ViewCache, s| cache.state_counts().get(&s).copied().unwrap_or(0);
+        assert_eq!(notable(&cache, &views), ["b"]);
+        assert_eq!(count(&cache, NodeState::Done), 2);
+        // b starts its cycle, a is flagged again, c is deleted: positions move.
+        let views = cache.update([
+            (
+                "b".to_string(),
+                Some(&node("b", "4", true, Some("draining"))),
+            ),
+            ("a".to_string(), Some(&node("a", "5", true, Some("done")))),
+            ("c".to_string(), None),
+        ]);
+        assert_eq!(notable(&cache, &views), ["a", "b"]);
+        assert_eq!(count(&cache, NodeState::Done), 1);
+        assert_eq!(count(&cache, NodeState::Draining), 1);
+        // b ends done and unflagged; a new node d comes flagged.
+        let views = cache.update([
+            ("b".to_string(), Some(&node("b", "6", false, Some("done")))),
+            ("d".to_string(), Some(&node("d", "7", true, None))),
+        ]);
+        assert_eq!(notable(&cache, &views), ["a", "d"]);
+        assert_eq!(count(&cache, NodeState::Done), 2);
+        assert_eq!(count(&cache, NodeState::Draining), 0);
+        // What the updates kept is what a whole refresh of the same Nodes gives.
+        let mut fresh = ViewCache::with_notable(NodeView::flagged);
+        let all = [
+            node("a", "5", true, Some("done")),
+            node("b", "6", false, Some("done")),
+            node("d", "7", true, None),
+        ];
+        let again = fresh.refresh(&all);
+        assert_eq!(notable(&fresh, &again), notable(&cache, &views));
+        assert_eq!(fresh.state_counts().get(&NodeState::Done), Some(&2));
+        // Without a test, nothing is notable; states are still counted.
+        let mut plain = ViewCache::default();
+        plain.refresh(&all);
+        assert_eq!(plain.notable().count(), 0);
+        assert_eq!(plain.state_counts().get(&NodeState::Done), Some(&2));
     }
     use super::fixtures::*;
     use super::*;

@@ -405,8 +405,9 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         max_failures: config.failures.max_failures,
     };
 
+    let every_node: Vec<&NodeView> = snap.nodes.iter().collect();
     let decide_snapshot = decide::Snapshot {
-        nodes: &snap.nodes,
+        nodes: &every_node,
         in_flight: entries,
         foreign_holder: foreign.as_deref(),
         blocking_pods: &[],

@@ -107,11 +107,29 @@ pub const CLEAR_FAILED: &str = "clear a failed node with `rollboot retry NODE`";
 /// RFC 3339 instant, written by hand): the controller writes the instant it sees them in its
 /// place, before it picks, so such a request takes its turn as of when it was first seen,
 /// after every flag dated earlier and before every later one, across restarts and leaders.
-pub fn undated_requests(nodes: &[NodeView]) -> Vec<&NodeView> {
+pub fn undated_requests<'a>(nodes: impl IntoIterator<Item = &'a NodeView>) -> Vec<&'a NodeView> {
     nodes
-        .iter()
+        .into_iter()
         .filter(|n| n.request_undated && !n.deleting)
         .collect()
+}
+
+/// Whether a pass must read this node although it did not change: it may be picked (flagged,
+/// which an undated request to be dated is too), block new starts (not Ready, failed), need
+/// its PreferNoSchedule taint put on or taken off, or carry a rollboot annotation to warn about.
+/// Every decision of a pass over the nodes this picks, plus those in the lock, is the decision
+/// over every node; the controller keeps the set up to date as Nodes change
+/// ([`crate::node::ViewCache::with_notable`]).
+pub fn needs_a_look(n: &NodeView, config: &Config) -> bool {
+    n.flagged()
+        || !n.ready
+        || n.state == Some(NodeState::Failed)
+        || has_annotation_warnings(n)
+        || config
+            .hooks
+            .prefer_no_schedule_taint
+            .as_ref()
+            .is_some_and(|key| n.taints.iter().any(|t| t.key == *key))
 }
 
 /// The Event reason of a node's failure, saying what failed by the state it failed in.
@@ -126,8 +144,10 @@ pub fn failure_event_reason(state: Option<NodeState>) -> &'static str {
 
 /// The cluster as the controller sees it at one instant.
 pub struct Snapshot<'a> {
-    /// Every Node.
-    pub nodes: &'a [NodeView],
+    /// The Nodes: every one, or at least every one [`needs_a_look`] picks and every one in the
+    /// lock. The others change no decision here, so a pass hands over only those (issue 14: a
+    /// look at every Node per pass was a cost in the cluster's size).
+    pub nodes: &'a [&'a NodeView],
     /// The nodes listed in the maintenance lock.
     pub in_flight: &'a BTreeMap<String, LockEntry>,
     /// Holder of the lock when it is someone other than rollboot.
@@ -148,6 +168,7 @@ pub fn blockers(s: &Snapshot<'_>, config: &Config, now: DateTime<Utc>) -> Vec<Bl
     let unready: Vec<String> = s
         .nodes
         .iter()
+        .copied()
         .filter(|n| !n.ready && !s.in_flight.contains_key(&n.name))
         .map(|n| n.name.clone())
         .collect();
@@ -230,7 +251,7 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
         // Built only for a per-group limit: an index of every Node per pick was a cost in the
         // cluster's size (issue 14).
         let by_name: HashMap<&str, &NodeView> =
-            s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+            s.nodes.iter().map(|n| (n.name.as_str(), *n)).collect();
         for (name, entry) in s.in_flight {
             // A Node gone mid-cycle keeps its slot (see `next_step`), and its group with it.
             match (by_name.get(name.as_str()), &entry.group) {
@@ -243,6 +264,7 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     let mut candidates: Vec<&NodeView> = s
         .nodes
         .iter()
+        .copied()
         .filter(|n| is_candidate(n, config) && !s.in_flight.contains_key(&n.name))
         .collect();
     sort_candidates(&mut candidates, config.nodes.order);
@@ -688,6 +710,13 @@ fn quoted(v: &str) -> String {
     }
 }
 
+/// Whether [`annotation_warnings`] has anything to say about the node (in or out of the lock).
+pub fn has_annotation_warnings(n: &NodeView) -> bool {
+    !n.malformed.is_empty()
+        || (n.hooks.is_some() && hooks::record_problem(n).is_some())
+        || (n.health_gate.is_some() && gate_problem(n).is_some())
+}
+
 /// The warnings about a Node's malformed rollboot annotations; `in_lock` when it is listed in
 /// the maintenance lock (its cycle is in progress).
 pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning> {
@@ -815,6 +844,8 @@ mod tests {
         nodes: &'a [NodeView],
         in_flight: &'a BTreeMap<String, LockEntry>,
     ) -> Snapshot<'a> {
+        // A test's few views, by reference as a pass hands them over (leaked: a test's worth).
+        let nodes: &'a [&'a NodeView] = Vec::leak(nodes.iter().collect());
         Snapshot {
             nodes,
             in_flight,
@@ -998,7 +1029,7 @@ mod tests {
         let none = BTreeMap::new();
         let blocking = [("app=backup".to_string(), 2)];
         let s = Snapshot {
-            nodes: &nodes,
+            nodes: &nodes.iter().collect::<Vec<_>>(),
             in_flight: &none,
             foreign_holder: Some("ops-team"),
             blocking_pods: &blocking,
@@ -1740,5 +1771,114 @@ mod tests {
             "{goes_on}"
         );
         assert!(after_failure(3, &cfg("failures: {maxFailures: 2}")).contains("halts"));
+    }
+
+    #[test]
+    fn a_pass_over_the_nodes_that_need_a_look_and_those_in_the_lock_decides_as_over_every_node() {
+        use k8s_openapi::api::core::v1::Taint;
+        use rand::{Rng, SeedableRng};
+        let config = cfg(
+            "concurrency: {maxNodes: 4, groupBy: zone, maxNodesPerGroup: 2}\n\
+             blockers: {maxUnreadyNodes: 2}\nfailures: {maxFailures: 1}\n\
+             nodes: {selector: 'pool!=gpu'}\n\
+             hooks: {preferNoScheduleTaint: rollboot.dev/reboot-pending}\n",
+        );
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(14);
+        for round in 0..200 {
+            let mut views = Vec::new();
+            for i in 0..30 {
+                let zone = ["a", "b", "c"][rng.random_range(0..3)];
+                let pool = if rng.random_bool(0.2) { "gpu" } else { "web" };
+                let mut n = node(&format!("n-{i:02}"), &[("zone", zone), ("pool", pool)]);
+                let add = |n, key, value: &str| annotate(n, key, value);
+                if rng.random_bool(0.4) {
+                    let at = format!("2026-01-0{}T00:00:00Z", rng.random_range(1..4));
+                    n = add(n, proto::REBOOT_REQUIRED, &at);
+                }
+                if rng.random_bool(0.1) {
+                    n = add(n, proto::REBOOT_REQUESTED, "now");
+                }
+                let state = ["", "done", "failed", "draining", "bogus"][rng.random_range(0..5)];
+                if !state.is_empty() {
+                    n = add(n, proto::STATE, state);
+                }
+                if rng.random_bool(0.05) {
+                    n = add(n, proto::HOOKS, "{not json");
+                }
+                if rng.random_bool(0.1) {
+                    n = add(n, proto::EXCLUDE, "true");
+                }
+                if rng.random_bool(0.15) {
+                    let status = n.status.as_mut().unwrap();
+                    status.conditions.as_mut().unwrap()[0].status = "False".into();
+                }
+                if rng.random_bool(0.2) {
+                    n.spec.as_mut().unwrap().taints = Some(vec![Taint {
+                        key: "rollboot.dev/reboot-pending".into(),
+                        effect: "PreferNoSchedule".into(),
+                        ..Default::default()
+                    }]);
+                }
+                if rng.random_bool(0.05) {
+                    n.metadata.deletion_timestamp =
+                        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                        ));
+                }
+                views.push(NodeView::from_node(&n));
+            }
+            let mut in_flight = BTreeMap::new();
+            for v in views.iter().filter(|_| rng.random_bool(0.1)) {
+                let mut e = entry("2026-01-01T00:00:00Z");
+                e.group = v.labels.get("zone").cloned();
+                in_flight.insert(v.name.clone(), e);
+            }
+            let every: Vec<&NodeView> = views.iter().collect();
+            let looked: Vec<&NodeView> = views
+                .iter()
+                .filter(|v| needs_a_look(v, &config) || in_flight.contains_key(&v.name))
+                .collect();
+            let snap = |nodes| Snapshot {
+                nodes,
+                in_flight: &in_flight,
+                foreign_holder: None,
+                blocking_pods: &[],
+            };
+            let (all, some) = (snap(&every), snap(&looked));
+            let now = t("2026-01-05T00:00:00Z");
+            assert_eq!(
+                blockers(&all, &config, now),
+                blockers(&some, &config, now),
+                "round {round}"
+            );
+            assert_eq!(names(pick(&all, &config)), names(pick(&some, &config)));
+            assert_eq!(
+                names(undated_requests(every.iter().copied())),
+                names(undated_requests(looked.iter().copied()))
+            );
+            let taints = |nodes: &[&NodeView]| {
+                hooks::prefer_no_schedule_changes(nodes.iter().copied(), &config)
+                    .into_iter()
+                    .map(|(n, t)| (n.name.clone(), t))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(taints(&every), taints(&looked), "round {round}");
+            for v in &views {
+                if !annotation_warnings(v, in_flight.contains_key(&v.name)).is_empty() {
+                    assert!(looked.iter().any(|l| l.name == v.name), "{}", v.name);
+                }
+            }
+            let mut states = HashMap::new();
+            for s in views.iter().filter_map(|v| v.state) {
+                *states.entry(s).or_default() += 1;
+            }
+            let mut record = crate::lock::LockRecord::default();
+            record.entries = in_flight.clone();
+            let gauges = |nodes: &[&NodeView]| {
+                let g = super::super::observe::gauges(nodes, &states, &record, &[], &config, "x");
+                (g.nodes_by_state, g.node_state_since, g.halted)
+            };
+            assert_eq!(gauges(&every), gauges(&looked), "round {round}");
+        }
     }
 }

@@ -347,6 +347,11 @@ pub async fn run(
         Some(p) => Some(alerts::AlertSource::new(p).map_err(Error::Client)?),
         None => None,
     };
+    // A pass reads only the Nodes a decision can turn on, kept up to date as each is parsed.
+    let view_cache = Arc::new(std::sync::Mutex::new(proto::ViewCache::with_notable({
+        let config = config.clone();
+        move |v| decide::needs_a_look(v, &config)
+    })));
     let ctx = Ctx {
         gate_hub: Arc::new(gate::Hub::new(client.clone())),
         alerts,
@@ -369,7 +374,7 @@ pub async fn run(
         nodes: nodes.clone(),
         node_seq,
         written: Default::default(),
-        view_cache: Default::default(),
+        view_cache,
         node_changes,
         lock_record,
         lock_edits: Arc::default(),
@@ -526,15 +531,14 @@ fn current(ctx: &Ctx, name: &str) -> Option<NodeView> {
     }
 }
 
-/// The cached Nodes, overlaid with our own fresher writes, parsed again only where they changed
-/// (a pass per batch of Node events must not parse every Node: issue 14). After the first look
+/// The cached Nodes, overlaid with our own fresher writes, parsed again only where they changed (a pass per batch of Node events must not parse every Node: issue 14). After the first look
 /// (and after a relist of the watch) only the Nodes the watch changed and those with a write of
 /// ours pending are looked at: a pass costs what changed, not the cluster's size.
-fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Arc<Vec<NodeView>> {
+fn views(ctx: &Ctx, nodes: &reflector::Store<Node>, record: &LockRecord) -> PassViews {
     let mut written = ctx.written.lock().expect("written cache");
     let changes = std::mem::take(&mut *ctx.node_changes.lock().expect("node changes"));
     let mut cache = ctx.view_cache.lock().expect("view cache");
-    if changes.relisted || !cache.primed() {
+    let all = if changes.relisted || !cache.primed() {
         let state = nodes.state();
         // Our own write, while it is newer than what the watch brought; forgotten once it is not.
         let mut newer = std::collections::HashSet::new();
@@ -549,37 +553,78 @@ fn views(ctx: &Ctx, nodes: &reflector::Store<Node>) -> Arc<Vec<NodeView>> {
             let name = n.metadata.name.as_deref().unwrap_or_default();
             written.get(name).unwrap_or(n)
         });
-        return cache.refresh(sources);
+        cache.refresh(sources)
+    } else {
+        let mut names = changes.names;
+        names.extend(written.keys().cloned());
+        let mut sources: Vec<(String, Option<Arc<Node>>)> = Vec::with_capacity(names.len());
+        for name in names {
+            let cached = nodes.get(&reflector::ObjectRef::new(&name));
+            let source = match (cached, written.get(&name)) {
+                (Some(c), Some(w)) if rv(w) > rv(&c) => Some(Arc::new(w.clone())),
+                (cached, _) => {
+                    written.remove(&name);
+                    cached
+                }
+            };
+            sources.push((name, source));
+        }
+        cache.update(sources)
+    };
+    let mut looked: std::collections::BTreeSet<usize> = cache.notable().collect();
+    looked.extend(record.entries.keys().filter_map(|n| cache.position(n)));
+    PassViews {
+        all,
+        looked: looked.into_iter().collect(),
+        states: cache.state_counts().clone(),
     }
-    let mut names = changes.names;
-    names.extend(written.keys().cloned());
-    let mut sources: Vec<(String, Option<Arc<Node>>)> = Vec::with_capacity(names.len());
-    for name in names {
-        let cached = nodes.get(&reflector::ObjectRef::new(&name));
-        let source = match (cached, written.get(&name)) {
-            (Some(c), Some(w)) if rv(w) > rv(&c) => Some(Arc::new(w.clone())),
-            (cached, _) => {
-                written.remove(&name);
-                cached
-            }
-        };
-        sources.push((name, source));
+}
+
+/// The views one pass reads: every Node's, the positions of those a decision can turn on (the
+/// ones [`decide::needs_a_look`] picks and every one in the lock), and how many are in each
+/// state. Only rebuilding the lock's record reads them all.
+struct PassViews {
+    all: Arc<Vec<NodeView>>,
+    looked: Vec<usize>,
+    states: HashMap<NodeState, usize>,
+}
+
+impl PassViews {
+    /// The views a decision can turn on, in the views' order.
+    fn nodes(&self) -> Vec<&NodeView> {
+        self.looked.iter().map(|&i| &self.all[i]).collect()
     }
-    cache.update(sources)
 }
 
 /// The malformed annotations already warned about, as (node, key, value): each is said once
-/// (a log line and an Event) while it lasts, not on every pass.
-type Warned = std::collections::HashSet<(String, &'static str, String)>;
+/// (a log line and an Event) while it lasts, not on every pass. And the nodes found with none,
+/// by the resourceVersion they were read at: a pass reads every flagged node, and reading a
+/// health gate's or a hook record's JSON again for each of thousands of unchanged nodes was a
+/// cost per pass in the rollout's size (issue 14).
+#[derive(Default)]
+struct Warned {
+    said: std::collections::HashSet<(String, &'static str, String)>,
+    clean: HashMap<String, String>,
+}
 
 /// Logs and records a warning Event for each malformed rollboot annotation not yet warned
 /// about, and forgets those that are gone (so one that comes back is said again).
-async fn warn_malformed(ctx: &Ctx, views: &[NodeView], record: &LockRecord, warned: &mut Warned) {
+async fn warn_malformed(ctx: &Ctx, views: &[&NodeView], record: &LockRecord, warned: &mut Warned) {
     let mut now_seen = Warned::default();
     for v in views {
-        for w in decide::annotation_warnings(v, record.entries.contains_key(&v.name)) {
+        let rv = &v.resource_version;
+        if !rv.is_empty() && warned.clean.get(&v.name) == Some(rv) {
+            now_seen.clean.insert(v.name.clone(), rv.clone());
+            continue;
+        }
+        // Whether there is anything to say does not depend on the lock, only how it is said.
+        let warnings = decide::annotation_warnings(v, record.entries.contains_key(&v.name));
+        if warnings.is_empty() && !rv.is_empty() {
+            now_seen.clean.insert(v.name.clone(), rv.clone());
+        }
+        for w in warnings {
             let k = (v.name.clone(), w.key, w.value.clone());
-            if !warned.contains(&k) {
+            if !warned.said.contains(&k) {
                 tracing::warn!(node = %v.name, key = w.key, value = %w.value, "{}", w.note);
                 ctx.events
                     .publish_action(
@@ -591,7 +636,7 @@ async fn warn_malformed(ctx: &Ctx, views: &[NodeView], record: &LockRecord, warn
                     )
                     .await;
             }
-            now_seen.insert(k);
+            now_seen.said.insert(k);
         }
     }
     *warned = now_seen;
@@ -687,30 +732,25 @@ async fn tick(
     // The lock before the Nodes: a node leaves the lock only after its final state is written,
     // so a node missing from this record shows that state in the views read after it.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
-    let views = views(ctx, nodes);
+    let pass = views(ctx, nodes, &record);
+    let looked = pass.nodes();
     let now = Utc::now();
-    warn_malformed(ctx, &views, &record, warned).await;
+    warn_malformed(ctx, &looked, &record, warned).await;
     let acting: std::collections::BTreeSet<String> = tasks
         .iter()
         .filter(|(_, t)| !t.done.load(std::sync::atomic::Ordering::SeqCst))
         .map(|(n, _)| n.clone())
         .collect();
-    if restore_lock(ctx, &record, &views, now, &acting).await? {
+    if restore_lock(ctx, &record, &pass.all, now, &acting).await? {
         return Ok(None);
     }
     // Only the nodes in flight are looked up by name: an index of every Node per pass was a
     // cost in the cluster's size.
-    let by_name: HashMap<&str, &NodeView> = {
-        let cache = ctx.view_cache.lock().expect("view cache");
-        record
-            .entries
-            .keys()
-            .filter_map(|name| {
-                let v = views.get(cache.position(name)?)?;
-                (v.name == *name).then_some((name.as_str(), v))
-            })
-            .collect()
-    };
+    let by_name: HashMap<&str, &NodeView> = looked
+        .iter()
+        .filter(|v| record.entries.contains_key(&v.name))
+        .map(|v| (v.name.as_str(), *v))
+        .collect();
     let mut next: Option<DateTime<Utc>> = None;
     let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
     // Under an operator's pause the nodes in flight go on to the end of their cycle (the pause
@@ -742,22 +782,25 @@ async fn tick(
             })
     });
     // Released before the views are asked for again, so they are updated in place.
-    drop(views);
-    date_requests(ctx, &self::views(ctx, nodes), now).await;
-    prefer_no_schedule(ctx, &self::views(ctx, nodes)).await;
+    drop(by_name);
+    drop(looked);
+    drop(pass);
+    date_requests(ctx, &views(ctx, nodes, &record).nodes(), now).await;
+    prefer_no_schedule(ctx, &views(ctx, nodes, &record).nodes()).await;
     // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
-    let views = self::views(ctx, nodes);
-    let candidates = views
+    let pass = views(ctx, nodes, &record);
+    let looked = pass.nodes();
+    let candidates = looked
         .iter()
         .any(|n| decide::is_candidate(n, &ctx.config) && !record.entries.contains_key(&n.name));
     if !candidates {
-        observe::pass(ctx, &views, &record, &[], now);
+        observe::pass(ctx, &looked, &pass.states, &record, &[], now);
         return Ok(next);
     }
     let blocking = blocking_pods(ctx).await;
     let snap = Snapshot {
-        nodes: &views,
+        nodes: &looked,
         in_flight: &record.entries,
         foreign_holder: record.foreign_holder(&ctx.lock_owner),
         blocking_pods: &blocking,
@@ -783,7 +826,7 @@ async fn tick(
         DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now);
     let mut blockers = decide::blockers(&snap, &ctx.config, now);
     blockers.extend(alerts);
-    observe::pass(ctx, &views, &record, &blockers, now);
+    observe::pass(ctx, &looked, &pass.states, &record, &blockers, now);
     let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
     if texts != *last_blockers {
         for b in &texts {
@@ -818,20 +861,17 @@ async fn tick(
         soon(again);
         return Ok(next);
     }
-    let picked: Vec<String> = decide::pick(&snap, &ctx.config)
+    let picked: Vec<(String, Option<String>)> = decide::pick(&snap, &ctx.config)
         .into_iter()
-        .map(|n| n.name.clone())
+        .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
         .collect();
     if !picked.is_empty() {
         ctx.wake.notify_one();
     }
-    for name in picked {
+    for (name, group) in picked {
         ctx.leadership.ensure()?;
         let entry = LockEntry {
-            group: views
-                .iter()
-                .find(|v| v.name == name)
-                .and_then(|v| decide::group_of(v, &ctx.config)),
+            group,
             state: NodeState::Cordoning,
             since: now,
             leader: ctx.leadership.identity().to_string(),
@@ -862,8 +902,8 @@ async fn tick(
 /// Writes the instant it sees them into the undated `reboot-requested` flags (`now` written by
 /// hand), before anything is picked: each write fenced by the version it was decided from (a
 /// refused one is decided again from the newer version on the next pass).
-async fn date_requests(ctx: &Ctx, views: &[NodeView], now: DateTime<Utc>) {
-    for view in decide::undated_requests(views) {
+async fn date_requests(ctx: &Ctx, views: &[&NodeView], now: DateTime<Utc>) {
+    for view in decide::undated_requests(views.iter().copied()) {
         let stamp = crate::time::annotation(now);
         let p = proto::patch(&[(proto::REBOOT_REQUESTED, Some(stamp.clone()))], None);
         match patch_node(ctx, view, "dating its reboot request", p).await {
@@ -1570,8 +1610,10 @@ async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
 
 /// Puts or takes off `hooks.preferNoScheduleTaint` where it must change; each write fenced by
 /// the version it was decided from (a refused one is decided again on the next pass).
-async fn prefer_no_schedule(ctx: &Ctx, views: &[NodeView]) {
-    for (view, taints) in crate::hooks::decide::prefer_no_schedule_changes(views, &ctx.config) {
+async fn prefer_no_schedule(ctx: &Ctx, views: &[&NodeView]) {
+    let changes =
+        crate::hooks::decide::prefer_no_schedule_changes(views.iter().copied(), &ctx.config);
+    for (view, taints) in changes {
         let p = proto::with_taints(proto::patch(&[], None), &taints);
         match patch_node(ctx, view, "setting its PreferNoSchedule taint", p).await {
             Ok(_) => {

@@ -11,7 +11,7 @@
 //! It must never write to the cluster, never wait on the network, and never change what the
 //! controller decides: it only reads what the runtime already has in hand.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -56,22 +56,28 @@ pub fn blocker_kind(b: &Blocker) -> &'static str {
 }
 
 /// The rollout's gauges from one pass's Nodes, lock record and blockers (pure).
+/// `views` holds at least every candidate and every node in the lock (a pass's views, see
+/// [`decide::Snapshot::nodes`]); `states` counts every Node by state.
 pub fn gauges(
-    views: &[NodeView],
+    views: &[&NodeView],
+    states: &HashMap<NodeState, usize>,
     record: &LockRecord,
     blockers: &[Blocker],
     config: &Config,
     lock_owner: &str,
 ) -> RolloutGauges {
     let mut g = RolloutGauges::default();
-    let mut failed = 0;
+    for (state, count) in states {
+        if *count > 0 {
+            *g.nodes_by_state.entry(state.as_str()).or_default() += *count as u64;
+        }
+    }
+    let failed = states.get(&NodeState::Failed).copied().unwrap_or(0);
     for v in views {
         if decide::is_candidate(v, config) && !record.entries.contains_key(&v.name) {
             *g.nodes_by_state.entry("waiting").or_default() += 1;
         }
         let Some(state) = v.state else { continue };
-        *g.nodes_by_state.entry(state.as_str()).or_default() += 1;
-        failed += usize::from(state == NodeState::Failed);
         if state.in_flight() && record.entries.contains_key(&v.name) {
             if let Some(since) = v.state_since {
                 g.node_state_since.insert(
@@ -96,12 +102,20 @@ pub fn gauges(
 /// rollout's gauges and sends the notices due.
 pub(super) fn pass(
     ctx: &Ctx,
-    views: &[NodeView],
+    views: &[&NodeView],
+    states: &HashMap<NodeState, usize>,
     record: &LockRecord,
     blockers: &[Blocker],
     now: DateTime<Utc>,
 ) {
-    let g = gauges(views, record, blockers, &ctx.config, &ctx.lock_owner);
+    let g = gauges(
+        views,
+        states,
+        record,
+        blockers,
+        &ctx.config,
+        &ctx.lock_owner,
+    );
     let pending = g.nodes_by_state.get("waiting").copied().unwrap_or(0) as usize;
     ctx.metrics.set_rollout(g);
     let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
@@ -258,8 +272,13 @@ mod tests {
                 leader: "x".into(),
             },
         );
+        let mut states = HashMap::new();
+        for s in views.iter().filter_map(|v| v.state) {
+            *states.entry(s).or_default() += 1;
+        }
         let g = gauges(
-            &views,
+            &views.iter().collect::<Vec<_>>(),
+            &states,
             &record,
             &[Blocker::LockHeldBy("ops-team".into())],
             &config,

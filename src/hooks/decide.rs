@@ -447,14 +447,14 @@ pub fn prefer_no_schedule(n: &NodeView, key: &str, want: bool) -> Option<Vec<Tai
 /// flagged node rollboot may reboot carries it (failed ones too: they still need the reboot);
 /// any other loses it. With the new taint list of each.
 pub fn prefer_no_schedule_changes<'a>(
-    nodes: &'a [NodeView],
+    nodes: impl IntoIterator<Item = &'a NodeView>,
     config: &Config,
 ) -> Vec<(&'a NodeView, Vec<TaintView>)> {
     let Some(key) = &config.hooks.prefer_no_schedule_taint else {
         return Vec::new();
     };
     nodes
-        .iter()
+        .into_iter()
         .filter(|n| !n.deleting)
         .filter_map(|n| {
             let want = n.flagged() && !n.excluded && config.node_selector().matches(&n.labels);

@@ -803,8 +803,9 @@ fn cluster_blockers(
         .iter()
         .map(|(s, pods)| (s.clone(), pods.len()))
         .collect();
+    let nodes: Vec<&NodeView> = cluster.nodes.iter().collect();
     let snap = decide::Snapshot {
-        nodes: &cluster.nodes,
+        nodes: &nodes,
         in_flight: &record.entries,
         foreign_holder: foreign,
         blocking_pods: &counts,

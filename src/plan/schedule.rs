@@ -151,8 +151,9 @@ pub fn predict(
                 break;
             }
         } else if schedule.is_allowed(t) {
+            let nodes: Vec<&NodeView> = views.iter().collect();
             let snap = decide::Snapshot {
-                nodes: &views,
+                nodes: &nodes,
                 in_flight: &entries,
                 foreign_holder: None,
                 blocking_pods: &[],
