@@ -341,6 +341,10 @@ pub struct Report {
     /// The faults played, with `--chaos` or a scenario's `faults:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultsPlayed>,
+    /// Where the cycles' time went, from the flagged nodes that ended `done` (see
+    /// [`CycleParts`]); absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle_parts: Option<CycleParts>,
     /// Every invariant broken, a sentence each (empty when all held).
     pub invariant_breaks: Vec<String>,
     /// No invariant broke, and the run ended as it must: without faults, every flagged node
@@ -387,6 +391,27 @@ impl Report {
                 "  coordinator overhead     not measured: the run did not reboot every flagged node"
             ),
         };
+        if let Some(c) = &self.cycle_parts {
+            let spread = |s: &Spread| {
+                format!(
+                    "{:.3} s mean, {:.3} median, {:.3} p95",
+                    s.mean, s.median, s.p95
+                )
+            };
+            let _ = writeln!(
+                s,
+                "  cycles ({})              {} = {:.2} x irreducible ({:.3} s); {:.1} in flight on average (maxNodes {})",
+                c.cycles,
+                spread(&c.cycle),
+                c.cycle_over_irreducible,
+                c.irreducible_mean_seconds,
+                c.mean_in_flight,
+                self.max_nodes
+            );
+            let _ = writeln!(s, "    drain                  {}", spread(&c.drain));
+            let _ = writeln!(s, "    reboot                 {}", spread(&c.reboot));
+            let _ = writeln!(s, "    back to done           {}", spread(&c.gate));
+        }
         let _ = writeln!(
             s,
             "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
@@ -480,6 +505,123 @@ pub struct Observed {
     pub irreducible: BTreeMap<String, f64>,
     /// The faults, when any were played.
     pub faults: Option<FaultsPlayed>,
+}
+
+/// Where the time of the finished cycles went, in the run's own seconds: each part as the
+/// controller measured it on the node (`rollboot.dev/last-cycle`), the whole cycle from its
+/// start in the lock to `done`, and how full the slots were. The makespan over the bound
+/// splits into the two: `cycleOverIrreducible` (how much longer a cycle took than its
+/// irreducible time) times `maxNodes / meanInFlight` (how far from full the slots ran).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CycleParts {
+    /// Cycles measured (flagged nodes that ended `done` with a recorded start).
+    pub cycles: usize,
+    /// Cordon, drain and hooks: from the start to the reboot request.
+    pub drain: Spread,
+    /// From the reboot request until the node was back.
+    pub reboot: Spread,
+    /// From back to done: uncordon, health gate.
+    pub gate: Spread,
+    /// From the start to `done`.
+    pub cycle: Spread,
+    /// The mean irreducible time of the measured nodes (see [`per_node_seconds`]).
+    pub irreducible_mean_seconds: f64,
+    /// Mean cycle over mean irreducible time.
+    pub cycle_over_irreducible: f64,
+    /// The nodes in flight on average over the makespan (the cycles' total over it).
+    pub mean_in_flight: f64,
+}
+
+/// Mean, median and 95th percentile of some seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spread {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// 95th percentile (nearest rank).
+    pub p95: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (zeros when empty).
+    pub fn of(mut v: Vec<f64>) -> Spread {
+        if v.is_empty() {
+            return Spread::default();
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Spread {
+            mean: v.iter().sum::<f64>() / n as f64,
+            median: if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            },
+            p95: rank(0.95),
+        }
+    }
+}
+
+impl CycleParts {
+    /// From the flagged nodes' views at the end, each node's first start, the irreducible
+    /// times and the makespan (pure).
+    pub fn measure(
+        nodes: &[NodeView],
+        flagged: &BTreeSet<String>,
+        starts: &[(String, DateTime<Utc>)],
+        irreducible: &BTreeMap<String, f64>,
+        makespan: f64,
+    ) -> Option<CycleParts> {
+        let mut first: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+        for (n, at) in starts {
+            let e = first.entry(n.as_str()).or_insert(*at);
+            *e = (*e).min(*at);
+        }
+        let (mut drain, mut reboot, mut gate, mut cycle, mut irr) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for n in nodes.iter().filter(|n| flagged.contains(&n.name)) {
+            let (Some(NodeState::Done), Some(done), Some(start)) =
+                (n.state, n.state_since, first.get(n.name.as_str()))
+            else {
+                continue;
+            };
+            cycle.push((done - *start).num_microseconds().unwrap_or(0) as f64 / 1e6);
+            irr.push(irreducible.get(&n.name).copied().unwrap_or_default());
+            if let Some(c) = &n.history.last_cycle {
+                drain.extend(c.drain_seconds);
+                reboot.extend(c.reboot_seconds);
+                gate.extend(c.gate_seconds);
+            }
+        }
+        if cycle.is_empty() {
+            return None;
+        }
+        let total: f64 = cycle.iter().sum();
+        let irreducible_mean = irr.iter().sum::<f64>() / irr.len() as f64;
+        let cycle = Spread::of(cycle);
+        Some(CycleParts {
+            cycles: irr.len(),
+            drain: Spread::of(drain),
+            reboot: Spread::of(reboot),
+            gate: Spread::of(gate),
+            cycle_over_irreducible: if irreducible_mean > 0.0 {
+                cycle.mean / irreducible_mean
+            } else {
+                0.0
+            },
+            cycle,
+            irreducible_mean_seconds: irreducible_mean,
+            mean_in_flight: if makespan > 0.0 {
+                total / makespan
+            } else {
+                0.0
+            },
+        })
+    }
 }
 
 /// Builds the report of a decided (or stuck) rollout.
@@ -654,6 +796,8 @@ pub async fn report(
             "{n} uncordoned at {at} while still tainted not-ready"
         ));
     }
+    let cycle_parts =
+        CycleParts::measure(&nodes, flagged, &seen.starts, &seen.irreducible, makespan_s);
     let (outcome, outcome_reason) = seen.outcome;
     // The bound counts every flagged node: against a run that did not reboot them all, the
     // difference means nothing.
@@ -735,6 +879,7 @@ pub async fn report(
         starts_outside_windows: starts_outside,
         cordoned_at_end,
         faults: seen.faults,
+        cycle_parts,
         invariant_breaks: breaks,
         ok,
     })
@@ -766,6 +911,56 @@ mod tests {
         }))
         .unwrap();
         NodeView::from_node(&n)
+    }
+
+    #[test]
+    fn the_cycle_parts_split_the_makespan_into_longer_cycles_and_emptier_slots() {
+        let done = |name: &str, at: &str, cycle: &str| {
+            let n: Node = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "annotations": {
+                    "rollboot.dev/state": "done",
+                    "rollboot.dev/state-since": at,
+                    "rollboot.dev/last-cycle": cycle,
+                }},
+            }))
+            .unwrap();
+            NodeView::from_node(&n)
+        };
+        let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+        let nodes = [
+            done(
+                "a",
+                "2026-01-01T00:00:04Z",
+                r#"{"drainSeconds": 1.0, "rebootSeconds": 2.0, "gateSeconds": 1.0}"#,
+            ),
+            done(
+                "b",
+                "2026-01-01T00:00:08Z",
+                r#"{"drainSeconds": 3.0, "rebootSeconds": 2.0, "gateSeconds": 1.0}"#,
+            ),
+            node("c", Some("draining"), true, true),
+            done("d", "2026-01-01T00:00:09Z", "{}"),
+        ];
+        let starts = vec![
+            ("a".to_string(), t("2026-01-01T00:00:00Z")),
+            ("b".to_string(), t("2026-01-01T00:00:02Z")),
+            // A second start of b (a new leader's): the first one counts.
+            ("b".to_string(), t("2026-01-01T00:00:03Z")),
+            ("c".to_string(), t("2026-01-01T00:00:05Z")),
+        ];
+        let irreducible = BTreeMap::from([("a".to_string(), 2.0), ("b".to_string(), 4.0)]);
+        // d is done but not flagged; c is not done.
+        let c = CycleParts::measure(&nodes, &set(&["a", "b", "c"]), &starts, &irreducible, 10.0)
+            .unwrap();
+        assert_eq!(c.cycles, 2);
+        assert_eq!(c.cycle.mean, 5.0, "a: 4 s, b: 6 s");
+        assert_eq!(c.drain.mean, 2.0);
+        assert_eq!((c.drain.median, c.drain.p95), (2.0, 3.0));
+        assert_eq!(c.reboot.mean, 2.0);
+        assert_eq!(c.irreducible_mean_seconds, 3.0);
+        assert!((c.cycle_over_irreducible - 5.0 / 3.0).abs() < 1e-9);
+        assert_eq!(c.mean_in_flight, 1.0, "10 s of cycles over a 10 s makespan");
+        assert!(CycleParts::measure(&nodes, &set(&["c"]), &starts, &irreducible, 10.0).is_none());
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
