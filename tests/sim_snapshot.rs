@@ -43,13 +43,15 @@ drain: {timeout: 6m}
 ";
 
 fn source() -> Scenario {
-    // 3 nodes; 3 Deployments of 4 pods under budgets of maxUnavailable 1 (two pods of one
-    // Deployment share node-0000, so its drain waits on a budget); a StatefulSet of 4; a
-    // DaemonSet; a mirror pod on node-0000; the unreplicated pod `bare-0` on node-0002.
+    // 3 nodes; 3 Deployments of 4 pods under budgets of maxUnavailable 1 (laid out round
+    // robin, two pods of one Deployment share node-0000, so its drain waits on a budget); a
+    // StatefulSet of 4; a DaemonSet; a mirror pod on node-0000; the unreplicated pod `bare-0`
+    // on node-0002.
     Scenario {
         nodes: 3,
         pods_per_node: 4,
         replicas: 4,
+        placement: rollboot::sim::Placement::RoundRobin,
         pdb_share: 1.0,
         pdb_max_unavailable: 1,
         daemon_sets: 1,

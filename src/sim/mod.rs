@@ -71,7 +71,7 @@ use tokio::task::JoinHandle;
 
 pub use faults::FaultConfig;
 pub use invariants::InvariantReport;
-pub use scenario::Scenario;
+pub use scenario::{Placement, Scenario};
 pub use stats::StatsReport;
 pub use world::World;
 

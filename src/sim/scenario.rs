@@ -18,6 +18,8 @@ pub struct Scenario {
     pub pods_per_node: usize,
     /// Replicas per Deployment.
     pub replicas: usize,
+    /// How the Deployments' and StatefulSets' pods are laid out over the nodes at the start.
+    pub placement: Placement,
     /// Share (0..=1) of Deployments covered by a PodDisruptionBudget.
     pub pdb_share: f64,
     /// The budgets' `maxUnavailable` (tightness: 1 lets one pod go at a time; 0 blocks all).
@@ -68,6 +70,7 @@ impl Default for Scenario {
             zones: 3,
             pods_per_node: 6,
             replicas: 3,
+            placement: Placement::Spread,
             pdb_share: 0.5,
             pdb_max_unavailable: 1,
             daemon_sets: 1,
@@ -87,6 +90,23 @@ impl Default for Scenario {
             faults: None,
         }
     }
+}
+
+/// How a world's workload pods are laid out at the start (each node gets as many as any
+/// other, give or take one, either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Placement {
+    /// As kube-scheduler lays out a fresh cluster's Deployments: each pod on one of the least
+    /// loaded nodes, picked at random (from `seed`), a workload's pods on different nodes
+    /// while there are nodes it has none on (its default spreading by hostname). Siblings
+    /// land on nodes far apart in name order.
+    #[default]
+    Spread,
+    /// Round robin in name order: a workload's pods on consecutive nodes, so a rollout in name
+    /// order drains siblings together and their budgets hold the drains (the worst case for
+    /// `maxNodes` > 1).
+    RoundRobin,
 }
 
 impl Scenario {

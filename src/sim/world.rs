@@ -18,7 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::api::{self, timestamp, Cause};
 use super::kinds::{key_of, Index, Kind};
-use super::scenario::Scenario;
+use super::scenario::{Placement, Scenario};
 use super::server::Shared;
 use super::store::{EventType, Inner, StoreEvent};
 
@@ -289,11 +289,11 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             .invariants
             .node_availability(n, &BTreeMap::new(), false);
     }
-    // Deployments, their ReplicaSets and pods, spread round-robin over nodes.
+    // Deployments, their ReplicaSets and pods, laid out as `placement` says.
     let total = sc.nodes * sc.pods_per_node;
     let replicas = sc.replicas.max(1);
     let deployments = total.div_ceil(replicas);
-    let mut slot = 0usize;
+    let mut placer = Placer::new(sc.nodes, sc.placement, sc.seed);
     let mut empty_dir_left = sc.empty_dir_pods;
     for d in 0..deployments {
         let ns = &namespaces[4 + d % sc.namespaces.max(1)];
@@ -315,9 +315,10 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             "spec": {"replicas": count, "selector": {"matchLabels": labels}, "template": template},
             "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "availableReplicas": count, "fullyLabeledReplicas": count}}));
         let mut template = None;
+        let mut taken = Vec::with_capacity(count);
         for _ in 0..count {
-            let node = &node_names[slot % sc.nodes.max(1)];
-            slot += 1;
+            taken.push(placer.next(&taken));
+            let node = &node_names[taken[taken.len() - 1]];
             let empty_dir = empty_dir_left > 0;
             empty_dir_left = empty_dir_left.saturating_sub(1);
             let p = PodSpec {
@@ -359,9 +360,10 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "currentReplicas": count, "updatedReplicas": count,
                 "availableReplicas": count, "currentRevision": revision, "updateRevision": revision, "collisionCount": 0}}));
         let mut template = None;
+        let mut taken = Vec::with_capacity(count);
         for i in 0..count {
-            let node = &node_names[slot % sc.nodes.max(1)];
-            slot += 1;
+            taken.push(placer.next(&taken));
+            let node = &node_names[taken[i]];
             let p = PodSpec {
                 name: format!("{name}-{i}"),
                 namespace: ns,
@@ -443,6 +445,59 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
         inner.put(Kind::Pod, v);
     }
     rng
+}
+
+/// Picks the node of each workload pod of a new world (see [`Placement`]).
+struct Placer {
+    nodes: usize,
+    how: Placement,
+    rng: SmallRng,
+    /// Spread: the current round (a permutation of the nodes) and how far it is used.
+    round: Vec<usize>,
+    used: usize,
+    /// Round robin: pods placed so far.
+    placed: usize,
+}
+
+impl Placer {
+    fn new(nodes: usize, how: Placement, seed: u64) -> Placer {
+        Placer {
+            nodes: nodes.max(1),
+            how,
+            // A stream of its own: the world's names and uids stay as the seed always drew them.
+            rng: SmallRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15),
+            round: Vec::new(),
+            used: 0,
+            placed: 0,
+        }
+    }
+
+    /// The node (by position) of the next pod of a workload whose pods so far are on `taken`.
+    fn next(&mut self, taken: &[usize]) -> usize {
+        match self.how {
+            Placement::RoundRobin => {
+                self.placed += 1;
+                (self.placed - 1) % self.nodes
+            }
+            Placement::Spread => {
+                use rand::seq::SliceRandom;
+                if self.used == self.round.len() {
+                    self.round = (0..self.nodes).collect();
+                    self.round.shuffle(&mut self.rng);
+                    self.used = 0;
+                }
+                // Every node gets one pod per round (the least loaded first); within the round,
+                // one the workload is not on yet, when one is left.
+                if let Some(j) =
+                    (self.used..self.round.len()).find(|&j| !taken.contains(&self.round[j]))
+                {
+                    self.round.swap(self.used, j);
+                }
+                self.used += 1;
+                self.round[self.used - 1]
+            }
+        }
+    }
 }
 
 /// Recomputes a budget's status as the disruption controller does; writes only on change.
@@ -1314,6 +1369,58 @@ fn set_node_ready(v: &mut Value, ready: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spread_pods_load_every_node_alike_and_put_a_workloads_pods_on_distinct_nodes() {
+        let (nodes, replicas, per_node) = (50, 3, 30);
+        let mut loads = vec![0usize; nodes];
+        let mut placer = Placer::new(nodes, Placement::Spread, 7);
+        let mut adjacent = 0;
+        let mut first = Vec::new();
+        for _ in 0..nodes * per_node / replicas {
+            let mut taken = Vec::new();
+            for _ in 0..replicas {
+                taken.push(placer.next(&taken));
+            }
+            let mut distinct = taken.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), replicas, "{taken:?}");
+            adjacent += usize::from(distinct.windows(2).any(|w| w[1] - w[0] == 1));
+            taken.iter().for_each(|&n| loads[n] += 1);
+            first.push(taken);
+        }
+        assert!(loads.iter().all(|&l| l == per_node), "{loads:?}");
+        // Siblings on nodes next to each other in name order are the exception, not the rule
+        // (about 3 x 2/50 of the workloads by chance).
+        assert!(
+            adjacent < 500 / 4,
+            "{adjacent} of 500 workloads on adjacent nodes"
+        );
+        // The same seed lays the world out the same way.
+        let mut again = Placer::new(nodes, Placement::Spread, 7);
+        let mut taken = Vec::new();
+        for _ in 0..replicas {
+            taken.push(again.next(&taken));
+        }
+        assert_eq!(taken, first[0]);
+        // A workload with more pods than nodes still loads them alike.
+        let mut small = Placer::new(3, Placement::Spread, 1);
+        let mut taken = Vec::new();
+        for _ in 0..4 {
+            taken.push(small.next(&taken));
+        }
+        let mut sorted = taken[..3].to_vec();
+        sorted.sort();
+        assert_eq!(sorted, [0, 1, 2], "{taken:?}");
+    }
+
+    #[test]
+    fn round_robin_puts_a_workloads_pods_on_consecutive_nodes() {
+        let mut placer = Placer::new(4, Placement::RoundRobin, 7);
+        let placed: Vec<usize> = (0..6).map(|_| placer.next(&[])).collect();
+        assert_eq!(placed, [0, 1, 2, 3, 0, 1]);
+    }
 
     /// The scheduler's ordered view gives the node a look at every fitting node gives: the
     /// least loaded with room, the first by name among equals, through bindings, departures
