@@ -571,11 +571,17 @@ fn views(ctx: &Ctx, nodes: &reflector::Store<Node>, record: &LockRecord) -> Pass
         }
         cache.update(sources)
     };
+    let in_lock: Vec<usize> = record
+        .entries
+        .keys()
+        .filter_map(|n| cache.position(n))
+        .collect();
     let mut looked: std::collections::BTreeSet<usize> = cache.notable().collect();
-    looked.extend(record.entries.keys().filter_map(|n| cache.position(n)));
+    looked.extend(&in_lock);
     PassViews {
         all,
         looked: looked.into_iter().collect(),
+        in_lock,
         states: cache.state_counts().clone(),
     }
 }
@@ -586,6 +592,8 @@ fn views(ctx: &Ctx, nodes: &reflector::Store<Node>, record: &LockRecord) -> Pass
 struct PassViews {
     all: Arc<Vec<NodeView>>,
     looked: Vec<usize>,
+    /// The positions of the nodes in the lock that have a Node.
+    in_lock: Vec<usize>,
     states: HashMap<NodeState, usize>,
 }
 
@@ -593,6 +601,11 @@ impl PassViews {
     /// The views a decision can turn on, in the views' order.
     fn nodes(&self) -> Vec<&NodeView> {
         self.looked.iter().map(|&i| &self.all[i]).collect()
+    }
+
+    /// The views of the nodes in the lock (those that have a Node).
+    fn in_lock(&self) -> impl Iterator<Item = &NodeView> {
+        self.in_lock.iter().map(|&i| &self.all[i])
     }
 }
 
@@ -610,18 +623,21 @@ struct Warned {
 /// Logs and records a warning Event for each malformed rollboot annotation not yet warned
 /// about, and forgets those that are gone (so one that comes back is said again).
 async fn warn_malformed(ctx: &Ctx, views: &[&NodeView], record: &LockRecord, warned: &mut Warned) {
-    let mut now_seen = Warned::default();
+    let mut said = std::collections::HashSet::new();
     for v in views {
         let rv = &v.resource_version;
         if !rv.is_empty() && warned.clean.get(&v.name) == Some(rv) {
-            now_seen.clean.insert(v.name.clone(), rv.clone());
             continue;
         }
         // Whether there is anything to say does not depend on the lock, only how it is said.
         let warnings = decide::annotation_warnings(v, record.entries.contains_key(&v.name));
-        if warnings.is_empty() && !rv.is_empty() {
-            now_seen.clean.insert(v.name.clone(), rv.clone());
+        if warnings.is_empty() {
+            if !rv.is_empty() {
+                warned.clean.insert(v.name.clone(), rv.clone());
+            }
+            continue;
         }
+        warned.clean.remove(&v.name);
         for w in warnings {
             let k = (v.name.clone(), w.key, w.value.clone());
             if !warned.said.contains(&k) {
@@ -636,10 +652,15 @@ async fn warn_malformed(ctx: &Ctx, views: &[&NodeView], record: &LockRecord, war
                     )
                     .await;
             }
-            now_seen.said.insert(k);
+            said.insert(k);
         }
     }
-    *warned = now_seen;
+    warned.said = said;
+    // The nodes no longer read (a flag gone) are forgotten, once they are many.
+    if warned.clean.len() > 2 * views.len() + 64 {
+        let read: std::collections::HashSet<&str> = views.iter().map(|v| v.name.as_str()).collect();
+        warned.clean.retain(|name, _| read.contains(name.as_str()));
+    }
 }
 
 /// When the lock's in-flight record cannot be trusted (its Lease was deleted while Nodes show
@@ -746,11 +767,7 @@ async fn tick(
     }
     // Only the nodes in flight are looked up by name: an index of every Node per pass was a
     // cost in the cluster's size.
-    let by_name: HashMap<&str, &NodeView> = looked
-        .iter()
-        .filter(|v| record.entries.contains_key(&v.name))
-        .map(|v| (v.name.as_str(), *v))
-        .collect();
+    let by_name: HashMap<&str, &NodeView> = pass.in_lock().map(|v| (v.name.as_str(), v)).collect();
     let mut next: Option<DateTime<Utc>> = None;
     let mut soon = |t: DateTime<Utc>| next = Some(next.map_or(t, |n: DateTime<Utc>| n.min(t)));
     // Under an operator's pause the nodes in flight go on to the end of their cycle (the pause
