@@ -479,7 +479,7 @@ async fn lead(ctx: &Ctx, nodes: &reflector::Store<Node>) {
     }
     let mut tasks: HashMap<String, StepTask> = HashMap::new();
     // Health gates started while their node reboots, taken by its health-gate step.
-    let mut gates: HashMap<String, Gate> = HashMap::new();
+    let mut gates: Gates = HashMap::new();
     let mut last_blockers: Vec<String> = Vec::new();
     let mut last_holder: Option<String> = None;
     let mut warned = Warned::default();
@@ -738,13 +738,17 @@ async fn restore_lock(
     Ok(true)
 }
 
+/// The health gates started while their node reboots, by node, each with the record it was
+/// started from as written on the Node.
+type Gates = HashMap<String, (String, Gate)>;
+
 /// One pass: resume in-flight nodes, then start new ones. Returns when to look again at the
 /// latest (a deadline), `None` for "only on the next change".
 async fn tick(
     ctx: &Ctx,
     nodes: &reflector::Store<Node>,
     tasks: &mut HashMap<String, StepTask>,
-    gates: &mut HashMap<String, Gate>,
+    gates: &mut Gates,
     last_blockers: &mut Vec<String>,
     warned: &mut Warned,
 ) -> Result<Option<DateTime<Utc>>, Error> {
@@ -1176,7 +1180,7 @@ async fn run_step(
     view: Option<&NodeView>,
     step: Step,
     tasks: &mut HashMap<String, StepTask>,
-    gates: &mut HashMap<String, Gate>,
+    gates: &mut Gates,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     let now = Utc::now();
     match step {
@@ -1281,9 +1285,13 @@ async fn run_step(
         Step::AwaitReboot { deadline } => {
             // The health gate's watches start now, so their lists are done by the time the
             // node is back; the gate decides only then, from what they see at that moment.
-            if let Some(record) = view.and_then(gate_record) {
-                if gates.get(name).is_none_or(|g| *g.record() != record) {
-                    gates.insert(name.into(), Gate::start(&ctx.gate_hub, &record));
+            // Started again only when the record changed: compared as written, since parsing
+            // it (the labels of every evicted pod) on every pass was a cost of its own.
+            let text = view.and_then(|v| v.health_gate.as_deref());
+            if let Some(text) = text.filter(|t| gates.get(name).is_none_or(|(g, _)| g != t)) {
+                if let Ok(record) = serde_json::from_str::<GateRecord>(text) {
+                    let gate = Gate::start(&ctx.gate_hub, &record);
+                    gates.insert(name.into(), (text.to_string(), gate));
                 }
             }
             Ok(Some(deadline))
@@ -1334,7 +1342,7 @@ async fn run_step(
         Step::HealthGate { deadline } => {
             let record = view.and_then(gate_record).unwrap_or_default();
             let gate = match gates.remove(name) {
-                Some(g) if *g.record() == record => g,
+                Some((_, g)) if *g.record() == record => g,
                 _ => Gate::start(&ctx.gate_hub, &record),
             };
             let ctx2 = ctx.clone();
