@@ -531,9 +531,11 @@ fn current(ctx: &Ctx, name: &str) -> Option<NodeView> {
     }
 }
 
-/// The cached Nodes, overlaid with our own fresher writes, parsed again only where they changed (a pass per batch of Node events must not parse every Node: issue 14). After the first look
+/// The cached Nodes, overlaid with our own fresher writes, parsed again only where they changed
+/// (a pass per batch of Node events must not parse every Node: issue 14). After the first look
 /// (and after a relist of the watch) only the Nodes the watch changed and those with a write of
-/// ours pending are looked at: a pass costs what changed, not the cluster's size.
+/// ours pending are looked at: a pass costs what changed, not the cluster's size. With the
+/// views, what the pass reads of them (see [`PassViews`]).
 fn views(ctx: &Ctx, nodes: &reflector::Store<Node>, record: &LockRecord) -> PassViews {
     let mut written = ctx.written.lock().expect("written cache");
     let changes = std::mem::take(&mut *ctx.node_changes.lock().expect("node changes"));
