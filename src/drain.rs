@@ -96,10 +96,15 @@ pub struct PodRef {
 impl PodRef {
     /// The identity of a pod.
     pub fn of(p: &Pod) -> PodRef {
+        PodRef::of_meta(&p.metadata)
+    }
+
+    /// The identity of the pod with this metadata.
+    pub fn of_meta(m: &kube::api::ObjectMeta) -> PodRef {
         PodRef {
-            namespace: p.metadata.namespace.clone().unwrap_or_default(),
-            name: p.metadata.name.clone().unwrap_or_default(),
-            uid: p.metadata.uid.clone().unwrap_or_default(),
+            namespace: m.namespace.clone().unwrap_or_default(),
+            name: m.name.clone().unwrap_or_default(),
+            uid: m.uid.clone().unwrap_or_default(),
         }
     }
 }
@@ -943,7 +948,9 @@ impl DrainApi for KubeDrain {
             return Ok(Gone::default());
         }
         let mut seen_going: BTreeMap<PodRef, DateTime<Utc>> = BTreeMap::new();
-        let api: kube::Api<Pod> = kube::Api::all(self.client.clone());
+        // Only the pods' identities are read: the watch skips the rest of each pod unparsed.
+        type PodIdentity = crate::client::Slim<Pod, serde::de::IgnoredAny, serde::de::IgnoredAny>;
+        let api: kube::Api<PodIdentity> = kube::Api::all(self.client.clone());
         let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
         let mut present: BTreeSet<PodRef> = BTreeSet::new();
         let mut init: BTreeSet<PodRef> = BTreeSet::new();
@@ -966,7 +973,7 @@ impl DrainApi for KubeDrain {
                 match ev {
                     watcher::Event::Init => init.clear(),
                     watcher::Event::InitApply(p) => {
-                        init.insert(PodRef::of(&p));
+                        init.insert(PodRef::of_meta(&p.metadata));
                     }
                     watcher::Event::InitDone => {
                         present = std::mem::take(&mut init);
@@ -975,10 +982,10 @@ impl DrainApi for KubeDrain {
                         }
                     }
                     watcher::Event::Apply(p) => {
-                        present.insert(PodRef::of(&p));
+                        present.insert(PodRef::of_meta(&p.metadata));
                     }
                     watcher::Event::Delete(p) => {
-                        let gone = PodRef::of(&p);
+                        let gone = PodRef::of_meta(&p.metadata);
                         if present.remove(&gone) && wanted.contains(&gone) {
                             seen_going.insert(gone, Utc::now());
                         }
@@ -1004,6 +1011,26 @@ mod tests {
     use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PodSpec, PodStatus, Volume};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
     use std::sync::Mutex;
+
+    /// The drain's watch reads a pod for its identity only: the same as the whole pod's, from
+    /// a pod as kube-apiserver sends it (spec, status and managedFields skipped).
+    #[test]
+    fn a_pod_read_for_its_identity_is_the_whole_pods() {
+        let json = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "demo", "uid": "u-1",
+                "resourceVersion": "42", "labels": {"app": "web"},
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}
+        });
+        let whole: Pod = serde_json::from_value(json.clone()).unwrap();
+        let slim: crate::client::Slim<Pod, serde::de::IgnoredAny, serde::de::IgnoredAny> =
+            serde_json::from_value(json).unwrap();
+        assert_eq!(PodRef::of_meta(&slim.metadata), PodRef::of(&whole));
+        assert_eq!(slim.metadata.resource_version.as_deref(), Some("42"));
+        assert!(slim.metadata.labels.is_none() && slim.metadata.managed_fields.is_none());
+    }
 
     fn pod(name: &str, owner: Option<&str>) -> Pod {
         let mut p = Pod::default();

@@ -25,6 +25,8 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::client::Slim;
+
 /// What the health gate must see healthy again, written with `state: rebooting`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GateRecord {
@@ -233,65 +235,6 @@ impl GateState {
                 )),
                 _ => None,
             })
-    }
-}
-
-/// One object of a gate's watch, read for what the gate keeps of it: name, `spec` and
-/// `status` reduced to the fields below, every other field (a ReplicaSet's pod template,
-/// managedFields) skipped unparsed. A namespace's first list (25,000 ReplicaSets in a
-/// 5,000-node cluster) parsed as whole objects was most of the controller's CPU for the first
-/// gates of a rollout (perf). `K` is the Kubernetes type it reads the API of.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(bound = "S: Deserialize<'de>, T: Deserialize<'de>")]
-struct Slim<K, S, T> {
-    #[serde(deserialize_with = "slim_metadata")]
-    metadata: kube::api::ObjectMeta,
-    spec: Option<S>,
-    status: Option<T>,
-    #[serde(skip)]
-    kind: std::marker::PhantomData<fn() -> K>,
-}
-
-/// Of an object's metadata, what a watch needs: name, namespace, uid and resourceVersion.
-fn slim_metadata<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<kube::api::ObjectMeta, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
-    }
-    let m = Meta::deserialize(d)?;
-    Ok(kube::api::ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        ..Default::default()
-    })
-}
-
-impl<K: k8s_openapi::Resource, S, T> k8s_openapi::Resource for Slim<K, S, T> {
-    const API_VERSION: &'static str = K::API_VERSION;
-    const GROUP: &'static str = K::GROUP;
-    const KIND: &'static str = K::KIND;
-    const VERSION: &'static str = K::VERSION;
-    const URL_PATH_SEGMENT: &'static str = K::URL_PATH_SEGMENT;
-    type Scope = K::Scope;
-}
-
-impl<K: k8s_openapi::Resource, S, T> k8s_openapi::Metadata for Slim<K, S, T> {
-    type Ty = kube::api::ObjectMeta;
-
-    fn metadata(&self) -> &Self::Ty {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut Self::Ty {
-        &mut self.metadata
     }
 }
 
