@@ -322,19 +322,7 @@ impl Inner {
                 if let Some(p) = &prev {
                     self.unindex_pod(p, &key);
                 }
-                for (k, v) in &idx.labels {
-                    self.pod_labels
-                        .entry(label_key(&idx.namespace, k, v))
-                        .or_default()
-                        .insert(key.clone());
-                }
-                if let Some((_, _, uid)) = &idx.owner {
-                    self.pod_owners
-                        .entry(uid.clone())
-                        .or_default()
-                        .insert(key.clone());
-                }
-                self.index_pod_node(&idx, &key);
+                self.index_pod(&idx, &key);
             }
         }
         let typ = if prev.is_some() {
@@ -365,6 +353,22 @@ impl Inner {
         };
         self.publish(kind, EventType::Deleted, rv, entry.clone(), Some(old.idx));
         Some(entry)
+    }
+
+    fn index_pod(&mut self, idx: &Index, key: &str) {
+        for (k, v) in &idx.labels {
+            self.pod_labels
+                .entry(label_key(&idx.namespace, k, v))
+                .or_default()
+                .insert(key.to_string());
+        }
+        if let Some((_, _, uid)) = &idx.owner {
+            self.pod_owners
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.to_string());
+        }
+        self.index_pod_node(idx, key);
     }
 
     fn index_pod_node(&mut self, idx: &Index, key: &str) {

@@ -317,8 +317,9 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
         let mut template = None;
         let mut taken = Vec::with_capacity(count);
         for _ in 0..count {
-            taken.push(placer.next(&taken));
-            let node = &node_names[taken[taken.len() - 1]];
+            let at = placer.next(&taken);
+            taken.push(at);
+            let node = &node_names[at];
             let empty_dir = empty_dir_left > 0;
             empty_dir_left = empty_dir_left.saturating_sub(1);
             let p = PodSpec {
@@ -362,8 +363,9 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
         let mut template = None;
         let mut taken = Vec::with_capacity(count);
         for i in 0..count {
-            taken.push(placer.next(&taken));
-            let node = &node_names[taken[i]];
+            let at = placer.next(&taken);
+            taken.push(at);
+            let node = &node_names[at];
             let p = PodSpec {
                 name: format!("{name}-{i}"),
                 namespace: ns,

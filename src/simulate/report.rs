@@ -548,19 +548,15 @@ pub struct Spread {
 impl Spread {
     /// The spread of `v` (zeros when empty).
     pub fn of(mut v: Vec<f64>) -> Spread {
-        if v.is_empty() {
+        // Sorts `v` too, for the rank below.
+        let Some(median) = crate::time::median(&mut v) else {
             return Spread::default();
-        }
-        v.sort_by(|a, b| a.total_cmp(b));
+        };
         let n = v.len();
         let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
         Spread {
             mean: v.iter().sum::<f64>() / n as f64,
-            median: if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            },
+            median,
             p95: rank(0.95),
         }
     }
@@ -704,13 +700,7 @@ pub async fn report(
             (gap - irreducible(n)) * 1000.0
         })
         .collect();
-    each.sort_by(|a, b| a.total_cmp(b));
-    let median = match each.len() {
-        _ if max_nodes > 1 => None,
-        0 => Some(0.0),
-        n if n % 2 == 1 => Some(each[n / 2]),
-        n => Some((each[n / 2 - 1] + each[n / 2]) / 2.0),
-    };
+    let median = (max_nodes <= 1).then(|| crate::time::median(&mut each).unwrap_or(0.0));
 
     let group_limit = config.group_limit().map(|(_, m)| m);
     let schedule = config.schedule();
