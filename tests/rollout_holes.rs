@@ -535,6 +535,84 @@ async fn garbage_in_rollboot_annotations_is_named_in_one_warning_event_each() {
     );
 }
 
+/// Writes `state: value` over a node whose agent has taken its reboot token (token, ack and
+/// `boot-id-before` on the Node), while its host is down for that reboot, as an operator's
+/// `kubectl annotate --overwrite` would; then lets the rollout finish. Returns the harness and
+/// the node.
+async fn overwrite_the_state_mid_reboot(value: &str) -> (Harness, String) {
+    // A reboot of 3 s (real): time to write over the state while the host is down.
+    let sc = Scenario {
+        reboot_time: 300.0,
+        ..scenario(3)
+    };
+    let h = running(sc, "").await;
+    let target = h.node_names().await.unwrap()[0].clone();
+    h.flag(std::slice::from_ref(&target));
+    let taken = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| {
+                n.name == target
+                    && n.state == Some(NodeState::Rebooting)
+                    && n.reboot_token.is_some()
+                    && n.reboot_token == n.reboot_ack
+            })
+        })
+        .await
+        .unwrap();
+    assert!(taken, "{target}'s token was never acknowledged");
+    let before = h.node(&target).await.unwrap();
+    h.patch_node(
+        &target,
+        json!({"metadata": {"annotations": {proto::STATE: value}}}),
+    )
+    .await
+    .unwrap();
+    // Still down from the same reboot when the state was written over: the test tests
+    // something.
+    let after = h.node(&target).await.unwrap();
+    assert_eq!(after.boot_id, before.boot_id, "the host was back already");
+    assert_eq!(h.reboots(&target), 1);
+    finish(
+        &h,
+        &set(std::slice::from_ref(&target)),
+        Duration::from_secs(40),
+    )
+    .await;
+    (h, target)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_state_mid_reboot_never_sends_a_second_reboot_token() {
+    let (h, target) = overwrite_the_state_mid_reboot("banana").await;
+    assert_safe(&h, std::slice::from_ref(&target), 1).await;
+    assert_eq!(
+        h.node(&target).await.unwrap().reboot_attempt,
+        Some(1),
+        "a second token was issued"
+    );
+    let warned = await_events(&h, &target, "MalformedAnnotation").await;
+    assert!(
+        warned.iter().any(|(n, _)| n.contains(proto::STATE)
+            && n.contains("`banana`")
+            && n.contains("no second token")),
+        "{warned:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_written_backwards_mid_reboot_never_sends_a_second_reboot_token() {
+    let (h, target) = overwrite_the_state_mid_reboot("draining").await;
+    assert_safe(&h, std::slice::from_ref(&target), 1).await;
+    assert_eq!(h.node(&target).await.unwrap().reboot_attempt, Some(1));
+    let warned = await_events(&h, &target, "MalformedAnnotation").await;
+    assert!(
+        warned.iter().any(|(n, _)| n.contains(proto::STATE)
+            && n.contains("`draining`")
+            && n.contains("read as rebooting")),
+        "{warned:?}"
+    );
+}
+
 /// Found by `simulate --chaos 8`: an outage while the controller issued a token made the
 /// agent's one read of the lock fail, and the agent dropped the token until its Node changed
 /// again, which nothing did: the node failed at the reboot timeout ("did not acknowledge").

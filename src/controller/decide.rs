@@ -394,38 +394,172 @@ fn reboot_lost(n: &NodeView) -> bool {
         && n.boot_id_before.as_deref() == Some(n.boot_id.as_str())
 }
 
-/// The node's state, if it is one rollboot wrote in the cycle that `entry` started: a state
-/// and its `state-since` (rollboot writes both in one patch) no older than the entry, that
-/// agrees with what rollboot writes along with it:
-/// - `draining` is written on a cordoned node only;
-/// - `rebooting` comes with `boot-id-before` and a token issued in this cycle, and, unless the
-///   agent took that token (a reboot that is under way cannot be called back), on a cordoned
-///   node;
-/// - `verifying` is written once the boot ID differs from `boot-id-before`.
+/// What a Node's reboot annotations say of the reboot of the cycle `entry` started, whatever
+/// its `state` says: a token once issued and taken is never followed by another for the same
+/// cycle unless the agent reported it lost on an unchanged boot (see [`reboot_lost`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum RebootFacts {
+    /// No token of this cycle that the agent took or may still take.
+    None,
+    /// A token of this cycle, issued at `issued` with `boot-id-before` on a cordoned node (or
+    /// already taken by the agent): the cycle is at its reboot, and the reboot may be under way.
+    Asked {
+        /// The token.
+        token: String,
+        /// When it was issued (the instant `rebooting` was written with it).
+        issued: DateTime<Utc>,
+    },
+    /// The agent acknowledged a token of this cycle, but `boot-id-before` is missing or
+    /// malformed: whether the host rebooted cannot be verified, and asking again could
+    /// reboot it a second time.
+    Unverifiable {
+        /// The token.
+        token: String,
+    },
+}
+
+/// The reboot facts of `n` for the cycle `entry` started.
+fn reboot_facts(n: &NodeView, entry: &LockEntry) -> RebootFacts {
+    let Some(token) = n
+        .reboot_token
+        .as_deref()
+        .and_then(Token::parse)
+        .filter(|t| t.issued >= entry.since)
+    else {
+        return RebootFacts::None;
+    };
+    let taken = acknowledged(n);
+    match &n.boot_id_before {
+        // Uncordoned before the agent took the token, or after it reported it lost: the agent
+        // refuses it (it acts only on a cordoned node), so the cycle may start over; the
+        // cordon's write is conditional on this version, so an ack that lands first wins.
+        Some(_) if !n.unschedulable && !(taken && !reboot_lost(n)) => RebootFacts::None,
+        Some(_) => RebootFacts::Asked {
+            token: token.text,
+            issued: token.issued,
+        },
+        None if taken => RebootFacts::Unverifiable { token: token.text },
+        // Not taken and nothing to verify against: starting over (fenced) is safe.
+        None => RebootFacts::None,
+    }
+}
+
+/// Where a node listed in the lock stands in the cycle its entry started, as the cluster says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    /// In `state` since the instant given.
+    At(NodeState, DateTime<Utc>),
+    /// Nothing of this cycle that rollboot would go on from: it starts over from the cordon.
+    StartOver,
+    /// The agent took a reboot token of this cycle (named) that cannot be verified (see
+    /// [`RebootFacts::Unverifiable`]): the node fails rather than be asked again.
+    Unverifiable(String),
+}
+
+/// Where the node stands in the cycle that `entry` started (see [`Position`]), from what
+/// rollboot writes in this cycle:
+/// - `failed`, and `done` (written with `boot-id-before` removed), dated in this cycle, end it;
+/// - a reboot token issued in this cycle with `boot-id-before` (or taken by the agent) puts the
+///   cycle at its reboot, whatever `state` says (garbled, or gone backwards to `cordoning` or
+///   `draining`): `verifying` when that is written and the boot ID changed, else `rebooting`
+///   since the token's instant. Starting over there would issue a second token, a second
+///   reboot of a host that may already be back;
+/// - otherwise a state and its `state-since` (rollboot writes both in one patch) no older than
+///   the entry, that agrees with what rollboot writes along with it: `draining` on a cordoned
+///   node only; `verifying` once the boot ID differs from `boot-id-before` (`rebooting` always
+///   comes with this cycle's token).
 ///
-/// Anything else (a stale state from an earlier cycle, or one forged or garbled) is `None`,
-/// and the cycle starts over from the cordon: rollboot never drains, or asks for the reboot
-/// of, a node that is not cordoned.
+/// Anything else (a stale state from an earlier cycle, or one forged or garbled before any
+/// token) starts over from the cordon: rollboot never drains, or asks for the reboot of, a node
+/// that is not cordoned.
+pub fn position(n: &NodeView, entry: &LockEntry) -> Position {
+    let written = n
+        .state
+        .zip(n.state_since)
+        .filter(|(_, since)| *since >= entry.since);
+    match written {
+        Some((NodeState::Failed, since)) => return Position::At(NodeState::Failed, since),
+        Some((NodeState::Done, since)) if n.boot_id_before.is_none() => {
+            return Position::At(NodeState::Done, since)
+        }
+        _ => {}
+    }
+    match reboot_facts(n, entry) {
+        RebootFacts::Unverifiable { token } => return Position::Unverifiable(token),
+        RebootFacts::Asked { issued, .. } => {
+            return match written {
+                Some((NodeState::Verifying, since)) if came_back(n) => {
+                    Position::At(NodeState::Verifying, since)
+                }
+                _ => Position::At(NodeState::Rebooting, issued),
+            }
+        }
+        RebootFacts::None => {}
+    }
+    let Some((state, since)) = written else {
+        return Position::StartOver;
+    };
+    let agrees = match state {
+        NodeState::Cordoning | NodeState::Failed => true,
+        NodeState::Draining => n.unschedulable,
+        // Without this cycle's token (the facts above): forged, stale or half-written.
+        NodeState::Rebooting | NodeState::Done => false,
+        NodeState::Verifying => came_back(n),
+    };
+    if agrees {
+        Position::At(state, since)
+    } else {
+        Position::StartOver
+    }
+}
+
+/// The node reports a boot ID other than `boot-id-before`.
+fn came_back(n: &NodeView) -> bool {
+    !n.boot_id.is_empty() && n.boot_id_before.as_ref().is_some_and(|b| *b != n.boot_id)
+}
+
+/// The node's state in the cycle that `entry` started, as [`position`] reads it; `None` when
+/// the cycle starts over (or cannot go on).
 pub fn this_cycle(n: &NodeView, entry: &LockEntry) -> Option<NodeState> {
-    let state = n.state?;
-    let since = n.state_since?;
-    if since < entry.since {
+    match position(n, entry) {
+        Position::At(state, _) => Some(state),
+        Position::StartOver | Position::Unverifiable(_) => None,
+    }
+}
+
+/// When the `state` written on a node listed in the lock is not where its cycle stands (a
+/// garbled value, or one gone backwards behind a reboot token of this cycle), the sentence
+/// that says so: what was found, what is read instead, and why. `None` when they agree, or
+/// when the cycle starts over anyway.
+pub fn state_contradiction(n: &NodeView, entry: &LockEntry) -> Option<String> {
+    let RebootFacts::Asked { token, issued } = reboot_facts(n, entry) else {
+        return None;
+    };
+    let Position::At(read, _) = position(n, entry) else {
+        return None;
+    };
+    if n.state == Some(read) {
         return None;
     }
-    let agrees = match state {
-        NodeState::Cordoning | NodeState::Done | NodeState::Failed => true,
-        NodeState::Draining => n.unschedulable,
-        NodeState::Rebooting => {
-            let issued = n.reboot_token.as_deref().and_then(Token::parse);
-            n.boot_id_before.is_some()
-                && issued.is_some_and(|t| t.issued >= entry.since)
-                && (n.unschedulable || (acknowledged(n) && !reboot_lost(n)))
-        }
-        NodeState::Verifying => {
-            !n.boot_id.is_empty() && n.boot_id_before.as_ref().is_some_and(|b| *b != n.boot_id)
-        }
+    let found = match n.state {
+        Some(s) => format!("`{s}`"),
+        None => "not a state".to_string(),
     };
-    agrees.then_some(state)
+    Some(format!(
+        "node {}: annotation {} is {found} while its cycle holds reboot token {token} (issued \
+         {}, {} {}{}): read as {read}; no second token is issued for this cycle unless the \
+         agent reports this one lost with the boot ID unchanged",
+        n.name,
+        proto::STATE,
+        crate::time::annotation(issued),
+        proto::BOOT_ID_BEFORE,
+        n.boot_id_before.as_deref().unwrap_or_default(),
+        if acknowledged(n) {
+            ", acknowledged by the agent"
+        } else {
+            ""
+        },
+    ))
 }
 
 /// Why a reboot did not end in time, from what did and did not happen.
@@ -499,11 +633,14 @@ pub fn next_step(
             ))
         };
     };
-    if n.state.is_none() && !n.flagged() {
+    let position = position(n, entry);
+    if position == Position::StartOver && n.state.is_none() && !n.flagged() {
         // No trace of this cycle and nothing asked: a Node registered again (its annotations
         // went with the old object) after its host rebooted (the agent does not flag it again:
         // its sentinel went with the reboot). Starting over would reboot it a second time. It
-        // keeps its slot until it is Ready, as any node coming back from a reboot.
+        // keeps its slot until it is Ready, as any node coming back from a reboot. (A node
+        // whose reboot token of this cycle is on it has a position: it is never taken for one
+        // registered again, whatever its `state` reads.)
         if n.ready && !n.not_ready_taint {
             return Step::Free(
                 "the node was registered again, Ready, and asks for no reboot".into(),
@@ -521,17 +658,29 @@ pub fn next_step(
             ))
         };
     }
-    let start_over = Step::Cordon {
-        record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
-    };
-    let (Some(current), Some(since)) = (this_cycle(n, entry), n.state_since) else {
-        return start_over;
+    let (current, since) = match position {
+        Position::At(state, since) => (state, since),
+        Position::StartOver => {
+            return Step::Cordon {
+                record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
+            }
+        }
+        Position::Unverifiable(token) => {
+            return Step::Fail(format!(
+                "the agent acknowledged reboot token {token} of this cycle, but {} is missing \
+                 or malformed: whether the host rebooted cannot be verified, and asking again \
+                 could reboot it twice; no new token is issued",
+                proto::BOOT_ID_BEFORE
+            ))
+        }
     };
     let hook = |phase: Phase| hook_step(phase, config, n, since, now);
     match current {
         NodeState::Done => hook(Phase::AfterDone).unwrap_or(Step::Free("its cycle is done".into())),
         NodeState::Failed => Step::Free("it failed".into()),
-        NodeState::Cordoning if !n.unschedulable => start_over,
+        NodeState::Cordoning if !n.unschedulable => Step::Cordon {
+            record_cordoned_by: true,
+        },
         NodeState::Cordoning => settling(n, since, now)
             .or_else(|| hook(Phase::BeforeDrain))
             .unwrap_or(Step::Drain {
@@ -688,11 +837,23 @@ pub fn rebuild(
         .iter()
         .filter(|n| !n.deleting)
         .filter_map(|n| {
-            let state = n.state.filter(|s| s.in_flight())?;
+            let (state, since) = match (n.state, n.state_since) {
+                (Some(s), Some(since)) if s.in_flight() => (s, since),
+                (Some(NodeState::Done | NodeState::Failed), _) => return None,
+                // A state garbled or undated on a node that holds a reboot token with the boot ID
+                // to verify it against: the cycle is at its reboot (see `position`), dated by
+                // the token. Left out, the node would be started again from the cordon, and a
+                // second token would reboot it twice.
+                _ => {
+                    n.boot_id_before.as_ref()?;
+                    let t = Token::parse(n.reboot_token.as_deref()?)?;
+                    (NodeState::Rebooting, t.issued)
+                }
+            };
             let entry = LockEntry {
                 group: group_of(n, config),
                 state,
-                since: n.state_since?,
+                since,
                 leader: leader.to_string(),
             };
             let resumes = acting.contains(&n.name)
@@ -732,19 +893,42 @@ pub fn has_annotation_warnings(n: &NodeView) -> bool {
 
 /// The warnings about a Node's malformed rollboot annotations; `in_lock` when it is listed in
 /// the maintenance lock (its cycle is in progress).
-pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning> {
+pub fn annotation_warnings(n: &NodeView, entry: Option<&LockEntry>) -> Vec<AnnotationWarning> {
+    let in_lock = entry.is_some();
     let restart = "its maintenance cycle starts over from the cordon";
+    // A cycle that holds a reboot token goes on from it, whatever its state reads.
+    let position = entry.map(|e| position(n, e));
+    let at_reboot = match &position {
+        Some(Position::At(s @ (NodeState::Rebooting | NodeState::Verifying), _)) => Some(*s),
+        _ => None,
+    };
+    let resumes = |s: NodeState| {
+        format!(
+            "its cycle holds this cycle's reboot token {}: it goes on as {s} from the token and \
+             {}, and no second token is issued",
+            n.reboot_token.as_deref().unwrap_or_default(),
+            proto::BOOT_ID_BEFORE
+        )
+    };
     let mut out: Vec<AnnotationWarning> = n
         .malformed
         .iter()
         .map(|m| {
             let action = match m.key {
+                proto::STATE | proto::STATE_SINCE if at_reboot.is_some() => {
+                    format!("read as absent; {}", resumes(at_reboot.expect("some")))
+                }
                 proto::STATE if in_lock => format!("read as no state: {restart}"),
                 proto::STATE => {
                     "read as no state: if flagged, the node starts a cycle from the cordon".into()
                 }
                 proto::STATE_SINCE if in_lock => {
                     format!("its state cannot be dated to this cycle: {restart}")
+                }
+                proto::BOOT_ID_BEFORE if matches!(position, Some(Position::Unverifiable(_))) => {
+                    "the agent took this cycle's reboot token, so whether the host rebooted \
+                     cannot be verified: the node fails rather than be asked to reboot again"
+                        .into()
                 }
                 proto::BOOT_ID_BEFORE if in_lock => {
                     format!("a reboot cannot be verified against it: {restart}")
@@ -780,6 +964,18 @@ pub fn annotation_warnings(n: &NodeView, in_lock: bool) -> Vec<AnnotationWarning
             }
         })
         .collect();
+    // A state that parses but contradicts this cycle's reboot token (gone backwards): said as
+    // a malformed one is (a garbled one is said above).
+    if let Some(note) = entry
+        .filter(|_| !n.is_malformed(proto::STATE))
+        .and_then(|e| state_contradiction(n, e))
+    {
+        out.push(AnnotationWarning {
+            key: proto::STATE,
+            value: n.state.map(|s| s.as_str().to_string()).unwrap_or_default(),
+            note,
+        });
+    }
     if let (Some(why), Some(v)) = (hooks::record_problem(n), &n.hooks) {
         out.push(AnnotationWarning {
             key: proto::HOOKS,
@@ -1474,6 +1670,207 @@ mod tests {
     }
 
     #[test]
+    fn a_garbled_or_backward_state_behind_this_cycles_token_awaits_the_reboot_and_never_asks_again()
+    {
+        let c = cfg("reboot: {timeout: 5m}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:02:00Z");
+        let issued = rebooting(false).reboot_token.clone();
+        let issued_at = Token::parse(issued.as_deref().unwrap()).unwrap().issued;
+        for acked in [false, true] {
+            let r = rebooting(acked);
+            // `kubectl annotate ... state=banana`: the state reads as none. Gone backwards to
+            // `cordoning` or `draining`, or forward to `done` with the boot ID still to verify.
+            let garbled = NodeView {
+                state: None,
+                malformed: vec![proto::Malformed {
+                    key: proto::STATE,
+                    value: "banana".into(),
+                    expected: "a state",
+                }],
+                ..r.clone()
+            };
+            let undated = NodeView {
+                state_since: None,
+                ..r.clone()
+            };
+            let backwards = |s: NodeState| in_state(r.clone(), s, "2026-01-01T00:01:30Z");
+            for n in [
+                garbled,
+                undated,
+                backwards(NodeState::Cordoning),
+                backwards(NodeState::Draining),
+                backwards(NodeState::Done),
+            ] {
+                assert_eq!(
+                    position(&n, &e),
+                    Position::At(NodeState::Rebooting, issued_at),
+                    "{:?} acked {acked}",
+                    n.state
+                );
+                // The reboot's deadline runs from the token, not from the state written.
+                assert_eq!(
+                    next_step(Some(&n), &e, &c, now),
+                    Step::AwaitReboot {
+                        deadline: issued_at + chrono::Duration::minutes(5)
+                    },
+                    "{:?} acked {acked}",
+                    n.state
+                );
+                // Not unflagged either: never taken for a Node registered again.
+                let quiet = NodeView {
+                    reboot_required: false,
+                    ..n.clone()
+                };
+                assert!(matches!(
+                    next_step(Some(&quiet), &e, &c, now),
+                    Step::AwaitReboot { .. }
+                ));
+                // Back with a new boot ID: verified, as any reboot.
+                let back = NodeView {
+                    boot_id: "boot-2".into(),
+                    ready: true,
+                    ..n.clone()
+                };
+                assert_eq!(next_step(Some(&back), &e, &c, now), Step::MarkVerifying);
+                // Lost on the same boot: the one case a new token is issued.
+                if acked {
+                    let lost = NodeView {
+                        reboot_lost: n.reboot_token.clone(),
+                        ..n.clone()
+                    };
+                    assert_eq!(
+                        next_step(Some(&lost), &e, &c, now),
+                        Step::RequestReboot { attempt: 2 }
+                    );
+                }
+            }
+        }
+        // A `verifying` written after the new boot stands.
+        let verifying = NodeView {
+            boot_id: "boot-2".into(),
+            ..in_state(
+                rebooting(true),
+                NodeState::Verifying,
+                "2026-01-01T00:01:40Z",
+            )
+        };
+        assert_eq!(
+            position(&verifying, &e),
+            Position::At(NodeState::Verifying, t("2026-01-01T00:01:40Z"))
+        );
+        // A `done` written by the cycle's end (boot-id-before removed with it) ends it.
+        let done = NodeView {
+            boot_id_before: None,
+            ..in_state(rebooting(true), NodeState::Done, "2026-01-01T00:01:50Z")
+        };
+        assert_eq!(
+            next_step(Some(&done), &e, &c, now),
+            Step::Free("its cycle is done".into())
+        );
+    }
+
+    #[test]
+    fn a_taken_token_without_a_boot_id_to_verify_against_fails_the_node_instead_of_asking_again() {
+        let c = cfg("{}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let now = t("2026-01-01T00:02:00Z");
+        let garbled = NodeView {
+            boot_id_before: None,
+            ..rebooting(true)
+        };
+        match next_step(Some(&garbled), &e, &c, now) {
+            Step::Fail(why) => assert!(
+                why.contains(proto::BOOT_ID_BEFORE) && why.contains("no new token"),
+                "{why}"
+            ),
+            s => panic!("{s:?}"),
+        }
+        // The warning says the same.
+        let w = annotation_warnings(
+            &NodeView {
+                malformed: vec![proto::Malformed {
+                    key: proto::BOOT_ID_BEFORE,
+                    value: " ".into(),
+                    expected: "a boot ID",
+                }],
+                ..garbled
+            },
+            Some(&e),
+        );
+        assert!(w[0].note.contains("fails rather than"), "{}", w[0].note);
+    }
+
+    #[test]
+    fn a_state_against_this_cycles_token_is_warned_about_naming_key_and_value() {
+        let e = entry("2026-01-01T00:00:00Z");
+        let back = in_state(rebooting(true), NodeState::Draining, "2026-01-01T00:01:30Z");
+        let w = annotation_warnings(&back, Some(&e));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!((w[0].key, w[0].value.as_str()), (proto::STATE, "draining"));
+        assert!(
+            w[0].note.contains("`draining`")
+                && w[0].note.contains("read as rebooting")
+                && w[0].note.contains("no second token"),
+            "{}",
+            w[0].note
+        );
+        let garbled = NodeView::from_node(&annotate(
+            annotate(
+                annotate(
+                    annotate(
+                        annotate(node("n", &[]), proto::STATE, "banana"),
+                        proto::STATE_SINCE,
+                        "2026-01-01T00:01:00Z",
+                    ),
+                    proto::BOOT_ID_BEFORE,
+                    "boot-1",
+                ),
+                proto::REBOOT,
+                &token("2026-01-01T00:01:00Z"),
+            ),
+            proto::REBOOT_ACK,
+            &token("2026-01-01T00:01:00Z"),
+        ));
+        let w = annotation_warnings(&garbled, Some(&e));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!((w[0].key, w[0].value.as_str()), (proto::STATE, "banana"));
+        assert!(
+            w[0].note.contains("goes on as rebooting") && !w[0].note.contains("starts over"),
+            "{}",
+            w[0].note
+        );
+        // Agreeing states say nothing.
+        assert!(annotation_warnings(&rebooting(true), Some(&e)).is_empty());
+    }
+
+    #[test]
+    fn a_lost_lock_is_rebuilt_with_a_node_whose_garbled_state_holds_a_token() {
+        let c = cfg("{}");
+        let now = t("2026-01-01T00:02:00Z");
+        let garbled = NodeView {
+            state: None,
+            ..rebooting(true)
+        };
+        let record = rebuild(
+            std::slice::from_ref(&garbled),
+            "c-1",
+            &c,
+            now,
+            &BTreeSet::new(),
+        );
+        let e = record.get("n").expect("the node stays in flight");
+        assert_eq!(
+            (e.state, e.since),
+            (NodeState::Rebooting, t("2026-01-01T00:01:00Z"))
+        );
+        assert!(matches!(
+            next_step(Some(&garbled), e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
+    }
+
+    #[test]
     fn verifying_without_a_new_boot_id_starts_over() {
         let c = cfg("{}");
         let e = entry("2026-01-01T00:00:00Z");
@@ -1720,7 +2117,7 @@ mod tests {
         ));
         assert_eq!(n.state, None);
         assert_eq!(n.boot_id_before, None);
-        let w = annotation_warnings(&n, true);
+        let w = annotation_warnings(&n, Some(&entry("2026-01-01T00:00:00Z")));
         let keys: Vec<&str> = w.iter().map(|w| w.key).collect();
         assert_eq!(
             keys,
@@ -1744,7 +2141,7 @@ mod tests {
         assert!(w[1].note.contains("agent acts on no reboot token"));
         assert!(w[3].note.contains("fails at its health gate"));
         // Outside the lock, a garbled state is only read as none.
-        let outside = annotation_warnings(&n, false);
+        let outside = annotation_warnings(&n, None);
         assert!(
             outside[2].note.contains("if flagged"),
             "{}",
@@ -1768,7 +2165,11 @@ mod tests {
             s => panic!("{s:?}"),
         }
         // A clean node has nothing to say.
-        assert!(annotation_warnings(&flagged("ok", "2026-01-01T00:00:00Z", &[]), true).is_empty());
+        assert!(annotation_warnings(
+            &flagged("ok", "2026-01-01T00:00:00Z", &[]),
+            Some(&entry("2026-01-01T00:00:00Z"))
+        )
+        .is_empty());
     }
 
     #[test]
@@ -1877,7 +2278,7 @@ mod tests {
             };
             assert_eq!(taints(&every), taints(&looked), "round {round}");
             for v in &views {
-                if !annotation_warnings(v, in_flight.contains_key(&v.name)).is_empty() {
+                if !annotation_warnings(v, in_flight.get(&v.name)).is_empty() {
                     assert!(looked.iter().any(|l| l.name == v.name), "{}", v.name);
                 }
             }

@@ -631,8 +631,9 @@ async fn warn_malformed(ctx: &Ctx, views: &[&NodeView], record: &LockRecord, war
         if !rv.is_empty() && warned.clean.get(&v.name) == Some(rv) {
             continue;
         }
-        // Whether there is anything to say does not depend on the lock, only how it is said.
-        let warnings = decide::annotation_warnings(v, record.entries.contains_key(&v.name));
+        // What is said depends on the node's lock entry too, but a node's entry does not change
+        // without a write to its Node (a start cordons it): the version alone dates the memo.
+        let warnings = decide::annotation_warnings(v, record.entries.get(&v.name));
         if warnings.is_empty() {
             if !rv.is_empty() {
                 warned.clean.insert(v.name.clone(), rv.clone());

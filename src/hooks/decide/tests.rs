@@ -535,7 +535,13 @@ fn backoff_doubles_and_is_capped() {
 #[test]
 fn a_garbled_hooks_record_is_warned_about() {
     let n = view(&[(HOOKS, "{not json")]);
-    let w = crate::controller::decide::annotation_warnings(&n, true);
+    let entry = crate::lock::LockEntry {
+        group: None,
+        state: crate::node::NodeState::Cordoning,
+        since: chrono::DateTime::UNIX_EPOCH,
+        leader: "c-0".into(),
+    };
+    let w = crate::controller::decide::annotation_warnings(&n, Some(&entry));
     assert_eq!(w.len(), 1, "{w:?}");
     assert_eq!(w[0].key, HOOKS);
     assert!(w[0].note.contains("new tokens"), "{}", w[0].note);
