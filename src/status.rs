@@ -195,6 +195,9 @@ pub struct NodeStatus {
     pub in_lock: bool,
     /// `rollboot.dev/failure-reason`.
     pub failure_reason: Option<String>,
+    /// A failed node rollboot left cordoned: it takes one of `maxNodes`' slots (and of its
+    /// group's) until an operator clears it or `failures.returnToService` uncordons it.
+    pub holds_slot: bool,
 }
 
 /// Counts over all nodes.
@@ -249,6 +252,10 @@ pub struct Failures {
     pub max_failures: u32,
     /// More failures than tolerated: nothing new starts until an operator clears one.
     pub halted: bool,
+    /// The failed nodes rollboot left cordoned, each holding one of `maxNodes`' slots.
+    pub holding_slots: Vec<String>,
+    /// `failures.returnToService`: such a node is uncordoned once its host is up and Ready.
+    pub return_to_service: bool,
 }
 
 fn bounded(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -341,6 +348,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
                 .failure_reason
                 .clone()
                 .filter(|_| n.state == Some(NodeState::Failed)),
+            holds_slot: decide::holds_a_slot(n) && !entries.contains_key(&n.name),
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -403,6 +411,12 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         halted: failed.len() > config.failures.max_failures as usize,
         failed,
         max_failures: config.failures.max_failures,
+        holding_slots: nodes
+            .iter()
+            .filter(|n| n.holds_slot)
+            .map(|n| n.name.clone())
+            .collect(),
+        return_to_service: config.failures.return_to_service,
     };
 
     let every_node: Vec<&NodeView> = snap.nodes.iter().collect();
@@ -562,6 +576,19 @@ pub fn text(s: &Status) -> String {
             String::new()
         }
     );
+    if !f.holding_slots.is_empty() {
+        let _ = writeln!(
+            out,
+            "              {} failed node(s) left cordoned by rollboot hold a slot of maxNodes: {}{}",
+            f.holding_slots.len(),
+            f.holding_slots.join(", "),
+            if f.return_to_service {
+                " (failures.returnToService uncordons each once its host is up and Ready)"
+            } else {
+                " (until an operator clears them, or failures.returnToService)"
+            }
+        );
+    }
     let c = &s.counts;
     let _ = writeln!(
         out,
@@ -593,6 +620,9 @@ pub fn text(s: &Status) -> String {
                 }
                 if n.in_lock {
                     note.push("in lock".to_string());
+                }
+                if n.holds_slot {
+                    note.push("holds a maxNodes slot".to_string());
                 }
                 if let Some(r) = &n.failure_reason {
                     note.push(format!("failure: {r}"));
@@ -878,6 +908,44 @@ mod tests {
         let txt = text(&s);
         assert!(txt.contains("rollout HALTED"), "{txt}");
         assert!(txt.contains("failure: drain timed out"), "{txt}");
+    }
+
+    #[test]
+    fn a_failed_node_left_cordoned_by_rollboot_is_said_to_hold_a_slot() {
+        let c = cfg("failures: {maxFailures: 2}");
+        let now = t("2026-01-01T02:00:00Z");
+        let snap = Snapshot {
+            leader: None,
+            lock: None,
+            nodes: world(),
+        };
+        let s = build(&c, &snap, now);
+        let held: Vec<(&str, bool)> = s
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.holds_slot))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                ("a-flagged", false),
+                ("b-failed", true),
+                ("c-operator", false),
+                ("d-excluded", false)
+            ]
+        );
+        assert_eq!(s.failures.holding_slots, ["b-failed"]);
+        let txt = text(&s);
+        assert!(
+            txt.contains(
+                "1 failed node(s) left cordoned by rollboot hold a slot of maxNodes: b-failed"
+            ) && txt.contains("holds a maxNodes slot"),
+            "{txt}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["nodes"][1]["holdsSlot"], true);
+        assert_eq!(json["failures"]["holdingSlots"][0], "b-failed");
+        assert_eq!(json["failures"]["returnToService"], false);
     }
 
     #[test]

@@ -361,6 +361,10 @@ impl Default for Leader {
 pub struct Failures {
     /// Failed nodes tolerated before nothing new starts. Default 0: one failure halts the rollout.
     pub max_failures: u32,
+    /// Uncordon a failed node that rollboot cordoned once its host is up and Ready (its
+    /// `failed` record and reason are kept), so it no longer takes one of `maxNodes`' slots.
+    /// Default false: a failed node stays cordoned for an operator, and holds its slot.
+    pub return_to_service: bool,
 }
 
 /// Namespace rollboot's Leases live in unless configured.

@@ -236,11 +236,49 @@ pub fn group_of(n: &NodeView, config: &Config) -> Option<String> {
     Some(n.labels.get(key).cloned().unwrap_or_default())
 }
 
-/// The flagged nodes to start now, in order, within `maxNodes` and the per-group limit.
-/// Call only when [`blockers`] is empty.
+/// A failed node that rollboot cordoned and that is still cordoned: it is out of service
+/// because of rollboot, so it takes one of `maxNodes`' slots (and of its group's) until an
+/// operator clears it or `failures.returnToService` uncordons it. Capacity is capacity: an
+/// operator reads `maxNodes` as the most nodes rollboot may take out at once.
+pub fn holds_a_slot(n: &NodeView) -> bool {
+    n.state == Some(NodeState::Failed) && n.unschedulable && n.cordoned_by.is_some() && !n.deleting
+}
+
+/// The failed nodes that [`holds_a_slot`] and are not in the lock (a node is failed, then
+/// freed from the lock).
+fn failed_holding<'a, 's>(s: &'s Snapshot<'a>) -> impl Iterator<Item = &'a NodeView> + 's {
+    s.nodes
+        .iter()
+        .copied()
+        .filter(|n| holds_a_slot(n) && !s.in_flight.contains_key(&n.name))
+}
+
+/// The failed nodes `failures.returnToService` uncordons now: each [`holds_a_slot`], is out
+/// of the lock, and its host is up and Ready (no not-ready or unreachable taint): a node still
+/// down in a reboot, or not back, stays cordoned.
+pub fn returning_to_service<'a>(
+    nodes: &[&'a NodeView],
+    in_flight: &BTreeMap<String, LockEntry>,
+    config: &Config,
+) -> Vec<&'a NodeView> {
+    if !config.failures.return_to_service {
+        return Vec::new();
+    }
+    nodes
+        .iter()
+        .copied()
+        .filter(|n| {
+            holds_a_slot(n) && !in_flight.contains_key(&n.name) && n.ready && !n.not_ready_taint
+        })
+        .collect()
+}
+
+/// The flagged nodes to start now, in order, within `maxNodes` and the per-group limit: the
+/// nodes in flight and the failed nodes rollboot left cordoned ([`holds_a_slot`]) take the
+/// slots. Call only when [`blockers`] is empty.
 pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     let max = config.concurrency.max_nodes as usize;
-    let mut busy = s.in_flight.len();
+    let mut busy = s.in_flight.len() + failed_holding(s).count();
     if busy >= max {
         return Vec::new();
     }
@@ -262,6 +300,9 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
                 (None, Some(g)) => *per_group.entry(g.clone()).or_default() += 1,
                 (None, None) => anywhere += 1,
             }
+        }
+        for n in failed_holding(s) {
+            *per_group.entry(group_of(n, key)).or_default() += 1;
         }
     }
     // Hashed: a lookup per candidate, thousands per pass in a rollout of every node.
@@ -433,7 +474,7 @@ fn reboot_facts(n: &NodeView, entry: &LockEntry) -> RebootFacts {
         // Uncordoned before the agent took the token, or after it reported it lost: the agent
         // refuses it (it acts only on a cordoned node), so the cycle may start over; the
         // cordon's write is conditional on this version, so an ack that lands first wins.
-        Some(_) if !n.unschedulable && !(taken && !reboot_lost(n)) => RebootFacts::None,
+        Some(_) if !n.unschedulable && (!taken || reboot_lost(n)) => RebootFacts::None,
         Some(_) => RebootFacts::Asked {
             token: token.text,
             issued: token.issued,
@@ -1228,6 +1269,98 @@ mod tests {
         .is_empty());
         // A failed node is never picked again until an operator clears it.
         assert_eq!(names(pick(&s, &cfg("concurrency: {maxNodes: 3}"))), ["ok"]);
+    }
+
+    /// A node that failed in a cycle rollboot cordoned it for (and left it cordoned).
+    fn failed_cordoned(name: &str, labels: &[(&str, &str)]) -> NodeView {
+        NodeView {
+            unschedulable: true,
+            cordoned_by: Some("c-0".into()),
+            failure_reason: Some("the drain did not finish within 15m".into()),
+            ..in_state(
+                NodeView::from_node(&node(name, labels)),
+                NodeState::Failed,
+                "2026-01-01T00:10:00Z",
+            )
+        }
+    }
+
+    #[test]
+    fn a_failed_node_rollboot_left_cordoned_takes_a_slot_overall_and_in_its_group() {
+        let z = "topology.kubernetes.io/zone";
+        let tolerated = "failures: {maxFailures: 5}\n";
+        let nodes = vec![
+            failed_cordoned("a0", &[(z, "a")]),
+            flagged("a1", "2026-01-01T00:00:00Z", &[(z, "a")]),
+            flagged("b1", "2026-01-01T00:00:01Z", &[(z, "b")]),
+        ];
+        let none = BTreeMap::new();
+        // maxNodes 1: the failed node is out because of rollboot; nothing else starts.
+        assert!(pick(&snapshot(&nodes, &none), &cfg(tolerated)).is_empty());
+        let two = cfg(&format!("{tolerated}concurrency: {{maxNodes: 2}}"));
+        assert_eq!(names(pick(&snapshot(&nodes, &none), &two)), ["a1"]);
+        // Per group: zone a's one slot is the failed node's.
+        let zones = cfg(&format!(
+            "{tolerated}concurrency: {{maxNodes: 3, groupBy: {z}, maxNodesPerGroup: 1}}"
+        ));
+        assert_eq!(names(pick(&snapshot(&nodes, &none), &zones)), ["b1"]);
+        // Cordoned by an operator, or uncordoned since: not rollboot's to count.
+        for other in [
+            NodeView {
+                cordoned_by: None,
+                ..nodes[0].clone()
+            },
+            NodeView {
+                unschedulable: false,
+                ..nodes[0].clone()
+            },
+        ] {
+            assert!(!holds_a_slot(&other));
+            let mut ns = nodes.clone();
+            ns[0] = other;
+            assert_eq!(names(pick(&snapshot(&ns, &none), &two)), ["a1", "b1"]);
+        }
+        // Still in the lock (failed, its slot not freed yet): counted once.
+        let busy = BTreeMap::from([("a0".to_string(), entry("2026-01-01T00:00:00Z"))]);
+        assert_eq!(names(pick(&snapshot(&nodes, &busy), &two)), ["a1"]);
+    }
+
+    #[test]
+    fn return_to_service_uncordons_a_failed_node_only_once_its_host_is_back() {
+        let on = cfg("failures: {maxFailures: 1, returnToService: true}");
+        let ready = NodeView {
+            ready: true,
+            ..failed_cordoned("a0", &[])
+        };
+        let none = BTreeMap::new();
+        fn back(n: &NodeView, c: &Config, lock: &BTreeMap<String, LockEntry>) -> Vec<String> {
+            returning_to_service(&[n], lock, c)
+                .into_iter()
+                .map(|n| n.name.clone())
+                .collect()
+        }
+        assert_eq!(back(&ready, &on, &none), ["a0"]);
+        // Off by default.
+        assert!(back(&ready, &cfg("failures: {maxFailures: 1}"), &none).is_empty());
+        // Down, or still tainted not-ready: it stays cordoned.
+        let down = NodeView {
+            ready: false,
+            ..ready.clone()
+        };
+        assert!(back(&down, &on, &none).is_empty());
+        let tainted = NodeView {
+            not_ready_taint: true,
+            ..ready.clone()
+        };
+        assert!(back(&tainted, &on, &none).is_empty());
+        // Not rollboot's cordon, or not freed from the lock yet.
+        let theirs = NodeView {
+            cordoned_by: None,
+            ..ready.clone()
+        };
+        assert!(back(&theirs, &on, &none).is_empty());
+        let busy = BTreeMap::from([("a0".to_string(), entry("2026-01-01T00:00:00Z"))]);
+        assert!(back(&ready, &on, &busy).is_empty());
     }
 
     #[test]

@@ -811,6 +811,7 @@ async fn tick(
     drop(pass);
     date_requests(ctx, &views(ctx, nodes, &record).nodes(), now).await;
     prefer_no_schedule(ctx, &views(ctx, nodes, &record).nodes()).await;
+    return_to_service(ctx, &views(ctx, nodes, &record).nodes(), &record).await;
     // Steps above may have written: read both again, in the same order.
     let record = ctx.lock_record.lock().expect("lock cache").clone();
     let pass = views(ctx, nodes, &record);
@@ -1650,6 +1651,42 @@ async fn prefer_no_schedule(ctx: &Ctx, views: &[&NodeView]) {
             Err(Error::Conflict { .. }) => {}
             Err(e) => {
                 tracing::warn!(node = %view.name, error = %e, "could not update the PreferNoSchedule taint")
+            }
+        }
+    }
+}
+
+/// Uncordons the failed nodes `failures.returnToService` returns to service (see
+/// [`decide::returning_to_service`]): their `failed` record and reason stay, `cordoned-by` goes
+/// with the cordon, so they no longer hold a slot. Each write fenced by the version it was
+/// decided from (a refused one is decided again on the next pass).
+async fn return_to_service(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) {
+    for view in decide::returning_to_service(views, &record.entries, &ctx.config) {
+        let p = proto::patch(&[(proto::CORDONED_BY, None)], Some(false));
+        match patch_node(ctx, view, "returning it to service", p).await {
+            Ok(_) => {
+                let reason = view
+                    .failure_reason
+                    .as_deref()
+                    .unwrap_or("no reason recorded");
+                tracing::info!(node = %view.name, state = "failed", reason, "returned to service: uncordoned, its failed record kept (failures.returnToService)");
+                ctx.events
+                    .publish(
+                        &view.name,
+                        false,
+                        "ReturnedToService",
+                        format!(
+                            "failed ({reason}), its host is up and Ready: uncordoned \
+                             (failures.returnToService); it keeps its failed record and no \
+                             longer holds one of maxNodes' slots; {}",
+                            decide::CLEAR_FAILED
+                        ),
+                    )
+                    .await;
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not return a failed node to service")
             }
         }
     }

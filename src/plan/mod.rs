@@ -368,6 +368,8 @@ pub enum Kind {
     OutsidePodSelector,
     /// `drain.forceDeleteAfterTimeout` would delete a pod around its budget.
     ForceDelete,
+    /// A failed node rollboot left cordoned holds one of `maxNodes`' slots.
+    FailedHoldsSlot,
     /// Alerts fire in Prometheus (`blockers.prometheus`).
     Alerts,
     /// Prometheus could not be asked from here (the controller, which asks it before each
@@ -874,6 +876,71 @@ fn alerts(answer: &Option<(String, Result<Vec<String>, String>)>) -> Option<Prob
     }
 }
 
+/// One problem per failed node rollboot left cordoned ([`decide::holds_a_slot`]): it holds one
+/// of `maxNodes`' slots (and of its group's). It blocks when nodes get no slot because of
+/// them, else it warns.
+fn slots_held(
+    cluster: &Cluster,
+    record: &LockRecord,
+    config: &Config,
+    predicted: &schedule::Schedule,
+) -> Vec<Problem> {
+    let starved: Vec<String> = predicted
+        .unscheduled
+        .iter()
+        .filter(|(_, u)| **u == schedule::Unscheduled::SlotsHeld)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let severity = if starved.is_empty() {
+        Severity::Warns
+    } else {
+        Severity::Blocks
+    };
+    let then = if config.failures.return_to_service {
+        "failures.returnToService uncordons it once its host is up and Ready"
+    } else {
+        "until an operator clears it (or failures.returnToService)"
+    };
+    cluster
+        .nodes
+        .iter()
+        .filter(|n| decide::holds_a_slot(n) && !record.entries.contains_key(&n.name))
+        .map(|n| {
+            let waiting = if starved.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} node(s) get no slot: {}",
+                    starved.len(),
+                    starved.join(", ")
+                )
+            };
+            Problem {
+                node: Some(n.name.clone()),
+                nodes: starved.clone(),
+                ..Problem::new(
+                    severity,
+                    Kind::FailedHoldsSlot,
+                    format!(
+                        "node {} failed ({}) and rollboot left it cordoned: it holds one of \
+                         maxNodes' {} slot(s){}, {then}{waiting}",
+                        n.name,
+                        n.failure_reason.as_deref().unwrap_or("no reason recorded"),
+                        config.concurrency.max_nodes,
+                        match config.group_limit() {
+                            Some((key, _)) => format!(
+                                " and of its group's ({key}={})",
+                                n.labels.get(key).map_or("", String::as_str)
+                            ),
+                            None => String::new(),
+                        },
+                    ),
+                )
+            }
+        })
+        .collect()
+}
+
 /// Builds the plan from what the cluster says at `now`.
 pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<Utc>) -> Plan {
     let record = LockRecord::from_lease(cluster.lock.clone());
@@ -997,15 +1064,21 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
         .count();
     // With the cluster-wide blockers taken as cleared, a halted rollout resumes at the limit.
     let failed = failed.min(config.failures.max_failures as usize);
-    let predicted = schedule::predict(
-        &candidates,
-        &running,
-        &cluster.nodes,
-        &jobs,
-        failed,
-        config,
-        now,
-    );
+    // The failed nodes rollboot left cordoned hold their slots, unless the failures blocker is
+    // taken as cleared above (an operator's `rollboot retry` uncordons them).
+    let cleared = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .count()
+        > config.failures.max_failures as usize;
+    let others: Vec<NodeView> = cluster
+        .nodes
+        .iter()
+        .filter(|n| !(cleared && decide::holds_a_slot(n)))
+        .cloned()
+        .collect();
+    let predicted = schedule::predict(&candidates, &running, &others, &jobs, failed, config, now);
 
     let mut nodes: Vec<NodePlan> = candidates
         .iter()
@@ -1078,6 +1151,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             )
         });
     }
+    problems.extend(slots_held(cluster, &record, config, &predicted));
     problems.sort_by_key(|p| p.severity);
 
     let in_flight = record

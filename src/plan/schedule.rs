@@ -70,6 +70,9 @@ pub enum Unscheduled {
     Halted,
     /// No opening within the schedule's look-ahead horizon.
     NoOpening,
+    /// Every slot it could take is held by failed nodes rollboot left cordoned
+    /// ([`decide::holds_a_slot`]) until an operator clears them.
+    SlotsHeld,
 }
 
 /// The predicted schedule.
@@ -93,8 +96,11 @@ fn bounded(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
 
 /// Replays the controller from `now`. `candidates` are the nodes to reboot, each carrying a
 /// flag (`decide::pick` takes flagged nodes only); `others` are the cluster's other nodes,
-/// needed for the groups of `running` ones; `jobs` has an entry per candidate; `failed` is how
-/// many nodes have already failed.
+/// needed for the groups of `running` ones and for the failed nodes rollboot left cordoned
+/// among them, which hold slots ([`decide::holds_a_slot`]; leave them out to take them as
+/// cleared); `jobs` has an entry per candidate; `failed` is how many nodes have already failed.
+/// A node predicted to fail holds its slot from then on, unless `failures.returnToService`
+/// (its host is up: its drain failed).
 pub fn predict(
     candidates: &[NodeView],
     running: &BTreeMap<String, Running>,
@@ -113,7 +119,7 @@ pub fn predict(
     views.extend(
         others
             .iter()
-            .filter(|n| running.contains_key(&n.name))
+            .filter(|n| running.contains_key(&n.name) || decide::holds_a_slot(n))
             .cloned(),
     );
     let mut entries: BTreeMap<String, LockEntry> = BTreeMap::new();
@@ -136,7 +142,21 @@ pub fn predict(
         for name in finished {
             let (end, fails) = ends.remove(&name).expect("listed");
             entries.remove(&name);
-            views.retain(|v| v.name != name);
+            // A node that fails stays cordoned by rollboot (unless an operator had cordoned it),
+            // and holds its slot.
+            let holds = fails && !config.failures.return_to_service;
+            views.retain_mut(|v| {
+                if v.name != name {
+                    return true;
+                }
+                if !holds || (v.unschedulable && v.cordoned_by.is_none()) {
+                    return false;
+                }
+                v.state = Some(NodeState::Failed);
+                v.unschedulable = true;
+                v.cordoned_by = Some("rollboot plan".into());
+                true
+            });
             if fails {
                 failures += 1;
                 if failures > max_failures && out.halted.is_none() {
@@ -145,7 +165,11 @@ pub fn predict(
             }
         }
         let halted = failures > max_failures;
-        let waiting = views.iter().any(|v| !entries.contains_key(&v.name));
+        // The views that may still start (a failed one only holds its slot).
+        let startable = |v: &NodeView, entries: &BTreeMap<String, LockEntry>| {
+            !entries.contains_key(&v.name) && v.state != Some(NodeState::Failed)
+        };
+        let waiting = views.iter().any(|v| startable(v, &entries));
         if halted || !waiting {
             if ends.is_empty() {
                 break;
@@ -197,7 +221,7 @@ pub fn predict(
         }
         // The next instant anything can change: a slot frees, or (when closed) an opening starts.
         let next_end = ends.values().map(|(e, _)| *e).min();
-        let still_waiting = views.iter().any(|v| !entries.contains_key(&v.name));
+        let still_waiting = views.iter().any(|v| startable(v, &entries));
         let next_open = (still_waiting && !halted && !schedule.is_allowed(t))
             .then(|| schedule.next_opening(t).map(|o| o.start))
             .flatten();
@@ -210,10 +234,13 @@ pub fn predict(
         };
         t = next.max(t);
     }
-    for v in &views {
+    let held = views.iter().any(decide::holds_a_slot);
+    for v in views.iter().filter(|v| v.state != Some(NodeState::Failed)) {
         if !out.slots.contains_key(&v.name) && !running.contains_key(&v.name) {
             let why = if failures > max_failures {
                 Unscheduled::Halted
+            } else if held && ends.is_empty() && schedule.is_allowed(t) {
+                Unscheduled::SlotsHeld
             } else {
                 Unscheduled::NoOpening
             };
@@ -349,7 +376,8 @@ mod tests {
             Some(("a".to_string(), now + TimeDelta::minutes(10)))
         );
         assert_eq!(s.unscheduled["b"], Unscheduled::Halted);
-        let c = cfg("nodes: {order: name}\nfailures: {maxFailures: 1}");
+        // Tolerated, and the failed node back in service (else it holds the one slot).
+        let c = cfg("nodes: {order: name}\nfailures: {maxFailures: 1, returnToService: true}");
         let s = predict(&nodes, &BTreeMap::new(), &[], &j, 0, &c, now);
         assert_eq!(s.halted, None);
         assert_eq!(s.slots["b"].start, now + TimeDelta::minutes(10));
@@ -386,6 +414,50 @@ mod tests {
         );
         assert_eq!(s.slots["a"].start, now + TimeDelta::minutes(6));
         assert_eq!(s.in_flight_end["busy"], now + TimeDelta::minutes(6));
+    }
+
+    #[test]
+    fn a_failed_node_left_cordoned_holds_its_slot_in_the_replay() {
+        let c = cfg("nodes: {order: name}\nfailures: {maxFailures: 3}");
+        let now = t("2026-03-10T12:00:00Z");
+        let held = NodeView {
+            unschedulable: true,
+            cordoned_by: Some("c-0".into()),
+            state: Some(NodeState::Failed),
+            ..NodeView::from_node(&crate::node::fixtures::node("z", &[]))
+        };
+        // maxNodes 1 and the slot is the failed node's: nothing starts, and it says why.
+        let s = predict(
+            &[flagged("a", &[])],
+            &BTreeMap::new(),
+            std::slice::from_ref(&held),
+            &jobs(&["a"], 10),
+            0,
+            &c,
+            now,
+        );
+        assert!(s.slots.is_empty());
+        assert_eq!(s.unscheduled["a"], Unscheduled::SlotsHeld);
+        // Taken as cleared (the failures blocker assumed lifted): it starts at once.
+        let s = predict(
+            &[flagged("a", &[])],
+            &BTreeMap::new(),
+            &[],
+            &jobs(&["a"], 10),
+            0,
+            &c,
+            now,
+        );
+        assert_eq!(s.slots["a"].start, now);
+        // A node predicted to fail holds its slot from then on, unless returnToService.
+        let mut j = jobs(&["a", "b"], 10);
+        j.get_mut("a").unwrap().fails = true;
+        let nodes = [flagged("a", &[]), flagged("b", &[])];
+        let s = predict(&nodes, &BTreeMap::new(), &[], &j, 0, &c, now);
+        assert_eq!(s.unscheduled.get("b"), Some(&Unscheduled::SlotsHeld));
+        let back = cfg("nodes: {order: name}\nfailures: {maxFailures: 3, returnToService: true}");
+        let s = predict(&nodes, &BTreeMap::new(), &[], &j, 0, &back, now);
+        assert_eq!(s.slots["b"].start, now + TimeDelta::minutes(10));
     }
 
     #[test]

@@ -167,7 +167,9 @@ fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
         ],
         ..Default::default()
     };
-    let c = cfg("drain: {podSelector: 'app notin (side)'}\nfailures: {maxFailures: 5}\nnodes: {order: name}");
+    // The failures tolerated and returned to service: each node is planned, none holding the
+    // one slot after it failed.
+    let c = cfg("drain: {podSelector: 'app notin (side)'}\nfailures: {maxFailures: 5, returnToService: true}\nnodes: {order: name}");
     let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
     assert!(!p.proceeds);
     let k = kinds(&p);
@@ -496,4 +498,60 @@ fn measured_cycles_give_each_node_its_own_figures_and_the_rest_their_median() {
         (300, 60)
     );
     assert!(p.estimate.reboot_basis.starts_with("the default 5m"));
+}
+
+#[test]
+fn a_failed_node_rollboot_left_cordoned_is_named_as_holding_a_slot() {
+    let failed = NodeView {
+        unschedulable: true,
+        cordoned_by: Some("controller-0".into()),
+        state: Some(NodeState::Failed),
+        state_since: Some(t("2026-01-01T00:00:00Z")),
+        failure_reason: Some("the drain did not finish within 15m".into()),
+        ..NodeView::from_node(&node("z", &[]))
+    };
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z"), failed],
+        ..Default::default()
+    };
+    let now = t("2026-01-02T00:00:00Z");
+    // Tolerated, but its slot is the only one: a gets none, and the plan says why.
+    let p = build(
+        &cluster,
+        &cfg("failures: {maxFailures: 1}"),
+        &Options::default(),
+        now,
+    );
+    assert!(!p.proceeds);
+    let held = p
+        .problems
+        .iter()
+        .find(|x| x.kind == Kind::FailedHoldsSlot)
+        .expect("named");
+    assert_eq!(
+        (held.severity, held.node.as_deref(), held.nodes.clone()),
+        (Severity::Blocks, Some("z"), vec!["a".to_string()])
+    );
+    assert!(
+        held.message.contains("holds one of maxNodes' 1 slot(s)")
+            && held.message.contains("drain did not finish"),
+        "{}",
+        held.message
+    );
+    assert_eq!(p.nodes[0].start, None);
+    // Two slots: a starts now, and the held one is only a warning.
+    let p = build(
+        &cluster,
+        &cfg("failures: {maxFailures: 1}\nconcurrency: {maxNodes: 2}"),
+        &Options::default(),
+        now,
+    );
+    assert!(p.proceeds, "{:?}", p.problems);
+    assert_eq!(p.nodes[0].start, Some(now));
+    let held = p
+        .problems
+        .iter()
+        .find(|x| x.kind == Kind::FailedHoldsSlot)
+        .expect("named");
+    assert_eq!(held.severity, Severity::Warns);
 }

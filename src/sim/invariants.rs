@@ -56,6 +56,12 @@ pub struct InvariantReport {
     /// Per value of the group label (see [`Invariants::watch_groups`]), the largest number of
     /// its nodes cordoned or NotReady at the same time.
     pub max_nodes_unavailable_by_group: BTreeMap<String, usize>,
+    /// Largest number of nodes cordoned by rollboot (`spec.unschedulable` with
+    /// `rollboot.dev/cordoned-by`) at the same time: in flight, or failed and left cordoned.
+    /// rollboot promises it never exceeds `maxNodes`.
+    pub max_cordoned_by_rollboot: usize,
+    /// The same per value of the group label: never above `maxNodesPerGroup`.
+    pub max_cordoned_by_rollboot_by_group: BTreeMap<String, usize>,
 }
 
 /// A reboot of a node that was not ready for it.
@@ -86,6 +92,7 @@ impl InvariantReport {
 struct State {
     report: InvariantReport,
     unavailable: BTreeSet<String>,
+    cordoned_by_rollboot: BTreeSet<String>,
     /// The group label, and each node's value of it.
     group_label: Option<String>,
     groups: BTreeMap<String, String>,
@@ -152,22 +159,32 @@ impl Invariants {
         self.lock().group_label = Some(key.to_string());
     }
 
-    /// Notes whether a node (with its labels) is cordoned or NotReady now.
+    /// Notes whether a node (with its labels) is cordoned or NotReady now, and whether it is
+    /// cordoned by rollboot.
     pub fn node_availability(
         &self,
         node: &str,
         labels: &BTreeMap<String, String>,
         unavailable: bool,
+        cordoned_by_rollboot: bool,
     ) {
         let mut s = self.lock();
-        if unavailable {
-            s.unavailable.insert(node.to_string());
-        } else {
-            s.unavailable.remove(node);
+        let s = &mut *s;
+        let (u, c) = (&mut s.unavailable, &mut s.cordoned_by_rollboot);
+        for (set, member) in [(u, unavailable), (c, cordoned_by_rollboot)] {
+            if member {
+                set.insert(node.to_string());
+            } else {
+                set.remove(node);
+            }
         }
         let n = s.unavailable.len();
         s.report.nodes_unavailable_now = n;
         s.report.max_nodes_unavailable = s.report.max_nodes_unavailable.max(n);
+        s.report.max_cordoned_by_rollboot = s
+            .report
+            .max_cordoned_by_rollboot
+            .max(s.cordoned_by_rollboot.len());
         let Some(key) = s.group_label.clone() else {
             return;
         };
@@ -178,17 +195,24 @@ impl Invariants {
         let Some(group) = s.groups.get(node).cloned() else {
             return;
         };
-        let out = s
-            .unavailable
-            .iter()
-            .filter(|n| s.groups.get(*n) == Some(&group))
-            .count();
+        let in_group = |set: &BTreeSet<String>| {
+            set.iter()
+                .filter(|n| s.groups.get(*n) == Some(&group))
+                .count()
+        };
+        let (out, cordoned) = (in_group(&s.unavailable), in_group(&s.cordoned_by_rollboot));
         let max = s
             .report
             .max_nodes_unavailable_by_group
-            .entry(group)
+            .entry(group.clone())
             .or_default();
         *max = (*max).max(out);
+        let max = s
+            .report
+            .max_cordoned_by_rollboot_by_group
+            .entry(group)
+            .or_default();
+        *max = (*max).max(cordoned);
     }
 
     /// Records a reboot of a node not ready for it.
@@ -211,7 +235,7 @@ impl Invariants {
 
     /// Notes a node removed from the cluster.
     pub fn node_gone(&self, node: &str) {
-        self.node_availability(node, &BTreeMap::new(), false);
+        self.node_availability(node, &BTreeMap::new(), false, false);
     }
 
     /// Records a reboot request; false (and a violation) when the token was already used.

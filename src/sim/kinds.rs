@@ -437,6 +437,9 @@ pub struct Index {
     pub unschedulable: bool,
     /// a `node.kubernetes.io/not-ready` or `unreachable` taint (nodes)
     pub not_ready_taint: bool,
+    /// cordoned (`spec.unschedulable`) with rollboot's `rollboot.dev/cordoned-by` on it (nodes):
+    /// out of service because of rollboot, which the invariant watch holds to `maxNodes`
+    pub cordoned_by_rollboot: bool,
     /// the controller owner reference: (kind, name, uid)
     pub owner: Option<(String, String, String)>,
     /// spec.selector of a PodDisruptionBudget, parsed once: the budgets of a pod are found on
@@ -542,6 +545,8 @@ impl Index {
                         || t["key"] == "node.kubernetes.io/unreachable"
                 })
             }),
+            cordoned_by_rollboot: value["spec"]["unschedulable"] == true
+                && !md["annotations"][crate::node::CORDONED_BY].is_null(),
             owner,
             pdb_selector: if value["kind"] == "PodDisruptionBudget" {
                 super::pdb::label_selector(&value["spec"]["selector"])

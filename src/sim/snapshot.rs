@@ -658,9 +658,12 @@ pub fn load(shared: &Shared, snap: &Snapshot, seed: u64) -> SmallRng {
     for (i, n) in snap.nodes.iter().enumerate() {
         let boot = format!("{:08x}-0000-4000-a000-{:012x}", seed as u32, i);
         inner.put(Kind::Node, node_value(n, i, &boot, &now));
-        shared
-            .invariants
-            .node_availability(&n.name, &BTreeMap::new(), n.unschedulable || !n.ready);
+        shared.invariants.node_availability(
+            &n.name,
+            &BTreeMap::new(),
+            n.unschedulable || !n.ready,
+            false,
+        );
     }
     let mut on_node: BTreeMap<(&str, &str), i64> = BTreeMap::new();
     for p in snap.pods.iter().filter(|p| p.node_name.is_some()) {

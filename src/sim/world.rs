@@ -287,7 +287,7 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
         inner.put(Kind::Node, v);
         shared
             .invariants
-            .node_availability(n, &BTreeMap::new(), false);
+            .node_availability(n, &BTreeMap::new(), false, false);
     }
     // Deployments, their ReplicaSets and pods, laid out as `placement` says.
     let total = sc.nodes * sc.pods_per_node;
@@ -833,9 +833,12 @@ impl Runner {
                 if ev.typ == EventType::Deleted {
                     self.shared.invariants.node_gone(&idx.name);
                 } else {
-                    self.shared
-                        .invariants
-                        .node_availability(&idx.name, &idx.labels, unavailable);
+                    self.shared.invariants.node_availability(
+                        &idx.name,
+                        &idx.labels,
+                        unavailable,
+                        idx.cordoned_by_rollboot,
+                    );
                 }
                 let fits = ev.typ != EventType::Deleted
                     && takes_pods(idx)

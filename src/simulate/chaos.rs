@@ -41,7 +41,9 @@ pub struct Setup {
 /// The world and config for `seed`: 3 to 6 nodes, `maxNodes` 1 or 2, grouped by zone one time
 /// in three, a window of 40 s every minute one time in five, and `maxFailures` equal to the
 /// host faults drawn (so a rollout goes on past the nodes they fail) except one time in four
-/// (so halting is exercised too). The same seed draws the same setup.
+/// (so halting is exercised too), and `failures.returnToService` one time in two (a failed node
+/// otherwise holds its slot: with maxNodes 1 the rollout then waits for an operator). The same
+/// seed draws the same setup.
 pub fn setup(seed: u64) -> Setup {
     // Another stream than the schedule's, so that changing one draw leaves the other alone.
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_c4a0_5000_0000);
@@ -61,8 +63,10 @@ pub fn setup(seed: u64) -> Setup {
     } else {
         host_faults
     };
+    // Drawn last: the draws before it stay what they were for every seed.
+    let return_to_service = rng.random_ratio(1, 2);
     let mut o = format!(
-        "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}}}\n",
+        "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}, returnToService: {return_to_service}}}\n",
         if grouped {
             ", groupBy: topology.kubernetes.io/zone, maxNodesPerGroup: 1"
         } else {

@@ -911,7 +911,9 @@ pub async fn rollout_with(
                 .keys()
                 .cloned()
                 .collect();
-            if let Some(d) = report::decided(&nodes, &flagged, &pending, &rebooted, max_failures) {
+            if let Some(d) = report::decided(&nodes, &flagged, &pending, &rebooted, max_failures)
+                .or_else(|| report::held_for_good(&nodes, &flagged, &h.config))
+            {
                 decision = Some((t, d));
             } else if past_bound {
                 let why = report::stuck_reason(&nodes, &flagged, &pending, &rebooted, &bound);

@@ -116,6 +116,65 @@ pub fn decided(
     })
 }
 
+/// Whether the run is decided because the failed nodes rollboot left cordoned hold every slot
+/// a waiting node could take ([`crate::controller::decide::holds_a_slot`]), for good: none of
+/// them will be returned to service (`failures.returnToService` off, or their hosts down).
+/// Nothing may be in flight. Decided as [`Outcome::Halted`]: nothing starts until an operator
+/// clears one. Pure.
+pub fn held_for_good(
+    nodes: &[NodeView],
+    flagged: &BTreeSet<String>,
+    config: &Config,
+) -> Option<(Outcome, String)> {
+    use crate::controller::decide;
+    if nodes
+        .iter()
+        .any(|n| n.state.is_some_and(NodeState::in_flight))
+    {
+        return None;
+    }
+    let holders: Vec<&NodeView> = nodes.iter().filter(|n| decide::holds_a_slot(n)).collect();
+    let none = BTreeMap::new();
+    if holders.is_empty() || !decide::returning_to_service(&holders, &none, config).is_empty() {
+        return None;
+    }
+    let waiting: Vec<&NodeView> = nodes
+        .iter()
+        .filter(|n| flagged.contains(&n.name) && decide::is_candidate(n, config))
+        .collect();
+    let every: Vec<&NodeView> = nodes.iter().collect();
+    let snap = decide::Snapshot {
+        nodes: &every,
+        in_flight: &none,
+        foreign_holder: None,
+        blocking_pods: &[],
+    };
+    if waiting.is_empty() || !decide::pick(&snap, config).is_empty() {
+        return None;
+    }
+    let names = |ns: &[&NodeView]| {
+        ns.iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some((
+        Outcome::Halted,
+        format!(
+            "halted: the failed node(s) rollboot left cordoned ({}) hold every slot (maxNodes {}{}) \
+             the {} waiting node(s) could take ({}); nothing starts until an operator clears one",
+            names(&holders),
+            config.concurrency.max_nodes,
+            config
+                .group_limit()
+                .map(|(k, m)| format!(", {m} per {k}"))
+                .unwrap_or_default(),
+            waiting.len(),
+            names(&waiting)
+        ),
+    ))
+}
+
 /// A budget holding an eviction, as the rehearsal sees it: `namespace/name`, the pod it holds,
 /// its spec and how many pods it selects (`status.expectedPods`).
 pub struct HeldBy {
@@ -332,6 +391,11 @@ pub struct Report {
     pub max_nodes_out_by_group: BTreeMap<String, usize>,
     /// `concurrency.maxNodesPerGroup` when `groupBy` is set.
     pub max_nodes_per_group: Option<u32>,
+    /// Largest number of nodes cordoned by rollboot at once (`rollboot.dev/cordoned-by`: in
+    /// flight, or failed and left cordoned): never above `maxNodes`, or it is a break.
+    pub max_cordoned_by_rollboot: usize,
+    /// Per group (`concurrency.groupBy`), the same: never above `maxNodesPerGroup`.
+    pub max_cordoned_by_rollboot_by_group: BTreeMap<String, usize>,
     /// Reboots of a node that was schedulable or still ran pods the drain evicts.
     pub unsafe_reboots: Vec<String>,
     /// Cycles started (a node's first `cordoning`) outside the maintenance windows.
@@ -442,6 +506,17 @@ impl Report {
                 self.max_nodes_out_by_group
             );
         }
+        let _ = writeln!(
+            s,
+            "  max cordoned by rollboot {} at once (maxNodes {}){}",
+            self.max_cordoned_by_rollboot,
+            self.max_nodes,
+            if self.max_nodes_per_group.is_some() {
+                format!(", per group {:?}", self.max_cordoned_by_rollboot_by_group)
+            } else {
+                String::new()
+            }
+        );
         let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
         let _ = writeln!(
             s,
@@ -750,29 +825,7 @@ pub async fn report(
             breaks.push(format!("reboot of a node not ready for it: {r}"));
         }
     }
-    // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
-    // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
-    // at the end are every node that had failed at any moment.
-    if inv.max_nodes_unavailable > max_nodes as usize + failed.len() {
-        breaks.push(format!(
-            "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed",
-            inv.max_nodes_unavailable,
-            failed.len()
-        ));
-    }
-    if let Some((key, m)) = config.group_limit() {
-        for (g, n) in &inv.max_nodes_unavailable_by_group {
-            let failed_here = nodes
-                .iter()
-                .filter(|v| v.state == Some(NodeState::Failed) && v.labels.get(key) == Some(g))
-                .count();
-            if *n > m as usize + failed_here {
-                breaks.push(format!(
-                    "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there"
-                ));
-            }
-        }
-    }
+    breaks.extend(capacity_breaks(&inv, &nodes, &failed, config));
     for s in &starts_outside {
         breaks.push(format!(
             "cycle started outside the maintenance windows: {s}"
@@ -865,6 +918,8 @@ pub async fn report(
         max_nodes,
         max_nodes_out_by_group: inv.max_nodes_unavailable_by_group,
         max_nodes_per_group: group_limit,
+        max_cordoned_by_rollboot: inv.max_cordoned_by_rollboot,
+        max_cordoned_by_rollboot_by_group: inv.max_cordoned_by_rollboot_by_group,
         unsafe_reboots,
         starts_outside_windows: starts_outside,
         cordoned_at_end,
@@ -873,6 +928,60 @@ pub async fn report(
         invariant_breaks: breaks,
         ok,
     })
+}
+
+/// The breaks of the limits on nodes out at once: the nodes cordoned or NotReady may exceed
+/// `maxNodes` (and `maxNodesPerGroup`) only by the failed nodes, while those rollboot cordoned
+/// (in flight, or failed and left cordoned by it) may never exceed them. Pure.
+pub fn capacity_breaks(
+    inv: &crate::sim::InvariantReport,
+    nodes: &[NodeView],
+    failed: &[String],
+    config: &Config,
+) -> Vec<String> {
+    let max_nodes = config.concurrency.max_nodes;
+    let mut breaks = Vec::new();
+    // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
+    // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
+    // at the end are every node that had failed at any moment.
+    if inv.max_nodes_unavailable > max_nodes as usize + failed.len() {
+        breaks.push(format!(
+            "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed",
+            inv.max_nodes_unavailable,
+            failed.len()
+        ));
+    }
+    if let Some((key, m)) = config.group_limit() {
+        for (g, n) in &inv.max_nodes_unavailable_by_group {
+            let failed_here = nodes
+                .iter()
+                .filter(|v| v.state == Some(NodeState::Failed) && v.labels.get(key) == Some(g))
+                .count();
+            if *n > m as usize + failed_here {
+                breaks.push(format!(
+                    "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there"
+                ));
+            }
+        }
+    }
+    // Unlike the nodes out at once above, those rollboot cordoned (in flight, or failed and
+    // still cordoned by it) are held to the limits themselves: a failed node takes a slot.
+    if inv.max_cordoned_by_rollboot > max_nodes as usize {
+        breaks.push(format!(
+            "{} nodes cordoned by rollboot at once, more than maxNodes {max_nodes}",
+            inv.max_cordoned_by_rollboot
+        ));
+    }
+    if let Some((_, m)) = config.group_limit() {
+        for (g, n) in &inv.max_cordoned_by_rollboot_by_group {
+            if *n > m as usize {
+                breaks.push(format!(
+                    "{n} nodes of group {g} cordoned by rollboot at once, more than maxNodesPerGroup {m}"
+                ));
+            }
+        }
+    }
+    breaks
 }
 
 #[cfg(test)]
@@ -955,6 +1064,46 @@ mod tests {
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn nodes_cordoned_by_rollboot_beyond_max_nodes_are_a_break_failed_ones_included() {
+        let cfg = |y: &str| crate::config::parse_str(y).unwrap();
+        let failed = vec!["a".to_string()];
+        let nodes = [node("a", Some("failed"), true, false)];
+        // Two out at once, one of them failed: the nodes out may exceed maxNodes by the failed.
+        let inv = crate::sim::InvariantReport {
+            max_nodes_unavailable: 2,
+            max_cordoned_by_rollboot: 1,
+            ..Default::default()
+        };
+        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}")).is_empty());
+        // The failed one still cordoned by rollboot beside one in flight: a break.
+        let inv = crate::sim::InvariantReport {
+            max_cordoned_by_rollboot: 2,
+            ..inv
+        };
+        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"));
+        assert_eq!(
+            b,
+            ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
+        );
+        assert!(
+            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}")).is_empty()
+        );
+        // Per group.
+        let zones = cfg("concurrency: {maxNodes: 3, groupBy: zone, maxNodesPerGroup: 1}");
+        let inv = crate::sim::InvariantReport {
+            max_cordoned_by_rollboot_by_group: BTreeMap::from([
+                ("a".to_string(), 2),
+                ("b".to_string(), 1),
+            ]),
+            ..inv
+        };
+        assert_eq!(
+            capacity_breaks(&inv, &nodes, &failed, &zones),
+            ["2 nodes of group a cordoned by rollboot at once, more than maxNodesPerGroup 1"]
+        );
     }
 
     #[test]
