@@ -385,10 +385,14 @@ async fn a_policy_the_simulator_cannot_enforce_is_refused_at_creation() {
     let admin = client(&cluster, "admin").await;
     let mut with_params = no_forbidden_key();
     with_params["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    with_params["spec"]["validations"][0]["expression"] = json!("params.data.x == 'y'");
     let a = send(&admin, "POST", POLICIES, Some(with_params)).await;
     assert_eq!(a.code, 422, "{}", a.body);
     assert_eq!(a.body["reason"], "Invalid");
-    let cause = &a.body["details"]["causes"][0];
+    // The one cause: with a paramKind, `params` is declared, as in kube-apiserver.
+    let causes = a.body["details"]["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "{}", a.body);
+    let cause = &causes[0];
     assert_eq!(cause["field"], "spec.paramKind");
     assert_eq!(cause["reason"], "FieldValueForbidden");
     assert!(

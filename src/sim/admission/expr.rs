@@ -160,6 +160,9 @@ pub struct Scope<'a> {
     pub variables: Option<&'a [(String, Option<String>)]>,
     /// Whether `authorizer` is declared (everywhere but messageExpression).
     pub authorizer: bool,
+    /// Whether `params` is declared (in a policy with a paramKind, which is refused as
+    /// unmodelled: declared so that its expressions are not refused for reading it too).
+    pub params: bool,
 }
 
 /// Why an expression is refused.
@@ -426,6 +429,7 @@ impl Check<'_> {
                 self.reads.namespace_object = true;
                 ty("kubernetes.Namespace")
             }
+            "params" if self.scope.params => None,
             "variables" if self.scope.variables.is_some() => {
                 self.reads.variables = true;
                 None
@@ -671,6 +675,7 @@ impl Check<'_> {
     /// Whether `name` is a variable of this scope (not a namespace of functions).
     fn declared(&self, name: &str) -> bool {
         matches!(name, "object" | "oldObject" | "request" | "namespaceObject")
+            || (name == "params" && self.scope.params)
             || (name == "variables" && self.scope.variables.is_some())
             || (name == "authorizer" && self.scope.authorizer)
     }
@@ -810,6 +815,7 @@ mod tests {
     const VALIDATION: Scope = Scope {
         variables: None,
         authorizer: true,
+        params: false,
     };
 
     fn invalid(source: &str, scope: Scope) -> String {
@@ -877,6 +883,7 @@ mod tests {
         let scope = Scope {
             variables: Some(&vars),
             authorizer: true,
+            params: false,
         };
         ok("'x' in variables.allowed", scope);
         assert!(invalid("variables.other == 1", scope)
@@ -921,6 +928,7 @@ mod tests {
         let scope = Scope {
             variables: Some(&vars),
             authorizer: true,
+            params: false,
         };
         assert_eq!(
             invalid("variables.v", scope),
@@ -959,6 +967,7 @@ mod tests {
         let message = Scope {
             variables: None,
             authorizer: false,
+            params: false,
         };
         assert!(compile("authorizer.group('')", message, Returns::String)
             .unwrap_err()

@@ -414,7 +414,8 @@ impl Policy {
             Some("Fail" | "Ignore") => {}
             Some(f) => errs.push(not_supported("spec.failurePolicy", f, &["Fail", "Ignore"])),
         }
-        if spec.param_kind.is_some() {
+        let params = spec.param_kind.is_some();
+        if params {
             errs.push(unmodelled(
                 "spec.paramKind",
                 "a policy with parameters (paramKind; a binding's paramRef)",
@@ -432,6 +433,7 @@ impl Policy {
         let no_variables = Scope {
             variables: None,
             authorizer: true,
+            params,
         };
         let mut match_conditions = Vec::new();
         let mut condition_names = BTreeSet::new();
@@ -487,6 +489,7 @@ impl Policy {
                 let scope = Scope {
                     variables: Some(&declared),
                     authorizer: true,
+                    params,
                 };
                 if let Some(e) = expression(
                     &mut errs,
@@ -505,10 +508,12 @@ impl Policy {
         let scope = Scope {
             variables: vars,
             authorizer: true,
+            params,
         };
         let message_scope = Scope {
             variables: vars,
             authorizer: false,
+            params,
         };
         let mut validations = Vec::new();
         let mut audit_annotations = Vec::new();
