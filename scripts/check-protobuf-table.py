@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the simulator's protobuf table (src/sim/protobuf.rs) against Kubernetes' own facts.
+"""Checks the simulator's protobuf table (crates/rollboot-sim/src/sim/protobuf.rs) against Kubernetes' own facts.
 
     K8S_VENDOR=/path/to/vendor/k8s.io scripts/check-protobuf-table.py
 
@@ -78,7 +78,7 @@ def go_tags(pkg):
 
 
 def main():
-    src = open(os.path.join(ROOT, "src/sim/protobuf.rs")).read()
+    src = open(os.path.join(ROOT, "crates/rollboot-sim/src/sim/protobuf.rs")).read()
     statics = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
         r'static (\w+): Message = Message \{\s*name: "([^"]+)",\s*fields: &\[(.*?)\],\s*\};',
         src, re.S)}

@@ -1,4 +1,7 @@
-//! The `rollboot` binary: parses the command line and hands over to [`rollboot::cli`].
+//! The `rollboot` binary: parses the command line and hands over to [`cli`], which calls the
+//! library crates (`rollboot`, and `rollboot_sim` with the default feature `simulate`).
+
+mod cli;
 
 use std::process::ExitCode;
 
@@ -7,14 +10,15 @@ use clap::Parser;
 fn main() -> ExitCode {
     #[cfg(not(target_os = "linux"))]
     allocator_options();
-    let cli = rollboot::cli::Cli::parse();
-    if matches!(cli.command, rollboot::cli::Command::Simulate(_)) {
+    let cli = cli::Cli::parse();
+    #[cfg(feature = "simulate")]
+    if matches!(cli.command, cli::Command::Simulate(_)) {
         // A rehearsal runs the cluster, the controllers and every agent in one process: speed
         // over resident memory (see `allocator_options`).
         // SAFETY: sets a process-wide option of mimalloc; no pointer is involved.
         unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, SIMULATE_PURGE_DELAY_MS) };
     }
-    match rollboot::cli::run(cli) {
+    match cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -32,6 +36,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// mimalloc's own `purge_delay`.
+#[cfg(feature = "simulate")]
 const SIMULATE_PURGE_DELAY_MS: std::ffi::c_long = 10;
 
 /// Two of mimalloc's options, for the controller's and the agent's resident memory (issue 4:

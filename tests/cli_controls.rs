@@ -14,8 +14,8 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, PostParams};
 use rollboot::lock::LockRecord;
 use rollboot::node::{self as proto, NodeState, NodeView};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::Value;
 
 #[path = "common/cli.rs"]

@@ -7,7 +7,7 @@ use std::os::fd::FromRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rollboot::sim::{Cluster, Scenario};
+use rollboot_sim::sim::{Cluster, Scenario};
 use serde_json::Value;
 
 /// A kubeconfig for an API server on a loopback port where nothing listens.

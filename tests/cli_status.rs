@@ -8,8 +8,8 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, PostParams};
 use rollboot::lock::{LockEntry, IN_FLIGHT};
 use rollboot::node::{self as proto, NodeState};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::{json, Value};
 
 #[path = "common/cli.rs"]

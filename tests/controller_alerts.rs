@@ -10,8 +10,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 /// What the stand-in answers: `None` is a 500.
 type Answer = Arc<Mutex<Option<serde_json::Value>>>;
@@ -40,7 +40,9 @@ fn alerts(list: &[(&str, &str)]) -> serde_json::Value {
 
 async fn harness(url: &str) -> Harness {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
         .with_test_writer()
         .try_init();
     let sc = Scenario {

@@ -10,12 +10,14 @@ use rollboot::node::NodeState;
 #[path = "common/slow_rollout.rs"]
 mod slow_rollout;
 
-use rollboot::simulate::Harness;
+use rollboot_sim::simulate::Harness;
 use slow_rollout::slow_rollout_of_two;
 
 fn log() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
         .with_test_writer()
         .try_init();
 }

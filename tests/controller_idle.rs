@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_controller_only_renews_leases_and_watches() {

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 async fn holder(h: &Harness) -> Option<String> {
     let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =

@@ -2,13 +2,14 @@
 //! and synced its Node cache, 200 then, 503 again while the API server is down for longer than
 //! the lease duration, 200 once it is back. `/healthz` (liveness) stays 200 throughout.
 
+#[path = "../crates/rollboot-sim/tests/common/mod.rs"]
 mod common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     common::http(addr, "-", "GET", path, "text/plain", "").await

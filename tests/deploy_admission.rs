@@ -6,9 +6,9 @@
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use rollboot::sim::admission::Admission;
-use rollboot::sim::rbac::{Enforcement, Identity, Rbac};
-use rollboot::sim::{Cluster, Scenario};
+use rollboot_sim::sim::admission::Admission;
+use rollboot_sim::sim::rbac::{Enforcement, Identity, Rbac};
+use rollboot_sim::sim::{Cluster, Scenario};
 use serde_json::json;
 
 fn read(path: &str) -> String {

@@ -247,12 +247,12 @@ fn kubectl_apply_dry_run_renders_the_base_against_the_simulator() {
         "kubectl kustomize",
     ));
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let sc = rollboot::sim::Scenario {
+    let sc = rollboot_sim::sim::Scenario {
         nodes: 1,
         pods_per_node: 1,
         ..Default::default()
     };
-    let cluster = rt.block_on(rollboot::sim::Cluster::start(sc)).unwrap();
+    let cluster = rt.block_on(rollboot_sim::sim::Cluster::start(sc)).unwrap();
     let kubeconfig = cache.path().join("kubeconfig");
     cluster.write_kubeconfig(&kubeconfig, "operator").unwrap();
     let kc = kubeconfig.to_str().unwrap();
@@ -1051,6 +1051,19 @@ fn the_dockerfile_builds_a_nonroot_controller_and_an_agent_stage() {
         }
     }
     assert_eq!(stages, ["builder", "agent", "controller"]);
+    // The images hold the product alone: every build leaves the simulator out.
+    let builds: Vec<String> = instructions(&text)
+        .into_iter()
+        .filter(|(op, args)| op == "RUN" && args.contains("cargo build"))
+        .map(|(_, args)| args)
+        .collect();
+    assert!(!builds.is_empty());
+    for b in &builds {
+        assert!(
+            b.contains("--no-default-features") && b.contains("--profile dist"),
+            "an image build with the simulator in it: {b}"
+        );
+    }
     assert_eq!(
         users["controller"], "65532:65532",
         "the controller image runs as non-root"

@@ -11,10 +11,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use rollboot::sim::admission::Admission;
-use rollboot::sim::rbac::{Enforcement, Identity, Rbac};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::admission::Admission;
+use rollboot_sim::sim::rbac::{Enforcement, Identity, Rbac};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).expect(path)

@@ -13,8 +13,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::routing::post;
 use axum::Router;
 use rollboot::node::NodeState;
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::Value;
 
 /// One request the receiver got.
@@ -87,7 +87,9 @@ async fn receiver() -> (Receiver, String) {
 
 fn init_logs() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
         .with_test_writer()
         .try_init();
 }

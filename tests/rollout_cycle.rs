@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use rollboot::node::{NodeState, NodeView};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{rollout, sim_config, Harness, RunOptions};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{rollout, sim_config, Harness, RunOptions};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 
@@ -21,7 +21,9 @@ fn scenario(nodes: usize) -> Scenario {
 
 fn log() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
         .with_test_writer()
         .try_init();
 }

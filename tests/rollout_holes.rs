@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use rollboot::node::{self as proto, NodeState, NodeView};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::json;
 
 #[path = "common/slow_rollout.rs"]
@@ -24,7 +24,9 @@ mod slow_rollout;
 
 fn log() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
         .with_test_writer()
         .try_init();
 }
@@ -675,7 +677,9 @@ async fn a_lock_write_after_its_lease_was_deleted_is_gone_and_recreates_nothing(
     use rollboot::lease::LeaseRef;
     use rollboot::lock::{self, LockEntry, LockError, LockRecord};
     log();
-    let cluster = rollboot::sim::Cluster::start(scenario(1)).await.unwrap();
+    let cluster = rollboot_sim::sim::Cluster::start(scenario(1))
+        .await
+        .unwrap();
     let client = cluster.kube_client().await.unwrap();
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     ns.create(
@@ -791,7 +795,7 @@ async fn lock_with(
     node: &str,
     leader: &str,
 ) -> (
-    rollboot::sim::Cluster,
+    rollboot_sim::sim::Cluster,
     rollboot::lease::LeaseRef,
     rollboot::lock::LockRecord,
     Api<Lease>,
@@ -799,7 +803,9 @@ async fn lock_with(
     use rollboot::lease::LeaseRef;
     use rollboot::lock::{self, LockEntry, LockRecord};
     log();
-    let cluster = rollboot::sim::Cluster::start(scenario(1)).await.unwrap();
+    let cluster = rollboot_sim::sim::Cluster::start(scenario(1))
+        .await
+        .unwrap();
     let client = cluster.kube_client().await.unwrap();
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     ns.create(

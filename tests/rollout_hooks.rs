@@ -21,8 +21,8 @@ use kube::runtime::watcher;
 use rollboot::config::Phase;
 use rollboot::hooks::Record;
 use rollboot::node::{NodeState, NodeView, Token};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::{json, Value};
 
 /// How the receiver answers one hook.
@@ -84,7 +84,9 @@ async fn receiver() -> (Receiver, String) {
 
 fn log() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=info,rollboot::sim=warn".into()))
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
         .with_test_writer()
         .try_init();
 }

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::runtime::{watcher, WatchStreamExt};
 use rollboot::node::{NodeState, NodeView};
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 fn log() {
     let _ = tracing_subscriber::fmt()

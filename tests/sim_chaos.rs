@@ -11,8 +11,8 @@
 use std::process::Command;
 use std::time::Instant;
 
-use rollboot::sim::chaos::FaultSchedule;
-use rollboot::simulate::{chaos, rollout, sim_config, Outcome, RunOptions};
+use rollboot_sim::sim::chaos::FaultSchedule;
+use rollboot_sim::simulate::{chaos, rollout, sim_config, Outcome, RunOptions};
 
 fn log() {
     let _ = tracing_subscriber::fmt()

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use rollboot::sim::{Cluster, Scenario};
+use rollboot_sim::sim::{Cluster, Scenario};
 use serde_json::Value;
 
 const IDENTITY: &str = "snapshot-cli";
@@ -51,7 +51,7 @@ fn source() -> Scenario {
         nodes: 3,
         pods_per_node: 4,
         replicas: 4,
-        placement: rollboot::sim::Placement::RoundRobin,
+        placement: rollboot_sim::sim::Placement::RoundRobin,
         pdb_share: 1.0,
         pdb_max_unavailable: 1,
         daemon_sets: 1,

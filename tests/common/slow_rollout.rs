@@ -1,8 +1,8 @@
 //! Shared by the tests that interrupt a rollout mid-node (leader killed, leader paused): a
 //! 3-node world slow enough for each state of a node's cycle to be seen.
 
-use rollboot::sim::Scenario;
-use rollboot::simulate::{sim_config, Harness};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
 
 /// Starts both controller replicas and every agent on 3 nodes with slow pods (80 s grace) and
 /// reboots (150 s), nodes taken by name, and flags the first two; returns them.

@@ -1,0 +1,509 @@
+//! `rollboot simulate --chaos SEED`: the world and config variant a seed draws, and the player's
+//! steps applied to a running [`Harness`] (kills, pauses, host faults, deleted objects).
+//!
+//! Owns the mapping from a fault to what it does to the simulated processes and cluster, and
+//! undoing it when the fault ends. It must never decide anything about the rollout: the
+//! schedule and its timing come from [`crate::sim::chaos`], the verdict from the report.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use super::Harness;
+use crate::sim::chaos::{Fault, FaultSchedule, Played, Player, Step};
+use crate::sim::{FaultConfig, Scenario};
+use rollboot::node::NodeView;
+
+/// The timeouts of a chaos run: short enough that a host fault fails its node in seconds, long
+/// enough that no fault of the schedule (all over by 12 s) fails a node on its own.
+const CHAOS_CONFIG: &str = "\
+reboot: {timeout: 20s}
+drain: {timeout: 60s}
+healthGate: {timeout: 60s}
+";
+
+/// What a seed draws besides its fault schedule: the world's size and the config's limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setup {
+    /// The world (seeded with the same seed), with the schedule in `faults`.
+    pub scenario: Scenario,
+    /// YAML merged over the simulation config.
+    pub config_overrides: String,
+}
+
+/// The world and config for `seed`: 3 to 6 nodes, `maxNodes` 1 or 2, grouped by zone one time
+/// in three, a window of 40 s every minute one time in five, and `maxFailures` equal to the
+/// host faults drawn (so a rollout goes on past the nodes they fail) except one time in four
+/// (so halting is exercised too), and `failures.returnToService` one time in two (a failed node
+/// otherwise holds its slot: with maxNodes 1 the rollout then waits for an operator). The same
+/// seed draws the same setup.
+pub fn setup(seed: u64) -> Setup {
+    // Another stream than the schedule's, so that changing one draw leaves the other alone.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_c4a0_5000_0000);
+    let schedule = FaultSchedule::draw(seed);
+    let nodes = rng.random_range(3..=6);
+    let pods_per_node = rng.random_range(2..=4);
+    let max_nodes = rng.random_range(1..=2);
+    let grouped = rng.random_ratio(1, 3);
+    let windowed = rng.random_ratio(1, 5);
+    let host_faults = schedule
+        .faults
+        .iter()
+        .filter(|f| matches!(f.fault, Fault::HostHangs | Fault::HostFails))
+        .count();
+    let max_failures = if rng.random_ratio(1, 4) {
+        0
+    } else {
+        host_faults
+    };
+    // Drawn last: the draws before it stay what they were for every seed.
+    let return_to_service = rng.random_ratio(1, 2);
+    let mut o = format!(
+        "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}, returnToService: {return_to_service}}}\n",
+        if grouped {
+            ", groupBy: topology.kubernetes.io/zone, maxNodesPerGroup: 1"
+        } else {
+            ""
+        }
+    );
+    if windowed {
+        o.push_str("windows: [{schedule: '* * * * *', duration: 40s}]\n");
+    }
+    Setup {
+        scenario: Scenario {
+            nodes,
+            pods_per_node,
+            // 1.5 s of real time per reboot: a rollout lasts about as long as the faults.
+            reboot_time: 150.0,
+            seed,
+            faults: Some(schedule),
+            ..Scenario::default()
+        },
+        config_overrides: o,
+    }
+}
+
+/// What a schedule is played on: a rollout harness (everything), or a served cluster with no
+/// controller or agent behind it (the API and world faults only).
+pub enum Target<'a> {
+    /// `rollboot simulate --chaos`.
+    Harness(&'a mut Harness),
+    /// `rollboot simulate --serve --chaos`: a client of the cluster (identity `chaos`), and
+    /// the maintenance lock by its default name.
+    Served {
+        /// The cluster.
+        cluster: &'a crate::sim::Cluster,
+        /// Its client.
+        client: kube::Client,
+    },
+}
+
+impl Target<'_> {
+    fn cluster(&self) -> &crate::sim::Cluster {
+        match self {
+            Target::Harness(h) => &h.cluster,
+            Target::Served { cluster, .. } => cluster,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        match self {
+            Target::Harness(h) => h.client.clone(),
+            Target::Served { client, .. } => client.clone(),
+        }
+    }
+
+    fn lock(&self) -> (String, String) {
+        match self {
+            Target::Harness(h) => (h.config.lock.namespace.clone(), h.config.lock.name.clone()),
+            Target::Served { .. } => {
+                let c = rollboot::config::Config::default();
+                (c.lock.namespace, c.lock.name)
+            }
+        }
+    }
+}
+
+/// A schedule being played on a harness: what was done, to undo it when the fault ends.
+pub struct Chaos {
+    player: Player,
+    api: FaultConfig,
+    /// Controller replicas killed, per fault.
+    killed: BTreeMap<usize, usize>,
+    /// Replica paused, per fault.
+    paused: BTreeMap<usize, usize>,
+    /// Deleted Nodes, to register again.
+    deleted: BTreeMap<usize, Node>,
+    /// Budgets' `maxUnavailable` before the first of the blocks on now, and how many are on:
+    /// overlapping blocks restore the budgets once, when the last ends.
+    blocked: Vec<(String, String, serde_json::Value)>,
+    blocks: usize,
+    start_delay: f64,
+}
+
+impl Chaos {
+    /// Ready to play `schedule` on a world built from `scenario`.
+    pub fn new(schedule: FaultSchedule, scenario: &Scenario) -> Chaos {
+        Chaos {
+            player: Player::new(schedule),
+            api: FaultConfig::default(),
+            killed: BTreeMap::new(),
+            paused: BTreeMap::new(),
+            deleted: BTreeMap::new(),
+            blocked: Vec::new(),
+            blocks: 0,
+            start_delay: scenario.start_delay,
+        }
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &FaultSchedule {
+        self.player.schedule()
+    }
+
+    /// True once every fault has ended and none can start.
+    pub fn over(&self, t: f64) -> bool {
+        self.player.over(t)
+    }
+
+    /// What became of each fault.
+    pub fn played(&self) -> Vec<Played> {
+        self.player.played()
+    }
+
+    /// Nodes a host fault was played on.
+    pub fn host_fault_nodes(&self) -> Vec<String> {
+        self.player.host_fault_nodes()
+    }
+
+    /// Applies what is due at `t` seconds into the rollout.
+    pub async fn tick(&mut self, h: &mut Target<'_>, t: f64, nodes: &[NodeView]) {
+        let mut states: Vec<(String, Option<String>)> = nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.state.map(|s| s.as_str().to_string())))
+            .collect();
+        states.sort();
+        let steps = self.player.tick(t, &states);
+        if steps.is_empty() {
+            return;
+        }
+        let api = self.player.api_faults();
+        if api != self.api {
+            h.cluster().set_faults(api.clone());
+            self.api = api;
+        }
+        let stop_after = self.player.schedule().stop_after;
+        for step in steps {
+            tracing::info!(?step, t, "chaos");
+            match step {
+                Step::Begin {
+                    index,
+                    fault,
+                    target,
+                } => {
+                    let length = self.player.schedule().faults[index].for_seconds;
+                    self.begin(
+                        h,
+                        index,
+                        &fault,
+                        target.as_deref(),
+                        length.min(stop_after - t),
+                    )
+                    .await
+                }
+                Step::End {
+                    index,
+                    fault,
+                    target,
+                } => self.end(h, index, &fault, target.as_deref()).await,
+            }
+        }
+    }
+
+    async fn begin(
+        &mut self,
+        t: &mut Target<'_>,
+        index: usize,
+        fault: &Fault,
+        target: Option<&str>,
+        length: f64,
+    ) {
+        let length = Duration::from_secs_f64(length.max(0.0));
+        let client = t.client();
+        match (fault, target) {
+            (Fault::Outage, _) => t.cluster().outage(length),
+            (Fault::DeleteNode, Some(n)) => {
+                let api: Api<Node> = Api::all(client);
+                if let Some(node) = retry("get node", || api.get(n)).await {
+                    let dp = DeleteParams::default();
+                    if retry("delete node", || api.delete(n, &dp)).await.is_some() {
+                        self.deleted.insert(index, node);
+                    }
+                }
+            }
+            (Fault::DeleteLock, _) => {
+                let (ns, name) = t.lock();
+                let api: Api<Lease> = Api::namespaced(client, &ns);
+                let _ = retry("delete lock", || async {
+                    match api.delete(&name, &DeleteParams::default()).await {
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        r => r.map(|_| ()),
+                    }
+                })
+                .await;
+            }
+            (Fault::BlockBudgets, _) => {
+                self.blocks += 1;
+                if self.blocks > 1 {
+                    return;
+                }
+                let api: Api<PodDisruptionBudget> = Api::all(client.clone());
+                let lp = kube::api::ListParams::default();
+                let Some(list) = retry("list budgets", || api.list(&lp)).await else {
+                    return;
+                };
+                let mut was = Vec::new();
+                for b in list.items {
+                    let (Some(ns), Some(name)) = (b.metadata.namespace, b.metadata.name) else {
+                        continue;
+                    };
+                    let Some(mu) = b.spec.and_then(|s| s.max_unavailable) else {
+                        continue;
+                    };
+                    let ns_api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+                    let p = json!({"spec": {"maxUnavailable": 0}});
+                    let (pp, patch) = (PatchParams::default(), Patch::Merge(&p));
+                    if retry("block a budget", || ns_api.patch(&name, &pp, &patch))
+                        .await
+                        .is_some()
+                    {
+                        was.push((ns, name, serde_json::to_value(mu).unwrap_or_default()));
+                    }
+                }
+                self.blocked = was;
+            }
+            (Fault::SlowPods { start_delay }, _) => {
+                t.cluster().world().set_start_delay(*start_delay)
+            }
+            (f, _) if f.needs_processes() => match t {
+                Target::Harness(h) => self.begin_in_processes(h, index, f, target, length),
+                Target::Served { .. } => tracing::warn!(
+                    fault = f.name(),
+                    "no controller or agent runs behind --serve: fault skipped"
+                ),
+            },
+            // API faults are set from the player's sum; a node fault with no node does nothing.
+            _ => {}
+        }
+    }
+
+    fn begin_in_processes(
+        &mut self,
+        h: &mut Harness,
+        index: usize,
+        fault: &Fault,
+        target: Option<&str>,
+        length: Duration,
+    ) {
+        match (fault, target) {
+            (Fault::KillLeader, _) => {
+                if let Some(i) = h.leader() {
+                    h.kill_controller(i);
+                    self.killed.insert(index, i);
+                }
+            }
+            (Fault::PauseLeader, _) => {
+                if let Some(i) = h.leader() {
+                    h.cluster.hold(&format!("controller-{i}"), length, None);
+                    self.paused.insert(index, i);
+                }
+            }
+            (Fault::KillAgent, Some(n)) => h.kill_agent(n),
+            (Fault::StallAgent, Some(n)) => {
+                *h.host
+                    .stall
+                    .lock()
+                    .expect("stall")
+                    .entry(n.into())
+                    .or_default() += 1;
+            }
+            (Fault::HostHangs, Some(n)) => {
+                h.host.broken.lock().expect("broken").insert(n.into());
+            }
+            (Fault::HostFails, Some(n)) => {
+                h.host.failing.lock().expect("failing").insert(n.into());
+            }
+            _ => {}
+        }
+    }
+
+    async fn end(&mut self, t: &mut Target<'_>, index: usize, fault: &Fault, target: Option<&str>) {
+        let client = t.client();
+        match fault {
+            Fault::DeleteNode => {
+                if let Some(mut node) = self.deleted.remove(&index) {
+                    // The kubelet registers its Node again: a new object, with the kubelet's
+                    // labels and status and nothing anybody else wrote on it.
+                    node.metadata = kube::api::ObjectMeta {
+                        name: node.metadata.name.take(),
+                        labels: node.metadata.labels.take(),
+                        ..Default::default()
+                    };
+                    if let Some(spec) = node.spec.as_mut() {
+                        spec.unschedulable = None;
+                        spec.taints = None;
+                    }
+                    let api: Api<Node> = Api::all(client);
+                    let pp = PostParams::default();
+                    let _ = retry("register the node again", || api.create(&pp, &node)).await;
+                }
+            }
+            Fault::BlockBudgets => {
+                self.blocks = self.blocks.saturating_sub(1);
+                if self.blocks > 0 {
+                    return;
+                }
+                for (ns, name, mu) in std::mem::take(&mut self.blocked) {
+                    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+                    let p = json!({"spec": {"maxUnavailable": mu}});
+                    let (pp, patch) = (PatchParams::default(), Patch::Merge(&p));
+                    let _ = retry("unblock a budget", || api.patch(&name, &pp, &patch)).await;
+                }
+            }
+            Fault::SlowPods { .. } => t.cluster().world().set_start_delay(self.start_delay),
+            f if f.needs_processes() => {
+                if let Target::Harness(h) = t {
+                    self.end_in_processes(h, index, f, target).await;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn end_in_processes(
+        &mut self,
+        h: &mut Harness,
+        index: usize,
+        fault: &Fault,
+        target: Option<&str>,
+    ) {
+        match (fault, target) {
+            (Fault::KillLeader, _) => {
+                if let Some(i) = self.killed.remove(&index) {
+                    if let Err(e) = h.start_controller(i).await {
+                        tracing::error!(error = %e, "chaos: restarting controller-{i}");
+                    }
+                }
+            }
+            (Fault::PauseLeader, _) => {
+                if let Some(i) = self.paused.remove(&index) {
+                    h.cluster.release(&format!("controller-{i}"));
+                }
+            }
+            (Fault::KillAgent, Some(n)) => h.start_agent(n),
+            (Fault::StallAgent, Some(n)) => {
+                // The crash at that line: a stalled agent is killed and starts again; a stall
+                // the agent never reached is withdrawn.
+                h.host.stall.lock().expect("stall").remove(n);
+                h.kill_agent(n);
+                h.start_agent(n);
+            }
+            (Fault::HostHangs, Some(n)) => {
+                h.host.broken.lock().expect("broken").remove(n);
+            }
+            (Fault::HostFails, Some(n)) => {
+                h.host.failing.lock().expect("failing").remove(n);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Plays `schedule` on a served cluster (`simulate --serve` with `--chaos` or a scenario's
+/// `faults:`), from now until its faults are over, through a client of identity `chaos`;
+/// faults that need rollboot's processes are skipped with a warning.
+pub async fn serve(cluster: &crate::sim::Cluster, schedule: FaultSchedule, scenario: &Scenario) {
+    let client = match cluster.kube_client_as("chaos").await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "chaos: no client for the served cluster");
+            return;
+        }
+    };
+    cluster.exempt_from_faults("chaos");
+    let mut chaos = Chaos::new(schedule, scenario);
+    let start = Instant::now();
+    let api: Api<Node> = Api::all(client.clone());
+    let mut nodes = Vec::new();
+    loop {
+        let t = start.elapsed().as_secs_f64();
+        if chaos.over(t) {
+            break;
+        }
+        // Through the faults it injects itself: the last list seen stands in for a failed one.
+        if let Ok(list) = api.list(&Default::default()).await {
+            nodes = list.items.iter().map(NodeView::from_node).collect();
+        }
+        let mut target = Target::Served {
+            cluster,
+            client: client.clone(),
+        };
+        chaos.tick(&mut target, t, &nodes).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for p in chaos.played() {
+        tracing::info!(fault = p.fault, target = ?p.target, began = ?p.began, ended = ?p.ended, "chaos: played");
+    }
+}
+
+/// Retries a request of the fault player through the outages it injects itself (its identity
+/// is exempt from the rates) for up to 20 s; logs and gives up after that, or at once on an
+/// answer that a retry cannot change (404 for a Node deleted twice, 409...).
+async fn retry<T, F, Fut>(what: &str, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let start = Instant::now();
+    loop {
+        match f().await {
+            Ok(v) => return Some(v),
+            Err(kube::Error::Api(s)) if s.code < 500 && s.code != 429 => {
+                tracing::info!(code = s.code, "chaos: {what}: {}", s.message);
+                return None;
+            }
+            Err(e) if start.elapsed() < Duration::from_secs(20) => {
+                tracing::debug!(error = %e, "chaos: {what}: retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "chaos: {what}: giving up");
+                return None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_draws_one_setup_and_its_config_is_valid() {
+        assert_eq!(setup(11), setup(11));
+        for seed in 0..100 {
+            let s = setup(seed);
+            let c = super::super::sim_config(&s.config_overrides)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert!((1..=2).contains(&c.concurrency.max_nodes));
+            assert_eq!(s.scenario.faults, Some(FaultSchedule::draw(seed)));
+        }
+    }
+}

@@ -1,0 +1,1329 @@
+//! `rollboot simulate`: the real controller (2 replicas) and one real agent per node, in-process,
+//! against the embedded simulated cluster; flags nodes, runs the rollout, prints the report.
+//!
+//! Owns the glue between the product and the simulator — the simulated
+//! [`RebootMethod`](rollboot::agent::RebootMethod) and sentinel, the [`Harness`] the rollout tests
+//! drive (start, kill and restart controllers and agents), and the rollout report. It must never
+//! reach into the product's decisions: the controller and agents here are exactly the production
+//! code, talking HTTP to the simulator, each with its own identity in the request accounting.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use tokio::task::JoinHandle;
+
+use crate::sim::{Cluster, Scenario};
+use rollboot::agent::{AgentError, RebootMethod, Sentinel};
+use rollboot::config::Config;
+use rollboot::metrics::Metrics;
+use rollboot::node::{NodeState, NodeView};
+
+pub mod agent_client;
+pub mod chaos;
+pub mod from_cluster;
+pub mod rehearse;
+pub mod report;
+
+pub use report::{Bound, Outcome, Report};
+
+/// What `rollboot simulate` runs: the simulated world (and `--serve`) and the rollout's own
+/// options (the command line that gives them is the binary's).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The simulated world (and `--serve`).
+    pub sim: crate::sim::serve::WorldOptions,
+    /// Nodes flagged for a reboot: `all` or a number.
+    pub flagged: String,
+    /// Simulated reboot time in simulated seconds (overrides the scenario; default 30).
+    pub reboot_time: Option<f64>,
+    /// rollboot config for the controller and agents (default: fast settings for simulation).
+    pub config: Option<std::path::PathBuf>,
+    /// Report format.
+    pub report: rollboot::render::Output,
+    /// Keep the controllers and agents running at least this long (e.g. `60s`), then report
+    /// the API requests per minute: with `--flagged 0`, the idle traffic.
+    pub idle_for: Option<rollboot::config::Duration>,
+    /// Plays the fault schedule drawn from SEED (API 500/429 storms, slow answers, cut
+    /// watches, an outage, leader kills and pauses, agent kills and stalls, hosts that hang or
+    /// fail, a Node or the lock deleted, budgets blocked, slow pods), on a world and config
+    /// drawn from the same seed unless `--scenario`/`--config` say otherwise. The report shows
+    /// the schedule: put it in a scenario's `faults:` to replay it.
+    pub chaos: Option<u64>,
+    /// With `--serve`: run the rollout (controller replicas, agents, simulated reboots) behind
+    /// the served API, so it can be watched live with kubectl and `rollboot status`; the report
+    /// is printed once it is decided, and serving goes on until Ctrl-C.
+    pub rollout: bool,
+    /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
+    /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
+    /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
+    /// (reboot, start and taint delays, time factor); its world size is not used.
+    pub from_cluster: bool,
+    /// With `--from-cluster`: also write the snapshot to FILE (to rehearse it elsewhere).
+    pub snapshot_out: Option<std::path::PathBuf>,
+    /// Rehearse on the snapshot in FILE (written by `--snapshot-out`).
+    pub snapshot: Option<std::path::PathBuf>,
+}
+
+/// The config the simulation uses unless given one: short leases and periods so a rollout
+/// of simulated minutes takes real seconds.
+pub const SIM_CONFIG: &str = "\
+leader: {leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}
+reboot: {timeout: 1m, checkPeriod: 100ms}
+drain: {timeout: 2m, evictionRetryInterval: 200ms, evictUnreplicated: true, deleteEmptyDirData: true}
+healthGate: {timeout: 2m}
+";
+
+/// [`SIM_CONFIG`] with `overrides` (YAML, merged key by key) on top.
+pub fn sim_config(overrides: &str) -> anyhow::Result<Config> {
+    fn merge(base: &mut yaml_serde::Value, over: yaml_serde::Value) {
+        match (base, over) {
+            (yaml_serde::Value::Mapping(b), yaml_serde::Value::Mapping(o)) => {
+                for (k, v) in o {
+                    match b.get_mut(&k) {
+                        Some(bv) => merge(bv, v),
+                        None => {
+                            b.insert(k, v);
+                        }
+                    }
+                }
+            }
+            (b, o) => *b = o,
+        }
+    }
+    let mut base: yaml_serde::Value = yaml_serde::from_str(SIM_CONFIG)?;
+    if !overrides.trim().is_empty() {
+        merge(&mut base, yaml_serde::from_str(overrides)?);
+    }
+    rollboot::config::parse_str(&yaml_serde::to_string(&base)?)
+        .map_err(|p| anyhow::anyhow!("simulation config: {p:?}"))
+}
+
+/// Counts the simulated reboots per node and clears the node's simulated sentinel.
+#[derive(Clone, Default)]
+pub struct Host {
+    /// Nodes whose sentinel says "reboot needed".
+    pub sentinel: Arc<Mutex<BTreeSet<String>>>,
+    /// Nodes whose sentinel gives no answer (an error), whatever `sentinel` says.
+    pub sentinel_errors: Arc<Mutex<BTreeSet<String>>>,
+    /// Reboots performed per node.
+    pub reboots: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// Hosts whose reboot hangs: the reboot is acknowledged and nothing happens (the host stays
+    /// up on the same boot, and its Node Ready).
+    pub broken: Arc<Mutex<BTreeSet<String>>>,
+    /// Agents that stop between their ack and the reboot, per node the number of times: the
+    /// reboot method never returns and nothing reboots (a test then kills the agent, as a
+    /// crash at that line would).
+    pub stall: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// Hosts whose reboot command fails: the reboot method returns an error and nothing
+    /// reboots.
+    pub failing: Arc<Mutex<BTreeSet<String>>>,
+    /// The boot ID each host had when its reboot was asked: the host is down until its Node
+    /// reports another one (the simulated kubelet does when the host is up again).
+    pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+/// The simulator's reboot method: the world reboots the host (new bootID after the scenario's
+/// reboot time). The host is the one of node `on`: its agent's own, or another one's where a
+/// test starts an agent on the wrong host ([`Harness::start_agent_on`]).
+pub struct SimReboot {
+    world: crate::sim::World,
+    host: Host,
+    on: String,
+}
+
+impl RebootMethod for SimReboot {
+    async fn reboot(&self, _node: &str, token: &str) -> Result<(), AgentError> {
+        // The host under the agent is the one that goes down, whatever Node it serves.
+        let node = self.on.as_str();
+        let stalls = {
+            let mut stall = self.host.stall.lock().expect("stall");
+            match stall.get_mut(node) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if self.host.failing.lock().expect("failing").contains(node) {
+            return Err(AgentError::Reboot {
+                node: node.into(),
+                reason: "the simulated reboot command failed".into(),
+            });
+        }
+        if stalls {
+            tracing::info!(
+                node,
+                token,
+                "simulated agent stalls between its ack and the reboot"
+            );
+            return std::future::pending().await;
+        }
+        self.host.sentinel.lock().expect("sentinel").remove(node);
+        *self
+            .host
+            .reboots
+            .lock()
+            .expect("reboots")
+            .entry(node.into())
+            .or_default() += 1;
+        // A broken host's reboot hangs: it never goes down, and an agent on it still reads its
+        // boot ID (an operator who fixes it may have it rebooted again).
+        if self.host.broken.lock().expect("broken").contains(node) {
+            return Ok(());
+        }
+        if let Some(boot) = self.world.boot_id(node) {
+            self.host
+                .down_from
+                .lock()
+                .expect("down_from")
+                .insert(node.into(), boot);
+        }
+        self.world.reboot(node, token);
+        Ok(())
+    }
+
+    /// The simulated host's boot ID: the one its kubelet reports once the host is up, none
+    /// while it is down after a reboot (a real agent does not run then; one restarted in a
+    /// test at that moment must not take the boot from before for the host's).
+    fn boot_id(&self, _node: &str) -> Option<String> {
+        let node = self.on.as_str();
+        let reported = self.world.boot_id(node)?;
+        let down = self.host.down_from.lock().expect("down_from");
+        (down.get(node) != Some(&reported)).then_some(reported)
+    }
+
+    /// The simulated host's machine ID: its kubelet's (a reboot keeps it).
+    fn machine_id(&self, _node: &str) -> Option<String> {
+        self.world.machine_id(&self.on)
+    }
+}
+
+/// The simulator's sentinel: set by the harness, cleared by a reboot.
+pub struct SimSentinel {
+    node: String,
+    host: Host,
+}
+
+impl Sentinel for SimSentinel {
+    async fn check(&self) -> Result<Option<String>, rollboot::agent::SentinelError> {
+        if self
+            .host
+            .sentinel_errors
+            .lock()
+            .expect("sentinel errors")
+            .contains(&self.node)
+        {
+            return Err(rollboot::agent::SentinelError {
+                command: "simulated sentinel".into(),
+                reason: "exited 2, which means neither \"reboot needed\" nor \"no reboot\"".into(),
+            });
+        }
+        Ok(self
+            .host
+            .sentinel
+            .lock()
+            .expect("sentinel")
+            .contains(&self.node)
+            .then(|| "simulated sentinel".to_string()))
+    }
+}
+
+/// A simulated cluster with rollboot running in it, for `rollboot simulate` and the tests.
+pub struct Harness {
+    /// The cluster.
+    pub cluster: Cluster,
+    /// A client for the harness's own reads and writes (identity `harness`).
+    pub client: kube::Client,
+    /// The config every part runs with.
+    pub config: Arc<Config>,
+    /// The simulated hosts.
+    pub host: Host,
+    /// Metrics of each controller replica.
+    pub metrics: Vec<Arc<Metrics>>,
+    /// The agents' metrics (shared by every simulated agent).
+    pub agent_metrics: Arc<rollboot::agent::AgentMetrics>,
+    controllers: Vec<Option<(JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>>,
+    agents: BTreeMap<String, JoinHandle<()>>,
+    agent_client: kube::Client,
+    /// When set, the agent of node N presents the token `{prefix}N` (one identity per node, for
+    /// RBAC and admission enforcement) instead of the shared token `agent`.
+    pub agent_token_prefix: Option<String>,
+}
+
+impl Harness {
+    /// Starts the cluster for `scenario`; nothing of rollboot runs yet.
+    pub async fn start(scenario: Scenario, config: Config) -> anyhow::Result<Harness> {
+        Harness::start_with(scenario, config, crate::sim::Options::default()).await
+    }
+
+    /// [`Harness::start`] with the cluster's options (its listen address).
+    pub async fn start_with(
+        scenario: Scenario,
+        config: Config,
+        opts: crate::sim::Options,
+    ) -> anyhow::Result<Harness> {
+        Harness::start_on(Cluster::start_with(scenario, opts).await?, config).await
+    }
+
+    /// Starts the cluster loaded from `snapshot` (the scenario gives the timings); nothing of
+    /// rollboot runs yet.
+    pub async fn start_from_snapshot(
+        scenario: Scenario,
+        snapshot: &crate::sim::snapshot::Snapshot,
+        config: Config,
+    ) -> anyhow::Result<Harness> {
+        let cluster =
+            Cluster::start_from_snapshot(scenario, crate::sim::Options::default(), snapshot)
+                .await?;
+        Harness::start_on(cluster, config).await
+    }
+
+    async fn start_on(cluster: Cluster, config: Config) -> anyhow::Result<Harness> {
+        let client = cluster.kube_client_as("harness").await?;
+        let mut agent_config = cluster.kube_config_as("agent").await?;
+        rollboot::client::identify(&mut agent_config, "agent");
+        // The agents share one client, its requests in flight capped (see agent_client).
+        let agent_client = kube::client::ClientBuilder::try_from(agent_config)?
+            .with_layer(&agent_client::InFlightLimit::new(
+                agent_client::REQUESTS_IN_FLIGHT,
+            ))
+            .build();
+        // What the deploy manifests create: the namespace of the Leases.
+        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        for name in BTreeSet::from([
+            config.lock.namespace.clone(),
+            config.leader.namespace.clone(),
+        ]) {
+            let mut n = k8s_openapi::api::core::v1::Namespace::default();
+            n.metadata.name = Some(name);
+            match ns.create(&Default::default(), &n).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Harness {
+            cluster,
+            client,
+            config: Arc::new(config),
+            host: Host::default(),
+            metrics: Vec::new(),
+            agent_metrics: Arc::default(),
+            controllers: Vec::new(),
+            agents: BTreeMap::new(),
+            agent_client,
+            agent_token_prefix: None,
+        })
+    }
+
+    /// Starts what a rollout runs: controller replicas 0 and 1 (leader election included) and
+    /// one agent per node.
+    pub async fn start_rollout(&mut self) -> anyhow::Result<()> {
+        self.start_controller(0).await?;
+        self.start_controller(1).await?;
+        self.start_all_agents().await
+    }
+
+    /// Starts a rollout of `nodes`: an agent on every node, the flags on `nodes`, then, once
+    /// every one of them carries its flag (at most [`FLAGS_AT_MOST`]), the controller replicas,
+    /// as on a cluster whose sentinels appeared during the day before tonight's window: the
+    /// controller sees the whole set and takes it in the config's order. Started together, its
+    /// first pass could see one node flagged and take that one first.
+    pub async fn start_rollout_flagged(&mut self, nodes: &[String]) -> anyhow::Result<()> {
+        self.start_all_agents().await?;
+        self.flag(nodes);
+        let all = |ns: &[NodeView]| {
+            let flagged: BTreeSet<&str> = ns
+                .iter()
+                .filter(|n| n.flagged())
+                .map(|n| n.name.as_str())
+                .collect();
+            nodes.iter().all(|n| flagged.contains(n.as_str()))
+        };
+        if !self.wait_for(FLAGS_AT_MOST, all).await? {
+            tracing::warn!(
+                flagged = nodes.len(),
+                "not every flagged node carries its flag after {FLAGS_AT_MOST:?}; the controllers start all the same"
+            );
+        }
+        self.start_controller(0).await?;
+        self.start_controller(1).await
+    }
+
+    /// Starts controller replica `i` (identity `controller-i`).
+    pub async fn start_controller(&mut self, i: usize) -> anyhow::Result<()> {
+        let kc: kube::config::Kubeconfig =
+            yaml_serde::from_str(&self.cluster.kubeconfig(&format!("controller-{i}")))?;
+        let mut client = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        rollboot::client::identify(&mut client, "controller");
+        while self.controllers.len() <= i {
+            self.controllers.push(None);
+            self.metrics.push(Arc::new(Metrics::default()));
+        }
+        let metrics = self.metrics[i].clone();
+        let config = self.config.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = rx.await;
+            };
+            if let Err(e) = rollboot::controller::run(
+                client,
+                config,
+                format!("controller-{i}"),
+                metrics,
+                shutdown,
+            )
+            .await
+            {
+                tracing::error!(error = %e, "controller-{i} stopped");
+            }
+        });
+        self.controllers[i] = Some((task, tx));
+        Ok(())
+    }
+
+    /// Kills replica `i` at once, as a crash would: nothing is released.
+    pub fn kill_controller(&mut self, i: usize) {
+        if let Some((t, _)) = self.controllers.get_mut(i).and_then(Option::take) {
+            t.abort();
+        }
+    }
+
+    /// Stops replica `i` as SIGTERM would (it releases the leader Lease).
+    pub async fn stop_controller(&mut self, i: usize) {
+        if let Some((t, tx)) = self.controllers.get_mut(i).and_then(Option::take) {
+            let _ = tx.send(());
+            let _ = t.await;
+        }
+    }
+
+    /// The replica currently leading, by the metrics gauge.
+    pub fn leader(&self) -> Option<usize> {
+        self.metrics.iter().enumerate().position(|(i, m)| {
+            m.is_leader() && self.controllers.get(i).is_some_and(Option::is_some)
+        })
+    }
+
+    /// Starts the agent of `node`.
+    pub fn start_agent(&mut self, node: &str) {
+        self.start_agent_on(node, node);
+    }
+
+    /// Starts the agent of `node` on the host of node `host`: its own (see [`start_agent`]),
+    /// or another one's, as an agent started with the wrong `--node-name` would run.
+    ///
+    /// [`start_agent`]: Harness::start_agent
+    pub fn start_agent_on(&mut self, node: &str, host: &str) {
+        let method = SimReboot {
+            world: self.cluster.world().clone(),
+            host: self.host.clone(),
+            on: host.to_string(),
+        };
+        let sentinel = SimSentinel {
+            node: node.into(),
+            host: self.host.clone(),
+        };
+        let client = match &self.agent_token_prefix {
+            Some(prefix) => {
+                let mut c = kube::Config::new(self.cluster.base_url().parse().expect("url"));
+                c.auth_info.token = Some(format!("{prefix}{node}").into());
+                rollboot::client::identify(&mut c, "agent");
+                kube::Client::try_from(c).unwrap_or_else(|_| self.agent_client.clone())
+            }
+            None => self.agent_client.clone(),
+        };
+        let (client, config, name) = (client, self.config.clone(), node.to_string());
+        let metrics = self.agent_metrics.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = rollboot::agent::run(
+                client,
+                config,
+                name.clone(),
+                method,
+                sentinel,
+                metrics,
+                std::future::pending(),
+            )
+            .await
+            {
+                tracing::error!(node = name, error = %e, "agent stopped");
+            }
+        });
+        if let Some(old) = self.agents.insert(node.into(), task) {
+            old.abort();
+        }
+    }
+
+    /// Kills the agent of `node`.
+    pub fn kill_agent(&mut self, node: &str) {
+        if let Some(t) = self.agents.remove(node) {
+            t.abort();
+        }
+    }
+
+    /// Starts an agent on every node.
+    pub async fn start_all_agents(&mut self) -> anyhow::Result<()> {
+        for n in self.node_names().await? {
+            self.start_agent(&n);
+        }
+        Ok(())
+    }
+
+    /// Names of all nodes, sorted.
+    pub async fn node_names(&self) -> anyhow::Result<Vec<String>> {
+        let mut v: Vec<String> = self.nodes().await?.into_iter().map(|n| n.name).collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Every node, parsed.
+    pub async fn nodes(&self) -> anyhow::Result<Vec<NodeView>> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        Ok(api
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .map(NodeView::from_node)
+            .collect())
+    }
+
+    /// One node, parsed.
+    pub async fn node(&self, name: &str) -> anyhow::Result<NodeView> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        Ok(NodeView::from_node(&api.get(name).await?))
+    }
+
+    /// Makes the hosts' sentinels say "reboot needed" (the agents flag the nodes).
+    pub fn flag(&self, nodes: &[String]) {
+        self.host
+            .sentinel
+            .lock()
+            .expect("sentinel")
+            .extend(nodes.iter().cloned());
+    }
+
+    /// Merge-patches a node as an operator would.
+    pub async fn patch_node(&self, name: &str, patch: serde_json::Value) -> anyhow::Result<()> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// The notes of the Events with `reason` recorded so far.
+    pub async fn events(&self, reason: &str) -> anyhow::Result<Vec<String>> {
+        let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(self.client.clone());
+        Ok(api
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter_map(|e| e.note)
+            .collect())
+    }
+
+    /// Reboots performed on `node` so far.
+    pub fn reboots(&self, node: &str) -> usize {
+        self.host
+            .reboots
+            .lock()
+            .expect("reboots")
+            .get(node)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Polls `cond` on the nodes every 100 ms until it holds or `timeout` passes; returns
+    /// whether it held.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        mut cond: impl FnMut(&[NodeView]) -> bool,
+    ) -> anyhow::Result<bool> {
+        let start = Instant::now();
+        loop {
+            let nodes = self.nodes().await?;
+            if cond(&nodes) {
+                return Ok(true);
+            }
+            if start.elapsed() > timeout {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The rollout is over for `flagged`: each is `done` (or `failed`) and not flagged.
+    pub fn finished(nodes: &[NodeView], flagged: &BTreeSet<String>) -> bool {
+        nodes.iter().filter(|n| flagged.contains(&n.name)).all(|n| {
+            matches!(n.state, Some(NodeState::Done | NodeState::Failed))
+                && !n.flagged()
+                && !n.unschedulable
+        })
+    }
+
+    /// Stops everything.
+    pub async fn shutdown(mut self) {
+        for i in 0..self.controllers.len() {
+            self.kill_controller(i);
+        }
+        for (_, t) in std::mem::take(&mut self.agents) {
+            t.abort();
+        }
+        self.cluster.shutdown().await;
+    }
+}
+
+/// Cycle starts seen: (node, when the controller started it).
+type Starts = Vec<(String, DateTime<Utc>)>;
+
+/// The harness's own watch of the Nodes. The rollout is followed from its events: listing every
+/// Node every 50 ms cost a tenth of the process's CPU at 100 nodes, taken from the controller and
+/// the simulated cluster it was measuring. Every event is looked at for cycle starts (a node
+/// entering `cordoning` from no cycle), which a sampled list could miss; a start is dated by the
+/// maintenance lock's entry for the node (the controller's decision, which the windows govern),
+/// or by the `cordoning` state when the lock does not list it.
+struct NodeWatch {
+    store: reflector::Store<Node>,
+    views: Mutex<rollboot::node::ViewCache>,
+    /// The nodes whose view, as `nodes` last gave it, is in an in-flight state: while any is,
+    /// the run is not decided, and the loop need not look at every node to know it.
+    in_flight: Mutex<BTreeSet<String>>,
+    /// What the watch changed since `nodes` last looked.
+    touched: Arc<Mutex<rollboot::node::NodeChanges>>,
+    changed: Arc<tokio::sync::Notify>,
+    starts: Arc<Mutex<Starts>>,
+    task: JoinHandle<()>,
+    lock_task: JoinHandle<()>,
+}
+
+impl NodeWatch {
+    async fn start(
+        client: kube::Client,
+        lock: &rollboot::config::Lock,
+    ) -> anyhow::Result<NodeWatch> {
+        let (store, writer) = reflector::store();
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let notify = changed.clone();
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let seen = starts.clone();
+        let entries: Arc<Mutex<BTreeMap<String, rollboot::lock::LockEntry>>> = Arc::default();
+        let lock_entries = entries.clone();
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), &lock.namespace);
+        let lock_stream = watcher(
+            leases,
+            watcher::Config::default().fields(&format!("metadata.name={}", lock.name)),
+        )
+        .default_backoff();
+        let lock_task = tokio::spawn(async move {
+            futures::pin_mut!(lock_stream);
+            while let Some(ev) = lock_stream.next().await {
+                if let Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) = ev {
+                    let record = rollboot::lock::LockRecord::from_lease(Some(l));
+                    // The nodes in flight now: a freed slot is gone before the node starts again.
+                    *lock_entries.lock().expect("lock entries") = record.entries;
+                }
+            }
+        });
+        let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
+            .default_backoff()
+            .reflect(writer);
+        let touched: Arc<Mutex<rollboot::node::NodeChanges>> = Arc::default();
+        let touch = touched.clone();
+        let task = tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            let mut last: BTreeMap<String, Option<NodeState>> = BTreeMap::new();
+            while let Some(ev) = stream.next().await {
+                if let Ok(e) = &ev {
+                    touch.lock().expect("touched").note(e);
+                }
+                if let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = &ev {
+                    let v = NodeView::from_node(n);
+                    let was = last.get(&v.name).copied().flatten();
+                    // A Node registered again has no state yet: its cycle goes on all the same.
+                    if v.state.is_some() || !was.is_some_and(NodeState::in_flight) {
+                        last.insert(v.name.clone(), v.state);
+                    }
+                    if v.state == Some(NodeState::Cordoning)
+                        && !was.is_some_and(NodeState::in_flight)
+                    {
+                        if let Some(since) = v.state_since {
+                            let decided = entries
+                                .lock()
+                                .expect("lock entries")
+                                .get(&v.name)
+                                .map(|e| e.since)
+                                .filter(|t| *t <= since);
+                            seen.lock()
+                                .expect("starts")
+                                .push((v.name.clone(), decided.unwrap_or(since)));
+                        }
+                    }
+                }
+                notify.notify_one();
+            }
+        });
+        store.wait_until_ready().await?;
+        Ok(NodeWatch {
+            store,
+            views: Mutex::default(),
+            in_flight: Mutex::default(),
+            touched,
+            changed,
+            starts,
+            task,
+            lock_task,
+        })
+    }
+
+    /// Every Node, parsed again only where it changed (the report loop looks after every
+    /// batch of events: parsing all of them each time was a seventh of a 1,000-node run's CPU).
+    /// After the first look, only the Nodes the watch changed are looked at (a look at every
+    /// Node after each batch was a tenth of a 5,000-node run's CPU).
+    fn nodes(&self) -> Arc<Vec<NodeView>> {
+        let changes = std::mem::take(&mut *self.touched.lock().expect("touched"));
+        let mut views = self.views.lock().expect("views");
+        let mut in_flight = self.in_flight.lock().expect("in flight");
+        let flying = |v: &NodeView| v.state.is_some_and(NodeState::in_flight);
+        if changes.relisted || !views.primed() {
+            let state = self.store.state();
+            let all = views.refresh(state.iter().map(|n| &**n));
+            *in_flight = all
+                .iter()
+                .filter(|v| flying(v))
+                .map(|v| v.name.clone())
+                .collect();
+            return all;
+        }
+        let store = &self.store;
+        let names: Vec<String> = changes.names.into_iter().collect();
+        let all = views.update(
+            names
+                .iter()
+                .map(|name| {
+                    let node = store.get(&reflector::ObjectRef::new(name));
+                    (name.clone(), node)
+                })
+                .collect::<Vec<_>>(),
+        );
+        for name in names {
+            let view = views.position(&name).and_then(|i| all.get(i));
+            match view.filter(|v| flying(v)) {
+                Some(_) => in_flight.insert(name),
+                None => in_flight.remove(&name),
+            };
+        }
+        all
+    }
+
+    /// Whether some node's view, as [`NodeWatch::nodes`] last gave it, is in flight.
+    fn any_in_flight(&self) -> bool {
+        !self.in_flight.lock().expect("in flight").is_empty()
+    }
+
+    /// Returns on the next change, or after `at_most`.
+    async fn changed(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.changed.notified()).await;
+    }
+}
+
+impl Drop for NodeWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.lock_task.abort();
+    }
+}
+
+/// Each flagged node's irreducible time in real seconds, from the pods on it before the
+/// rollout: the longest grace period among those its drain evicts (not DaemonSet or mirror
+/// pods; none: nothing to wait for), the reboot and readiness.
+async fn irreducible_times(
+    h: &Harness,
+    scenario: &Scenario,
+    flagged: &BTreeSet<String>,
+) -> anyhow::Result<BTreeMap<String, f64>> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(h.client.clone());
+    let mut grace: BTreeMap<String, f64> = flagged.iter().map(|n| (n.clone(), 0.0)).collect();
+    for p in pods.list(&Default::default()).await?.items {
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_ref()) else {
+            continue;
+        };
+        let kept =
+            p.metadata.owner_references.iter().flatten().any(|o| {
+                o.controller == Some(true) && matches!(o.kind.as_str(), "DaemonSet" | "Node")
+            });
+        if let (Some(g), false) = (grace.get_mut(node), kept) {
+            let secs = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(30);
+            *g = g.max(secs as f64);
+        }
+    }
+    Ok(grace
+        .into_iter()
+        .map(|(n, g)| (n, report::per_node_seconds(scenario, g)))
+        .collect())
+}
+
+/// How a rollout is run besides its world and config.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// How many nodes to flag (the first by name); all when `None`.
+    pub flagged: Option<usize>,
+    /// Print progress on stderr.
+    pub progress: bool,
+    /// Keep everything running at least this long after the start.
+    pub idle_for: Option<Duration>,
+    /// Give up after this long even if the run's own bound is later (tests).
+    pub cap: Option<Duration>,
+    /// Serve the cluster for kubectl and `rollboot status` meanwhile (`--serve --rollout`),
+    /// and go on serving after the run is decided, until Ctrl-C or SIGTERM.
+    pub serve: Option<Serve>,
+}
+
+/// Where and how `--serve --rollout` serves.
+#[derive(Clone, Debug)]
+pub struct Serve {
+    /// Listen address.
+    pub listen: std::net::SocketAddr,
+    /// Where to write the kubeconfig.
+    pub kubeconfig_out: std::path::PathBuf,
+    /// The kubeconfig's bearer token.
+    pub token: String,
+}
+
+/// How long the agents may take to flag the nodes before the controllers start regardless (a
+/// host whose agent cannot write, e.g. under an API fault, must not hold the run).
+const FLAGS_AT_MOST: Duration = Duration::from_secs(30);
+
+/// Runs a whole rollout: world, 2 controller replicas, one agent per node, flags, plays the
+/// scenario's faults if it has any, waits until the run is decided (finished, halted, or stuck
+/// past its bound), and returns the report.
+pub async fn rollout(
+    scenario: Scenario,
+    config: Config,
+    opts: RunOptions,
+) -> anyhow::Result<Report> {
+    Ok(rollout_with(scenario, None, config, opts).await?.0)
+}
+
+/// What a run observed besides its [`Report`], for the rehearsal's part of the report.
+#[derive(Debug, Default)]
+pub struct Extra {
+    /// Every budget hold (simulator's real seconds).
+    pub holds: Vec<crate::sim::invariants::Hold>,
+    /// Failed nodes and the controller's reason.
+    pub failures: Vec<rehearse::NodeFailure>,
+}
+
+/// [`rollout`], on a loaded snapshot when one is given (the flagged nodes are then the first
+/// `opts.flagged` of those the config's selector takes, without the exclude label), returning
+/// the budget holds and failure reasons too.
+pub async fn rollout_with(
+    scenario: Scenario,
+    snapshot: Option<&crate::sim::snapshot::Snapshot>,
+    config: Config,
+    opts: RunOptions,
+) -> anyhow::Result<(Report, Extra)> {
+    let cluster_opts = crate::sim::Options {
+        addr: opts
+            .serve
+            .as_ref()
+            .map_or(crate::sim::Options::default().addr, |s| s.listen),
+        ..crate::sim::Options::default()
+    };
+    let mut h = match snapshot {
+        Some(snap) => Harness::start_from_snapshot(scenario.clone(), snap, config).await?,
+        None => Harness::start_with(scenario.clone(), config, cluster_opts).await?,
+    };
+    if let Some(s) = &opts.serve {
+        h.cluster.write_kubeconfig(&s.kubeconfig_out, &s.token)?;
+        eprintln!(
+            "simulated cluster at {}, rollout running; kubeconfig: {}\n  watch it: kubectl --kubeconfig {} get nodes -w\n  or:       KUBECONFIG={} rollboot status --config CONFIG (the lock and leader names of the config the rollout runs with)",
+            h.cluster.base_url(),
+            s.kubeconfig_out.display(),
+            s.kubeconfig_out.display(),
+            s.kubeconfig_out.display()
+        );
+    }
+    if let Some(n) = opts
+        .flagged
+        .filter(|n| snapshot.is_none() && *n > scenario.nodes)
+    {
+        h.shutdown().await;
+        anyhow::bail!(
+            "--flagged {n}: the simulated cluster has {} node(s)",
+            scenario.nodes
+        );
+    }
+    if let Some((key, _)) = h.config.group_limit() {
+        h.cluster.watch_groups(key);
+    }
+    let names: Vec<String> = match snapshot {
+        None => h.node_names().await?,
+        Some(_) => {
+            let selector = h.config.node_selector();
+            let mut v: Vec<String> = h
+                .nodes()
+                .await?
+                .into_iter()
+                .filter(|n| !n.excluded && selector.matches(&n.labels))
+                .map(|n| n.name)
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    let flagged: BTreeSet<String> = names
+        .iter()
+        .take(opts.flagged.unwrap_or(names.len()))
+        .cloned()
+        .collect();
+    let irreducible = irreducible_times(&h, &scenario, &flagged).await?;
+    // The fault player acts through the harness's client: on time, whatever the rates.
+    h.cluster.exempt_from_faults("harness");
+    let mut chaos = scenario
+        .faults
+        .clone()
+        .map(|s| chaos::Chaos::new(s, &scenario));
+    let started = Instant::now();
+    let watch = NodeWatch::start(h.client.clone(), &h.config.lock).await?;
+    let list: Vec<String> = flagged.iter().cloned().collect();
+    h.start_rollout_flagged(&list).await?;
+    let start = Instant::now();
+    let flagged_at = Utc::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut last_print = Instant::now();
+    let mut decision: Option<(Duration, (Outcome, String))> = None;
+    // The bound runs from the start, or from the end of the faults once they are over.
+    let mut bound = Bound::new(&scenario, &h.config, flagged.len(), false);
+    let mut bound_from = Duration::ZERO;
+    let mut faults_over = chaos.is_none();
+    let max_failures = h.config.failures.max_failures;
+    let mut holds_looked = Instant::now();
+    loop {
+        let t = start.elapsed();
+        let nodes = watch.nodes();
+        if let Some(c) = chaos.as_mut() {
+            c.tick(&mut chaos::Target::Harness(&mut h), t.as_secs_f64(), &nodes)
+                .await;
+            if !faults_over && c.over(t.as_secs_f64()) {
+                faults_over = true;
+                bound = Bound::new(&scenario, &h.config, flagged.len(), true);
+                bound_from = t;
+            }
+        }
+        let past_bound = t >= bound_from + Duration::from_secs_f64(bound.seconds)
+            || opts.cap.is_some_and(|c| t >= c);
+        // A drain that can never finish is decided while its node is in flight; looked at on a
+        // period, as it reads the budgets holding drains.
+        if decision.is_none() && faults_over && holds_looked.elapsed() >= HOLDS_LOOKED_EVERY {
+            holds_looked = Instant::now();
+            if let Some(d) = blocked_for_good(&h, &nodes).await {
+                decision = Some((t, d));
+            }
+        }
+        // Not decided while a node is in flight (`report::decided`): known without a look at
+        // every node and a copy of every host's record, which after each batch of Node events
+        // was a third of a 5,000-node run's CPU.
+        if decision.is_none() && faults_over && (past_bound || !watch.any_in_flight()) {
+            let pending = h.host.sentinel.lock().expect("sentinel").clone();
+            let rebooted: BTreeSet<String> = h
+                .host
+                .reboots
+                .lock()
+                .expect("reboots")
+                .keys()
+                .cloned()
+                .collect();
+            if let Some(d) = report::decided(&nodes, &flagged, &pending, &rebooted, max_failures)
+                .or_else(|| report::held_for_good(&nodes, &flagged, &h.config))
+            {
+                decision = Some((t, d));
+            } else if past_bound {
+                let why = report::stuck_reason(&nodes, &flagged, &pending, &rebooted, &bound);
+                decision = Some((t, (Outcome::Stuck, why)));
+            }
+        }
+        if decision.is_some() && opts.idle_for.is_none_or(|d| t >= d) {
+            break;
+        }
+        if opts.progress
+            && last_print.elapsed() >= Duration::from_millis(if tty { 200 } else { 2000 })
+        {
+            last_print = Instant::now();
+            let done = nodes
+                .iter()
+                .filter(|n| {
+                    flagged.contains(&n.name) && n.state == Some(NodeState::Done) && !n.flagged()
+                })
+                .count();
+            let current: Vec<String> = nodes
+                .iter()
+                .filter(|n| n.state.is_some_and(NodeState::in_flight))
+                .map(|n| format!("{} {}", n.name, n.state.map(|s| s.as_str()).unwrap_or("")))
+                .collect();
+            let line = format!(
+                "{done}/{} done, {:.1}s, in flight: {}",
+                flagged.len(),
+                t.as_secs_f64(),
+                if current.is_empty() {
+                    "-".into()
+                } else {
+                    current.join(", ")
+                }
+            );
+            if tty {
+                eprint!("\r\x1b[2K{line}");
+            } else {
+                eprintln!("{line}");
+            }
+        }
+        // The sentinels are the hosts', not the cluster's, and faults run on the clock: looked
+        // at again at least this often.
+        watch.changed(Duration::from_millis(200)).await;
+    }
+    let starts = watch.starts.lock().expect("starts").clone();
+    drop(watch);
+    if opts.progress && tty {
+        eprintln!();
+    }
+    let observed = started.elapsed();
+    let (makespan, outcome) = decision.expect("the loop ends decided");
+    let faults = chaos.map(|c| report::FaultsPlayed {
+        schedule: c.schedule().clone(),
+        played: c.played(),
+        host_fault_nodes: c.host_fault_nodes(),
+    });
+    let seen = report::Observed {
+        flagged_at,
+        makespan,
+        observed,
+        outcome,
+        bound,
+        starts,
+        irreducible,
+        faults,
+    };
+    let r = report::report(&h, &flagged, seen).await?;
+    if opts.serve.is_some() {
+        eprint!("{}", r.text());
+        let stopped = crate::sim::serve::stop_signal()?;
+        eprintln!(
+            "rollout {}: serving until Ctrl-C (SIGINT) or SIGTERM",
+            r.outcome.as_str()
+        );
+        let sig = stopped.await;
+        eprintln!("{sig}: stopping");
+    }
+    let extra = Extra {
+        holds: h.cluster.budget_holds(),
+        failures: h
+            .nodes()
+            .await?
+            .into_iter()
+            .filter(|n| n.state == Some(NodeState::Failed))
+            .map(|n| rehearse::NodeFailure {
+                reason: n
+                    .failure_reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into()),
+                node: n.name,
+            })
+            .collect(),
+    };
+    h.shutdown().await;
+    Ok((r, extra))
+}
+
+/// How often a run looks whether a budget that can never allow a disruption holds a drain.
+const HOLDS_LOOKED_EVERY: Duration = Duration::from_secs(1);
+
+/// The run's decision if a drain can never finish ([`report::blocked_for_good`]): the budgets
+/// refusing an eviction now, read through the harness's client with the pod's node.
+async fn blocked_for_good(h: &Harness, nodes: &[NodeView]) -> Option<(Outcome, String)> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    // Each budget holding a pod now is read once; the pods' nodes only for a budget that can
+    // never allow a disruption.
+    let mut by_budget: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for hold in h.cluster.budget_holds().into_iter().filter(|x| !x.released) {
+        by_budget.entry(hold.budget).or_default().push(hold.pod);
+    }
+    if by_budget.is_empty() {
+        return None;
+    }
+    let in_flight: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|n| n.state.is_some_and(NodeState::in_flight))
+        .map(|n| n.name.as_str())
+        .collect();
+    let mut held = Vec::new();
+    for (budget, held_pods) in by_budget {
+        let Some((bns, bname)) = budget.split_once('/') else {
+            continue;
+        };
+        let budgets: Api<PodDisruptionBudget> = Api::namespaced(h.client.clone(), bns);
+        let Ok(pdb) = budgets.get(bname).await else {
+            continue;
+        };
+        let selects = pdb.status.as_ref().map_or(0, |s| s.expected_pods.max(0));
+        if rollboot::plan::never_allows(&pdb, selects as usize).is_none() {
+            continue;
+        }
+        for pod in held_pods {
+            let Some((pns, pname)) = pod.split_once('/') else {
+                continue;
+            };
+            let pods: Api<Pod> = Api::namespaced(h.client.clone(), pns);
+            let Ok(Some(p)) = pods.get_opt(pname).await else {
+                continue;
+            };
+            match p.spec.and_then(|s| s.node_name) {
+                Some(node) if in_flight.contains(node.as_str()) => held.push(report::HeldBy {
+                    budget: budget.clone(),
+                    pod,
+                    node,
+                    pdb: pdb.clone(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    let failed = nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .count();
+    report::blocked_for_good(&held, &h.config, failed)
+}
+
+/// Runs `rollboot simulate`.
+pub fn main(args: Options) -> anyhow::Result<ExitCode> {
+    if args.sim.serve && !args.rollout {
+        return crate::sim::serve::run(args.sim, args.chaos, |cluster, schedule, scenario| {
+            Box::pin(async move { chaos::serve(cluster, schedule, &scenario).await })
+        });
+    }
+    let setup = args.chaos.map(chaos::setup);
+    let mut sc: Scenario = match (&args.sim.scenario, &setup) {
+        (Some(p), _) => crate::sim::serve::read_scenario(p)?,
+        (None, Some(s)) => s.scenario.clone(),
+        (None, None) => Scenario {
+            nodes: 20,
+            reboot_time: 30.0,
+            ..Scenario::default()
+        },
+    };
+    if let Some(n) = args.sim.nodes {
+        sc.nodes = n;
+    }
+    if let Some(n) = args.sim.pods_per_node {
+        sc.pods_per_node = n;
+    }
+    if let Some(t) = args.sim.time_factor {
+        sc.time_factor = t;
+    }
+    if let Some(s) = args.sim.seed {
+        sc.seed = s;
+    }
+    if let Some(r) = args.reboot_time {
+        sc.reboot_time = r;
+    }
+    if let Some(seed) = args.chaos {
+        sc.faults = Some(crate::sim::chaos::FaultSchedule::draw(seed));
+    }
+    let flagged = match args.flagged.as_str() {
+        "all" => None,
+        n => Some(
+            n.parse::<usize>()
+                .map_err(|_| anyhow::anyhow!("--flagged takes `all` or a number, not `{n}`"))?,
+        ),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let snapshot = rt.block_on(snapshot_of(&args))?;
+    let mut world_timings = Vec::new();
+    if let Some(snap) = &snapshot {
+        // The world's timings (and the time factor) from what the cluster measured, unless
+        // the operator gave them; the config is read twice, as written for its limits here.
+        let written = match &args.config {
+            Some(f) => rollboot::config::load_file(f)?,
+            None => rollboot::config::parse_str(SIM_CONFIG)
+                .map_err(|p| anyhow::anyhow!("built-in simulation config: {p:?}"))?,
+        };
+        let given = rehearse::Given {
+            scenario: args.sim.scenario.is_some(),
+            reboot_time: args.reboot_time,
+            time_factor: args.sim.time_factor,
+        };
+        let flagged_count = flagged.unwrap_or(snap.nodes.len());
+        (sc, world_timings) = rehearse::world_timings(snap, &sc, given, &written, flagged_count);
+    }
+    let (config, used, scaling) = run_config(&args, setup.as_ref(), sc.time_factor)?;
+    let opts = RunOptions {
+        flagged,
+        progress: !args.rollout,
+        idle_for: args.idle_for.map(|d| d.to_std()),
+        cap: None,
+        serve: args.rollout.then(|| Serve {
+            listen: args.sim.listen,
+            kubeconfig_out: args.sim.kubeconfig_out.clone(),
+            token: args.sim.token.clone(),
+        }),
+    };
+    let rehearsing = snapshot.is_some();
+    if let Some(snap) = &snapshot {
+        // The report's lower bound counts one grace period per node: the snapshot's longest
+        // among the pods a drain evicts, not the generated world's.
+        let longest = snap
+            .pods
+            .iter()
+            .filter(|p| !p.mirror && p.owner.as_ref().is_none_or(|o| o.kind != "DaemonSet"))
+            .map(|p| p.grace_seconds)
+            .max()
+            .unwrap_or(0);
+        sc.grace_seconds = match sc.pod_exit_seconds {
+            Some(e) => longest.min(e.ceil() as i64),
+            None => longest,
+        };
+    }
+    let (report, extra) = rt.block_on(rollout_with(sc.clone(), snapshot.as_ref(), config, opts))?;
+    let rehearsal = rehearse::Rehearsal {
+        config: used,
+        config_scaled: scaling
+            .as_ref()
+            .map(|s| s.scaled.clone())
+            .unwrap_or_default(),
+        config_kept: scaling.as_ref().map(|s| s.kept.clone()).unwrap_or_default(),
+        config_ignored: scaling.map(|s| s.ignored).unwrap_or_default(),
+        time_factor: sc.time_factor,
+        makespan_real_seconds: report.makespan_seconds / sc.time_factor,
+        failures: extra.failures,
+        budget_holds: rehearse::budget_holds(&extra.holds, sc.time_factor),
+        snapshot: snapshot.as_ref().map(|s| s.summary()),
+        world_timings,
+    };
+    match args.report {
+        rollboot::render::Output::Json => {
+            let mut v = serde_json::to_value(&report)?;
+            if let (Some(o), serde_json::Value::Object(r)) =
+                (v.as_object_mut(), serde_json::to_value(&rehearsal)?)
+            {
+                o.extend(r);
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?)
+        }
+        rollboot::render::Output::Text => print!("{}{}", report.text(), rehearsal.text()),
+    }
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else if rehearsing
+        && report.pdb_violations == 0
+        && (!report.failed.is_empty() || report.outcome == Outcome::Blocked)
+    {
+        // The rehearsal's answer: the rollout of this cluster would fail (named above).
+        ExitCode::from(3)
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The config a run uses and where it came from: the user's file as written with its
+/// durations scaled by `time_factor` ([`rehearse::scale_config`]), or the built-in one.
+fn run_config(
+    args: &Options,
+    setup: Option<&chaos::Setup>,
+    time_factor: f64,
+) -> anyhow::Result<(
+    Config,
+    rehearse::ConfigUsed,
+    Option<rehearse::ConfigScaling>,
+)> {
+    Ok(match (&args.config, setup) {
+        (Some(f), _) => {
+            let written = rollboot::config::load_file(f)?;
+            let (run, scaling) = rehearse::scale_config(&written, time_factor)?;
+            let used = rehearse::ConfigUsed {
+                source: format!(
+                    "{} as written, its durations scaled by the time factor {time_factor}",
+                    f.display()
+                ),
+                built_in: None,
+            };
+            (run, used, Some(scaling))
+        }
+        (None, Some(s)) => {
+            let used = rehearse::ConfigUsed {
+                source: "built-in simulation config with the chaos seed's overrides (no --config)"
+                    .into(),
+                built_in: Some(format!("{SIM_CONFIG}{}", s.config_overrides)),
+            };
+            (sim_config(&s.config_overrides)?, used, None)
+        }
+        (None, None) => {
+            let used = rehearse::ConfigUsed {
+                source: "built-in simulation config (no --config): it evicts unreplicated and emptyDir pods, which the defaults do not".into(),
+                built_in: Some(SIM_CONFIG.into()),
+            };
+            let c = rollboot::config::parse_str(SIM_CONFIG)
+                .map_err(|p| anyhow::anyhow!("built-in simulation config: {p:?}"))?;
+            (c, used, None)
+        }
+    })
+}
+
+/// The snapshot a run rehearses: read from `--snapshot FILE`, or from the live cluster with
+/// `--from-cluster` (and written to `--snapshot-out FILE`); none for a generated world.
+async fn snapshot_of(args: &Options) -> anyhow::Result<Option<crate::sim::snapshot::Snapshot>> {
+    if let Some(f) = &args.snapshot {
+        return Ok(Some(crate::sim::snapshot::read(f)?));
+    }
+    if !args.from_cluster {
+        return Ok(None);
+    }
+    let snap = from_cluster::read_current().await?;
+    snap.check()
+        .map_err(|e| anyhow::anyhow!("the snapshot of {}: {e}", snap.source))?;
+    if let Some(f) = &args.snapshot_out {
+        crate::sim::snapshot::write(f, &snap)?;
+        eprintln!(
+            "snapshot of {} written to {} ({} nodes, {} pods, {} budgets)",
+            snap.source,
+            f.display(),
+            snap.nodes.len(),
+            snap.pods.len(),
+            snap.budgets.len()
+        );
+    }
+    Ok(Some(snap))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn overrides_merge_into_the_simulation_config() {
+        let c = super::sim_config("{reboot: {timeout: 3s}, concurrency: {maxNodes: 2}}").unwrap();
+        assert_eq!(c.reboot.timeout, rollboot::config::Duration::from_secs(3));
+        assert_eq!(
+            c.reboot.check_period,
+            rollboot::config::Duration::from_millis(100)
+        );
+        assert_eq!(c.concurrency.max_nodes, 2);
+    }
+}

@@ -1,0 +1,1241 @@
+//! The verdict and report of a simulated rollout: when a run is decided (finished, halted by
+//! `failures.maxFailures`, or stuck past its bound), what the invariant watch recorded, and the
+//! figures (makespan against its bound, overhead, API requests).
+//!
+//! Owns [`Report`], its text form, the pure [`decided`] and the list of invariant breaks. It
+//! must never act on the cluster: it reads the harness's records after (or during) the run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Harness;
+use crate::sim::chaos::{FaultSchedule, Played};
+use crate::sim::Scenario;
+use rollboot::config::Config;
+use rollboot::node::{NodeState, NodeView};
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// Every flagged node is done (rebooted, uncordoned) or failed, and none is in flight.
+    Finished,
+    /// More nodes failed than `failures.maxFailures` allows, and none is in flight: the
+    /// controller starts no more.
+    Halted,
+    /// Neither, past the run's bound.
+    Stuck,
+    /// A node's drain can never finish (a budget that can never allow a disruption holds one
+    /// of its pods) and its failure will halt the rollout: decided at once instead of at the
+    /// drain's timeout.
+    Blocked,
+}
+
+impl Outcome {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Finished => "finished",
+            Outcome::Halted => "halted",
+            Outcome::Stuck => "stuck",
+            Outcome::Blocked => "blocked",
+        }
+    }
+}
+
+/// Whether the run is decided now, and the sentence saying how: pure. `pending` are the hosts
+/// whose sentinel still asks for a reboot; `rebooted` those that rebooted at least once. A
+/// node whose Node object was registered afresh after its host rebooted (no rollboot state at
+/// all) has nothing left to do: the cycle's record went with the old object.
+pub fn decided(
+    nodes: &[NodeView],
+    flagged: &BTreeSet<String>,
+    pending: &BTreeSet<String>,
+    rebooted: &BTreeSet<String>,
+    max_failures: u32,
+) -> Option<(Outcome, String)> {
+    if nodes
+        .iter()
+        .any(|n| n.state.is_some_and(NodeState::in_flight))
+    {
+        return None;
+    }
+    let failed: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .map(|n| n.name.as_str())
+        .collect();
+    let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let done = |name: &str| {
+        by_name
+            .get(name)
+            .is_some_and(|n| node_done(n, pending, rebooted))
+    };
+    let waiting: Vec<&str> = flagged
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !done(n) && !failed.contains(n))
+        .collect();
+    if waiting.is_empty() {
+        let why = if failed.is_empty() {
+            format!("every flagged node ({}) rebooted", flagged.len())
+        } else {
+            format!(
+                "every flagged node rebooted or failed: {} failed ({}), failures.maxFailures {max_failures}",
+                failed.len(),
+                failed.join(", ")
+            )
+        };
+        return Some((Outcome::Finished, why));
+    }
+    let why: Vec<String> = failed
+        .iter()
+        .map(|n| {
+            let reason = by_name
+                .get(n)
+                .and_then(|v| v.failure_reason.clone())
+                .unwrap_or_else(|| "no reason recorded".into());
+            format!("{n}: {reason}")
+        })
+        .collect();
+    (failed.len() > max_failures as usize).then(|| {
+        (
+            Outcome::Halted,
+            format!(
+                "halted: {} node(s) failed ({}), more than failures.maxFailures {max_failures}; {} flagged node(s) not rebooted ({}). Why: {}",
+                failed.len(),
+                failed.join(", "),
+                waiting.len(),
+                waiting.join(", "),
+                why.join("; ")
+            ),
+        )
+    })
+}
+
+/// Whether the run is decided because the failed nodes rollboot left cordoned hold every slot
+/// a waiting node could take ([`rollboot::controller::decide::holds_a_slot`]), for good: none of
+/// them will be returned to service (`failures.returnToService` off, or their hosts down).
+/// Nothing may be in flight. Decided as [`Outcome::Halted`]: nothing starts until an operator
+/// clears one. Pure.
+pub fn held_for_good(
+    nodes: &[NodeView],
+    flagged: &BTreeSet<String>,
+    config: &Config,
+) -> Option<(Outcome, String)> {
+    use rollboot::controller::decide;
+    if nodes
+        .iter()
+        .any(|n| n.state.is_some_and(NodeState::in_flight))
+    {
+        return None;
+    }
+    let holders: Vec<&NodeView> = nodes.iter().filter(|n| decide::holds_a_slot(n)).collect();
+    let none = BTreeMap::new();
+    if holders.is_empty() || !decide::returning_to_service(&holders, &none, config).is_empty() {
+        return None;
+    }
+    let waiting: Vec<&NodeView> = nodes
+        .iter()
+        .filter(|n| flagged.contains(&n.name) && decide::is_candidate(n, config))
+        .collect();
+    let every: Vec<&NodeView> = nodes.iter().collect();
+    let snap = decide::Snapshot {
+        nodes: &every,
+        in_flight: &none,
+        foreign_holder: None,
+        blocking_pods: &[],
+    };
+    if waiting.is_empty() || !decide::pick(&snap, config).is_empty() {
+        return None;
+    }
+    let names = |ns: &[&NodeView]| {
+        ns.iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some((
+        Outcome::Halted,
+        format!(
+            "halted: the failed node(s) rollboot left cordoned ({}) hold every slot (maxNodes {}{}) \
+             the {} waiting node(s) could take ({}); nothing starts until an operator clears one",
+            names(&holders),
+            config.concurrency.max_nodes,
+            config
+                .group_limit()
+                .map(|(k, m)| format!(", {m} per {k}"))
+                .unwrap_or_default(),
+            waiting.len(),
+            names(&waiting)
+        ),
+    ))
+}
+
+/// A budget holding an eviction, as the rehearsal sees it: `namespace/name`, the pod it holds,
+/// its spec and how many pods it selects (`status.expectedPods`).
+pub struct HeldBy {
+    /// `namespace/name` of the budget.
+    pub budget: String,
+    /// `namespace/name` of the pod whose eviction it refuses now.
+    pub pod: String,
+    /// The node that pod runs on.
+    pub node: String,
+    /// The budget as read.
+    pub pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget,
+}
+
+/// Whether the run can be decided now because a drain can never finish: a budget holding a
+/// pod of an in-flight node can never allow a disruption ([`rollboot::plan::never_allows`], as
+/// `rollboot plan` says it), the drain does not delete around budgets after its timeout, and
+/// that node's failure will halt the rollout (`failed` nodes already, `max_failures`). Pure.
+pub fn blocked_for_good(
+    held: &[HeldBy],
+    config: &rollboot::config::Config,
+    failed: usize,
+) -> Option<(Outcome, String)> {
+    if config.drain.force_delete_after_timeout || failed < config.failures.max_failures as usize {
+        return None;
+    }
+    held.iter().find_map(|h| {
+        let pods = h
+            .pdb
+            .status
+            .as_ref()
+            .map_or(0, |s| s.expected_pods.max(0) as usize);
+        let why = rollboot::plan::never_allows(&h.pdb, pods)?;
+        Some((
+            Outcome::Blocked,
+            format!(
+                "blocked: PodDisruptionBudget {} can never allow a disruption ({why}) and holds pod {} on node {}: its drain fails at drain.timeout {} and the failure halts the rollout (failures.maxFailures {}); decided now rather than then",
+                h.budget, h.pod, h.node, config.drain.timeout, config.failures.max_failures
+            ),
+        ))
+    })
+}
+
+/// A flagged node whose cycle is over: `done` (or a Node registered afresh after its host
+/// rebooted, see [`decided`]), unflagged, uncordoned, and its host's sentinel quiet.
+fn node_done(n: &NodeView, pending: &BTreeSet<String>, rebooted: &BTreeSet<String>) -> bool {
+    (n.state == Some(NodeState::Done) || (n.state.is_none() && rebooted.contains(&n.name)))
+        && !n.flagged()
+        && !n.unschedulable
+        && !pending.contains(&n.name)
+}
+
+/// Why a run is stuck: each flagged node neither done (as [`decided`] counts it) nor failed,
+/// with its state.
+pub fn stuck_reason(
+    nodes: &[NodeView],
+    flagged: &BTreeSet<String>,
+    pending: &BTreeSet<String>,
+    rebooted: &BTreeSet<String>,
+    bound: &Bound,
+) -> String {
+    let by_name: BTreeMap<&str, &NodeView> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut left = Vec::new();
+    for f in flagged {
+        match by_name.get(f.as_str()) {
+            None => left.push(format!("{f} (no Node object)")),
+            Some(n) if node_done(n, pending, rebooted) => {}
+            Some(n) if n.state == Some(NodeState::Failed) => {}
+            Some(n) => left.push(format!(
+                "{f} ({}{}{})",
+                n.state.map(|s| s.as_str()).unwrap_or("not started"),
+                if n.flagged() { ", flagged" } else { "" },
+                if n.unschedulable { ", cordoned" } else { "" },
+            )),
+        }
+    }
+    format!(
+        "stuck: not decided {:.1} s after {} (bound {}); still waiting: {}",
+        bound.seconds,
+        bound.from,
+        bound.how,
+        left.join(", ")
+    )
+}
+
+/// How long a run may take, from the start or from the end of its faults, before it is called
+/// stuck.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bound {
+    /// Seconds.
+    pub seconds: f64,
+    /// From when: `the start` or `the faults stopped`.
+    pub from: String,
+    /// What it is made of.
+    pub how: String,
+}
+
+impl Bound {
+    /// Twice the nodes' irreducible time at `maxNodes`, plus two leader leases (a failover),
+    /// one drain, reboot and health-gate timeout each (a node failing late), a minute when
+    /// windows are configured (the wait for the next opening), and 10 s.
+    pub fn new(scenario: &Scenario, config: &Config, flagged: usize, after_faults: bool) -> Bound {
+        let per_node = per_node_seconds(scenario, scenario.grace_seconds as f64)
+            + scenario.scaled(scenario.start_delay).as_secs_f64();
+        let max_nodes = config.concurrency.max_nodes.max(1) as f64;
+        let nodes = 2.0 * flagged as f64 * per_node / max_nodes;
+        let lease = 2.0 * config.leader.lease_duration.to_std().as_secs_f64();
+        let timeouts = config.drain.timeout.to_std().as_secs_f64()
+            + config.reboot.timeout.to_std().as_secs_f64()
+            + config.health_gate.timeout.to_std().as_secs_f64();
+        let windows = if config.windows.is_some() { 60.0 } else { 0.0 };
+        Bound {
+            seconds: nodes + lease + timeouts + windows + 10.0,
+            from: if after_faults {
+                "the faults stopped".into()
+            } else {
+                "the start".into()
+            },
+            how: format!(
+                "2 x {flagged} node(s) x {per_node:.2} s / maxNodes {max_nodes} + 2 leader leases {lease:.0} s + drain, reboot and health-gate timeouts {timeouts:.0} s{} + 10 s",
+                if windows > 0.0 { " + 60 s for a window to open" } else { "" }
+            ),
+        }
+    }
+}
+
+/// The irreducible simulated time of one node, in real seconds: the termination of its pods
+/// (`grace`: the longest grace period among the pods its drain evicts, 0 when there are none),
+/// the reboot, and the node-lifecycle controller's taint removal (a node is back only once its
+/// not-ready taint is off).
+pub fn per_node_seconds(scenario: &Scenario, grace: f64) -> f64 {
+    scenario
+        .scaled(grace + scenario.reboot_delay + scenario.reboot_time + scenario.taint_removal_delay)
+        .as_secs_f64()
+}
+
+/// The faults of a run: the schedule and what became of it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultsPlayed {
+    /// The schedule (`faults:` of a scenario file takes it as is: a replay).
+    pub schedule: FaultSchedule,
+    /// What became of each fault, in the schedule's order.
+    pub played: Vec<Played>,
+    /// Nodes a host fault acted on: their failure is expected.
+    pub host_fault_nodes: Vec<String>,
+}
+
+/// The final report of a simulated rollout.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// The sentence saying how (for `stuck`: every node it waited for).
+    pub outcome_reason: String,
+    /// The bound past which the run is called stuck.
+    pub bound: Bound,
+    /// Nodes in the world.
+    pub nodes: usize,
+    /// Nodes flagged.
+    pub flagged: usize,
+    /// Flagged nodes rebooted exactly once.
+    pub rebooted_once: usize,
+    /// Nodes rebooted more than once (must be empty).
+    pub rebooted_twice: Vec<String>,
+    /// Flagged nodes not rebooted.
+    pub not_rebooted: Vec<String>,
+    /// Nodes that failed.
+    pub failed: Vec<String>,
+    /// Seconds from flagging to the run being decided.
+    pub makespan_seconds: f64,
+    /// The sum of the flagged nodes' irreducible times (the termination of the pods each drain
+    /// evicts, the reboot, readiness), divided by `maxNodes`: the makespan with no coordination
+    /// cost and perfect packing.
+    pub lower_bound_seconds: f64,
+    /// (makespan - bound) x maxNodes / flagged nodes, milliseconds: the coordination time each
+    /// node's cycle adds to its slot (with maxNodes 1: to the rollout). Absent unless the run
+    /// finished with every flagged node rebooted (the bound counts them all).
+    pub overhead_per_node_ms: Option<f64>,
+    /// With maxNodes 1, the median over the flagged nodes of each node's overhead,
+    /// milliseconds: the time between consecutive completions (the first from the flagging)
+    /// minus that node's irreducible time. Its mean is `overhead_per_node_ms`. Absent with
+    /// maxNodes > 1, where completions interleave, and when the run did not finish with every
+    /// flagged node rebooted.
+    pub overhead_per_node_median_ms: Option<f64>,
+    /// Seconds the requests were counted over (from the start of the controllers).
+    pub observed_seconds: f64,
+    /// rollboot's API requests per minute over `observed_seconds`.
+    pub requests_per_minute: f64,
+    /// The controller replicas' API requests per minute over `observed_seconds` (agents
+    /// excluded: with nothing flagged, this must not grow with the number of nodes).
+    pub controller_requests_per_minute: f64,
+    /// The controller replicas' API requests by `verb resource[/subresource]`.
+    pub controller_requests_by_resource: BTreeMap<String, u64>,
+    /// rollboot's API requests by verb (controllers and agents).
+    pub requests_by_verb: BTreeMap<String, u64>,
+    /// rollboot's API requests in all.
+    pub requests_total: u64,
+    /// rollboot's requests by `verb resource[/subresource]`.
+    pub requests_by_resource: BTreeMap<String, u64>,
+    /// Requests on Leases (leader election renewals, which run whether or not anything
+    /// reboots, and the maintenance lock).
+    pub lease_requests: u64,
+    /// Requests other than on Leases, per rebooted node.
+    pub requests_per_node: f64,
+    /// PDB violations (must be 0).
+    pub pdb_violations: usize,
+    /// Largest number of nodes cordoned or NotReady at once (must be <= maxNodes).
+    pub max_nodes_out: usize,
+    /// `concurrency.maxNodes`.
+    pub max_nodes: u32,
+    /// Per group (`concurrency.groupBy`), the largest number of its nodes out at once.
+    pub max_nodes_out_by_group: BTreeMap<String, usize>,
+    /// `concurrency.maxNodesPerGroup` when `groupBy` is set.
+    pub max_nodes_per_group: Option<u32>,
+    /// Largest number of nodes cordoned by rollboot at once (`rollboot.dev/cordoned-by`: in
+    /// flight, or failed and left cordoned): never above `maxNodes`, or it is a break.
+    pub max_cordoned_by_rollboot: usize,
+    /// Per group (`concurrency.groupBy`), the same: never above `maxNodesPerGroup`.
+    pub max_cordoned_by_rollboot_by_group: BTreeMap<String, usize>,
+    /// Reboots of a node that was schedulable or still ran pods the drain evicts.
+    pub unsafe_reboots: Vec<String>,
+    /// Cycles started (a node's first `cordoning`) outside the maintenance windows.
+    pub starts_outside_windows: Vec<String>,
+    /// Nodes cordoned at the end without a `failed` record saying why.
+    pub cordoned_at_end: Vec<String>,
+    /// The faults played, with `--chaos` or a scenario's `faults:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultsPlayed>,
+    /// Where the cycles' time went, from the flagged nodes that ended `done` (see
+    /// [`CycleParts`]); absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cycle_parts: Option<CycleParts>,
+    /// Every invariant broken, a sentence each (empty when all held).
+    pub invariant_breaks: Vec<String>,
+    /// No invariant broke, and the run ended as it must: without faults, every flagged node
+    /// rebooted once and none failed; with faults, finished or halted, no node failed but
+    /// those a host fault acted on, and every other flagged node rebooted once unless halted.
+    pub ok: bool,
+}
+
+impl Report {
+    /// Text form.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        use std::fmt::Write;
+        let _ = writeln!(
+            s,
+            "rollout of {} flagged node(s) out of {}: {} ({})",
+            self.flagged,
+            self.nodes,
+            if self.ok { "OK" } else { "FAILED" },
+            self.outcome.as_str()
+        );
+        let _ = writeln!(s, "  outcome                  {}", self.outcome_reason);
+        let _ = writeln!(
+            s,
+            "  makespan                 {:.2} s",
+            self.makespan_seconds
+        );
+        let _ = writeln!(
+            s,
+            "  lower bound              {:.2} s",
+            self.lower_bound_seconds
+        );
+        let _ = match self.overhead_per_node_ms {
+            Some(mean) => writeln!(
+                s,
+                "  coordinator overhead     {mean:.0} ms per node (mean), {}",
+                match self.overhead_per_node_median_ms {
+                    Some(m) => format!("{m:.0} ms (median)"),
+                    None => "no median with maxNodes > 1".into(),
+                }
+            ),
+            None => writeln!(
+                s,
+                "  coordinator overhead     not measured: the run did not reboot every flagged node"
+            ),
+        };
+        if let Some(c) = &self.cycle_parts {
+            let spread = |s: &Spread| {
+                format!(
+                    "{:.3} s mean, {:.3} median, {:.3} p95",
+                    s.mean, s.median, s.p95
+                )
+            };
+            let _ = writeln!(
+                s,
+                "  cycles ({})              {} = {:.2} x irreducible ({:.3} s); {:.1} in flight on average (maxNodes {})",
+                c.cycles,
+                spread(&c.cycle),
+                c.cycle_over_irreducible,
+                c.irreducible_mean_seconds,
+                c.mean_in_flight,
+                self.max_nodes
+            );
+            let _ = writeln!(s, "    drain                  {}", spread(&c.drain));
+            let _ = writeln!(s, "    reboot                 {}", spread(&c.reboot));
+            let _ = writeln!(s, "    back to done           {}", spread(&c.gate));
+        }
+        let _ = writeln!(
+            s,
+            "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
+            self.requests_per_minute, self.controller_requests_per_minute, self.observed_seconds
+        );
+        let _ = writeln!(
+            s,
+            "  API requests             {} in all; {} on Leases (leader renewals, lock); {:.1} other per rebooted node",
+            self.requests_total, self.lease_requests, self.requests_per_node
+        );
+        for (verb, n) in &self.requests_by_verb {
+            let _ = writeln!(s, "    {verb:<10} {n}");
+        }
+        let _ = writeln!(s, "  by resource");
+        for (what, n) in &self.requests_by_resource {
+            let _ = writeln!(s, "    {what:<32} {n}");
+        }
+        let _ = writeln!(s, "  PDB violations           {}", self.pdb_violations);
+        let _ = writeln!(
+            s,
+            "  max nodes out at once    {} (maxNodes {})",
+            self.max_nodes_out, self.max_nodes
+        );
+        if let Some(m) = self.max_nodes_per_group {
+            let _ = writeln!(
+                s,
+                "  max out per group        {:?} (maxNodesPerGroup {m})",
+                self.max_nodes_out_by_group
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  max cordoned by rollboot {} at once (maxNodes {}){}",
+            self.max_cordoned_by_rollboot,
+            self.max_nodes,
+            if self.max_nodes_per_group.is_some() {
+                format!(", per group {:?}", self.max_cordoned_by_rollboot_by_group)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
+        let _ = writeln!(
+            s,
+            "  rebooted more than once  {} {:?}",
+            self.rebooted_twice.len(),
+            self.rebooted_twice
+        );
+        if !self.not_rebooted.is_empty() {
+            let _ = writeln!(s, "  not rebooted             {:?}", self.not_rebooted);
+        }
+        if !self.failed.is_empty() {
+            let _ = writeln!(s, "  failed                   {:?}", self.failed);
+        }
+        if let Some(f) = &self.faults {
+            let _ = writeln!(
+                s,
+                "  faults                   {} drawn{}, stopped after {} s",
+                f.schedule.faults.len(),
+                f.schedule
+                    .seed
+                    .map(|x| format!(" from seed {x}"))
+                    .unwrap_or_default(),
+                f.schedule.stop_after
+            );
+            for p in &f.played {
+                let _ = writeln!(
+                    s,
+                    "    {:<14} {:<10} {}",
+                    p.fault,
+                    p.target.as_deref().unwrap_or("-"),
+                    match (p.began, p.ended) {
+                        (Some(b), Some(e)) => format!("{b:.1} s to {e:.1} s"),
+                        (Some(b), None) => format!("from {b:.1} s"),
+                        _ => "never began".into(),
+                    }
+                );
+            }
+        }
+        for b in &self.invariant_breaks {
+            let _ = writeln!(s, "  BROKEN                   {b}");
+        }
+        s
+    }
+}
+
+/// What the harness observed besides the cluster's invariant records.
+pub struct Observed {
+    /// When the hosts' sentinels were set.
+    pub flagged_at: DateTime<Utc>,
+    /// From flagging to the decision.
+    pub makespan: Duration,
+    /// From the controllers' start to the end.
+    pub observed: Duration,
+    /// The verdict.
+    pub outcome: (Outcome, String),
+    /// The bound it was judged against.
+    pub bound: Bound,
+    /// Each cycle start seen: (node, its `cordoning` since).
+    pub starts: Vec<(String, DateTime<Utc>)>,
+    /// Each flagged node's irreducible time, real seconds (see [`per_node_seconds`]).
+    pub irreducible: BTreeMap<String, f64>,
+    /// The faults, when any were played.
+    pub faults: Option<FaultsPlayed>,
+}
+
+/// Where the time of the finished cycles went, in the run's own seconds: each part as the
+/// controller measured it on the node (`rollboot.dev/last-cycle`), the whole cycle from its
+/// start in the lock to `done`, and how full the slots were. The makespan over the bound
+/// splits into the two: `cycleOverIrreducible` (how much longer a cycle took than its
+/// irreducible time) times `maxNodes / meanInFlight` (how far from full the slots ran).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CycleParts {
+    /// Cycles measured (flagged nodes that ended `done` with a recorded start).
+    pub cycles: usize,
+    /// Cordon, drain and hooks: from the start to the reboot request.
+    pub drain: Spread,
+    /// From the reboot request until the node was back.
+    pub reboot: Spread,
+    /// From back to done: uncordon, health gate.
+    pub gate: Spread,
+    /// From the start to `done`.
+    pub cycle: Spread,
+    /// The mean irreducible time of the measured nodes (see [`per_node_seconds`]).
+    pub irreducible_mean_seconds: f64,
+    /// Mean cycle over mean irreducible time.
+    pub cycle_over_irreducible: f64,
+    /// The nodes in flight on average over the makespan (the cycles' total over it).
+    pub mean_in_flight: f64,
+}
+
+/// Mean, median and 95th percentile of some seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spread {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// 95th percentile (nearest rank).
+    pub p95: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (zeros when empty).
+    pub fn of(mut v: Vec<f64>) -> Spread {
+        // Sorts `v` too, for the rank below.
+        let Some(median) = rollboot::time::median(&mut v) else {
+            return Spread::default();
+        };
+        let n = v.len();
+        let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Spread {
+            mean: v.iter().sum::<f64>() / n as f64,
+            median,
+            p95: rank(0.95),
+        }
+    }
+}
+
+impl CycleParts {
+    /// From the flagged nodes' views at the end, each node's first start, the irreducible
+    /// times and the makespan (pure).
+    pub fn measure(
+        nodes: &[NodeView],
+        flagged: &BTreeSet<String>,
+        starts: &[(String, DateTime<Utc>)],
+        irreducible: &BTreeMap<String, f64>,
+        makespan: f64,
+    ) -> Option<CycleParts> {
+        let mut first: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+        for (n, at) in starts {
+            let e = first.entry(n.as_str()).or_insert(*at);
+            *e = (*e).min(*at);
+        }
+        let (mut drain, mut reboot, mut gate, mut cycle, mut irr) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for n in nodes.iter().filter(|n| flagged.contains(&n.name)) {
+            let (Some(NodeState::Done), Some(done), Some(start)) =
+                (n.state, n.state_since, first.get(n.name.as_str()))
+            else {
+                continue;
+            };
+            cycle.push((done - *start).num_microseconds().unwrap_or(0) as f64 / 1e6);
+            irr.push(irreducible.get(&n.name).copied().unwrap_or_default());
+            if let Some(c) = &n.history.last_cycle {
+                drain.extend(c.drain_seconds);
+                reboot.extend(c.reboot_seconds);
+                gate.extend(c.gate_seconds);
+            }
+        }
+        if cycle.is_empty() {
+            return None;
+        }
+        let total: f64 = cycle.iter().sum();
+        let irreducible_mean = irr.iter().sum::<f64>() / irr.len() as f64;
+        let cycle = Spread::of(cycle);
+        Some(CycleParts {
+            cycles: irr.len(),
+            drain: Spread::of(drain),
+            reboot: Spread::of(reboot),
+            gate: Spread::of(gate),
+            cycle_over_irreducible: if irreducible_mean > 0.0 {
+                cycle.mean / irreducible_mean
+            } else {
+                0.0
+            },
+            cycle,
+            irreducible_mean_seconds: irreducible_mean,
+            mean_in_flight: if makespan > 0.0 {
+                total / makespan
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+/// Builds the report of a decided (or stuck) rollout.
+pub async fn report(
+    h: &Harness,
+    flagged: &BTreeSet<String>,
+    seen: Observed,
+) -> anyhow::Result<Report> {
+    let nodes = h.nodes().await?;
+    let reboots = h.host.reboots.lock().expect("reboots").clone();
+    let inv = h.cluster.invariants();
+    let stats = h.cluster.stats();
+    let config = &h.config;
+    let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_resource: BTreeMap<String, u64> = BTreeMap::new();
+    let mut lease_requests = 0;
+    let mut by_controller: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, n) in &stats.requests {
+        let sub = if k.subresource.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", k.subresource)
+        };
+        if k.identity.starts_with("controller-") {
+            *by_controller
+                .entry(format!("{} {}{sub}", k.verb, k.resource))
+                .or_default() += n;
+        }
+        if k.identity != "harness" {
+            *by_verb.entry(k.verb.clone()).or_default() += n;
+            *by_resource
+                .entry(format!("{} {}{sub}", k.verb, k.resource))
+                .or_default() += n;
+            if k.resource == "leases" {
+                lease_requests += n;
+            }
+        }
+    }
+    let total: u64 = by_verb.values().sum();
+    let mut twice: Vec<String> = reboots
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for (n, _) in &inv.repeated_reboots {
+        if !twice.contains(n) {
+            twice.push(n.clone());
+        }
+    }
+    let not_rebooted: Vec<String> = flagged
+        .iter()
+        .filter(|n| !reboots.contains_key(*n))
+        .cloned()
+        .collect();
+    let failed: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.state == Some(NodeState::Failed))
+        .map(|n| n.name.clone())
+        .collect();
+    let rebooted_once = flagged
+        .iter()
+        .filter(|n| reboots.get(*n) == Some(&1))
+        .count();
+    let max_nodes = config.concurrency.max_nodes;
+    let irreducible = |n: &str| seen.irreducible.get(n).copied().unwrap_or_default();
+    let bound = flagged.iter().map(|n| irreducible(n)).sum::<f64>() / max_nodes.max(1) as f64;
+    let makespan_s = seen.makespan.as_secs_f64();
+    let mut done_times: Vec<(DateTime<Utc>, &str)> = nodes
+        .iter()
+        .filter(|n| flagged.contains(&n.name) && n.state == Some(NodeState::Done))
+        .filter_map(|n| n.state_since.map(|t| (t, n.name.as_str())))
+        .collect();
+    done_times.sort();
+    let mut prev = seen.flagged_at;
+    let mut each: Vec<f64> = done_times
+        .iter()
+        .map(|(t, n)| {
+            let gap = (*t - prev).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            prev = *t;
+            (gap - irreducible(n)) * 1000.0
+        })
+        .collect();
+    let median = (max_nodes <= 1).then(|| rollboot::time::median(&mut each).unwrap_or(0.0));
+
+    let group_limit = config.group_limit().map(|(_, m)| m);
+    let schedule = config.schedule();
+    let starts_outside: Vec<String> = seen
+        .starts
+        .iter()
+        .filter(|(_, at)| !schedule.is_allowed(*at))
+        .map(|(n, at)| format!("{n} at {}", rollboot::time::annotation(*at)))
+        .collect();
+    let cordoned_at_end: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.unschedulable && n.state != Some(NodeState::Failed))
+        .map(|n| n.name.clone())
+        .collect();
+    let unsafe_reboots: Vec<String> = inv
+        .unsafe_reboots
+        .iter()
+        .map(|u| {
+            let mut why = Vec::new();
+            if u.uncordoned {
+                why.push("not cordoned".to_string());
+            }
+            if !u.pods.is_empty() {
+                why.push(format!("pods not drained: {}", u.pods.join(", ")));
+            }
+            format!("{} at {}: {}", u.node, u.at, why.join("; "))
+        })
+        .collect();
+    // Pods the config leaves on a node (outside its podSelector, or unreplicated/emptyDir
+    // pods it may not evict) are not a reboot "undrained" by mistake.
+    let drains_everything = config.drain.pod_selector.trim().is_empty()
+        && config.drain.evict_unreplicated
+        && config.drain.delete_empty_dir_data;
+
+    let mut breaks = Vec::new();
+    for v in &inv.pdb_violations {
+        breaks.push(format!(
+            "PDB violation: {} took {} ({}) at {}, {} healthy of {} desired",
+            v.cause, v.pod, v.pdb, v.at, v.healthy, v.desired
+        ));
+    }
+    for n in &twice {
+        breaks.push(format!("{n} rebooted more than once"));
+    }
+    for (u, r) in inv.unsafe_reboots.iter().zip(&unsafe_reboots) {
+        if u.uncordoned || drains_everything {
+            breaks.push(format!("reboot of a node not ready for it: {r}"));
+        }
+    }
+    breaks.extend(capacity_breaks(&inv, &nodes, &failed, config));
+    for s in &starts_outside {
+        breaks.push(format!(
+            "cycle started outside the maintenance windows: {s}"
+        ));
+    }
+    for n in &cordoned_at_end {
+        breaks.push(format!("{n} left cordoned without a failed record"));
+    }
+    for (n, at) in &inv.uncordoned_while_not_ready {
+        breaks.push(format!(
+            "{n} uncordoned at {at} while still tainted not-ready"
+        ));
+    }
+    let cycle_parts =
+        CycleParts::measure(&nodes, flagged, &seen.starts, &seen.irreducible, makespan_s);
+    let (outcome, outcome_reason) = seen.outcome;
+    // The bound counts every flagged node: against a run that did not reboot them all, the
+    // difference means nothing.
+    let measured_overhead = outcome == Outcome::Finished && rebooted_once == flagged.len();
+    if outcome == Outcome::Stuck {
+        breaks.push(outcome_reason.clone());
+    }
+    let ok = match &seen.faults {
+        None => {
+            breaks.is_empty()
+                && outcome == Outcome::Finished
+                && rebooted_once == flagged.len()
+                && failed.is_empty()
+        }
+        Some(f) => {
+            let unexpected: Vec<&String> = failed
+                .iter()
+                .filter(|n| !f.host_fault_nodes.contains(n))
+                .collect();
+            for n in &unexpected {
+                let why = nodes
+                    .iter()
+                    .find(|v| &&v.name == n)
+                    .and_then(|v| v.failure_reason.clone())
+                    .unwrap_or_default();
+                breaks.push(format!(
+                    "{n} failed although no host fault acted on it: {why}"
+                ));
+            }
+            let unrebooted: Vec<&String> = flagged
+                .iter()
+                .filter(|n| reboots.get(*n) != Some(&1) && !failed.contains(n))
+                .collect();
+            if outcome == Outcome::Finished && !unrebooted.is_empty() {
+                breaks.push(format!(
+                    "finished with flagged nodes not rebooted once: {unrebooted:?}"
+                ));
+            }
+            breaks.is_empty()
+        }
+    };
+    Ok(Report {
+        outcome,
+        outcome_reason,
+        bound: seen.bound,
+        nodes: nodes.len(),
+        flagged: flagged.len(),
+        rebooted_once,
+        rebooted_twice: twice,
+        not_rebooted,
+        failed,
+        makespan_seconds: makespan_s,
+        lower_bound_seconds: bound,
+        overhead_per_node_ms: measured_overhead.then(|| {
+            if flagged.is_empty() {
+                0.0
+            } else {
+                (makespan_s - bound) * 1000.0 * f64::from(max_nodes.max(1)) / flagged.len() as f64
+            }
+        }),
+        overhead_per_node_median_ms: median.filter(|_| measured_overhead),
+        observed_seconds: seen.observed.as_secs_f64(),
+        requests_per_minute: total as f64 * 60.0 / seen.observed.as_secs_f64().max(0.001),
+        controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
+            / seen.observed.as_secs_f64().max(0.001),
+        controller_requests_by_resource: by_controller,
+        requests_by_verb: by_verb,
+        requests_total: total,
+        requests_by_resource: by_resource,
+        lease_requests,
+        requests_per_node: (total - lease_requests) as f64
+            / reboots.values().sum::<usize>().max(1) as f64,
+        pdb_violations: inv.pdb_violations.len(),
+        max_nodes_out: inv.max_nodes_unavailable,
+        max_nodes,
+        max_nodes_out_by_group: inv.max_nodes_unavailable_by_group,
+        max_nodes_per_group: group_limit,
+        max_cordoned_by_rollboot: inv.max_cordoned_by_rollboot,
+        max_cordoned_by_rollboot_by_group: inv.max_cordoned_by_rollboot_by_group,
+        unsafe_reboots,
+        starts_outside_windows: starts_outside,
+        cordoned_at_end,
+        faults: seen.faults,
+        cycle_parts,
+        invariant_breaks: breaks,
+        ok,
+    })
+}
+
+/// The breaks of the limits on nodes out at once: the nodes cordoned or NotReady may exceed
+/// `maxNodes` (and `maxNodesPerGroup`) only by the failed nodes, while those rollboot cordoned
+/// (in flight, or failed and left cordoned by it) may never exceed them. Pure.
+pub fn capacity_breaks(
+    inv: &crate::sim::InvariantReport,
+    nodes: &[NodeView],
+    failed: &[String],
+    config: &Config,
+) -> Vec<String> {
+    let max_nodes = config.concurrency.max_nodes;
+    let mut breaks = Vec::new();
+    // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
+    // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
+    // at the end are every node that had failed at any moment.
+    if inv.max_nodes_unavailable > max_nodes as usize + failed.len() {
+        breaks.push(format!(
+            "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed",
+            inv.max_nodes_unavailable,
+            failed.len()
+        ));
+    }
+    if let Some((key, m)) = config.group_limit() {
+        for (g, n) in &inv.max_nodes_unavailable_by_group {
+            let failed_here = nodes
+                .iter()
+                .filter(|v| v.state == Some(NodeState::Failed) && v.labels.get(key) == Some(g))
+                .count();
+            if *n > m as usize + failed_here {
+                breaks.push(format!(
+                    "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there"
+                ));
+            }
+        }
+    }
+    // Unlike the nodes out at once above, those rollboot cordoned (in flight, or failed and
+    // still cordoned by it) are held to the limits themselves: a failed node takes a slot.
+    if inv.max_cordoned_by_rollboot > max_nodes as usize {
+        breaks.push(format!(
+            "{} nodes cordoned by rollboot at once, more than maxNodes {max_nodes}",
+            inv.max_cordoned_by_rollboot
+        ));
+    }
+    if let Some((_, m)) = config.group_limit() {
+        for (g, n) in &inv.max_cordoned_by_rollboot_by_group {
+            if *n > m as usize {
+                breaks.push(format!(
+                    "{n} nodes of group {g} cordoned by rollboot at once, more than maxNodesPerGroup {m}"
+                ));
+            }
+        }
+    }
+    breaks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+
+    fn node(name: &str, state: Option<&str>, cordoned: bool, flagged: bool) -> NodeView {
+        let mut ann = serde_json::Map::new();
+        if let Some(s) = state {
+            ann.insert("rollboot.dev/state".into(), s.into());
+            ann.insert(
+                "rollboot.dev/state-since".into(),
+                "2026-01-01T00:00:00Z".into(),
+            );
+        }
+        if flagged {
+            ann.insert(
+                "rollboot.dev/reboot-required".into(),
+                "2026-01-01T00:00:00Z".into(),
+            );
+        }
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "annotations": ann},
+            "spec": {"unschedulable": cordoned},
+        }))
+        .unwrap();
+        NodeView::from_node(&n)
+    }
+
+    #[test]
+    fn the_cycle_parts_split_the_makespan_into_longer_cycles_and_emptier_slots() {
+        let done = |name: &str, at: &str, cycle: &str| {
+            let n: Node = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "annotations": {
+                    "rollboot.dev/state": "done",
+                    "rollboot.dev/state-since": at,
+                    "rollboot.dev/last-cycle": cycle,
+                }},
+            }))
+            .unwrap();
+            NodeView::from_node(&n)
+        };
+        let t = |s: &str| rollboot::time::parse_annotation(s).unwrap();
+        let nodes = [
+            done(
+                "a",
+                "2026-01-01T00:00:04Z",
+                r#"{"drainSeconds": 1.0, "rebootSeconds": 2.0, "gateSeconds": 1.0}"#,
+            ),
+            done(
+                "b",
+                "2026-01-01T00:00:08Z",
+                r#"{"drainSeconds": 3.0, "rebootSeconds": 2.0, "gateSeconds": 1.0}"#,
+            ),
+            node("c", Some("draining"), true, true),
+            done("d", "2026-01-01T00:00:09Z", "{}"),
+        ];
+        let starts = vec![
+            ("a".to_string(), t("2026-01-01T00:00:00Z")),
+            ("b".to_string(), t("2026-01-01T00:00:02Z")),
+            // A second start of b (a new leader's): the first one counts.
+            ("b".to_string(), t("2026-01-01T00:00:03Z")),
+            ("c".to_string(), t("2026-01-01T00:00:05Z")),
+        ];
+        let irreducible = BTreeMap::from([("a".to_string(), 2.0), ("b".to_string(), 4.0)]);
+        // d is done but not flagged; c is not done.
+        let c = CycleParts::measure(&nodes, &set(&["a", "b", "c"]), &starts, &irreducible, 10.0)
+            .unwrap();
+        assert_eq!(c.cycles, 2);
+        assert_eq!(c.cycle.mean, 5.0, "a: 4 s, b: 6 s");
+        assert_eq!(c.drain.mean, 2.0);
+        assert_eq!((c.drain.median, c.drain.p95), (2.0, 3.0));
+        assert_eq!(c.reboot.mean, 2.0);
+        assert_eq!(c.irreducible_mean_seconds, 3.0);
+        assert!((c.cycle_over_irreducible - 5.0 / 3.0).abs() < 1e-9);
+        assert_eq!(c.mean_in_flight, 1.0, "10 s of cycles over a 10 s makespan");
+        assert!(CycleParts::measure(&nodes, &set(&["c"]), &starts, &irreducible, 10.0).is_none());
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn nodes_cordoned_by_rollboot_beyond_max_nodes_are_a_break_failed_ones_included() {
+        let cfg = |y: &str| rollboot::config::parse_str(y).unwrap();
+        let failed = vec!["a".to_string()];
+        let nodes = [node("a", Some("failed"), true, false)];
+        // Two out at once, one of them failed: the nodes out may exceed maxNodes by the failed.
+        let inv = crate::sim::InvariantReport {
+            max_nodes_unavailable: 2,
+            max_cordoned_by_rollboot: 1,
+            ..Default::default()
+        };
+        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}")).is_empty());
+        // The failed one still cordoned by rollboot beside one in flight: a break.
+        let inv = crate::sim::InvariantReport {
+            max_cordoned_by_rollboot: 2,
+            ..inv
+        };
+        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"));
+        assert_eq!(
+            b,
+            ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
+        );
+        assert!(
+            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}")).is_empty()
+        );
+        // Per group.
+        let zones = cfg("concurrency: {maxNodes: 3, groupBy: zone, maxNodesPerGroup: 1}");
+        let inv = crate::sim::InvariantReport {
+            max_cordoned_by_rollboot_by_group: BTreeMap::from([
+                ("a".to_string(), 2),
+                ("b".to_string(), 1),
+            ]),
+            ..inv
+        };
+        assert_eq!(
+            capacity_breaks(&inv, &nodes, &failed, &zones),
+            ["2 nodes of group a cordoned by rollboot at once, more than maxNodesPerGroup 1"]
+        );
+    }
+
+    #[test]
+    fn a_run_is_decided_only_when_nothing_is_in_flight() {
+        let flagged = set(&["a", "b"]);
+        let none = BTreeSet::new();
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("draining"), true, false),
+        ];
+        assert_eq!(decided(&nodes, &flagged, &none, &none, 0), None);
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("done"), false, false),
+        ];
+        assert_eq!(
+            decided(&nodes, &flagged, &none, &none, 0).unwrap().0,
+            Outcome::Finished
+        );
+        // A host whose sentinel still asks is not done, nor is a node flagged again.
+        assert_eq!(decided(&nodes, &flagged, &set(&["b"]), &none, 0), None);
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("done"), false, true),
+        ];
+        assert_eq!(decided(&nodes, &flagged, &none, &none, 0), None);
+        // A missing Node is not done either.
+        assert_eq!(decided(&nodes[..1], &flagged, &none, &none, 0), None);
+        // A Node registered afresh (no state) is done once its host rebooted, not before.
+        let fresh = [
+            node("a", Some("done"), false, false),
+            node("b", None, false, false),
+        ];
+        assert_eq!(decided(&fresh, &flagged, &none, &none, 0), None);
+        assert_eq!(
+            decided(&fresh, &flagged, &none, &set(&["b"]), 0).unwrap().0,
+            Outcome::Finished
+        );
+    }
+
+    #[test]
+    fn failures_above_max_failures_halt_and_at_most_max_failures_finish() {
+        let flagged = set(&["a", "b", "c"]);
+        let none = BTreeSet::new();
+        let nodes = [
+            node("a", Some("failed"), true, false),
+            node("b", None, false, true),
+            node("c", None, false, true),
+        ];
+        let (o, why) = decided(&nodes, &flagged, &none, &none, 0).unwrap();
+        assert_eq!(o, Outcome::Halted);
+        assert_eq!(
+            why,
+            "halted: 1 node(s) failed (a), more than failures.maxFailures 0; 2 flagged node(s) not rebooted (b, c). Why: a: no reason recorded"
+        );
+        // The reason is the controller's, as written on the Node.
+        let mut a = nodes[0].clone();
+        a.failure_reason = Some("drain timed out".into());
+        let with_reason = [a, nodes[1].clone(), nodes[2].clone()];
+        let (_, why) = decided(&with_reason, &flagged, &none, &none, 0).unwrap();
+        assert!(why.ends_with("Why: a: drain timed out"), "{why}");
+        assert_eq!(
+            decided(&nodes, &flagged, &none, &none, 1),
+            None,
+            "maxFailures 1: the rollout goes on"
+        );
+        let nodes = [
+            node("a", Some("failed"), true, false),
+            node("b", Some("done"), false, false),
+            node("c", Some("done"), false, false),
+        ];
+        let (o, why) = decided(&nodes, &flagged, &none, &none, 1).unwrap();
+        assert_eq!(o, Outcome::Finished);
+        assert!(why.contains("1 failed (a)"), "{why}");
+    }
+
+    #[test]
+    fn a_budget_that_can_never_allow_a_disruption_decides_the_run_when_its_failure_halts() {
+        let pdb = |spec: serde_json::Value| -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"namespace": "shop", "name": "web"},
+                "spec": spec,
+                "status": {"expectedPods": 3, "disruptionsAllowed": 0, "currentHealthy": 3, "desiredHealthy": 3},
+            }))
+            .unwrap()
+        };
+        let held = |spec| HeldBy {
+            budget: "shop/web".into(),
+            pod: "shop/web-1".into(),
+            node: "n1".into(),
+            pdb: pdb(spec),
+        };
+        let cfg = |yaml: &str| rollboot::config::parse_str(yaml).unwrap();
+        let never = [held(serde_json::json!({"maxUnavailable": 0}))];
+        let (o, why) = blocked_for_good(&never, &cfg("{}"), 0).unwrap();
+        assert_eq!(o, Outcome::Blocked);
+        assert!(
+            why.starts_with("blocked: PodDisruptionBudget shop/web can never allow a disruption (maxUnavailable is 0) and holds pod shop/web-1 on node n1"),
+            "{why}"
+        );
+        let all_three = [held(serde_json::json!({"minAvailable": 3}))];
+        assert!(blocked_for_good(&all_three, &cfg("{}"), 0).is_some());
+        // A budget that may allow one later, a failure the rollout survives, or a drain that
+        // deletes around the budget at its timeout: the run goes on.
+        let later = [held(serde_json::json!({"maxUnavailable": 1}))];
+        assert_eq!(blocked_for_good(&later, &cfg("{}"), 0), None);
+        assert_eq!(
+            blocked_for_good(&never, &cfg("failures: {maxFailures: 1}"), 0),
+            None
+        );
+        assert!(blocked_for_good(&never, &cfg("failures: {maxFailures: 1}"), 1).is_some());
+        assert_eq!(
+            blocked_for_good(&never, &cfg("drain: {forceDeleteAfterTimeout: true}"), 0),
+            None
+        );
+    }
+
+    #[test]
+    fn a_stuck_run_names_every_node_it_waited_for() {
+        let flagged = set(&["a", "b", "c"]);
+        let nodes = [
+            node("a", Some("done"), false, false),
+            node("b", Some("draining"), true, false),
+        ];
+        let b = Bound {
+            seconds: 12.0,
+            from: "the faults stopped".into(),
+            how: "x".into(),
+        };
+        assert_eq!(
+            stuck_reason(&nodes, &flagged, &BTreeSet::new(), &BTreeSet::new(), &b),
+            "stuck: not decided 12.0 s after the faults stopped (bound x); still waiting: b (draining, cordoned), c (no Node object)"
+        );
+    }
+}

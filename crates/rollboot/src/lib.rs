@@ -1,0 +1,43 @@
+//! rollboot reboots the nodes of a Kubernetes cluster one after another, safely and unattended.
+//!
+//! The product: everything that runs in a cluster or talks to one. One module per part of the
+//! system (see `DESIGN.md` in the project's shared notes):
+//! - [`config`]: the config file, its defaults and its strict validation;
+//! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
+//! - [`selector`]: Kubernetes label selectors, pure;
+//! - [`node`]: the Node annotation protocol and a pure view of a Node;
+//! - [`lease`], [`lock`]: Leases with fencing by time; the maintenance lock's record;
+//! - [`controller`]: the leader-elected controller (pure decisions in `controller::decide`);
+//! - [`drain`]: `kubectl drain` semantics over the Eviction API;
+//! - [`agent`]: the per-node agent;
+//! - [`hooks`]: webhooks, gate annotations, labels and taints at the phases of a node's cycle;
+//! - [`notify`]: notifications to a webhook, Slack or Teams, off the controller's step path;
+//! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
+//! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
+//! - [`controls`]: the operator's controls (`pause`, `resume`, `retry`, `request`);
+//! - [`metrics`]: the controller's Prometheus metrics and health endpoints;
+//! - [`render`]: the one way reports are written out (text and JSON from the same value);
+//! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent);
+//! - [`time`]: the one jiff-to-chrono conversion.
+//!
+//! It depends on no simulator code: the simulated cluster (`rollboot-sim`) depends on it, and
+//! the images are built without it.
+
+pub mod agent;
+pub mod client;
+pub mod config;
+pub mod controller;
+pub mod controls;
+pub mod drain;
+pub mod hooks;
+pub mod lease;
+pub mod lock;
+pub mod metrics;
+pub mod node;
+pub mod notify;
+pub mod plan;
+pub mod render;
+pub mod selector;
+pub mod status;
+pub mod time;
+pub mod windows;
