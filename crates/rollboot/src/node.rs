@@ -78,12 +78,16 @@ pub const HOOKS: &str = "rollboot.dev/hooks";
 pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
 /// What one cycle leaves for its later steps and the agent to act on: a cycle starts without
 /// them (the controller's cordon step removes them), and clearing a failure removes them too.
-pub const CYCLE_KEYS: [&str; 6] = [
+/// The agent's ack, lost report and refusal name the token they go with: they go with it (a
+/// garbled ack left behind would make the agent refuse every later token).
+pub const CYCLE_KEYS: [&str; 8] = [
     REBOOT,
     BOOT_ID_BEFORE,
     HEALTH_GATE,
     REBOOT_ATTEMPT,
     HOOKS,
+    REBOOT_ACK,
+    REBOOT_LOST,
     REBOOT_REFUSED,
 ];
 

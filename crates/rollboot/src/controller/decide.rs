@@ -715,11 +715,7 @@ pub fn next_step(
     }
     let (current, since) = match position {
         Position::At(state, since) => (state, since),
-        Position::StartOver => {
-            return Step::Cordon {
-                record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
-            }
-        }
+        Position::StartOver => return cordon_step(n, entry.since, now),
         Position::Unverifiable(token) => {
             return Step::Fail(format!(
                 "the agent acknowledged reboot token {token} of this cycle, but {} is missing \
@@ -733,9 +729,7 @@ pub fn next_step(
     match current {
         NodeState::Done => hook(Phase::AfterDone).unwrap_or(Step::Free("its cycle is done".into())),
         NodeState::Failed => Step::Free("it failed".into()),
-        NodeState::Cordoning if !n.unschedulable => Step::Cordon {
-            record_cordoned_by: true,
-        },
+        NodeState::Cordoning if !n.unschedulable => cordon_step(n, entry.since, now),
         NodeState::Cordoning => settling(n, since, now)
             .or_else(|| hook(Phase::BeforeDrain))
             .unwrap_or(Step::Drain {
@@ -832,6 +826,16 @@ pub fn next_step(
             }
         }
     }
+}
+
+/// The cordon that starts (or starts over) the cycle that began at `start`; first, while a
+/// node uncordoned a moment ago (`rollboot retry`, an operator) still carries the
+/// node-lifecycle controller's `unschedulable` taint, the wait for that controller to take it
+/// off, bounded from the cycle's start: a cordon written before would be refused with 409.
+fn cordon_step(n: &NodeView, start: DateTime<Utc>, now: DateTime<Utc>) -> Step {
+    settling(n, start, now).unwrap_or(Step::Cordon {
+        record_cordoned_by: !n.unschedulable || n.cordoned_by.is_some(),
+    })
 }
 
 /// The hook step of `phase` for a node in the state it entered at `since`, `None` once the
@@ -1436,8 +1440,10 @@ mod tests {
                 record_cordoned_by: true
             }
         );
+        // Cordoned by an operator (the node-lifecycle controller's taint with it).
         let cordoned = NodeView {
             unschedulable: true,
+            unschedulable_taint: true,
             ..n.clone()
         };
         assert_eq!(
@@ -1922,6 +1928,43 @@ mod tests {
         assert_eq!(
             next_step(Some(&done), &e, &c, now),
             Step::Free("its cycle is done".into())
+        );
+    }
+
+    #[test]
+    fn a_node_uncordoned_a_moment_ago_is_cordoned_once_the_lifecycle_taint_is_off() {
+        // `rollboot retry` uncordoned it; the node-lifecycle controller has not yet taken its
+        // unschedulable taint off: a cordon now would be refused (409, found on a real control
+        // plane, check 5c).
+        let c = cfg("{}");
+        let e = entry("2026-01-01T00:00:00Z");
+        let retried = NodeView {
+            unschedulable: false,
+            unschedulable_taint: true,
+            ..flagged("n", "2026-01-01T00:00:00Z", &[])
+        };
+        assert_eq!(
+            next_step(Some(&retried), &e, &c, t("2026-01-01T00:00:01Z")),
+            Step::Settle {
+                until: t("2026-01-01T00:00:02Z")
+            }
+        );
+        // Bounded: a cluster whose controller never writes the taint is not waited for.
+        assert_eq!(
+            next_step(Some(&retried), &e, &c, t("2026-01-01T00:00:02Z")),
+            Step::Cordon {
+                record_cordoned_by: true
+            }
+        );
+        let settled = NodeView {
+            unschedulable_taint: false,
+            ..retried
+        };
+        assert_eq!(
+            next_step(Some(&settled), &e, &c, t("2026-01-01T00:00:01Z")),
+            Step::Cordon {
+                record_cordoned_by: true
+            }
         );
     }
 
