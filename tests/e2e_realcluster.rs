@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use e2e::audit;
+use e2e::audit::{self, Cut};
 use e2e::cluster::{free_port, kubectl, problems, Cluster};
 use e2e::observe::{At, Observer, World};
 use e2e::report::Report;
@@ -154,8 +154,15 @@ struct Suite<'a> {
     cycles: Vec<Duration>,
     /// Nodes used by the leader-kill phases.
     used: Vec<String>,
-    /// When the suite SIGKILLed a leader.
-    kills: Vec<At>,
+    /// When the suite cut rollboot's requests on purpose (a process killed, the kube-apiserver
+    /// stopped or killed): the audit check does not count the 5xx answers they explain.
+    cuts: Vec<Cut>,
+    /// The agents read their fake hosts' boot and machine IDs (`reboot.hostBootIdFile` and
+    /// `reboot.hostMachineIdFile` in their configs: the binary under test accepts them).
+    fake_hosts: bool,
+    /// The nodes of the kube-apiserver outage phase (their last cycles are not clean ones: the
+    /// pause flags them again, so the predictions read clean cycles of every node).
+    outage_nodes: Vec<String>,
 }
 
 impl<'a> Suite<'a> {
@@ -220,7 +227,9 @@ impl<'a> Suite<'a> {
             flags: BTreeMap::new(),
             cycles: Vec::new(),
             used: Vec::new(),
-            kills: Vec::new(),
+            cuts: Vec::new(),
+            fake_hosts: false,
+            outage_nodes: Vec::new(),
         };
         let mut blocked: Option<String> = None;
         phase!(
@@ -250,6 +259,24 @@ impl<'a> Suite<'a> {
             "leader killed mid-reboot",
             s.kill_mid_reboot(report)
         );
+        phase!(
+            report,
+            blocked,
+            "annotations and Leases mid-reboot",
+            s.mid_reboot(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "tokens the agent refuses",
+            s.refusals(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "kube-apiserver stopped and killed mid-drain",
+            s.apiserver_outages(report)
+        );
         phase!(report, blocked, "pause through the lock", s.pause(report));
         phase!(
             report,
@@ -265,7 +292,14 @@ impl<'a> Suite<'a> {
                 exited.join("; ")
             ));
         }
+        let stopping = Utc::now();
         cluster.stop_processes(Duration::from_secs(5));
+        s.cuts.push(Cut {
+            user: None,
+            from: stopping,
+            to: Utc::now(),
+            what: "the suite stopped rollboot's processes at the end of the run (SIGTERM)".into(),
+        });
         report.phase("stop rollboot and fake kubelet", t.elapsed());
         let t = Instant::now();
         s.check_reboots(report);
@@ -292,7 +326,7 @@ impl<'a> Suite<'a> {
             "fake-kubelet",
             Path::new("python3"),
             &[
-                c.setup.recipe.join("fake-kubelet.py").display().to_string(),
+                c.setup.suite.join("fake-kubelet.py").display().to_string(),
                 "--nodes".into(),
                 NODES.len().to_string(),
                 "--server".into(),
@@ -392,8 +426,8 @@ impl<'a> Suite<'a> {
     async fn probes(&mut self, report: &mut Report) -> Result<(), String> {
         let c = self.cluster;
         let nodes: Vec<String> = NODES.iter().map(|n| n.to_string()).collect();
-        run_script(
-            &c.setup.recipe.join("rollboot-config.sh"),
+        let said = run_script(
+            &c.setup.suite.join("rollboot-config.sh"),
             &[
                 &[
                     self.rb.display().to_string(),
@@ -402,9 +436,31 @@ impl<'a> Suite<'a> {
                 &nodes,
             ]
             .concat(),
+            &[
+                ("RECIPE", c.setup.recipe.display().to_string()),
+                ("ROLLBOOT", c.setup.rollboot.display().to_string()),
+            ],
             &c.log_path("rollboot-config"),
         )
         .await?;
+        let agent_config = std::fs::read_to_string(self.rb.join("agent-node-1.yaml"))
+            .map_err(|e| format!("reading agent-node-1.yaml: {e}"))?;
+        self.fake_hosts =
+            agent_config.contains("hostBootIdFile:") && agent_config.contains("hostMachineIdFile:");
+        report.header.push(format!(
+            "agents' host identity: {}",
+            if self.fake_hosts {
+                "each reads its fake host's boot-id-NODE and machine-id-NODE (fake kubelet's state dir)"
+                    .to_string()
+            } else {
+                format!(
+                    "this rollboot does not accept both reboot.hostBootIdFile and reboot.hostMachineIdFile ({})",
+                    said.lines()
+                        .find(|l| l.starts_with("host identity keys"))
+                        .unwrap_or("?")
+                )
+            }
+        ));
         run_script(
             &c.setup.recipe.join("tokens.sh"),
             &[
@@ -412,6 +468,7 @@ impl<'a> Suite<'a> {
                 &nodes,
             ]
             .concat(),
+            &[],
             &c.log_path("tokens"),
         )
         .await?;
@@ -551,30 +608,7 @@ impl<'a> Suite<'a> {
             )?;
         }
         for n in NODES {
-            c.spawn(
-                &format!("agent-{n}"),
-                bin,
-                &[
-                    "agent".into(),
-                    "--config".into(),
-                    self.rb
-                        .join(format!("agent-{n}.yaml"))
-                        .display()
-                        .to_string(),
-                    "--node-name".into(),
-                    n.into(),
-                ],
-                &[
-                    (
-                        "KUBECONFIG",
-                        self.rb
-                            .join(format!("agent-{n}.kubeconfig"))
-                            .display()
-                            .to_string(),
-                    ),
-                    ("NO_COLOR", "1".into()),
-                ],
-            )?;
+            self.spawn_agent(n, &self.rb.join(format!("agent-{n}.yaml")))?;
         }
         self.obs
             .wait(Duration::from_secs(40), |w| {
@@ -590,6 +624,32 @@ impl<'a> Suite<'a> {
                     problems(&c.log_path("controller-a"), 3).join(" | ")
                 )
             })
+    }
+
+    /// Starts (or starts again) the agent of `node` as process `agent-NODE`, with `config` and
+    /// the token bound to the agent DaemonSet's pod on that node.
+    fn spawn_agent(&self, node: &str, config: &Path) -> Result<u32, String> {
+        self.cluster.spawn(
+            &format!("agent-{node}"),
+            &self.cluster.setup.rollboot,
+            &[
+                "agent".into(),
+                "--config".into(),
+                config.display().to_string(),
+                "--node-name".into(),
+                node.into(),
+            ],
+            &[
+                (
+                    "KUBECONFIG",
+                    self.rb
+                        .join(format!("agent-{node}.kubeconfig"))
+                        .display()
+                        .to_string(),
+                ),
+                ("NO_COLOR", "1".into()),
+            ],
+        )
     }
 
     /// Two nodes flagged at once: one after the other, each once.
@@ -614,7 +674,10 @@ impl<'a> Suite<'a> {
             return Err(e);
         }
         self.used.push(node.clone());
-        let r0 = reboots(&self.state, &node);
+        let r0 = (
+            reboots(&self.state, &node),
+            reboot_requests(&self.state, &node),
+        );
         let t0 = self.flag(&node)?;
         self.await_flag(&node, t0).await?;
         let n = node.clone();
@@ -677,7 +740,10 @@ impl<'a> Suite<'a> {
             .collect();
         let node = self.busiest(&rest);
         self.used.push(node.clone());
-        let r0 = reboots(&self.state, &node);
+        let r0 = (
+            reboots(&self.state, &node),
+            reboot_requests(&self.state, &node),
+        );
         let t0 = self.flag(&node)?;
         self.await_flag(&node, t0).await?;
         let n = node.clone();
@@ -709,7 +775,8 @@ impl<'a> Suite<'a> {
     }
 
     /// Kills the leader, measures the takeover, restarts the killed replica (as its Deployment
-    /// would), waits for the node to finish; records check `id`. With `status`, also runs
+    /// would), waits for the node to finish; records check `id`. `(r0, q0)`: the node's lines
+    /// in reboots.log and reboot-requests.log before its flag. With `status`, also runs
     /// `rollboot status` while there is no leader (check 9).
     #[allow(clippy::too_many_arguments)]
     async fn failover(
@@ -719,7 +786,7 @@ impl<'a> Suite<'a> {
         title: &str,
         node: &str,
         t0: At,
-        r0: usize,
+        (r0, q0): (usize, usize),
         what: &str,
         status: bool,
     ) -> Result<(), String> {
@@ -742,7 +809,11 @@ impl<'a> Suite<'a> {
         };
         self.cluster.kill(&victim)?;
         let killed = Utc::now();
-        self.kills.push(killed);
+        self.cuts.push(Cut::at(
+            Some(audit::CONTROLLER),
+            killed,
+            format!("the suite SIGKILLed the leader {victim} {what}"),
+        ));
         println!("e2e: SIGKILLed the leader {victim} {what}");
         if status {
             self.check_status(report, node).await;
@@ -825,12 +896,21 @@ impl<'a> Suite<'a> {
             ));
         }
         let n = reboots(&self.state, node) - r0;
+        let asked = reboot_requests(&self.state, node) - q0;
         if n != 1 {
             failures.push(format!(
                 "{node} rebooted {n} time(s) for one flag (fake kubelet's reboots.log)"
             ));
-        } else {
-            notes.push(format!("{node} rebooted exactly once"));
+        }
+        if asked != 1 {
+            failures.push(format!(
+                "{node}: reboot.command ran {asked} time(s) for one flag (reboot-requests.log)"
+            ));
+        }
+        if n == 1 && asked == 1 {
+            notes.push(format!(
+                "{node} rebooted exactly once (reboots.log), reboot.command ran once (reboot-requests.log)"
+            ));
         }
         report.check(id, title, failures, notes);
         Ok(())
@@ -1146,7 +1226,12 @@ impl<'a> Suite<'a> {
             .into_iter()
             .find(|n| !self.used.iter().any(|u| u == n))
             .unwrap_or("node-5");
-        let nodes = [rest.to_string(), "node-1".to_string()];
+        // The nodes of the kube-apiserver outages when there were two: their last cycles had
+        // an outage in them, and the predictions (check 11) read every node's last cycle.
+        let nodes = match self.outage_nodes.as_slice() {
+            [a, b] => [a.clone(), b.clone()],
+            _ => [rest.to_string(), "node-1".to_string()],
+        };
         let mut t = Vec::new();
         for n in &nodes {
             t.push(self.flag(n)?);
@@ -1434,12 +1519,19 @@ impl<'a> Suite<'a> {
         let mut failures = Vec::new();
         let mut notes = Vec::new();
         let mut count = 0;
+        let mut retried = 0;
         let mut closest: Option<(f64, String)> = None;
         self.obs.with(|w| {
             for (name, vs) in &w.nodes {
                 for i in 1..vs.len() {
                     let (prev, cur) = (&vs[i - 1], &vs[i]);
                     if !(prev.unschedulable && !cur.unschedulable && !cur.deleted) {
+                        continue;
+                    }
+                    // `rollboot retry` of a failed node (its failure record removed in the
+                    // same write): an operator's clearing, not the end of a reboot cycle.
+                    if prev.state() == Some("failed") && cur.state().is_none() {
+                        retried += 1;
                         continue;
                     }
                     count += 1;
@@ -1495,7 +1587,7 @@ impl<'a> Suite<'a> {
             );
         }
         notes.push(format!(
-            "{count} uncordon(s) observed with every Node version from the start"
+            "{count} uncordon(s) observed with every Node version from the start; {retried} more by `rollboot retry` of a failed node (not judged: no reboot to wait for)"
         ));
         if let Some((gap, node)) = closest {
             notes.push(format!(
@@ -1706,16 +1798,18 @@ impl<'a> Suite<'a> {
             .collect();
         let cut: Vec<String> = entries
             .iter()
-            .filter(|e| e.cut_by_kill(&self.kills))
-            .map(|e| {
-                format!(
-                    "{} {} {} answered {} at {}: in flight when the suite killed the leader, not counted",
+            .filter(|e| !e.is_probe())
+            .filter_map(|e| {
+                let c = e.cut_by(&self.cuts)?;
+                Some(format!(
+                    "{} {} {} answered {} at {}: in flight when {}, not counted",
                     e.identity(),
                     e.verb,
                     e.uri,
                     e.code,
-                    e.done.format("%H:%M:%S%.3f")
-                )
+                    e.done.format("%H:%M:%S%.3f"),
+                    c.what
+                ))
             })
             .collect();
         let mut notes = vec![format!(
@@ -1730,7 +1824,7 @@ impl<'a> Suite<'a> {
             report.check(
                 "5",
                 title("5"),
-                audit::refused(&entries, &self.kills),
+                audit::refused(&entries, &self.cuts),
                 notes.clone(),
             );
         }
@@ -1756,7 +1850,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 16] = [
+const CHECKS: [(&str, &str); 24] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -1773,6 +1867,14 @@ const CHECKS: [(&str, &str); 16] = [
     ("10b", "audit log: `rollboot plan` sent only get and list requests (issue 11)"),
     ("11", "with each node's last cycle recorded, `rollboot simulate --from-cluster` predicts the makespan of a real rollout of all five nodes within 20% (the plan's prediction reported beside it; issue 11)"),
     ("11b", "audit log: `rollboot simulate --from-cluster` sent only get and list requests (issue 11)"),
+    ("12", "`state` garbled (banana) by the admin while the node's host is down for its acknowledged token: no second token, one reboot (reboots.log and reboot-requests.log), ends `done`; a MalformedAnnotation Event names the key and the value (issue 22, item 1)"),
+    ("13", "`state: draining` written back over `rebooting` while the host is down for its acknowledged token: the same (issue 22, item 1)"),
+    ("14a", "`reboot-ack` garbled after the agent's ack, while the host is down: the node comes back, is verified and ends `done`; one reboot, one token"),
+    ("14b", "`reboot-ack` garbled while the node drains (before its token): the agent refuses the token (reboot-refused ackUnreadable), no reboot command runs, the node fails within 10 s with a reason naming rollboot.dev/reboot-ack (issue 22, item 4); after `rollboot retry`, one reboot"),
+    ("15", "an agent on the wrong host (reboot.hostBootIdFile another node's): no reboot command runs, reboot-refused with cause wrongHost and a RebootRefused Warning Event, the node fails within 10 s with the agent's reason (issue 22, items 3 and 4); after `rollboot retry` on its own host, one reboot"),
+    ("16a", "the kube-apiserver stopped (SIGSTOP) for 20 s mid-drain, then continued: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
+    ("16b", "the kube-apiserver killed (SIGKILL) mid-drain and started again: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
+    ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 
 /// The title of check `id`.
@@ -1868,11 +1970,18 @@ async fn admin_client(kubeconfig: &Path) -> Result<kube::Client, String> {
     kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 
-/// Runs one of the recipe's scripts, its output into `log`.
-async fn run_script(script: &Path, argv: &[String], log: &Path) -> Result<(), String> {
+/// Runs one of the recipe's scripts (or the suite's copy of one) with `env` added, its output
+/// into `log`; returns the output.
+async fn run_script(
+    script: &Path,
+    argv: &[String],
+    env: &[(&str, String)],
+    log: &Path,
+) -> Result<String, String> {
     let out = tokio::process::Command::new("bash")
         .arg(script)
         .args(argv)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(std::process::Stdio::null())
         .output()
         .await
@@ -1881,7 +1990,7 @@ async fn run_script(script: &Path, argv: &[String], log: &Path) -> Result<(), St
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     let _ = std::fs::write(log, &text);
     if out.status.success() {
-        Ok(())
+        Ok(text)
     } else {
         Err(format!(
             "{} failed ({}): {}",

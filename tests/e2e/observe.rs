@@ -189,6 +189,8 @@ pub struct LeaseVersion {
     pub holder: Option<String>,
     /// The nodes of the lock's `rollboot.dev/in-flight` record, with their recorded state.
     pub in_flight: BTreeMap<String, String>,
+    /// This "version" is the deletion.
+    pub deleted: bool,
 }
 
 /// Everything recorded so far.
@@ -432,6 +434,7 @@ impl Observer {
                             name: l.name_any(),
                             holder: None,
                             in_flight: BTreeMap::new(),
+                            deleted: true,
                         });
                         Vec::new()
                     }
@@ -459,6 +462,7 @@ impl Observer {
                             .and_then(|s| s.holder_identity.clone())
                             .filter(|h| !h.is_empty()),
                         in_flight,
+                        deleted: false,
                     });
                 }
             },
