@@ -132,6 +132,9 @@ def main():
         ("report lost a token that is not the current one", update(AGENT, "n1", acked, with_ann(acked, reboot_lost="t0")), "deny: the rollboot agent may set rollboot.dev/reboot-lost only"),
         ("ack a new token with an old lost report", update(AGENT, "n1", reported_new, with_ann(reported_new, reboot_ack="t2")), "allow"),
         ("report lost on another node", update(AGENT, "n2", acked, with_ann(acked, reboot_lost="t1")), "deny"),
+        ("refuse its token, saying why", update(AGENT, "n1", base, with_ann(base, reboot_refused='{"token":"t1","cause":"wrongHost"}')), "allow"),
+        ("clear its refusal with the ack", update(AGENT, "n1", with_ann(base, reboot_refused="x"), with_ann(base, reboot_ack="t1")), "allow"),
+        ("refuse on another node", update(AGENT, "n2", base, with_ann(base, reboot_refused="x")), "deny"),
         # The reboot history is the controller's record: an agent may neither forge nor erase it.
         ("write the reboot count", update(AGENT, "n1", base, with_ann(base, reboot_count="1")), "deny: the rollboot agent may only add or change"),
         ("write the last reboot", update(AGENT, "n1", base, with_ann(base, last_reboot="2026-01-01T00:00:00Z")), "deny: the rollboot agent may only add or change"),

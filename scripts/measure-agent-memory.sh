@@ -28,12 +28,18 @@ node=node-0000
 
 . "$(dirname "$0")/sim-serve.sh"
 
+# The agent acts only on its own host: here the simulated node-0000's, whose boot and machine
+# IDs are given to it as files (reboot.hostBootIdFile, hostMachineIdFile).
+kubectl --kubeconfig "$kc" get node "$node" -o jsonpath='{.status.nodeInfo.bootID}' >"$work/boot-id"
+kubectl --kubeconfig "$kc" get node "$node" -o jsonpath='{.status.nodeInfo.machineID}' >"$work/machine-id"
 cat >"$work/config.yaml" <<EOF
 reboot:
   sentinelFile: $work/reboot-required
   checkPeriod: 2s
   method: command
   command: ["true"]
+  hostBootIdFile: $work/boot-id
+  hostMachineIdFile: $work/machine-id
 lock:
   namespace: default   # the simulator's kubectl path cannot create namespaces
 EOF

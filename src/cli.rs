@@ -92,6 +92,9 @@ pub enum Command {
         /// The node this agent runs on.
         #[arg(long, env = "NODE_NAME")]
         node_name: String,
+        /// Address of `/metrics` and `/healthz` (default: not served).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Show the rollout: leader, maintenance lock, flagged/in-flight/failed nodes, schedule.
     ///
@@ -283,8 +286,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             })
         }
-        Command::Agent { config, node_name } => {
-            let Some(config) = load_or_report(&config)? else {
+        Command::Agent {
+            config: file,
+            node_name,
+            metrics_addr,
+        } => {
+            let Some(config) = load_or_report(&file)? else {
                 return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
             };
             // The agent watches one Node and checks one sentinel: a single thread does it, and
@@ -295,13 +302,41 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let client = kube::Client::try_from(kube_config)?;
                 let config = std::sync::Arc::new(config);
                 let r = &config.reboot;
+                let method = crate::agent::HostReboot::from_config(r);
+                let sentinel = crate::agent::HostSentinel::from_config(r);
+                let metrics = std::sync::Arc::new(crate::agent::AgentMetrics::default());
+                if let Some(addr) = metrics_addr {
+                    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                        anyhow::anyhow!("cannot serve /metrics and /healthz on {addr} (--metrics-addr): {e}")
+                    })?;
+                    let served = metrics.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = crate::agent::metrics::serve_on(listener, served).await {
+                            tracing::error!(error = %e, "serving /metrics and /healthz stopped");
+                        }
+                    });
+                }
+                {
+                    use crate::agent::RebootMethod;
+                    let boot = method.boot_id(&node_name);
+                    tracing::info!(
+                        node = %node_name,
+                        sentinel = %sentinel.describe(),
+                        method = %method.describe(),
+                        config = %file.display(),
+                        host_boot_id = boot.as_deref().unwrap_or("unreadable"),
+                        host_machine_id = method.machine_id(&node_name).as_deref().unwrap_or("unknown"),
+                        "agent starting"
+                    );
+                }
                 let shutdown = shutdown_signal();
                 crate::agent::run(
                     client,
                     config.clone(),
                     node_name,
-                    crate::agent::HostReboot::from_config(r),
-                    crate::agent::HostSentinel::from_config(r),
+                    method,
+                    sentinel,
+                    metrics,
                     shutdown,
                 )
                 .await?;

@@ -45,6 +45,10 @@ pub const REBOOT_ACK: &str = "rollboot.dev/reboot-ack";
 /// same boot of its host (it died between the ack and the reboot). The controller answers with
 /// a new token, a new and single reboot, a bounded number of times.
 pub const REBOOT_LOST: &str = "rollboot.dev/reboot-lost";
+/// Agent: a reboot token it will not act on, or could not (its reboot command failed), and
+/// why (JSON, see [`Refusal`]). The controller fails the node at once where the cause will not
+/// pass ([`RefusalCause::fails_the_node`]) instead of waiting out `reboot.timeout`.
+pub const REBOOT_REFUSED: &str = "rollboot.dev/reboot-refused";
 /// Controller: which reboot request of the cycle the current `reboot` token is (1, 2, ...).
 pub const REBOOT_ATTEMPT: &str = "rollboot.dev/reboot-attempt";
 /// Controller: why the node failed (with `state: failed`).
@@ -74,7 +78,14 @@ pub const HOOKS: &str = "rollboot.dev/hooks";
 pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
 /// What one cycle leaves for its later steps and the agent to act on: a cycle starts without
 /// them (the controller's cordon step removes them), and clearing a failure removes them too.
-pub const CYCLE_KEYS: [&str; 5] = [REBOOT, BOOT_ID_BEFORE, HEALTH_GATE, REBOOT_ATTEMPT, HOOKS];
+pub const CYCLE_KEYS: [&str; 6] = [
+    REBOOT,
+    BOOT_ID_BEFORE,
+    HEALTH_GATE,
+    REBOOT_ATTEMPT,
+    HOOKS,
+    REBOOT_REFUSED,
+];
 
 /// Annotation kubelet puts on mirror pods.
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
@@ -176,6 +187,97 @@ impl Token {
     }
 }
 
+/// Why an agent refused a reboot token (or could not act on it), as a stable code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RefusalCause {
+    /// The token is not in the format rollboot writes.
+    TokenInvalid,
+    /// The token is older than `reboot.timeout`.
+    TokenExpired,
+    /// `reboot-ack` is malformed: the agent cannot tell whether it already acted on the token.
+    AckUnreadable,
+    /// The host's boot ID cannot be read (`reboot.hostBootIdFile`).
+    HostUnknown,
+    /// The host under the agent is not the Node's: its boot ID (or machine ID) is another.
+    WrongHost,
+    /// The host rebooted since the token was issued: acting would be a second reboot.
+    AlreadyRebooted,
+    /// The node is not cordoned.
+    NotCordoned,
+    /// The node is not listed in the maintenance lock.
+    NotInLock,
+    /// The maintenance lock could not be read.
+    LockUnreadable,
+    /// The agent acknowledged the token and its reboot command failed.
+    RebootCommandFailed,
+}
+
+impl RefusalCause {
+    /// Whether the node fails at once: the cause will not pass by itself (a wrong host, an
+    /// unreadable ack or boot ID, an expired token, a failing reboot command). The others are
+    /// looked at again by the agent while the token lives (the lock), or are the controller's
+    /// own to act on (an uncordoned node starts over, a host that rebooted is verified).
+    pub fn fails_the_node(self) -> bool {
+        matches!(
+            self,
+            RefusalCause::TokenExpired
+                | RefusalCause::AckUnreadable
+                | RefusalCause::HostUnknown
+                | RefusalCause::WrongHost
+                | RefusalCause::RebootCommandFailed
+        )
+    }
+
+    /// The code, as in the annotation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCause::TokenInvalid => "tokenInvalid",
+            RefusalCause::TokenExpired => "tokenExpired",
+            RefusalCause::AckUnreadable => "ackUnreadable",
+            RefusalCause::HostUnknown => "hostUnknown",
+            RefusalCause::WrongHost => "wrongHost",
+            RefusalCause::AlreadyRebooted => "alreadyRebooted",
+            RefusalCause::NotCordoned => "notCordoned",
+            RefusalCause::NotInLock => "notInLock",
+            RefusalCause::LockUnreadable => "lockUnreadable",
+            RefusalCause::RebootCommandFailed => "rebootCommandFailed",
+        }
+    }
+}
+
+impl fmt::Display for RefusalCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an agent writes in `reboot-refused`: the token, the cause, the sentence, and when.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Refusal {
+    /// The token refused.
+    pub token: String,
+    /// Why, as a code.
+    pub cause: RefusalCause,
+    /// Why, as a sentence.
+    pub reason: String,
+    /// When the agent refused it (RFC 3339).
+    pub at: String,
+}
+
+impl Refusal {
+    /// The annotation text.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("a Refusal serializes")
+    }
+
+    /// Parses the annotation text.
+    pub fn parse(text: &str) -> Option<Refusal> {
+        serde_json::from_str(text).ok()
+    }
+}
+
 /// A rollboot annotation whose value is not in the format rollboot writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed {
@@ -242,6 +344,8 @@ pub struct NodeView {
     pub ready: bool,
     /// `status.nodeInfo.bootID`.
     pub boot_id: String,
+    /// `status.nodeInfo.machineID` (empty when unknown; the controller's cache trims it).
+    pub machine_id: String,
     /// Being deleted.
     pub deleting: bool,
     /// `reboot-required` present.
@@ -278,6 +382,8 @@ pub struct NodeView {
     pub reboot_lost: Option<String>,
     /// `reboot-attempt`, when it parses.
     pub reboot_attempt: Option<u32>,
+    /// `reboot-refused`, when it parses.
+    pub reboot_refused: Option<Refusal>,
     /// The rollboot annotations present whose value does not parse, in key order; each reads
     /// as absent in the fields above (`reboot-ack` and `reboot-lost` excepted: kept as found).
     pub malformed: Vec<Malformed>,
@@ -443,10 +549,9 @@ impl NodeView {
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
             .is_some_and(|c| c.status == "True");
-        let boot_id = status
-            .and_then(|s| s.node_info.as_ref())
-            .map(|i| i.boot_id.clone())
-            .unwrap_or_default();
+        let info = status.and_then(|s| s.node_info.as_ref());
+        let boot_id = info.map(|i| i.boot_id.clone()).unwrap_or_default();
+        let machine_id = info.map(|i| i.machine_id.clone()).unwrap_or_default();
         let taints = node
             .spec
             .as_ref()
@@ -491,6 +596,13 @@ impl NodeView {
             REBOOT_ATTEMPT,
             "a whole number from 1",
             |v| v.parse::<u32>().ok().filter(|a| *a >= 1),
+        );
+        let reboot_refused = parsed(
+            ann,
+            &mut malformed,
+            REBOOT_REFUSED,
+            "JSON with token, cause, reason and at, as the agent writes it",
+            Refusal::parse,
         );
         let boot_text = "a boot ID: not empty, no whitespace, at most 128 bytes";
         let well_formed = |v: &str| boot_id_well_formed(v).then(|| v.to_string());
@@ -544,6 +656,7 @@ impl NodeView {
             unschedulable_taint: tainted(&[TAINT_UNSCHEDULABLE]),
             ready,
             boot_id,
+            machine_id,
             deleting: meta.deletion_timestamp.is_some(),
             reboot_required: ann.contains_key(REBOOT_REQUIRED),
             reboot_required_reason: get(REBOOT_REQUIRED_REASON),
@@ -565,6 +678,7 @@ impl NodeView {
             reboot_ack: get(REBOOT_ACK),
             reboot_lost: get(REBOOT_LOST),
             reboot_attempt,
+            reboot_refused,
             malformed,
             health_gate: get(HEALTH_GATE),
             failure_reason: get(FAILURE_REASON),

@@ -306,6 +306,31 @@ async fn the_agents_json_log_gives_the_sentinels_reason_as_plain_text() {
     .await
     .unwrap();
     let lines = assert_json_lines(&log);
+    // One line at start says what it runs with.
+    let start = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "agent starting")
+        .unwrap_or_else(|| panic!("no start line: {log}"));
+    let f = &start["fields"];
+    assert_eq!(f["node"], node, "{start}");
+    assert_eq!(
+        f["sentinel"],
+        format!("file {}", sentinel.display()).as_str(),
+        "{start}"
+    );
+    assert!(
+        f["method"]
+            .as_str()
+            .is_some_and(|m| m.contains("systemctl reboot") && m.contains("boot_id")),
+        "{start}"
+    );
+    assert!(
+        f["config"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("rollboot.yaml")),
+        "{start}"
+    );
+    assert!(f["host_boot_id"].is_string(), "{start}");
     let changed = lines
         .iter()
         .find(|l| l["fields"]["message"] == "reboot-required changed")

@@ -423,6 +423,55 @@ fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
             );
         }
     }
+    if r.sentinel_reboot_exit_codes.is_empty() {
+        report(
+            "reboot.sentinelRebootExitCodes".into(),
+            "is empty: the sentinel command could never say a reboot is needed".into(),
+        );
+    }
+    let no_reboot = r.sentinel_no_reboot_codes();
+    for (key, codes) in [
+        (
+            "reboot.sentinelRebootExitCodes",
+            &r.sentinel_reboot_exit_codes,
+        ),
+        ("reboot.sentinelNoRebootExitCodes", &no_reboot),
+    ] {
+        if let Some(c) = codes.iter().find(|c| !(0..=255).contains(*c)) {
+            report(key.into(), format!("{c} is not an exit code (0 to 255)"));
+        }
+    }
+    if let Some(c) = no_reboot
+        .iter()
+        .find(|c| r.sentinel_reboot_exit_codes.contains(c))
+    {
+        report(
+            "reboot.sentinelNoRebootExitCodes".into(),
+            format!("{c} is also in sentinelRebootExitCodes: an exit code cannot mean both"),
+        );
+    }
+    if r.sentinel_command.is_some() && no_reboot.is_empty() {
+        report(
+            "reboot.sentinelNoRebootExitCodes".into(),
+            "is empty: the sentinel command could never say no reboot is needed".into(),
+        );
+    }
+    for (key, path) in [
+        ("reboot.hostBootIdFile", &r.host_boot_id_file),
+        ("reboot.hostMachineIdFile", &r.host_machine_id_file),
+        ("reboot.hostMountNamespace", &r.host_mount_namespace),
+    ] {
+        let may_be_empty = key != "reboot.hostBootIdFile";
+        if (path.is_empty() && !may_be_empty) || (!path.is_empty() && !path.starts_with('/')) {
+            report(
+                key.into(),
+                format!(
+                    "`{path}` is not an absolute path{}",
+                    if may_be_empty { " (or empty)" } else { "" }
+                ),
+            );
+        }
+    }
     if r.method == RebootMethod::Command && (r.command.is_empty() || r.command[0].is_empty()) {
         report(
             "reboot.command".into(),

@@ -219,9 +219,32 @@ pub struct Reboot {
     pub timeout: Duration,
     /// A file whose existence means "reboot needed". Default `/var/run/reboot-required`.
     pub sentinel_file: String,
-    /// A command (argv) whose exit status 0 means "reboot needed"; replaces `sentinelFile`. Default: none.
+    /// A command (argv) whose exit status says whether a reboot is needed; replaces
+    /// `sentinelFile`. It runs in the host's mount namespace (see `hostMountNamespace`), so
+    /// the host's tools (`needs-restarting`) are found. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sentinel_command: Option<Vec<String>>,
+    /// The sentinel command's exit codes that mean "reboot needed". Default `[0]` (kured's
+    /// rule); RHEL's `needs-restarting -r` exits 1 when a reboot is needed: `[1]`.
+    pub sentinel_reboot_exit_codes: Vec<i32>,
+    /// The exit codes that mean "no reboot needed". Default: 0 and 1, less
+    /// `sentinelRebootExitCodes`. Any other code, a command that cannot start or is killed is
+    /// an error: the flag is left as it was, and the agent says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sentinel_no_reboot_exit_codes: Option<Vec<i32>>,
+    /// The mount namespace the sentinel command is started in (entered with setns(2), as the
+    /// default reboot command's `nsenter -m` does): by default the host's, through PID 1 (the
+    /// agent runs with hostPID). Empty: the agent container's own.
+    pub host_mount_namespace: String,
+    /// Where the agent reads its host's boot ID, which must equal its Node's
+    /// `status.nodeInfo.bootID` before it acts on a token. Default the kernel's
+    /// `/proc/sys/kernel/random/boot_id` (not namespaced: a container reads its host's).
+    pub host_boot_id_file: String,
+    /// Where the agent reads its host's machine ID, compared with its Node's
+    /// `status.nodeInfo.machineID` where both are known. Default the host's
+    /// `/proc/1/root/etc/machine-id` (through PID 1; unreadable without CAP_SYS_PTRACE, then not
+    /// compared). Empty: not compared.
+    pub host_machine_id_file: String,
     /// How often the agent checks the sentinel. Default 1m.
     pub check_period: Duration,
     /// How the agent reboots the host.
@@ -238,6 +261,11 @@ impl Default for Reboot {
             timeout: Duration::from_mins(15),
             sentinel_file: "/var/run/reboot-required".into(),
             sentinel_command: None,
+            sentinel_reboot_exit_codes: vec![0],
+            sentinel_no_reboot_exit_codes: None,
+            host_mount_namespace: "/proc/1/ns/mnt".into(),
+            host_boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
+            host_machine_id_file: "/proc/1/root/etc/machine-id".into(),
             check_period: Duration::from_mins(1),
             method: RebootMethod::Command,
             command: [
@@ -250,6 +278,20 @@ impl Default for Reboot {
             .map(String::from)
             .to_vec(),
             signal: 39,
+        }
+    }
+}
+
+impl Reboot {
+    /// The sentinel command's exit codes that mean "no reboot needed":
+    /// `sentinelNoRebootExitCodes`, or 0 and 1 less the codes that mean "reboot needed".
+    pub fn sentinel_no_reboot_codes(&self) -> Vec<i32> {
+        match &self.sentinel_no_reboot_exit_codes {
+            Some(c) => c.clone(),
+            None => [0, 1]
+                .into_iter()
+                .filter(|c| !self.sentinel_reboot_exit_codes.contains(c))
+                .collect(),
         }
     }
 }

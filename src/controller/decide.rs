@@ -603,6 +603,13 @@ pub fn state_contradiction(n: &NodeView, entry: &LockEntry) -> Option<String> {
     ))
 }
 
+/// The agent's refusal of the node's current reboot token, if it wrote one.
+fn refused(n: &NodeView) -> Option<&proto::Refusal> {
+    n.reboot_refused
+        .as_ref()
+        .filter(|r| n.reboot_token.as_deref() == Some(r.token.as_str()))
+}
+
 /// Why a reboot did not end in time, from what did and did not happen.
 fn reboot_timeout_reason(n: &NodeView, config: &Config) -> String {
     let within = config.reboot.timeout;
@@ -617,10 +624,17 @@ fn reboot_timeout_reason(n: &NodeView, config: &Config) -> String {
         } else {
             String::new()
         };
-        format!(
-            "the agent did not acknowledge reboot token {token} within {within}{ack}: it is not \
-             running, or it refused the token (see the node's RebootRefused Events)"
-        )
+        match refused(n) {
+            Some(r) => format!(
+                "the agent did not acknowledge reboot token {token} within {within}{ack}: it \
+                 refused it ({}): {}",
+                r.cause, r.reason
+            ),
+            None => format!(
+                "the agent did not acknowledge reboot token {token} within {within}{ack}: it is \
+                 not running, or it refused the token (see the node's RebootRefused Events)"
+            ),
+        }
     } else if n.boot_id == before {
         format!(
             "the agent acknowledged reboot token {token}, but the node's boot ID is still \
@@ -769,6 +783,14 @@ pub fn next_step(
                 return Step::RequestReboot {
                     attempt: attempt + 1,
                 };
+            }
+            // The agent said it will not act on this token, for a cause that will not pass:
+            // failed now, with its reason, rather than at the reboot timeout.
+            if let Some(r) = refused(n).filter(|r| r.cause.fails_the_node()) {
+                return Step::Fail(format!(
+                    "the agent refused reboot token {} ({}): {}",
+                    r.token, r.cause, r.reason
+                ));
             }
             let deadline = since + config.reboot.timeout.to_chrono();
             if now >= deadline {

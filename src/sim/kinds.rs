@@ -450,6 +450,8 @@ pub struct Index {
     pub event: Option<Box<super::events::Fields>>,
     /// `status.nodeInfo.bootID` (nodes): the simulated agents read it on every check.
     pub boot_id: Option<String>,
+    /// `status.nodeInfo.machineID` (nodes): a simulated agent reads it as its host's.
+    pub machine_id: Option<String>,
     /// `metadata.deletionGracePeriodSeconds` (pods being deleted).
     pub deletion_grace: Option<i64>,
     /// What the world reads of a workload controller (ReplicaSet, StatefulSet, Deployment,
@@ -556,6 +558,8 @@ impl Index {
             event: (value["kind"] == "Event" && value["apiVersion"] == "v1")
                 .then(|| Box::new(super::events::Fields::of(value))),
             boot_id: s(&value["status"]["nodeInfo"]["bootID"]).filter(|_| value["kind"] == "Node"),
+            machine_id: s(&value["status"]["nodeInfo"]["machineID"])
+                .filter(|_| value["kind"] == "Node"),
             deletion_grace: md["deletionGracePeriodSeconds"].as_i64(),
             workload: Workload::of(value),
         }

@@ -103,6 +103,16 @@ impl World {
     pub fn boot_id(&self, node: &str) -> Option<String> {
         self.shared.store.get(Kind::Node, node)?.idx.boot_id.clone()
     }
+
+    /// The machine ID the kubelet of `node` reports (its host's, which a reboot keeps).
+    pub fn machine_id(&self, node: &str) -> Option<String> {
+        self.shared
+            .store
+            .get(Kind::Node, node)?
+            .idx
+            .machine_id
+            .clone()
+    }
 }
 
 fn rand_hex(rng: &mut SmallRng, n: usize) -> String {

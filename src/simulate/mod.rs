@@ -122,6 +122,8 @@ pub fn sim_config(overrides: &str) -> anyhow::Result<Config> {
 pub struct Host {
     /// Nodes whose sentinel says "reboot needed".
     pub sentinel: Arc<Mutex<BTreeSet<String>>>,
+    /// Nodes whose sentinel gives no answer (an error), whatever `sentinel` says.
+    pub sentinel_errors: Arc<Mutex<BTreeSet<String>>>,
     /// Reboots performed per node.
     pub reboots: Arc<Mutex<BTreeMap<String, usize>>>,
     /// Hosts that never come back: the reboot is acknowledged and nothing happens.
@@ -138,15 +140,19 @@ pub struct Host {
     pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
-/// The simulator's reboot method: the world reboots the node (new bootID after the scenario's
-/// reboot time).
+/// The simulator's reboot method: the world reboots the host (new bootID after the scenario's
+/// reboot time). The host is the one of node `on`: its agent's own, or another one's where a
+/// test starts an agent on the wrong host ([`Harness::start_agent_on`]).
 pub struct SimReboot {
     world: crate::sim::World,
     host: Host,
+    on: String,
 }
 
 impl RebootMethod for SimReboot {
-    async fn reboot(&self, node: &str, token: &str) -> Result<(), AgentError> {
+    async fn reboot(&self, _node: &str, token: &str) -> Result<(), AgentError> {
+        // The host under the agent is the one that goes down, whatever Node it serves.
+        let node = self.on.as_str();
         let stalls = {
             let mut stall = self.host.stall.lock().expect("stall");
             match stall.get_mut(node) {
@@ -195,10 +201,16 @@ impl RebootMethod for SimReboot {
     /// The simulated host's boot ID: the one its kubelet reports once the host is up, none
     /// while it is down after a reboot (a real agent does not run then; one restarted in a
     /// test at that moment must not take the boot from before for the host's).
-    fn boot_id(&self, node: &str) -> Option<String> {
+    fn boot_id(&self, _node: &str) -> Option<String> {
+        let node = self.on.as_str();
         let reported = self.world.boot_id(node)?;
         let down = self.host.down_from.lock().expect("down_from");
         (down.get(node) != Some(&reported)).then_some(reported)
+    }
+
+    /// The simulated host's machine ID: its kubelet's (a reboot keeps it).
+    fn machine_id(&self, _node: &str) -> Option<String> {
+        self.world.machine_id(&self.on)
     }
 }
 
@@ -209,13 +221,26 @@ pub struct SimSentinel {
 }
 
 impl Sentinel for SimSentinel {
-    async fn check(&self) -> Option<String> {
-        self.host
+    async fn check(&self) -> Result<Option<String>, crate::agent::SentinelError> {
+        if self
+            .host
+            .sentinel_errors
+            .lock()
+            .expect("sentinel errors")
+            .contains(&self.node)
+        {
+            return Err(crate::agent::SentinelError {
+                command: "simulated sentinel".into(),
+                reason: "exited 2, which means neither \"reboot needed\" nor \"no reboot\"".into(),
+            });
+        }
+        Ok(self
+            .host
             .sentinel
             .lock()
             .expect("sentinel")
             .contains(&self.node)
-            .then(|| "simulated sentinel".to_string())
+            .then(|| "simulated sentinel".to_string()))
     }
 }
 
@@ -231,6 +256,8 @@ pub struct Harness {
     pub host: Host,
     /// Metrics of each controller replica.
     pub metrics: Vec<Arc<Metrics>>,
+    /// The agents' metrics (shared by every simulated agent).
+    pub agent_metrics: Arc<crate::agent::AgentMetrics>,
     controllers: Vec<Option<(JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>>,
     agents: BTreeMap<String, JoinHandle<()>>,
     agent_client: kube::Client,
@@ -297,6 +324,7 @@ impl Harness {
             config: Arc::new(config),
             host: Host::default(),
             metrics: Vec::new(),
+            agent_metrics: Arc::default(),
             controllers: Vec::new(),
             agents: BTreeMap::new(),
             agent_client,
@@ -390,9 +418,18 @@ impl Harness {
 
     /// Starts the agent of `node`.
     pub fn start_agent(&mut self, node: &str) {
+        self.start_agent_on(node, node);
+    }
+
+    /// Starts the agent of `node` on the host of node `host`: its own (see [`start_agent`]),
+    /// or another one's, as an agent started with the wrong `--node-name` would run.
+    ///
+    /// [`start_agent`]: Harness::start_agent
+    pub fn start_agent_on(&mut self, node: &str, host: &str) {
         let method = SimReboot {
             world: self.cluster.world().clone(),
             host: self.host.clone(),
+            on: host.to_string(),
         };
         let sentinel = SimSentinel {
             node: node.into(),
@@ -408,6 +445,7 @@ impl Harness {
             None => self.agent_client.clone(),
         };
         let (client, config, name) = (client, self.config.clone(), node.to_string());
+        let metrics = self.agent_metrics.clone();
         let task = tokio::spawn(async move {
             if let Err(e) = crate::agent::run(
                 client,
@@ -415,6 +453,7 @@ impl Harness {
                 name.clone(),
                 method,
                 sentinel,
+                metrics,
                 std::future::pending(),
             )
             .await
