@@ -70,14 +70,15 @@ impl Entry {
     /// The cut of the suite's that explains this answer, if one does: a 5xx answer to a
     /// request of the cut's identity that was in flight during it (both controller replicas
     /// share an identity, as all agents do, so a request of a survivor in flight at that
-    /// instant is counted here too).
+    /// instant is counted here too), or a 401 or 403 while a kube-apiserver was starting.
     pub fn cut_by<'c>(&self, cuts: &'c [Cut]) -> Option<&'c Cut> {
         let slack = chrono::Duration::milliseconds(200);
-        if self.code < 500 || !self.is_rollboot_identity() {
+        if self.code < 400 || !self.is_rollboot_identity() {
             return None;
         }
         cuts.iter().find(|c| {
-            c.user.is_none_or(|u| u == self.user)
+            (self.code >= 500 || (c.starting && matches!(self.code, 401 | 403)))
+                && c.user.is_none_or(|u| u == self.user)
                 && self.received <= c.to + slack
                 && self.done >= c.from - slack
         })
@@ -102,6 +103,9 @@ pub struct Cut {
     pub to: DateTime<Utc>,
     /// What the suite did, for the report.
     pub what: String,
+    /// A kube-apiserver was starting in it: until its caches are synced it answers 401 or 403
+    /// to requests it will allow once ready (its RBAC authorizer reads informers).
+    pub starting: bool,
 }
 
 impl Cut {
@@ -112,6 +116,7 @@ impl Cut {
             from: at,
             to: at,
             what: what.into(),
+            starting: false,
         }
     }
 }
@@ -282,6 +287,41 @@ pub fn user_agents(entries: &[Entry]) -> Vec<String> {
         .into_iter()
         .map(|((who, ua), n)| format!("{who}: {n} x {ua:?}"))
         .collect()
+}
+
+/// rollboot's requests (probes excluded) answered 2xx that were in flight at some moment
+/// between `from` and `to` and that `pick` picks: what rollboot changed in a stretch a watch of
+/// the suite may have missed (see `observe::Gap`).
+pub fn changes_between(
+    entries: &[Entry],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    pick: impl Fn(&Entry) -> bool,
+) -> Vec<&Entry> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.is_rollboot_identity()
+                && !e.is_probe()
+                && (200..300).contains(&e.code)
+                && e.received <= to
+                && e.done >= from
+                && pick(e)
+        })
+        .collect()
+}
+
+/// A write to a Node (patch or update of the object or a subresource).
+pub fn is_node_write(e: &Entry) -> bool {
+    e.resource.starts_with("nodes") && matches!(e.verb.as_str(), "patch" | "update")
+}
+
+/// What can take a pod down: an eviction, a pod deleted, or a Node write (the agent's ack
+/// comes before its reboot; the controller's steps lead to one).
+pub fn is_disruption(e: &Entry) -> bool {
+    (e.resource == "pods/eviction" && e.verb == "create")
+        || (e.resource == "pods" && matches!(e.verb.as_str(), "delete" | "deletecollection"))
+        || is_node_write(e)
 }
 
 /// rollboot's 409 answers on Nodes, classified.

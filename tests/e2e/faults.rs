@@ -333,6 +333,7 @@ impl Suite<'_> {
     /// `rollboot retry NODE` as the admin, then the cycle that follows when the node is still
     /// flagged (or its return to idle when not). Returns what retry said and how it ended.
     async fn retry(&self, node: &str) -> Result<(String, Option<End>), String> {
+        self.await_host_settled(node).await?;
         let t = Utc::now();
         // Not run_rollboot: retry takes no --config (it writes the Node only).
         let out = tokio::process::Command::new(&self.cluster.setup.rollboot)
@@ -349,8 +350,9 @@ impl Suite<'_> {
                 short(&String::from_utf8_lossy(&out.stderr), 400)
             ));
         }
-        let said = short(&String::from_utf8_lossy(&out.stdout), 200);
-        if said.contains("still flagged") {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let said = short(&text, 200);
+        if text.contains("still flagged") {
             let end = self.await_end(node, t, CYCLE_TIMEOUT).await?;
             return Ok((said, Some(end)));
         }
@@ -363,6 +365,43 @@ impl Suite<'_> {
             .await
             .ok_or_else(|| format!("{node} not idle 30 s after `rollboot retry`: {said}"))?;
         Ok((said, None))
+    }
+
+    /// Waits (up to 20 s) until no fake reboot of `nodes` is under way (the fake kubelet
+    /// removes `reboot-NODE` once the node is back and its reboot is in reboots.log).
+    async fn await_fake_reboots(&self, nodes: &[&str]) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while nodes
+            .iter()
+            .any(|n| self.state.join(format!("reboot-{n}")).exists())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until `node`'s host is as an operator would retry it on: no fake reboot under way,
+    /// Ready without a not-ready taint, and its flag as its agent's sentinel says (the agent
+    /// takes its flag off once a reboot removed the sentinel). A failed node retried while its
+    /// host is still going down would be taken again at once, on its old boot.
+    async fn await_host_settled(&self, node: &str) -> Result<(), String> {
+        self.await_fake_reboots(&[node]).await;
+        let sentinel = self.rb.join("sentinels").join(node);
+        self.obs
+            .wait(Duration::from_secs(30), |w| {
+                let v = w.node(node)?;
+                (v.ready
+                    && v.lifecycle_taints().is_empty()
+                    && v.has("reboot-required") == sentinel.exists())
+                .then_some(())
+            })
+            .await
+            .ok_or_else(|| {
+                format!(
+                    "{node}'s host did not settle within 30 s: {}",
+                    self.describe(node)
+                )
+            })
     }
 
     /// rollboot's Events about Node `node` with `reason`, as `kubectl get events -A` (admin)
@@ -607,6 +646,8 @@ impl Suite<'_> {
             let end = self.await_end(&a.node, t0[&a.node], CYCLE_TIMEOUT).await;
             ends.insert(a.node.clone(), end);
         }
+        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        self.await_fake_reboots(&names).await;
         for a in &applied {
             let mut failures = Vec::new();
             let mut notes = vec![format!(
@@ -826,8 +867,9 @@ impl Suite<'_> {
         let end = self
             .await_end(node, t0, REBOOT_TIMEOUT + Duration::from_secs(30))
             .await;
+        self.await_fake_reboots(&[node]).await;
         let asked_at_end = self.counts(node);
-        let timeline = self.obs.with(|w| Timeline::read(w, node, at));
+        let timeline = self.obs.with(|w| Timeline::read(w, node, t0));
         let mut failures = Vec::new();
         let mut notes = vec![format!(
             "wrote {REBOOT_ACK}={GARBLED} on {node} at {} while it drained",
@@ -952,23 +994,30 @@ impl Suite<'_> {
         let wrong = self.rb.join(format!("agent-{node}-wrong-host.yaml"));
         let text =
             std::fs::read_to_string(&right).map_err(|e| format!("{}: {e}", right.display()))?;
-        let own = self
-            .state
-            .join(format!("boot-id-{node}"))
-            .display()
-            .to_string();
-        let theirs = self
-            .state
-            .join(format!("boot-id-{other}"))
-            .display()
-            .to_string();
-        if !text.contains(&format!("hostBootIdFile: {own}\n")) {
-            return Err(format!(
-                "{} does not read hostBootIdFile: {own}",
-                right.display()
-            ));
+        // Another host entirely: its boot ID and its machine ID. (Another boot ID with this
+        // machine's ID reads as this host rebooted and its kubelet not yet saying so.)
+        let mut wrong_text = text.clone();
+        for (key, file) in [
+            ("hostBootIdFile", "boot-id"),
+            ("hostMachineIdFile", "machine-id"),
+        ] {
+            let own = self
+                .state
+                .join(format!("{file}-{node}"))
+                .display()
+                .to_string();
+            let theirs = self
+                .state
+                .join(format!("{file}-{other}"))
+                .display()
+                .to_string();
+            if !text.contains(&format!("{key}: {own}\n")) {
+                return Err(format!("{} does not read {key}: {own}", right.display()));
+            }
+            wrong_text =
+                wrong_text.replace(&format!("{key}: {own}\n"), &format!("{key}: {theirs}\n"));
         }
-        std::fs::write(&wrong, text.replace(&own, &theirs)).map_err(|e| e.to_string())?;
+        std::fs::write(&wrong, wrong_text).map_err(|e| e.to_string())?;
         let name = format!("agent-{node}");
         self.cluster.kill(&name)?;
         self.cuts.push(Cut::at(
@@ -977,13 +1026,14 @@ impl Suite<'_> {
             format!("the suite killed {name} to start it on {other}'s host"),
         ));
         self.spawn_agent(node, &wrong)?;
-        println!("e2e: started {name} with reboot.hostBootIdFile {theirs} (check {id})");
+        println!("e2e: started {name} on {other}'s fake host (reboot.hostBootIdFile, hostMachineIdFile; check {id})");
         let before = self.counts(node);
         let t0 = self.flag(node)?;
         self.await_flag(node, t0).await?;
         let end = self
             .await_end(node, t0, REBOOT_TIMEOUT + Duration::from_secs(30))
             .await;
+        self.await_fake_reboots(&[node]).await;
         let at_end = self.counts(node);
         let timeline = self.obs.with(|w| Timeline::read(w, node, t0));
         let mut failures = Vec::new();
@@ -1211,6 +1261,7 @@ impl Suite<'_> {
                             .into()
                     }
                 },
+                starting: case == Outage::Killed,
             });
             done.push(Struck {
                 case,
@@ -1227,6 +1278,8 @@ impl Suite<'_> {
                 .await;
             ends.insert(n.clone(), end);
         }
+        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        self.await_fake_reboots(&names).await;
         for Struck { case, node, span } in &done {
             let id = case.id();
             let Some((from, to)) = span else {
@@ -1277,7 +1330,13 @@ impl Suite<'_> {
                     .filter(|(_, s)| *s >= 30.0)
                     .map(|(p, s)| format!("{p} for {s:.0}s"))
                     .collect();
-                (leader, w.gaps.clone(), phantoms)
+                let gaps: Vec<String> = w
+                    .gaps
+                    .iter()
+                    .filter(|g| g.to >= *from)
+                    .map(|g| g.to_string())
+                    .collect();
+                (leader, gaps, phantoms)
             });
             if let Some((s, h)) = leader {
                 notes.push(format!(
@@ -1291,7 +1350,10 @@ impl Suite<'_> {
                 ));
             }
             if !gaps.is_empty() {
-                notes.push(format!("the suite's watches so far: {}", gaps.join("; ")));
+                notes.push(format!(
+                    "the suite's watches: {} (check 2 and 3 say whether the audit log covers it)",
+                    gaps.join("; ")
+                ));
             }
             report.check(id, title(id), failures, notes);
         }
