@@ -1802,21 +1802,27 @@ impl<'a> Suite<'a> {
             .iter()
             .filter(|e| e.is_rollboot_identity() && e.is_probe())
             .collect();
-        let cut: Vec<String> = entries
-            .iter()
-            .filter(|e| !e.is_probe())
-            .filter_map(|e| {
-                let c = e.cut_by(&self.cuts)?;
-                Some(format!(
-                    "{} {} {} answered {} at {}: in flight when {}, not counted",
+        // The answers the suite's own cuts explain, grouped by cut, request and code.
+        let mut by_cut: BTreeMap<String, (usize, String)> = BTreeMap::new();
+        for e in entries.iter().filter(|e| !e.is_probe()) {
+            if let Some(c) = e.cut_by(&self.cuts) {
+                let what = format!(
+                    "{} to the {}'s {} {}, in flight when {}",
+                    e.code,
                     e.identity(),
                     e.verb,
-                    e.uri,
-                    e.code,
-                    e.done.format("%H:%M:%S%.3f"),
+                    e.resource,
                     c.what
-                ))
-            })
+                );
+                by_cut
+                    .entry(what)
+                    .or_insert((0, e.done.format("%H:%M:%S%.3f").to_string()))
+                    .0 += 1;
+            }
+        }
+        let cut: Vec<String> = by_cut
+            .into_iter()
+            .map(|(what, (n, first))| format!("{n} x {what} (first at {first}): not counted"))
             .collect();
         let mut notes = vec![format!(
             "{ours} requests from rollboot's identities; {} probes of check 6 told apart by their user agent ({})",

@@ -741,15 +741,20 @@ impl Suite<'_> {
                             .iter()
                             .find(|l| l.name == "rollboot-lock" && l.at > a.at && !l.deleted)
                             .map(|l| (secs(a.at, l.at), l.in_flight.clone()));
-                        // The phase's nodes whose cycle started (cordoning) after the deletion.
-                        let after: Vec<String> = nodes
+                        // The phase's nodes whose cycle started (cordoning) after the deletion,
+                        // and whether it got as far as its token.
+                        let after: Vec<(String, bool)> = nodes
                             .iter()
-                            .filter(|n| {
-                                w.node_since(n, a.at)
-                                    .iter()
-                                    .any(|v| v.state() == Some("cordoning"))
+                            .filter_map(|n| {
+                                let vs = cycle(w, n, a.at);
+                                let first = vs.first()?;
+                                (first.state() == Some("cordoning")).then(|| {
+                                    let token = vs
+                                        .iter()
+                                        .any(|v| v.state() == Some("rebooting") && v.has("reboot"));
+                                    (n.clone(), token)
+                                })
                             })
-                            .cloned()
                             .collect();
                         (leader, lock, after)
                     });
@@ -770,14 +775,23 @@ impl Suite<'_> {
                             "no node of {nodes:?} started a cycle after the Leases were deleted: the rollout did not go on"
                         ));
                     }
-                    for n in &after {
-                        match &ends[n] {
-                            Ok(End::Done(_)) => {
-                                notes.push(format!("{n} started after the deletion and ended done"))
-                            }
-                            other => failures.push(format!(
-                                "{n}, started after the deletion, did not end done: {other:?}"
-                            )),
+                    // Going on is getting as far as the reboot: how each of those cycles ends
+                    // is its own case's check.
+                    for (n, token) in &after {
+                        if *token {
+                            notes.push(format!(
+                                "{n} started after the deletion and was given its token (it ended {})",
+                                match &ends[n] {
+                                    Ok(End::Done(_)) => "done".to_string(),
+                                    Ok(End::Failed(..)) => "failed: see its own check".to_string(),
+                                    Err(_) => "not in time".to_string(),
+                                }
+                            ));
+                        } else {
+                            failures.push(format!(
+                                "{n} started after the Leases were deleted but was never given its token: {}",
+                                self.describe(n)
+                            ));
                         }
                     }
                 }
@@ -1303,10 +1317,7 @@ impl Suite<'_> {
             )];
             for n in &nodes {
                 match &ends[n] {
-                    Ok(End::Done(at)) => notes.push(format!(
-                        "{n} done {:.1}s after the outage began",
-                        secs(*from, *at)
-                    )),
+                    Ok(End::Done(at)) => notes.push(format!("{n} done at {}", hms(*at))),
                     Ok(End::Failed(_, why)) => failures.push(format!("{n} failed: {why}")),
                     Err(e) => failures.push(e.clone()),
                 }
