@@ -2,30 +2,37 @@
 //!
 //! The control plane is the recipe's (`../shared/realcluster`: etcd, kube-apiserver,
 //! kube-controller-manager and kube-scheduler v1.36, loopback only), started for this run on
-//! free ports in a temporary directory and stopped at the end, with `fake-kubelet.py` playing
-//! five kubelets. On it: `kubectl apply -k deploy/` exactly as shipped, the recipe's workload
-//! (a Deployment of 8 replicas behind a budget of maxUnavailable 1, a DaemonSet), and rollboot
-//! as local processes (this test's build of the binary): two controllers with the controller
-//! service account's token and one agent per node with a token bound to the agent DaemonSet's
-//! pod on that node. Nodes are flagged through the agents' sentinel files. The processes are
-//! started here rather than by the recipe's run-rollboot.sh: the suite must SIGKILL and
-//! restart the leader, and its fixed metrics ports could collide with another run.
+//! free ports in a temporary directory and stopped at the end, with the suite's copy of
+//! `fake-kubelet.py` (`tests/e2e/`) playing five kubelets, each with a fake host whose boot ID and
+//! machine ID the agents read. On it: `kubectl apply -k deploy/` exactly as shipped, the recipe's
+//! workload (a Deployment of 8 replicas behind a budget of maxUnavailable 1, a DaemonSet), and
+//! rollboot as local processes (this test's build of the binary): two controllers with the
+//! controller service account's token and one agent per node with a token bound to the agent
+//! DaemonSet's pod on that node, configured by the suite's copy of `rollboot-config.sh`. Nodes
+//! are flagged through the agents' sentinel files. The processes are started here rather than
+//! by the recipe's run-rollboot.sh: the suite must SIGKILL and restart the leader and agents,
+//! and its fixed metrics ports could collide with another run.
 //!
-//! The flow, eleven flags over five nodes (about 4 minutes on 2 cores): node-1 and node-2
-//! flagged together; the node with the most pods to evict of node-3..5, its leader killed
-//! mid-drain; another, its leader killed as soon as it is `rebooting`; then the lock taken by
-//! an operator, the last one and node-1 (a second time) flagged, held longer than any cycle
-//! so far, released; then the predictions and all five nodes flagged at once. A phase that fails stops the flow; the checks that judge the whole run
-//! (1 to 5) still run on what happened.
+//! The flow, 19 flags over five nodes (about 7.5 minutes on 2 cores): node-1 and node-2 flagged
+//! together; the node with the most pods to evict of node-3..5, its leader killed mid-drain;
+//! another, its leader killed as soon as it is `rebooting`; issue 22's cases (`e2e::faults`):
+//! four nodes flagged at once, each struck while its host is down for its acknowledged token,
+//! then two tokens the agent must refuse, each node cleared with `rollboot retry`, then the
+//! kube-apiserver stopped and killed while two nodes drain; then the lock taken by an operator,
+//! the two nodes of the outages flagged again (so every node's last cycle is a clean one), held
+//! longer than any cycle so far, released; then the predictions and all five nodes flagged at
+//! once. A phase that fails stops the flow; the checks that judge the whole run (1 to 5) still
+//! run on what happened.
 //!
 //! It checks what rollboot promises, each check named by its number in the report:
-//! 1 every flagged node rebooted exactly once, ends `done`, nothing left cordoned;
+//! 1 every flagged node rebooted exactly once (reboots.log and reboot-requests.log), ends `done`,
+//!   nothing left cordoned;
 //! 2 a node is uncordoned only once the not-ready/unreachable taints are gone;
 //! 3 the budget is never broken (never fewer than 7 of 8 web pods Ready and not terminating);
 //! 4 rollboot's Events can be read with `kubectl get events`;
-//! 5 the audit log shows no answer >= 400 to rollboot other than 404/409/429 (5b: rollboot
-//!   names itself in User-Agent; 5c: no predictable 409, one that follows the node-lifecycle
-//!   controller's write or rollboot's own);
+//! 5 the audit log shows no answer >= 400 to rollboot other than 404/409/429, but for what the
+//!   suite cut on purpose (5b: rollboot names itself in User-Agent; 5c: no predictable 409, one
+//!   that follows the node-lifecycle controller's write or rollboot's own);
 //! 6 an agent's token can write only its own node's agent annotations;
 //! 7 a leader killed mid-drain (7a) and mid-reboot (7b) is replaced after the lease and the node
 //!   still reboots once;
@@ -36,9 +43,18 @@
 //! 11 at the end, with every node's last cycle recorded: `rollboot simulate --from-cluster`
 //!   predicts the makespan of a rollout of all five nodes within 20% of the real one, timed
 //!   right after (the plan's prediction beside it; 11b: the snapshot only read).
+//! 12, 13 `state` garbled, or written back to `draining`, while the host is down for its
+//!   acknowledged token: no second token, one reboot, `done`, a MalformedAnnotation Event;
+//! 14 `reboot-ack` garbled after the ack with the host down (14a: verified, one reboot), or
+//!   while the node drains (14b: the agent refuses, the node fails within 10 s, no reboot);
+//! 15 an agent on another node's host: refused as wrongHost, the node fails within 10 s;
+//! 16 the kube-apiserver stopped for 20 s (16a), killed and started again (16b), mid-drain: the
+//!   rollout completes, one reboot each, the budget kept, nothing left cordoned;
+//! 17 the lock and leader Leases deleted mid-reboot: one reboot, `done`, the rollout goes on.
 //!
 //! Without `ROLLBOOT_REALCLUSTER_BIN` it prints one line and passes (see `e2e::setup`).
-//! `scripts/e2e-realcluster.sh` runs it; E2E-README-SECTION.md says how to build the plane.
+//! `scripts/e2e-realcluster.sh` runs it; the README's "End-to-end on a real control plane"
+//! says how to build the plane.
 
 mod e2e;
 
