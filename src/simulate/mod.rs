@@ -126,7 +126,8 @@ pub struct Host {
     pub sentinel_errors: Arc<Mutex<BTreeSet<String>>>,
     /// Reboots performed per node.
     pub reboots: Arc<Mutex<BTreeMap<String, usize>>>,
-    /// Hosts that never come back: the reboot is acknowledged and nothing happens.
+    /// Hosts whose reboot hangs: the reboot is acknowledged and nothing happens (the host stays
+    /// up on the same boot, and its Node Ready).
     pub broken: Arc<Mutex<BTreeSet<String>>>,
     /// Agents that stop between their ack and the reboot, per node the number of times: the
     /// reboot method never returns and nothing reboots (a test then kills the agent, as a
@@ -185,6 +186,11 @@ impl RebootMethod for SimReboot {
             .expect("reboots")
             .entry(node.into())
             .or_default() += 1;
+        // A broken host's reboot hangs: it never goes down, and an agent on it still reads its
+        // boot ID (an operator who fixes it may have it rebooted again).
+        if self.host.broken.lock().expect("broken").contains(node) {
+            return Ok(());
+        }
         if let Some(boot) = self.world.boot_id(node) {
             self.host
                 .down_from
@@ -192,9 +198,7 @@ impl RebootMethod for SimReboot {
                 .expect("down_from")
                 .insert(node.into(), boot);
         }
-        if !self.host.broken.lock().expect("broken").contains(node) {
-            self.world.reboot(node, token);
-        }
+        self.world.reboot(node, token);
         Ok(())
     }
 
