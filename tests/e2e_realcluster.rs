@@ -13,14 +13,14 @@
 //! by the recipe's run-rollboot.sh: the suite must SIGKILL and restart the leader and agents,
 //! and its fixed metrics ports could collide with another run.
 //!
-//! The flow, 19 flags over five nodes (about 7.5 minutes on 2 cores): node-1 and node-2 flagged
+//! The flow, 20 or so flags over five nodes (about 8 minutes on 2 cores): node-1 and node-2 flagged
 //! together; the node with the most pods to evict of node-3..5, its leader killed mid-drain;
 //! another, its leader killed as soon as it is `rebooting`; issue 22's cases (`e2e::faults`):
 //! four nodes flagged at once, each struck while its host is down for its acknowledged token,
 //! then two tokens the agent must refuse, each node cleared with `rollboot retry`, then the
 //! kube-apiserver stopped and killed while two nodes drain; then the lock taken by an operator,
-//! the two nodes of the outages flagged again (so every node's last cycle is a clean one), held
-//! longer than any cycle so far, released; then the predictions and all five nodes flagged at
+//! the nodes whose last cycle a fault struck flagged again (so every node's last cycle is a
+//! clean one for the predictions), held longer than any cycle so far, released; then the predictions and all five nodes flagged at
 //! once. A phase that fails stops the flow; the checks that judge the whole run (1 to 5) still
 //! run on what happened.
 //!
@@ -176,9 +176,10 @@ struct Suite<'a> {
     /// The agents read their fake hosts' boot and machine IDs (`reboot.hostBootIdFile` and
     /// `reboot.hostMachineIdFile` in their configs: the binary under test accepts them).
     fake_hosts: bool,
-    /// The nodes of the kube-apiserver outage phase (their last cycles are not clean ones: the
-    /// pause flags them again, so the predictions read clean cycles of every node).
-    outage_nodes: Vec<String>,
+    /// The nodes whose last cycle a fault of the suite struck (a leader or the kube-apiserver
+    /// killed, an annotation garbled, the Leases deleted): the pause flags them again, so the
+    /// predictions (check 11) read a clean last cycle of every node.
+    struck: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Suite<'a> {
@@ -245,7 +246,7 @@ impl<'a> Suite<'a> {
             used: Vec::new(),
             cuts: Vec::new(),
             fake_hosts: false,
-            outage_nodes: Vec::new(),
+            struck: Default::default(),
         };
         let mut blocked: Option<String> = None;
         phase!(
@@ -825,6 +826,7 @@ impl<'a> Suite<'a> {
             report.check(id, title, vec![e.clone()], vec![]);
             return Err(e);
         };
+        self.struck.insert(node.to_string());
         self.cluster.kill(&victim)?;
         let killed = Utc::now();
         self.cuts.push(Cut::at(
@@ -1240,16 +1242,18 @@ impl<'a> Suite<'a> {
             .iter()
             .map(|n| reboot_requests(&self.state, n))
             .collect();
-        let rest = ["node-3", "node-4", "node-5"]
-            .into_iter()
-            .find(|n| !self.used.iter().any(|u| u == n))
-            .unwrap_or("node-5");
-        // The nodes of the kube-apiserver outages when there were two: their last cycles had
-        // an outage in them, and the predictions (check 11) read every node's last cycle.
-        let nodes = match self.outage_nodes.as_slice() {
-            [a, b] => [a.clone(), b.clone()],
-            _ => [rest.to_string(), "node-1".to_string()],
-        };
+        // The nodes whose last cycle a fault struck, and at least two: the predictions
+        // (check 11) read every node's last cycle.
+        let mut nodes: Vec<String> = self.struck.iter().cloned().collect();
+        for n in ["node-3", "node-4", "node-5", "node-1"] {
+            if nodes.len() >= 2 {
+                break;
+            }
+            if !nodes.iter().any(|m| m == n) && !self.used.iter().any(|u| u == n) {
+                nodes.push(n.to_string());
+            }
+        }
+        self.struck.clear();
         let mut t = Vec::new();
         for n in &nodes {
             t.push(self.flag(n)?);
@@ -1302,10 +1306,9 @@ impl<'a> Suite<'a> {
             }
         }
         let mut notes = vec![format!(
-            "{OPERATOR} held the lock for {:.1}s with {} and {} flagged (longest cycle so far {:.1}s)",
+            "{OPERATOR} held the lock for {:.1}s with {} flagged (longest cycle so far {:.1}s)",
             (until - held).to_std().unwrap_or_default().as_secs_f64(),
-            nodes[0],
-            nodes[1],
+            nodes.join(", "),
             longest.as_secs_f64()
         )];
         let resumed = self.rollboot_cli(&["resume"]).await?;
