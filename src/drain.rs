@@ -374,21 +374,46 @@ pub fn selector_matches(sel: Option<&LabelSelector>, labels: &BTreeMap<String, S
 /// `status.disruptedPods` when the pod's deletion does not follow (`DeletionTimeout`).
 pub const DISRUPTION_EXPIRY: chrono::Duration = chrono::Duration::minutes(2);
 
+/// How long after its eviction was accepted a pod listed in a budget's `disruptedPods` but not
+/// yet being deleted is still taken for that eviction's deletion on its way: kube-apiserver
+/// writes the budget, then deletes the pod, and a watcher sees the two a moment apart.
+pub const OWN_EVICTION_SETTLING: chrono::Duration = chrono::Duration::seconds(5);
+
+/// What a drain knows of its own eviction of a pod, for [`phantom_disruptions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnEviction {
+    /// Sent, not answered yet: the budget may already count it, the pod's deletion follows
+    /// the answer.
+    InFlight,
+    /// Answered 201 (accepted) at that instant.
+    Accepted(DateTime<Utc>),
+}
+
 /// Why a budget refuses evictions although nothing is being disrupted, when that is so: it
 /// lists in `status.disruptedPods` (pod name -> when its eviction was admitted) a pod that is
 /// not being deleted or no longer exists. The eviction that put it there was admitted and its
 /// deletion never happened (a client killed mid-request: kube-apiserver writes the budget,
 /// then deletes the pod), and Kubernetes itself clears the entry [`DISRUPTION_EXPIRY`] after
-/// the eviction. `deleting` says, per listed pod, `None` for gone and whether it is deleting.
+/// the eviction. `deleting` says, per listed pod, `None` for gone and whether it is deleting;
+/// `own` lists the pods of the budget's namespace this drain has sent an eviction for
+/// (not phantoms while their eviction is in flight or accepted within
+/// [`OWN_EVICTION_SETTLING`]: their deletion is on its way).
 pub fn phantom_disruptions(
     budget: &str,
     disrupted: &BTreeMap<String, DateTime<Utc>>,
     deleting: &BTreeMap<String, Option<bool>>,
+    own: &BTreeMap<String, OwnEviction>,
     now: DateTime<Utc>,
 ) -> Option<String> {
+    let on_its_way = |pod: &String| match own.get(pod) {
+        Some(OwnEviction::InFlight) => true,
+        Some(OwnEviction::Accepted(at)) => now - *at < OWN_EVICTION_SETTLING,
+        None => false,
+    };
     let notes: Vec<String> = disrupted
         .iter()
         .filter(|(pod, _)| deleting.get(*pod).copied().flatten() != Some(true))
+        .filter(|(pod, _)| !on_its_way(pod))
         .map(|(pod, since)| {
             let clears = *since + DISRUPTION_EXPIRY;
             let left = (clears - now).max(chrono::Duration::zero());
@@ -564,9 +589,20 @@ pub async fn drain<A: DrainApi>(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // This drain's own evictions, sent and answered (concurrent ones included): a budget lists
+    // a pod as disrupted before the eviction's 201 comes back, and that is not a phantom.
+    let own: std::sync::Mutex<BTreeMap<PodRef, OwnEviction>> = Default::default();
+    let own_state = |pod: &PodRef, state: Option<OwnEviction>| {
+        let mut own = own.lock().unwrap_or_else(|e| e.into_inner());
+        match state {
+            Some(s) => own.insert(pod.clone(), s),
+            None => own.remove(pod),
+        };
+    };
     // For a refused eviction: the budgets' entries for pods whose deletion never happened.
     let phantoms = |pod: &PodRef, budgets: Vec<Covering>| {
         let pod = pod.clone();
+        let own = &own;
         async move {
             let mut notes = Vec::new();
             for b in budgets {
@@ -577,10 +613,19 @@ pub async fn drain<A: DrainApi>(
                         api.pod_deleting(&pod.namespace, listed).await?,
                     );
                 }
+                // Read after the pods' states: an eviction answered meanwhile is in it.
+                let ours: BTreeMap<String, OwnEviction> = own
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .filter(|(p, _)| p.namespace == pod.namespace)
+                    .map(|(p, s)| (p.name.clone(), *s))
+                    .collect();
                 notes.extend(phantom_disruptions(
                     &b.name,
                     &b.disrupted,
                     &deleting,
+                    &ours,
                     Utc::now(),
                 ));
             }
@@ -604,13 +649,19 @@ pub async fn drain<A: DrainApi>(
     let refs: Vec<PodRef> = to_evict.iter().map(|p| PodRef::of(p)).collect();
     let evictions = futures::stream::iter(refs.iter().cloned())
         .map(|pod| {
-            let (covering_of, names, phantoms) = (&covering_of, &names, &phantoms);
+            let (covering_of, names, phantoms, own_state) =
+                (&covering_of, &names, &phantoms, &own_state);
             async move {
                 let mut announced = false;
                 loop {
                     ensure()?;
-                    let wait = match api.evict(&pod, grace).await? {
-                        Evicted::Accepted => return Ok(Eviction::Accepted(pod, Utc::now())),
+                    own_state(&pod, Some(OwnEviction::InFlight));
+                    let answer = api.evict(&pod, grace).await;
+                    let answered = Utc::now();
+                    let accepted = matches!(answer, Ok(Evicted::Accepted));
+                    own_state(&pod, accepted.then_some(OwnEviction::Accepted(answered)));
+                    let wait = match answer? {
+                        Evicted::Accepted => return Ok(Eviction::Accepted(pod, answered)),
                         Evicted::Gone => return Ok(Eviction::Gone),
                         Evicted::Blocked { message, retry_after } => {
                             if !announced {
@@ -1495,7 +1546,8 @@ mod tests {
             ("web-0".to_string(), Some(false)),
             ("web-1".to_string(), Some(true)),
         ]);
-        let note = phantom_disruptions("apps/web", &disrupted, &states, now).unwrap();
+        let note =
+            phantom_disruptions("apps/web", &disrupted, &states, &BTreeMap::new(), now).unwrap();
         assert!(note.contains("counts pod web-0 as disrupted since 2026-11-23T10:00:00Z but that pod is not being deleted"), "{note}");
         assert!(note.contains("at 2026-11-23T10:02:00Z (in 90s)"), "{note}");
         assert!(
@@ -1508,9 +1560,50 @@ mod tests {
         );
         let only_real = BTreeMap::from([("web-1".to_string(), t("2026-11-23T10:00:10Z"))]);
         assert_eq!(
-            phantom_disruptions("apps/web", &only_real, &states, now),
+            phantom_disruptions("apps/web", &only_real, &states, &BTreeMap::new(), now),
             None
         );
+    }
+
+    #[test]
+    fn a_pod_whose_own_eviction_is_in_flight_or_just_accepted_is_not_a_phantom() {
+        let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+        let now = t("2026-11-23T10:00:30Z");
+        // The budget lists all three, none is being deleted yet. web-0: this drain's eviction
+        // is still unanswered (the budget was written before its 201 came back); web-1: its
+        // eviction was accepted 2 s ago (the deletion follows); web-2: accepted 20 s ago and
+        // still not deleting, a phantom after all.
+        let disrupted = BTreeMap::from([
+            ("web-0".to_string(), t("2026-11-23T10:00:30Z")),
+            ("web-1".to_string(), t("2026-11-23T10:00:28Z")),
+            ("web-2".to_string(), t("2026-11-23T10:00:10Z")),
+        ]);
+        let states = BTreeMap::from([
+            ("web-0".to_string(), Some(false)),
+            ("web-1".to_string(), Some(false)),
+            ("web-2".to_string(), Some(false)),
+        ]);
+        let own = BTreeMap::from([
+            ("web-0".to_string(), OwnEviction::InFlight),
+            (
+                "web-1".to_string(),
+                OwnEviction::Accepted(t("2026-11-23T10:00:28Z")),
+            ),
+            (
+                "web-2".to_string(),
+                OwnEviction::Accepted(t("2026-11-23T10:00:10Z")),
+            ),
+        ]);
+        let note = phantom_disruptions("apps/web", &disrupted, &states, &own, now).unwrap();
+        assert!(
+            !note.contains("web-0"),
+            "an eviction in flight is not a phantom: {note}"
+        );
+        assert!(
+            !note.contains("web-1"),
+            "a deletion on its way is not a phantom: {note}"
+        );
+        assert!(note.contains("counts pod web-2"), "{note}");
     }
 
     #[tokio::test]

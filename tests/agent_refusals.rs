@@ -149,6 +149,51 @@ async fn a_garbled_ack_before_the_token_fails_the_node_at_once_naming_the_key() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_ack_after_the_agent_took_its_token_fails_nothing_and_the_node_is_verified() {
+    // Found on a real control plane (the e2e suite's check 14a): garbage written over the ack
+    // while the host is down for it made the agent refuse its own token, and the node failed
+    // after a good reboot.
+    log();
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        // 3 s of real time down: the garbage lands while the host reboots.
+        reboot_time: 300.0,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    let target = names[0].clone();
+    h.start_rollout().await.unwrap();
+    h.flag(std::slice::from_ref(&target));
+    let taken = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| {
+                n.name == target && n.reboot_token.is_some() && n.reboot_token == n.reboot_ack
+            })
+        })
+        .await
+        .unwrap();
+    assert!(taken);
+    h.patch_node(
+        &target,
+        json!({"metadata": {"annotations": {proto::REBOOT_ACK: "banana"}}}),
+    )
+    .await
+    .unwrap();
+    let one: BTreeSet<String> = [target.clone()].into();
+    let done = h
+        .wait_for(Duration::from_secs(30), |ns| Harness::finished(ns, &one))
+        .await
+        .unwrap();
+    let v = node(&h, &target).await;
+    assert!(done, "{v:?}");
+    assert_eq!(v.state, Some(NodeState::Done), "{:?}", v.failure_reason);
+    assert_eq!(h.reboots(&target), 1);
+    assert_eq!(v.reboot_refused, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_that_can_pass_is_looked_at_again_and_the_node_reboots_once_it_does() {
     // The lock read fails once right before the ack: the agent says so (lockUnreadable is not
     // a cause to fail the node), then takes the token on its next check.

@@ -16,7 +16,8 @@
 //! ```
 //!
 //! rewrites the `response` of recordings 160-199 (`ROLLBOOT_RECORD_ONLY=190,191`: of those only)
-//! with what that server answers (it also
+//! with what that server answers (after a set-up that writes admission policies, 3 s later:
+//! the server enforces them once its informers have them; it also
 //! applies `tests/golden/probe/vap-probe.yaml`, the probe policy of 170-179, and makes the
 //! ServiceAccount tokens with kubectl).
 
@@ -79,7 +80,13 @@ struct Response {
     status: u16,
     #[serde(default)]
     body: Value,
+    /// The `Warning` headers, compared when `compare` lists `header:Warning`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
 }
+
+/// The `compare` entry that compares the `Warning` headers rather than a field of the body.
+const WARNING_HEADERS: &str = "header:Warning";
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 struct Recording {
@@ -120,8 +127,9 @@ fn recordings() -> Vec<(PathBuf, Recording)> {
         .collect()
 }
 
-/// Sends `r` with `client`; the status and the body (JSON, or a string when it is not JSON).
-async fn send(client: &kube::Client, r: &Request) -> (u16, Value) {
+/// Sends `r` with `client`; the status, the body (JSON, or a string when it is not JSON) and the
+/// `Warning` headers.
+async fn send(client: &kube::Client, r: &Request) -> Response {
     use base64::Engine as _;
     let body: Vec<u8> = match (&r.body, &r.body_base64) {
         (_, Some(b)) => base64::engine::general_purpose::STANDARD
@@ -141,10 +149,26 @@ async fn send(client: &kube::Client, r: &Request) -> (u16, Value) {
     let req = req.body(kube::client::Body::from(body)).unwrap();
     let resp = client.send(req).await.expect("the API server answers");
     let status = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
     let bytes = resp.into_body().collect_bytes().await.unwrap();
     let body = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
-    (status, body)
+    Response {
+        status,
+        body,
+        warnings,
+    }
+}
+
+/// Whether a set-up step writes an admission policy or binding: kube-apiserver enforces it
+/// only once its informers have it, a moment later.
+fn writes_a_policy(s: &Step) -> bool {
+    s.request.method != "GET" && s.request.path.contains("/validatingadmissionpolic")
 }
 
 /// The simulator's identity for a recording's `identity` (`None`: unchecked, as the admin).
@@ -219,15 +243,16 @@ async fn the_simulator_answers_as_the_recorded_kube_apiserver() {
     for (path, r) in &recs {
         let file = path.file_name().unwrap().to_string_lossy();
         for s in &r.setup {
-            let (code, body) = send(&clients[&s.request.identity], &s.request).await;
-            if !s.status.contains(&code) {
+            let a = send(&clients[&s.request.identity], &s.request).await;
+            if !s.status.contains(&a.status) {
                 problems.push(format!(
-                    "{file}: set-up {} {} answered {code}, expected one of {:?}: {body}",
-                    s.request.method, s.request.path, s.status
+                    "{file}: set-up {} {} answered {}, expected one of {:?}: {}",
+                    s.request.method, s.request.path, a.status, s.status, a.body
                 ));
             }
         }
-        let (code, body) = send(&clients[&r.request.identity], &r.request).await;
+        let got = send(&clients[&r.request.identity], &r.request).await;
+        let (code, body) = (got.status, &got.body);
         if code != r.response.status {
             problems.push(format!(
                 "{file} ({}): status {code}, the real server answered {}\n  simulator: {body}",
@@ -236,6 +261,15 @@ async fn the_simulator_answers_as_the_recorded_kube_apiserver() {
             continue;
         }
         for p in &r.compare {
+            if p == WARNING_HEADERS {
+                if got.warnings != r.response.warnings {
+                    problems.push(format!(
+                        "{file} ({}): Warning headers\n  real:      {:?}\n  simulator: {:?}",
+                        r.case, r.response.warnings, got.warnings
+                    ));
+                }
+                continue;
+            }
             let want = r.response.body.pointer(p);
             let got = body.pointer(p);
             if want != got {
@@ -339,7 +373,16 @@ async fn record() {
     );
     let kc = kube::config::Kubeconfig::read_from(&admin).unwrap();
     let mut clients = HashMap::new();
-    let recs = recordings();
+    // ROLLBOOT_RECORD_ONLY=190,191: those recordings only (the others keep their answers).
+    let only: Vec<u32> = std::env::var("ROLLBOOT_RECORD_ONLY")
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let recs: Vec<(PathBuf, Recording)> = recordings()
+        .into_iter()
+        .filter(|(path, _)| only.is_empty() || number(path).is_some_and(|n| only.contains(&n)))
+        .collect();
+    // Tokens only for the identities of what is recorded (an admin-only recording needs no
+    // agent pod).
     for n in identities(recs.iter().map(|(_, r)| r)) {
         let mut kc = kc.clone();
         if n != "admin" {
@@ -354,25 +397,22 @@ async fn record() {
         c.default_retry = false;
         clients.insert(n.clone(), kube::Client::try_from(c).unwrap());
     }
-    // ROLLBOOT_RECORD_ONLY=190,191: those recordings only (the others keep their answers).
-    let only: Vec<u32> = std::env::var("ROLLBOOT_RECORD_ONLY")
-        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_default();
     for (path, mut r) in recs {
-        if !only.is_empty() && !number(&path).is_some_and(|n| only.contains(&n)) {
-            continue;
-        }
         for s in &r.setup {
-            let (code, body) = send(&clients[&s.request.identity], &s.request).await;
+            let a = send(&clients[&s.request.identity], &s.request).await;
             assert!(
-                s.status.contains(&code),
-                "{}: set-up answered {code}: {body}",
-                path.display()
+                s.status.contains(&a.status),
+                "{}: set-up answered {}: {}",
+                path.display(),
+                a.status,
+                a.body
             );
         }
-        let (status, body) = send(&clients[&r.request.identity], &r.request).await;
-        println!("{}: {status}", path.display());
-        r.response = Response { status, body };
+        if r.setup.iter().any(writes_a_policy) {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        }
+        r.response = send(&clients[&r.request.identity], &r.request).await;
+        println!("{}: {}", path.display(), r.response.status);
         r.recorded = stamp.clone();
         std::fs::write(&path, serde_json::to_string_pretty(&r).unwrap() + "\n").unwrap();
     }

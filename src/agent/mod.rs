@@ -96,15 +96,6 @@ pub fn refusal(
             ),
         ));
     }
-    if view.is_malformed(proto::REBOOT_ACK) {
-        return Some((
-            RefusalCause::AckUnreadable,
-            format!(
-                "{} is malformed, so the agent cannot tell whether it already acted on token {token}",
-                proto::REBOOT_ACK
-            ),
-        ));
-    }
     let Some(host_boot) = host.boot_id else {
         return Some((
             RefusalCause::HostUnknown,
@@ -134,6 +125,17 @@ pub fn refusal(
                 ),
             ));
         }
+    }
+    // Whether it acted already cannot be told while its ack is unreadable (a host that rebooted
+    // since the token, above, has: that answer comes first).
+    if view.is_malformed(proto::REBOOT_ACK) {
+        return Some((
+            RefusalCause::AckUnreadable,
+            format!(
+                "{} is malformed, so the agent cannot tell whether it already acted on token {token}",
+                proto::REBOOT_ACK
+            ),
+        ));
     }
     if let Some(why) = not_this_host(view, host_boot, host.machine_id) {
         return Some(why);
@@ -289,6 +291,13 @@ impl<R: RebootMethod> Agent<'_, R> {
             self.refused = None;
             return;
         };
+        // This process acknowledged it: its reboot is under way (or done). The ack written over
+        // since (garbled, removed) does not make it a token to look at again, nor to refuse:
+        // a refusal now would fail a node whose host is going down for it.
+        if self.acted.contains(&token) {
+            self.refused = None;
+            return;
+        }
         let now = Utc::now();
         let mut why = refusal(v, &token, true, host, self.config, now);
         if why.is_none() {

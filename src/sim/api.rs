@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 
+use super::admission::Operation;
 use super::errors::ApiError;
 use super::events;
 use super::invariants::Invariants;
@@ -94,14 +95,14 @@ pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Va
         validation::check(Kind::Event, &name, &events::validate_create(&stored, kind))?;
         stored
     } else {
-        // The strategy's ValidateObjectMeta with the kind's name rule.
-        validation::check(
-            kind,
-            &name,
-            &validation::object_meta(&decoded["metadata"], kind.namespaced(), kind.name_rule()),
-        )?;
+        // The strategy's ValidateObjectMeta with the kind's name rule, then its checks of the
+        // (defaulted) rest of the object.
+        let mut errs =
+            validation::object_meta(&decoded["metadata"], kind.namespaced(), kind.name_rule());
         let mut body = decoded;
         kinds::apply_defaults(kind, &mut body);
+        errs.extend(kinds::validate_spec(kind, &body));
+        validation::check(kind, &name, &errs)?;
         body
     };
     // rest.BeforeCreate's generic metadata check, after the strategy's.
@@ -145,10 +146,45 @@ pub fn insert(inner: &mut Inner, kind: Kind, body: Value) -> Result<Entry, ApiEr
     Ok(inner.put(kind, body))
 }
 
-/// POST: creates an object (201).
-pub fn create(store: &Store, kind: Kind, namespace: &str, body: Value) -> Result<Entry, ApiError> {
+/// Validating admission of a write, asked under the store lock once the registry has prepared
+/// what it would store (kube-apiserver's create, update and delete validation functions, which
+/// the registry calls after its own checks and before storage's): the object's name, the
+/// object and the old object as stored (null where there is none). An error refuses the write.
+pub trait Admit {
+    /// Admits or refuses the write.
+    fn admit(
+        &self,
+        inner: &Inner,
+        operation: Operation,
+        name: &str,
+        object: &Value,
+        old_object: &Value,
+    ) -> Result<(), ApiError>;
+}
+
+/// POST: creates an object (201), admitted by `admit` once it is prepared (a generated name
+/// included: kube-apiserver v1.36 generates it before admission, which sees it as the
+/// request's name) and its namespace found, before it is found to exist already (409 comes
+/// from storage).
+pub fn create(
+    store: &Store,
+    kind: Kind,
+    namespace: &str,
+    body: Value,
+    admit: Option<&dyn Admit>,
+) -> Result<Entry, ApiError> {
     let body = prepare_create(kind, namespace, body)?;
-    insert(&mut store.lock(), kind, body)
+    let mut inner = store.lock();
+    if let Some(a) = admit {
+        let md = &body["metadata"];
+        let ns = md["namespace"].as_str().unwrap_or("");
+        if kind.namespaced() && inner.get(Kind::Namespace, ns).is_none() {
+            return Err(ApiError::not_found(Kind::Namespace, ns));
+        }
+        let name = md["name"].as_str().unwrap_or("");
+        a.admit(&inner, Operation::Create, name, &body, &Value::Null)?;
+    }
+    insert(&mut inner, kind, body)
 }
 
 /// Where an update writes: the object, or its status subresource.
@@ -168,6 +204,7 @@ pub fn commit_update(
     old: &Entry,
     new: Value,
     target: Target,
+    admit: Option<&dyn Admit>,
 ) -> Result<Entry, ApiError> {
     let name = old.idx.name.clone();
     if let Some(rv) = new["metadata"]["resourceVersion"].as_str() {
@@ -247,9 +284,15 @@ pub fn commit_update(
             old_v["metadata"]["resourceVersion"].clone(),
         );
     }
+    if target == Target::Main {
+        validation::check(kind, &name, &kinds::validate_spec(kind, &merged))?;
+    }
     if kind.sets_generation() && merged["spec"] != old_v["spec"] {
         let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         merged["metadata"]["generation"] = json!(g);
+    }
+    if let Some(a) = admit {
+        a.admit(inner, Operation::Update, &name, &merged, &old_v)?;
     }
     let finalizers_empty = merged["metadata"]["finalizers"]
         .as_array()
@@ -275,16 +318,18 @@ pub fn update(
     name: &str,
     target: Target,
     body: Value,
+    admit: Option<&dyn Admit>,
 ) -> Result<Entry, ApiError> {
     let mut inner = store.lock();
     let old = inner
         .get(kind, &key_of(namespace, name))
         .cloned()
         .ok_or_else(|| ApiError::not_found(kind, name))?;
-    commit_update(&mut inner, kind, &old, body, target)
+    commit_update(&mut inner, kind, &old, body, target, admit)
 }
 
 /// PATCH.
+#[allow(clippy::too_many_arguments)]
 pub fn patch(
     store: &Store,
     kind: Kind,
@@ -293,6 +338,7 @@ pub fn patch(
     target: Target,
     typ: PatchType,
     body: &[u8],
+    admit: Option<&dyn Admit>,
 ) -> Result<Entry, ApiError> {
     let mut inner = store.lock();
     let old = inner
@@ -302,7 +348,7 @@ pub fn patch(
     // A patch applies to the object as the request's version shows it.
     let current = events::view(kind, &old.value());
     let new = patch::apply(kind.kind_name(), typ, &current, body)?;
-    commit_update(&mut inner, kind, &old, new, target)
+    commit_update(&mut inner, kind, &old, new, target, admit)
 }
 
 /// DeleteOptions that matter here.
@@ -362,6 +408,7 @@ pub fn delete(
     name: &str,
     opts: &DeleteOptions,
     invariants: Option<&Invariants>,
+    admit: Option<&dyn Admit>,
 ) -> Result<Deleted, ApiError> {
     let key = key_of(namespace, name);
     let old = inner
@@ -384,6 +431,9 @@ pub fn delete(
         }
     }
     let mut v = old.value();
+    if let Some(a) = admit {
+        a.admit(inner, Operation::Delete, name, &Value::Null, &v)?;
+    }
     let has_finalizers = v["metadata"]["finalizers"]
         .as_array()
         .is_some_and(|f| !f.is_empty());
@@ -545,8 +595,9 @@ pub fn evict(
     body: &[u8],
     invariants: &Invariants,
     abandon: impl FnOnce() -> bool,
+    admit: Option<&dyn Admit>,
 ) -> Result<(), ApiError> {
-    if evict_or_abandon(store, namespace, name, body, invariants, abandon)? {
+    if evict_or_abandon(store, namespace, name, body, invariants, abandon, admit)? {
         return Err(ApiError::timeout());
     }
     Ok(())
@@ -560,6 +611,7 @@ fn evict_or_abandon(
     body: &[u8],
     invariants: &Invariants,
     abandon: impl FnOnce() -> bool,
+    admit: Option<&dyn Admit>,
 ) -> Result<bool, ApiError> {
     let ev: Value = serde_json::from_slice(body)
         .map_err(|e| Kind::Pod.decode_error(format!("decoding Eviction: {e}")))?;
@@ -578,6 +630,11 @@ fn evict_or_abandon(
             .map(str::to_string),
     };
     let mut inner = store.lock();
+    // The Eviction is admitted before the pod is looked at, as kube-apiserver's eviction
+    // handler runs its create validation (the pod's own deletion is not admitted).
+    if let Some(a) = admit {
+        a.admit(&inner, Operation::Create, name, &ev, &Value::Null)?;
+    }
     let key = key_of(namespace, name);
     let pod = inner
         .get(Kind::Pod, &key)
@@ -591,7 +648,7 @@ fn evict_or_abandon(
         );
     if bypass {
         if !idx.deleting {
-            delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
+            delete(&mut inner, Kind::Pod, namespace, name, &opts, None, None)?;
         }
         invariants.evicted(&key);
         return Ok(false);
@@ -625,7 +682,7 @@ fn evict_or_abandon(
                 set_condition(&mut v, false, &now);
             }
             let pdb_old = pdb.clone();
-            commit_update(&mut inner, Kind::Pdb, &pdb_old, v, Target::Status)?;
+            commit_update(&mut inner, Kind::Pdb, &pdb_old, v, Target::Status, None)?;
             if abandon() {
                 return Ok(true);
             }
@@ -647,7 +704,7 @@ fn evict_or_abandon(
     }
     let entry = inner.put(Kind::Pod, pv);
     let _ = entry;
-    delete(&mut inner, Kind::Pod, namespace, name, &opts, None)?;
+    delete(&mut inner, Kind::Pod, namespace, name, &opts, None, None)?;
     invariants.evicted(&key);
     Ok(false)
 }

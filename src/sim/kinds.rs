@@ -56,8 +56,8 @@ pub enum Kind {
     ClusterRoleBinding,
     /// scheduling.k8s.io/v1 priorityclasses (stored only: the world does not preempt)
     PriorityClass,
-    /// admissionregistration.k8s.io/v1 validatingadmissionpolicies (stored only: the policy
-    /// the simulator enforces is the one given to `rbac::Enforcement`)
+    /// admissionregistration.k8s.io/v1 validatingadmissionpolicies (enforced with their
+    /// bindings on every write they match: `admission/`)
     ValidatingAdmissionPolicy,
     /// admissionregistration.k8s.io/v1 validatingadmissionpolicybindings
     ValidatingAdmissionPolicyBinding,
@@ -616,6 +616,17 @@ pub fn validate(kind: Kind, raw: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The strategy's checks of a (decoded, defaulted) object beyond its metadata, on create and
+/// update, for the kinds whose objects the simulator acts on: admission policies and their
+/// bindings (`admission::check_policy`). Other kinds' specs are not validated (see `sim`).
+pub fn validate_spec(kind: Kind, v: &Value) -> Vec<super::validation::FieldError> {
+    match kind {
+        Kind::ValidatingAdmissionPolicy => super::admission::check_policy(v),
+        Kind::ValidatingAdmissionPolicyBinding => super::admission::check_binding(v),
+        _ => Vec::new(),
+    }
+}
+
 /// Defaults the real server fills in on create (a subset: see the module docs of `sim`): the
 /// scheme's defaults of [`default_fields`], then the registry strategies' create rules and, for
 /// Pods, what the ServiceAccount, Priority and DefaultTolerationSeconds admission plugins add
@@ -650,6 +661,9 @@ pub fn default_fields(kind: Kind, v: &mut Value) {
             }
         }
         Kind::PriorityClass => set_if_null(v, "preemptionPolicy", json!("PreemptLowerPriority")),
+        Kind::ValidatingAdmissionPolicy | Kind::ValidatingAdmissionPolicyBinding => {
+            super::admission::apply_defaults(kind, v)
+        }
         Kind::RoleBinding | Kind::ClusterRoleBinding => {
             for s in v
                 .get_mut("subjects")

@@ -21,9 +21,11 @@
 //! only for the objects it built itself; the node-lifecycle controller's taints are written
 //! (`world.rs`) but its taint-based evictions are not; namespace deletion removes the
 //! namespace object only;
-//! watch bookmarks carry only metadata; ServiceAccounts, ConfigMaps, Services, RBAC objects,
-//! PriorityClasses and ValidatingAdmissionPolicies(+Bindings) are stored and served (so
-//! `kubectl apply -k deploy/` works) but have no effect; `/openapi/v3` has paths and no schemas,
+//! watch bookmarks carry only metadata; ServiceAccounts, ConfigMaps, Services, RBAC objects and
+//! PriorityClasses are stored and served (so `kubectl apply -k deploy/` works) but have no
+//! effect; ValidatingAdmissionPolicies and their bindings are enforced on every write through
+//! the API (`admission/`: not on the world's own writes; a policy with parameters, or asking
+//! the authorizer, or calling a CEL function the evaluator lacks, is refused at creation); `/openapi/v3` has paths and no schemas,
 //! `/openapi/v2` is not served; `dryRun` is refused (400); `fieldValidation=Strict` refuses
 //! unknown fields, any other value drops them without a warning; protobuf create/update bodies
 //! (kubectl's typed generators: `kubectl create namespace/deployment/configmap/pdb/...`) are
@@ -245,6 +247,7 @@ impl Cluster {
             invariants: invariants::Invariants::default(),
             bookmark_interval: opts.bookmark_interval,
             enforcement: Default::default(),
+            policies: Default::default(),
         });
         let rng = match snapshot {
             Some(snap) => snapshot::load(&shared, snap, scenario.seed),

@@ -48,6 +48,8 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     /// Opt-in RBAC and admission enforcement (unset: every request is allowed).
     pub enforcement: std::sync::OnceLock<Arc<super::rbac::Enforcement>>,
+    /// The admission policies and bindings of the store, compiled.
+    pub policies: super::admission::Stored,
 }
 
 /// The router serving the API.
@@ -324,7 +326,18 @@ async fn serve(
         let (sh, key) = (sh.clone(), key.clone());
         let late = tokio::spawn(async move {
             tokio::time::sleep(d).await;
-            let mut r = operate(&sh, who, verb, route, query, content_type, accept, body).await;
+            let mut r = operate(
+                &sh,
+                who,
+                &key.identity,
+                verb,
+                route,
+                query,
+                content_type,
+                accept,
+                body,
+            )
+            .await;
             // Counted here: the client may be gone by now, and the handler with it.
             sh.stats.answer(&key, r.status().as_u16());
             r.extensions_mut().insert(Answered);
@@ -334,7 +347,18 @@ async fn serve(
             .await
             .unwrap_or_else(|e| ApiError::internal(format!("held request: {e}")).into_response());
     }
-    operate(sh, who, verb, route, query, content_type, accept, body).await
+    operate(
+        sh,
+        who,
+        &key.identity,
+        verb,
+        route,
+        query,
+        content_type,
+        accept,
+        body,
+    )
+    .await
 }
 
 /// Admission and the operation, once the request is read.
@@ -342,6 +366,7 @@ async fn serve(
 async fn operate(
     sh: &Arc<Shared>,
     who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    token: &str,
     verb: &'static str,
     route: Route,
     query: HashMap<String, String>,
@@ -354,17 +379,28 @@ async fn operate(
         // Watch events then carry one-row Tables, as kube-apiserver sends them to kubectl -w.
         query.insert(TABLE_WATCH.into(), String::new());
     }
-    if let Some((e, w)) = &who {
-        if let Some(adm) = &e.admission {
-            if let Err(err) = admit(sh, adm, w, verb, &route, &content_type, &body) {
-                return err.into_response();
-            }
+    let (r, warnings) = dispatch_admitted(
+        sh,
+        who.as_ref(),
+        token,
+        verb,
+        &route,
+        &query,
+        &content_type,
+        &body,
+    );
+    let mut r = match r {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    for w in super::admission::warning_headers(&warnings) {
+        if let Ok(v) = HeaderValue::from_bytes(w.as_bytes()) {
+            r.headers_mut().append(header::WARNING, v);
         }
     }
-    let r = match dispatch(sh, verb, &route, &query, &content_type, &body) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
-    };
+    if r.status().is_client_error() || r.status().is_server_error() {
+        return r;
+    }
     if matches!(verb, "list" | "get") && super::table::wanted(&accept, route.kind) {
         let bytes = match axum::body::to_bytes(r.into_body(), usize::MAX).await {
             Ok(b) => b,
@@ -379,51 +415,121 @@ async fn operate(
     r
 }
 
-/// Runs the admission policy on an update or patch (as UPDATE) with the object it would write.
-fn admit(
+/// [`dispatch`] with the request's validating admission: the result, and the warnings the
+/// policies added.
+#[allow(clippy::too_many_arguments)]
+fn dispatch_admitted(
     sh: &Arc<Shared>,
-    adm: &super::admission::Admission,
-    who: &super::rbac::Identity,
+    who: Option<&(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    token: &str,
     verb: &str,
     route: &Route,
+    query: &HashMap<String, String>,
     content_type: &str,
     body: &Bytes,
-) -> Result<(), ApiError> {
-    if !matches!(verb, "update" | "patch") {
-        return Ok(());
-    }
-    let (kind, ns, name) = (
-        route.kind,
-        route.namespace.as_deref().unwrap_or(""),
-        route.name.as_deref().unwrap_or(""),
-    );
-    let Some(old) = sh.store.get(kind, &key_of(ns, name)) else {
-        return Ok(());
-    };
-    // Admission sees objects in the request's version.
-    let old = events::view(kind, &old.value());
-    let mut new = if verb == "patch" {
-        let typ = PatchType::from_content_type(content_type)?;
-        super::patch::apply(kind.kind_name(), typ, &old, body)?
-    } else {
-        body_object(kind, content_type, body)?
-    };
-    if kind.has_status_subresource() && route.sub.is_none() {
-        new["status"] = old["status"].clone();
-    }
-    adm.admit(&super::admission::Request {
-        operation: "UPDATE",
-        group: kind.group(),
-        version: "v1",
-        resource: kind.plural(),
-        kind: kind.kind_name(),
+) -> (Result<Response, ApiError>, Vec<String>) {
+    let admitter = Admitter {
+        stored: &sh.policies,
+        enforced: who.and_then(|(e, _)| e.admission.as_ref()),
+        checked: who.map(|(_, w)| w),
+        token,
+        unchecked: Default::default(),
+        kind: route.kind,
         subresource: route.sub.as_deref().unwrap_or(""),
-        namespace: ns,
-        name,
-        user: who,
-        object: &new,
-        old_object: &old,
-    })
+        namespace: route.namespace.as_deref().unwrap_or(""),
+        warnings: Default::default(),
+    };
+    let r = dispatch(sh, verb, route, query, content_type, body, &admitter);
+    (r, admitter.warnings.into_inner())
+}
+
+/// The validating admission of one request (`api::Admit`): the store's policies, for every
+/// caller, and those of [`Cluster::enforce`](super::Cluster::enforce) for its identities; the
+/// warnings they add, for the response's headers. Writes of policies and bindings themselves
+/// are not admitted (kube-apiserver exempts them, so that a policy cannot lock itself in).
+struct Admitter<'a> {
+    stored: &'a super::admission::Stored,
+    enforced: Option<&'a super::admission::Admission>,
+    /// The caller, when its token has an identity of `Cluster::enforce`.
+    checked: Option<&'a super::rbac::Identity>,
+    /// The caller's token, else.
+    token: &'a str,
+    /// Its identity, made when a policy first asks (most requests never do).
+    unchecked: std::cell::OnceCell<super::rbac::Identity>,
+    kind: Kind,
+    subresource: &'a str,
+    namespace: &'a str,
+    warnings: std::cell::RefCell<Vec<String>>,
+}
+
+impl Admitter<'_> {
+    fn user(&self) -> &super::rbac::Identity {
+        match self.checked {
+            Some(w) => w,
+            None => self
+                .unchecked
+                .get_or_init(|| super::rbac::Identity::unchecked(self.token)),
+        }
+    }
+}
+
+impl api::Admit for Admitter<'_> {
+    fn admit(
+        &self,
+        inner: &super::store::Inner,
+        operation: super::admission::Operation,
+        name: &str,
+        object: &Value,
+        old_object: &Value,
+    ) -> Result<(), ApiError> {
+        use super::admission::{Outcome, Request};
+        if matches!(
+            self.kind,
+            Kind::ValidatingAdmissionPolicy | Kind::ValidatingAdmissionPolicyBinding
+        ) {
+            return Ok(());
+        }
+        let (kind, sub) = (self.kind, self.subresource);
+        let stored = self.stored.current(inner);
+        let stored = (!stored.ignores(kind, sub, operation)).then_some(&*stored);
+        let enforced = self.enforced.filter(|a| !a.ignores(kind, sub, operation));
+        if stored.is_none() && enforced.is_none() {
+            return Ok(());
+        }
+        // kube-apiserver's request info gives a Namespace its own name as its namespace.
+        let namespace = if kind == Kind::Namespace {
+            name
+        } else {
+            self.namespace
+        };
+        let namespace_object = || {
+            inner
+                .get(Kind::Namespace, namespace)
+                .map(super::store::Entry::value)
+        };
+        let r = Request {
+            operation,
+            kind,
+            subresource: sub,
+            namespace,
+            name,
+            user: self.user(),
+            object,
+            old_object,
+            namespace_object: &namespace_object,
+        };
+        let mut out = Outcome::default();
+        for policies in enforced.into_iter().chain(stored) {
+            policies.admit(&r, &mut out)?;
+        }
+        self.warnings
+            .borrow_mut()
+            .extend(out.warnings().iter().cloned());
+        match out.denied(&r) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 fn parse_json(kind: Kind, body: &[u8]) -> Result<Value, ApiError> {
@@ -447,6 +553,7 @@ fn dispatch(
     query: &HashMap<String, String>,
     content_type: &str,
     body: &Bytes,
+    admit: &dyn api::Admit,
 ) -> Result<Response, ApiError> {
     let kind = route.kind;
     let ns = route.namespace.as_deref().unwrap_or("");
@@ -493,9 +600,15 @@ fn dispatch(
             } else {
                 body.clone()
             };
-            api::evict(&sh.store, ns, name, &body, &sh.invariants, || {
-                sh.faults.take_abandoned_eviction()
-            })?;
+            api::evict(
+                &sh.store,
+                ns,
+                name,
+                &body,
+                &sh.invariants,
+                || sh.faults.take_abandoned_eviction(),
+                Some(admit),
+            )?;
             Ok(json_response(
                 StatusCode::CREATED,
                 r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#,
@@ -506,7 +619,7 @@ fn dispatch(
             if strict {
                 kind.check_strict(&v)?;
             }
-            let e = api::create(&sh.store, kind, ns, v)?;
+            let e = api::create(&sh.store, kind, ns, v, Some(admit))?;
             Ok(json_response(
                 StatusCode::CREATED,
                 events::present(kind, &e.bytes),
@@ -538,13 +651,13 @@ fn dispatch(
                 if let Some(md) = v["metadata"].as_object_mut() {
                     md.remove("resourceVersion");
                 }
-                let e = api::create(&sh.store, kind, ns, v)?;
+                let e = api::create(&sh.store, kind, ns, v, Some(admit))?;
                 return Ok(json_response(
                     StatusCode::CREATED,
                     events::present(kind, &e.bytes),
                 ));
             }
-            let e = api::update(&sh.store, kind, ns, name, target, v)?;
+            let e = api::update(&sh.store, kind, ns, name, target, v, Some(admit))?;
             Ok(json_response(
                 StatusCode::OK,
                 events::present(kind, &e.bytes),
@@ -562,7 +675,7 @@ fn dispatch(
                     )?)?;
                 }
             }
-            let e = api::patch(&sh.store, kind, ns, name, target, typ, body)?;
+            let e = api::patch(&sh.store, kind, ns, name, target, typ, body, Some(admit))?;
             Ok(json_response(
                 StatusCode::OK,
                 events::present(kind, &e.bytes),
@@ -572,7 +685,15 @@ fn dispatch(
             let grace = query.get("gracePeriodSeconds").and_then(|g| g.parse().ok());
             let opts = DeleteOptions::parse(body, grace)?;
             let mut inner = sh.store.lock();
-            let out = api::delete(&mut inner, kind, ns, name, &opts, Some(&sh.invariants))?;
+            let out = api::delete(
+                &mut inner,
+                kind,
+                ns,
+                name,
+                &opts,
+                Some(&sh.invariants),
+                Some(admit),
+            )?;
             drop(inner);
             match out {
                 Deleted::Gone(e) if kind != Kind::Pod => {

@@ -112,6 +112,8 @@ struct Table {
     ring: VecDeque<Arc<StoreEvent>>,
     /// Newest revision no longer in the ring: watches from before it are expired.
     compacted: u64,
+    /// Revision of the last write (create, change or removal) of one of its objects.
+    last_write: u64,
     tx: broadcast::Sender<Arc<StoreEvent>>,
     /// Live events of one object, or of one node's pods, for the watches narrowed to them (an
     /// agent watches its own Node, a drain its node's pods): kube-apiserver's watch cache
@@ -191,6 +193,7 @@ impl Store {
                         objects: BTreeMap::new(),
                         ring: VecDeque::new(),
                         compacted: 0,
+                        last_write: 0,
                         tx,
                         named: HashMap::new(),
                     },
@@ -273,6 +276,12 @@ impl Inner {
     /// Newest revision of `kind` no longer kept for watch resumption.
     pub fn compacted(&self, kind: Kind) -> u64 {
         self.tables[&kind.storage()].compacted
+    }
+
+    /// Revision of the last write of an object of `kind` (0: none yet): what was derived from
+    /// its objects is current while this stays the same.
+    pub fn last_write(&self, kind: Kind) -> u64 {
+        self.tables[&kind.storage()].last_write
     }
 
     /// Number of objects of a kind.
@@ -526,6 +535,7 @@ impl Inner {
         });
         let cap = self.ring_cap;
         if let Some(t) = self.tables.get_mut(&kind) {
+            t.last_write = rv;
             t.ring.push_back(ev.clone());
             while t.ring.len() > cap {
                 if let Some(old) = t.ring.pop_front() {

@@ -23,6 +23,10 @@ pub enum ErrorType {
     Forbidden,
     /// `FieldValueTooLong`: "Too long"
     TooLong,
+    /// `FieldValueNotSupported`: "Unsupported value"
+    NotSupported,
+    /// `FieldValueDuplicate`: "Duplicate value"
+    Duplicate,
 }
 
 impl ErrorType {
@@ -33,6 +37,8 @@ impl ErrorType {
             ErrorType::Invalid => "FieldValueInvalid",
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Duplicate => "FieldValueDuplicate",
         }
     }
 
@@ -42,6 +48,8 @@ impl ErrorType {
             ErrorType::Invalid => "Invalid value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Duplicate => "Duplicate value",
         }
     }
 }
