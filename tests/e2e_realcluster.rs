@@ -13,7 +13,7 @@
 //! by the recipe's run-rollboot.sh: the suite must SIGKILL and restart the leader and agents,
 //! and its fixed metrics ports could collide with another run.
 //!
-//! The flow, 20 or so flags over five nodes (about 8 minutes on 2 cores): node-1 and node-2 flagged
+//! The flow, 20 or so flags over five nodes (about 7.5 minutes on 2 cores): node-1 and node-2 flagged
 //! together; the node with the most pods to evict of node-3..5, its leader killed mid-drain;
 //! another, its leader killed as soon as it is `rebooting`; issue 22's cases (`e2e::faults`):
 //! four nodes flagged at once, each struck while its host is down for its acknowledged token,
