@@ -67,21 +67,57 @@ impl Entry {
         self.user_agent == PROBE_USER_AGENT || self.user_agent.starts_with("kubectl")
     }
 
-    /// Cut off by the suite's SIGKILL of a controller: a 5xx answer to a controller request
-    /// that was in flight at one of `kills` (both replicas share the identity, so a request of
-    /// the survivor in flight at that instant would be counted here too).
-    pub fn cut_by_kill(&self, kills: &[DateTime<Utc>]) -> bool {
+    /// The cut of the suite's that explains this answer, if one does: a 5xx answer to a
+    /// request of the cut's identity that was in flight during it (both controller replicas
+    /// share an identity, as all agents do, so a request of a survivor in flight at that
+    /// instant is counted here too), or a 401 or 403 while a kube-apiserver was starting.
+    pub fn cut_by<'c>(&self, cuts: &'c [Cut]) -> Option<&'c Cut> {
         let slack = chrono::Duration::milliseconds(200);
-        self.user == CONTROLLER
-            && self.code >= 500
-            && kills
-                .iter()
-                .any(|k| self.received <= *k + slack && self.done >= *k - slack)
+        if self.code < 400 || !self.is_rollboot_identity() {
+            return None;
+        }
+        cuts.iter().find(|c| {
+            (self.code >= 500 || (c.starting && matches!(self.code, 401 | 403)))
+                && c.user.is_none_or(|u| u == self.user)
+                && self.received <= c.to + slack
+                && self.done >= c.from - slack
+        })
     }
 
     /// Sent with one of rollboot's identities.
     pub fn is_rollboot_identity(&self) -> bool {
         self.user == CONTROLLER || self.user == AGENT
+    }
+}
+
+/// A span in which the suite cut rollboot's requests on purpose: the SIGKILL of a controller or
+/// an agent (an instant), the kube-apiserver stopped and continued, or killed and started again
+/// (until it answered ready), rollboot's processes stopped at the end of the run.
+#[derive(Clone, Debug)]
+pub struct Cut {
+    /// Whose requests it cut: [`CONTROLLER`], [`AGENT`], or both (`None`).
+    pub user: Option<&'static str>,
+    /// From.
+    pub from: DateTime<Utc>,
+    /// To (`from` for an instant).
+    pub to: DateTime<Utc>,
+    /// What the suite did, for the report.
+    pub what: String,
+    /// A kube-apiserver was starting in it: until its caches are synced it answers 401 or 403
+    /// to requests it will allow once ready (its RBAC authorizer reads informers).
+    pub starting: bool,
+}
+
+impl Cut {
+    /// A cut at one instant.
+    pub fn at(user: Option<&'static str>, at: DateTime<Utc>, what: impl Into<String>) -> Cut {
+        Cut {
+            user,
+            from: at,
+            to: at,
+            what: what.into(),
+            starting: false,
+        }
     }
 }
 
@@ -178,16 +214,16 @@ pub fn summary(entries: &[Entry]) -> String {
     out
 }
 
-/// Answers >= 400 to rollboot's requests other than 404, 409 and 429 (and those cut off by
-/// the suite's kills), grouped, each with a count and its first occurrence.
-pub fn refused(entries: &[Entry], kills: &[DateTime<Utc>]) -> Vec<String> {
+/// Answers >= 400 to rollboot's requests other than 404, 409 and 429 (and those the suite's
+/// `cuts` explain), grouped, each with a count and its first occurrence.
+pub fn refused(entries: &[Entry], cuts: &[Cut]) -> Vec<String> {
     let mut groups: BTreeMap<(String, String, String, u16), (usize, &Entry)> = BTreeMap::new();
     for e in entries.iter().filter(|e| {
         e.is_rollboot_identity()
             && !e.is_probe()
             && e.code >= 400
             && ![404, 409, 429].contains(&e.code)
-            && !e.cut_by_kill(kills)
+            && e.cut_by(cuts).is_none()
     }) {
         groups
             .entry((e.identity(), e.verb.clone(), e.resource.clone(), e.code))
@@ -251,6 +287,41 @@ pub fn user_agents(entries: &[Entry]) -> Vec<String> {
         .into_iter()
         .map(|((who, ua), n)| format!("{who}: {n} x {ua:?}"))
         .collect()
+}
+
+/// rollboot's requests (probes excluded) answered 2xx that were in flight at some moment
+/// between `from` and `to` and that `pick` picks: what rollboot changed in a stretch a watch of
+/// the suite may have missed (see `observe::Gap`).
+pub fn changes_between(
+    entries: &[Entry],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    pick: impl Fn(&Entry) -> bool,
+) -> Vec<&Entry> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.is_rollboot_identity()
+                && !e.is_probe()
+                && (200..300).contains(&e.code)
+                && e.received <= to
+                && e.done >= from
+                && pick(e)
+        })
+        .collect()
+}
+
+/// A write to a Node (patch or update of the object or a subresource).
+pub fn is_node_write(e: &Entry) -> bool {
+    e.resource.starts_with("nodes") && matches!(e.verb.as_str(), "patch" | "update")
+}
+
+/// What can take a pod down: an eviction, a pod deleted, or a Node write (the agent's ack
+/// comes before its reboot; the controller's steps lead to one).
+pub fn is_disruption(e: &Entry) -> bool {
+    (e.resource == "pods/eviction" && e.verb == "create")
+        || (e.resource == "pods" && matches!(e.verb.as_str(), "delete" | "deletecollection"))
+        || is_node_write(e)
 }
 
 /// rollboot's 409 answers on Nodes, classified.

@@ -5,8 +5,10 @@
 //! control plane with the recipe's up.sh and stopping it with its down.sh, and the processes of
 //! the run (fake kubelet, controllers, agents). They are stopped when [`Cluster`] is dropped,
 //! also on a panic; a reaper process in its own process group does the same if the test process
-//! dies without unwinding (Ctrl-C, SIGKILL). It must never stop a process it did not start, nor
-//! bind or connect to anything but 127.0.0.1.
+//! dies without unwinding (Ctrl-C, SIGKILL). It also stops (SIGSTOP), continues, and kills and
+//! starts again a process of up.sh's control plane (the kube-apiserver), found by up.sh's pid
+//! file and only when its command line is that binary's for this run's directory. It must never
+//! stop a process it did not start, nor bind or connect to anything but 127.0.0.1.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -120,6 +122,8 @@ pub struct Cluster {
     pub admin: PathBuf,
     tmp: Option<tempfile::TempDir>,
     procs: Mutex<Vec<Proc>>,
+    /// Control plane processes the suite started again itself (up.sh started the first ones).
+    planes: Mutex<Vec<(String, Child)>>,
     reaper: Option<Child>,
     stopped: bool,
     keep: bool,
@@ -143,6 +147,7 @@ impl Cluster {
             ports,
             tmp: Some(tmp),
             procs: Mutex::new(Vec::new()),
+            planes: Mutex::new(Vec::new()),
             reaper: None,
             stopped: false,
             keep: false,
@@ -335,6 +340,99 @@ impl Cluster {
         }
     }
 
+    /// The pid of up.sh's control plane process `name` (`kube-apiserver`, ...), from its pid
+    /// file, checked to be that binary (`rc-NAME`) running for this run's directory.
+    pub fn plane_pid(&self, name: &str) -> Result<i32, String> {
+        let file = self.run_dir.join(format!("{name}.pid"));
+        let pid: i32 = std::fs::read_to_string(&file)
+            .map_err(|e| format!("{}: {e}", file.display()))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let argv = cmdline(pid).ok_or_else(|| format!("{name} (pid {pid}) is not running"))?;
+        let run_dir = self.run_dir.display().to_string();
+        let binary = format!("rc-{name}");
+        if !argv.first().is_some_and(|a| a.ends_with(&binary))
+            || !argv.iter().any(|a| a.contains(&run_dir))
+        {
+            return Err(format!(
+                "pid {pid} of {} is not this run's {binary}: {argv:?}",
+                file.display()
+            ));
+        }
+        Ok(pid)
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to up.sh's control plane process `name`. A stopped
+    /// process is listed for the reaper, so it is killed even if the suite dies before
+    /// continuing it.
+    pub fn signal_plane(&self, name: &str, signal: i32) -> Result<(), String> {
+        let pid = self.plane_pid(name)?;
+        self.list_for_reaper(pid as u32)?;
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid was just checked to be
+        // this run's process.
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            return Err(format!(
+                "signal {signal} to {name} (pid {pid}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs up.sh's control plane process `name` (as a crash would), waits until it is
+    /// gone, and starts it again with the same command line, its output appended to its log
+    /// and its pid written to its pid file (down.sh stops it). Returns the new pid.
+    pub fn restart_plane(&self, name: &str) -> Result<u32, String> {
+        let pid = self.plane_pid(name)?;
+        let argv = cmdline(pid).ok_or_else(|| format!("{name} (pid {pid}) is gone"))?;
+        let mut planes = self.planes.lock().unwrap();
+        // One the suite started itself is its child: killed and reaped here.
+        if let Some(i) = planes
+            .iter()
+            .position(|(n, c)| n == name && c.id() == pid as u32)
+        {
+            let (_, mut c) = planes.remove(i);
+            let _ = c.kill();
+            let _ = c.wait();
+        } else {
+            // SAFETY: as in signal_plane.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while cmdline(pid).is_some() {
+                if Instant::now() > deadline {
+                    return Err(format!("{name} (pid {pid}) still there 10 s after SIGKILL"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let log = self.log_file(name)?;
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting {name} again: {e}"))?;
+        let new = child.id();
+        std::fs::write(self.run_dir.join(format!("{name}.pid")), format!("{new}\n"))
+            .map_err(|e| e.to_string())?;
+        self.list_for_reaper(new)?;
+        planes.push((name.to_string(), child));
+        Ok(new)
+    }
+
+    fn list_for_reaper(&self, pid: u32) -> Result<(), String> {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.run_dir.join("e2e-pids"))
+            .map_err(|e| e.to_string())?;
+        writeln!(f, "{pid}").map_err(|e| e.to_string())
+    }
+
     /// Stops everything (processes, then the control plane with down.sh) and removes the run
     /// directory unless it is to be kept. Returns where it was kept, if it was.
     pub fn stop(&mut self, keep: bool) -> Option<PathBuf> {
@@ -343,6 +441,22 @@ impl Cluster {
         }
         self.stopped = true;
         self.stop_processes(Duration::from_secs(5));
+        // A kube-apiserver left stopped (a panic mid-outage) would not act on down.sh's SIGTERM.
+        let _ = self.signal_plane("kube-apiserver", libc::SIGCONT);
+        // The control plane processes the suite started again are its children: stopped and
+        // reaped here (down.sh waits for a pid to vanish, which a zombie never does).
+        for (_, mut c) in self.planes.lock().unwrap().drain(..) {
+            // SAFETY: our own child, not yet reaped.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         let log = self.log_file("down").ok();
         let mut down = Command::new("bash");
         down.arg(self.setup.recipe.join("down.sh"))
@@ -376,6 +490,17 @@ impl Drop for Cluster {
             eprintln!("e2e: run directory kept at {}", dir.display());
         }
     }
+}
+
+/// The command line of process `pid`, `None` when there is none (gone, or a zombie).
+fn cmdline(pid: i32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!argv.is_empty()).then_some(argv)
 }
 
 /// The last `n` lines of a file ("" when it cannot be read).

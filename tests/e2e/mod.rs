@@ -9,12 +9,17 @@
 //!   budget and the Leases from the start, so the checks judge what really happened.
 //! - [`audit`]: the kube-apiserver audit log, read for rollboot's identities.
 //! - [`report`]: the checks' outcomes and the phases' timings, printed at the end.
+//! - [`faults`]: the phases of issue 22's cases: annotations garbled or written backwards
+//!   mid-reboot, the lock and leader Leases deleted, tokens an agent refuses (an unreadable ack,
+//!   a wrong host), the kube-apiserver stopped and killed mid-drain.
 //!
-//! None of this may talk to anything but the loopback control plane it started, nor use the
-//! recipe's files other than by running them: the suite uses the recipe, it does not copy it.
+//! None of this may talk to anything but the loopback control plane it started, nor change the
+//! recipe's files: the suite runs the recipe, except `fake-kubelet.py` and `rollboot-config.sh`,
+//! which it carries in `tests/e2e/` as copies with what it needs added (see their headers).
 
 pub mod audit;
 pub mod cluster;
+pub mod faults;
 pub mod observe;
 pub mod report;
 pub mod setup;

@@ -189,6 +189,33 @@ pub struct LeaseVersion {
     pub holder: Option<String>,
     /// The nodes of the lock's `rollboot.dev/in-flight` record, with their recorded state.
     pub in_flight: BTreeMap<String, String>,
+    /// This "version" is the deletion.
+    pub deleted: bool,
+}
+
+/// A stretch in which a watch may have missed versions: it lost its connection at `from`
+/// (a kube-apiserver killed) and had to list again, at `to`, because the server no longer had
+/// the version it was at (410 Gone).
+#[derive(Clone, Debug)]
+pub struct Gap {
+    /// `nodes`, `pods`, `poddisruptionbudgets` or `leases`.
+    pub what: &'static str,
+    /// When the watch was last known current: its last event, or its stream's end.
+    pub from: At,
+    /// When the list again was read.
+    pub to: At,
+}
+
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: the watch lost at {} had to list again at {}; versions in between may be missing",
+            self.what,
+            self.from.format("%H:%M:%S%.3f"),
+            self.to.format("%H:%M:%S%.3f")
+        )
+    }
 }
 
 /// Everything recorded so far.
@@ -211,7 +238,7 @@ pub struct World {
     /// Every version of the Leases in `rollboot-system`.
     pub leases: Vec<LeaseVersion>,
     /// Watches that had to list again (versions between may be missing).
-    pub gaps: Vec<String>,
+    pub gaps: Vec<Gap>,
 }
 
 impl World {
@@ -432,6 +459,7 @@ impl Observer {
                             name: l.name_any(),
                             holder: None,
                             in_flight: BTreeMap::new(),
+                            deleted: true,
                         });
                         Vec::new()
                     }
@@ -459,6 +487,7 @@ impl Observer {
                             .and_then(|s| s.holder_identity.clone())
                             .filter(|h| !h.is_empty()),
                         in_flight,
+                        deleted: false,
                     });
                 }
             },
@@ -535,30 +564,28 @@ where
 {
     Abort(tokio::spawn(async move {
         let mut first = true;
+        // The last moment the watch was known current.
+        let mut current = Utc::now();
         'list: loop {
-            let list = match api.list(&ListParams::default()).await {
-                Ok(l) => l,
-                Err(e) => {
-                    world
-                        .lock()
-                        .unwrap()
-                        .gaps
-                        .push(format!("{what}: list failed: {e}"));
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
+            // A list that fails (the kube-apiserver away) is tried again; the gap recorded
+            // once it succeeds covers the time.
+            let Ok(list) = api.list(&ListParams::default()).await else {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
             };
             let mut rv = list.metadata.resource_version.clone().unwrap_or_default();
             {
                 let mut w = world.lock().unwrap();
                 if !first {
-                    w.gaps.push(format!(
-                        "{what}: the watch had to list again at {}; versions in between are missing",
-                        Utc::now().format("%H:%M:%S%.3f")
-                    ));
+                    w.gaps.push(Gap {
+                        what,
+                        from: current,
+                        to: Utc::now(),
+                    });
                 }
                 apply(&mut w, Change::Listed(list.items));
             }
+            current = Utc::now();
             if first {
                 synced.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 first = false;
@@ -567,6 +594,7 @@ where
             loop {
                 let stream = match api.watch(&WatchParams::default().timeout(290), &rv).await {
                     Ok(s) => s,
+                    Err(kube::Error::Api(e)) if e.code == 410 => continue 'list,
                     Err(_) => {
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
@@ -584,11 +612,15 @@ where
                             apply(&mut world.lock().unwrap(), Change::Delete(o));
                         }
                         Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
+                        // Not current since the stream before: the gap starts there.
                         Ok(WatchEvent::Error(e)) if e.code == 410 => continue 'list,
                         Ok(WatchEvent::Error(_)) | Err(_) => break,
                     }
+                    current = Utc::now();
                     seq.send_modify(|s| *s += 1);
                 }
+                // Connected until now (a stream cut by a killed server ends as it dies).
+                current = Utc::now();
             }
         }
     }))

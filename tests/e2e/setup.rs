@@ -1,5 +1,6 @@
-//! Where the suite finds what it runs: the control plane binaries, the recipe, `deploy/` and the
-//! rollboot binary under test, from environment variables.
+//! Where the suite finds what it runs: the control plane binaries, the recipe, the suite's own
+//! copies of two recipe scripts (`tests/e2e/`), `deploy/` and the rollboot binary under test,
+//! from environment variables.
 //!
 //! Owns the decision to skip: without `ROLLBOOT_REALCLUSTER_BIN` the suite prints one line and
 //! passes (CI on a fresh machine has no control plane). Once that variable is set, anything
@@ -29,15 +30,18 @@ pub const BINARIES: [&str; 4] = [
 ];
 
 /// The recipe files the suite runs or reads.
-pub const RECIPE_FILES: [&str; 7] = [
+pub const RECIPE_FILES: [&str; 5] = [
     "up.sh",
     "down.sh",
-    "fake-kubelet.py",
     "tokens.sh",
-    "rollboot-config.sh",
     "reboot.sh",
     "workload.yaml",
 ];
+
+/// The suite's own copies of recipe scripts, in `tests/e2e/`, run instead of the recipe's: the
+/// fake kubelet also keeps each fake host's machine ID where an agent can read it, and the
+/// configs point each agent at its fake host's identity files (see each file's header).
+pub const SUITE_FILES: [&str; 2] = ["fake-kubelet.py", "rollboot-config.sh"];
 
 /// Everything a run needs, checked to exist.
 #[derive(Debug, Clone)]
@@ -46,6 +50,8 @@ pub struct Setup {
     pub bin: PathBuf,
     /// The recipe.
     pub recipe: PathBuf,
+    /// `tests/e2e/`: the suite's copies of [`SUITE_FILES`].
+    pub suite: PathBuf,
     /// The manifests applied with `kubectl apply -k`.
     pub deploy: PathBuf,
     /// `deploy` is not the repository's own `deploy/`.
@@ -113,6 +119,12 @@ pub fn from_environment(manifest_dir: &Path, rollboot: &Path) -> Result<Option<S
             ));
         }
     }
+    let suite = manifest_dir.join("tests").join("e2e");
+    for f in SUITE_FILES {
+        if !suite.join(f).is_file() {
+            return Err(format!("{}: the suite has no {f}", suite.display()));
+        }
+    }
     let (deploy, deploy_overridden) = match var(DEPLOY_VAR) {
         Some(d) => (d, true),
         None => (manifest_dir.join("deploy"), false),
@@ -136,6 +148,7 @@ pub fn from_environment(manifest_dir: &Path, rollboot: &Path) -> Result<Option<S
     Ok(Some(Setup {
         bin: std::fs::canonicalize(&bin).map_err(|e| format!("{}: {e}", bin.display()))?,
         recipe: std::fs::canonicalize(&recipe).map_err(|e| format!("{}: {e}", recipe.display()))?,
+        suite,
         deploy,
         deploy_overridden,
         rollboot: rollboot.to_path_buf(),
