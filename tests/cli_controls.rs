@@ -422,7 +422,7 @@ async fn retry_clears_a_failed_node_which_is_then_rebooted_once() {
     assert!(err.contains("not failed"), "{err}");
 
     // The host is fixed; the agent's flag went with the first reboot, so ask for one.
-    s.h.host.broken.lock().unwrap().clear();
+    s.h.fix_host(&node);
     let (code, out, err) = s.run(&["request", &node, "--reason", "after repair"]).await;
     assert_eq!(code, 0, "{out}{err}");
     let one = BTreeSet::from([node.clone()]);

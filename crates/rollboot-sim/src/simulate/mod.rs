@@ -115,8 +115,8 @@ pub struct Host {
     pub sentinel_errors: Arc<Mutex<BTreeSet<String>>>,
     /// Reboots performed per node.
     pub reboots: Arc<Mutex<BTreeMap<String, usize>>>,
-    /// Hosts whose reboot hangs: the reboot is acknowledged and nothing happens (the host stays
-    /// up on the same boot, and its Node Ready).
+    /// Hosts whose reboot hangs: the reboot is acknowledged and nothing happens; the host is
+    /// down for its agent (no boot ID) until [`Harness::fix_host`].
     pub broken: Arc<Mutex<BTreeSet<String>>>,
     /// Agents that stop between their ack and the reboot, per node the number of times: the
     /// reboot method never returns and nothing reboots (a test then kills the agent, as a
@@ -175,11 +175,6 @@ impl RebootMethod for SimReboot {
             .expect("reboots")
             .entry(node.into())
             .or_default() += 1;
-        // A broken host's reboot hangs: it never goes down, and an agent on it still reads its
-        // boot ID (an operator who fixes it may have it rebooted again).
-        if self.host.broken.lock().expect("broken").contains(node) {
-            return Ok(());
-        }
         if let Some(boot) = self.world.boot_id(node) {
             self.host
                 .down_from
@@ -187,7 +182,13 @@ impl RebootMethod for SimReboot {
                 .expect("down_from")
                 .insert(node.into(), boot);
         }
-        self.world.reboot(node, token);
+        // A broken host hangs in its reboot: it never comes back, and no agent runs on it (an
+        // agent still running in the simulator reads no boot ID there) until it is fixed
+        // (`Harness::fix_host`). One that could report its token lost would ask for, and run,
+        // a second reboot command (the chaos campaign: hostHangs with killAgent).
+        if !self.host.broken.lock().expect("broken").contains(node) {
+            self.world.reboot(node, token);
+        }
         Ok(())
     }
 
@@ -502,6 +503,13 @@ impl Harness {
     pub async fn node(&self, name: &str) -> anyhow::Result<NodeView> {
         let api: Api<Node> = Api::all(self.client.clone());
         Ok(NodeView::from_node(&api.get(name).await?))
+    }
+
+    /// Repairs the host of `node` whose reboot hung ([`Host::broken`]), as an operator would:
+    /// it is up again on its boot, its agent reads it, and its next reboot happens.
+    pub fn fix_host(&self, node: &str) {
+        self.host.broken.lock().expect("broken").remove(node);
+        self.host.down_from.lock().expect("down_from").remove(node);
     }
 
     /// Makes the hosts' sentinels say "reboot needed" (the agents flag the nodes).
