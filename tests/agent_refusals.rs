@@ -127,18 +127,35 @@ async fn a_reboot_command_that_fails_fails_the_node_at_once_with_its_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_garbled_ack_before_the_token_fails_the_node_at_once_naming_the_key() {
-    let mut h = cluster().await;
+    log();
+    // Pods that take 2 s (real) to go: the drain lasts long enough to write into.
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        grace_seconds: 200,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
     let names = h.node_names().await.unwrap();
     let target = names[0].clone();
     h.start_rollout().await.unwrap();
-    // Garbage in the agent's own key before any token: it cannot tell whether it acted.
+    h.flag(std::slice::from_ref(&target));
+    let draining = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter()
+                .any(|n| n.name == target && n.state == Some(NodeState::Draining))
+        })
+        .await
+        .unwrap();
+    assert!(draining);
+    // Garbage in the agent's own key after the cycle's start (which clears what an earlier
+    // cycle left) and before its token: the agent cannot tell whether it acted on it.
     h.patch_node(
         &target,
         json!({"metadata": {"annotations": {proto::REBOOT_ACK: "yes"}}}),
     )
     .await
     .unwrap();
-    h.flag(std::slice::from_ref(&target));
     let (v, _) = failed(&h, &target, Duration::from_secs(30)).await;
     let reason = v.failure_reason.clone().unwrap_or_default();
     assert!(
@@ -148,6 +165,29 @@ async fn a_garbled_ack_before_the_token_fails_the_node_at_once_naming_the_key() 
     assert_eq!(h.reboots(&target), 0);
     let secs = refusal_to_failure(&v);
     assert!((0.0..5.0).contains(&secs), "{secs} s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_ack_left_by_an_earlier_cycle_is_cleared_when_the_next_one_starts() {
+    let mut h = cluster().await;
+    let names = h.node_names().await.unwrap();
+    let target = names[0].clone();
+    h.start_rollout().await.unwrap();
+    h.patch_node(
+        &target,
+        json!({"metadata": {"annotations": {proto::REBOOT_ACK: "yes"}}}),
+    )
+    .await
+    .unwrap();
+    h.flag(std::slice::from_ref(&target));
+    let one: BTreeSet<String> = [target.clone()].into();
+    let done = h
+        .wait_for(Duration::from_secs(30), |ns| Harness::finished(ns, &one))
+        .await
+        .unwrap();
+    let v = node(&h, &target).await;
+    assert!(done && v.state == Some(NodeState::Done), "{v:?}");
+    assert_eq!(h.reboots(&target), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
