@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Records tests/golden/120-159: what a real kube-apiserver v1.36 answers about Events.
 
-Usage: KUBECONFIG=/path/to/admin.kubeconfig python3 tests/golden/record-events.py
+Usage: KUBECONFIG=/path/to/admin.kubeconfig python3 crates/rollboot-sim/tests/golden/record-events.py
 
 Talks only to the kubeconfig's server (a loopback control plane, see the realcluster recipe)
 with its admin client certificate. Creates the namespace `evt-ops` and Events named `evt-...` in
