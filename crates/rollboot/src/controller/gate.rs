@@ -110,7 +110,7 @@ impl Wanted {
             || self
                 .selecting
                 .iter()
-                .any(|labels| crate::drain::budget_may_select(selector, labels))
+                .any(|labels| crate::selector::budget_may_select(selector, labels))
     }
 }
 
@@ -327,7 +327,7 @@ impl Obj {
     /// cannot be evaluated). Objects without a selector are found by name only.
     fn slot(&self) -> Option<Option<(&str, &str)>> {
         let sel = self.selector.as_ref()?;
-        if crate::drain::selector_problem(sel).is_some() {
+        if crate::selector::selector_problem(sel).is_some() {
             return Some(None);
         }
         let pair = sel.match_labels.as_ref().and_then(|m| m.iter().next());
@@ -641,6 +641,18 @@ impl Hub {
     }
 }
 
+/// The drain names the budgets that refuse its evictions from the same watches.
+impl crate::drain::BudgetSource for Hub {
+    fn budgets<'a>(
+        &'a self,
+        namespace: &'a str,
+        pods: &'a [BTreeMap<String, String>],
+        wait: Duration,
+    ) -> futures::future::BoxFuture<'a, Option<Vec<PodDisruptionBudget>>> {
+        Box::pin(Hub::budgets(self, namespace, pods, wait))
+    }
+}
+
 /// A gate following its namespaces' watches. The controller starts it as soon as the reboot is
 /// asked, so the watches' initial lists are done while the node reboots instead of after it is
 /// back: those lists were most of the time between a node's return and the next node's start.
@@ -687,7 +699,7 @@ impl Gate {
         mut self,
         deadline: DateTime<Utc>,
         node: &str,
-        events: &super::events::Recorder,
+        events: &crate::events::Recorder,
     ) -> Result<(), String> {
         loop {
             // Apply what is queued before deciding.
@@ -846,7 +858,7 @@ impl Forwarder {
                 let sel = o.selector.as_ref();
                 if self.wants(&o) {
                     let mut out = Vec::new();
-                    if let Some(why) = sel.and_then(crate::drain::selector_problem) {
+                    if let Some(why) = sel.and_then(crate::selector::selector_problem) {
                         if self.reported.insert(o.name.clone()) {
                             out.push(Update::Unreadable(s(), o.name.clone(), why));
                         }
@@ -1037,10 +1049,10 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let why = crate::drain::selector_problem(&bad).unwrap();
+        let why = crate::selector::selector_problem(&bad).unwrap();
         assert!(why.contains("`app`") && why.contains("`Matches`"), "{why}");
         // Selecting nothing by the rules it can read, it is still waited for.
-        assert!(!crate::drain::selector_matches(
+        assert!(!crate::selector::selector_matches(
             Some(&bad),
             &record.pods[0].1
         ));

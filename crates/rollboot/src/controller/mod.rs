@@ -15,7 +15,6 @@
 
 pub mod alerts;
 pub mod decide;
-pub mod events;
 pub mod gate;
 mod observe;
 
@@ -35,13 +34,13 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, Phase};
 use crate::drain::{self, DrainError, Drained, KubeDrain};
+use crate::events::Recorder;
 use crate::hooks::decide::Action;
 use crate::lease::{Elector, Leadership, LeaseError, LeaseRef, NotLeader, Timings};
 use crate::lock::{self, LockEntry, LockError, LockRecord};
 use crate::metrics::Metrics;
 use crate::node::{self as proto, NodeState, NodeView, Token};
 use decide::{Snapshot, Step};
-use events::Recorder;
 use gate::Gate;
 pub use gate::GateRecord;
 
@@ -185,15 +184,6 @@ struct Ctx {
     observe: Arc<observe::Observer>,
     /// The health gates' shared watches.
     gate_hub: Arc<gate::Hub>,
-}
-
-/// The identity under which rollboot holds the maintenance lock: one per installation, shared
-/// by every replica, so a new leader adopts the lock its predecessor held.
-pub fn lock_owner(config: &Config) -> String {
-    format!(
-        "rollboot/{}/{}",
-        config.leader.namespace, config.leader.name
-    )
 }
 
 fn rv(n: &Node) -> u64 {
@@ -365,7 +355,7 @@ pub async fn run(
         ),
         client,
         evict_client,
-        lock_owner: lock_owner(&config),
+        lock_owner: lock::lock_owner(&config),
         lock: lock_ref,
         config,
         leadership: leadership.clone(),
@@ -1428,7 +1418,7 @@ async fn drain_then_request(
         events: ctx.events.clone(),
         node: node.into(),
         metrics: Some(ctx.metrics.clone()),
-        budgets_from: Some(ctx.gate_hub.clone()),
+        budgets_from: Some(ctx.gate_hub.clone() as Arc<dyn drain::BudgetSource>),
     };
     // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
     // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership

@@ -1,6 +1,7 @@
 //! Kubernetes Events (events.k8s.io/v1) about Nodes and the maintenance lock, for people.
 //!
-//! Owns what rollboot says in Events and about which object. The writing is kube's own
+//! A shared service: the controller, the agent and the drain each write their Events through
+//! one [`Recorder`]. Owns what rollboot says in Events and about which object. The writing is kube's own
 //! recorder ([`kube::runtime::events::Recorder`]), because it follows kube-apiserver's rules
 //! that a hand-made Event broke on a real server: an Event about a cluster-scoped Node lives in
 //! namespace `default` and one about the lock Lease in the Lease's namespace; its name is
