@@ -14,7 +14,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
-use super::gate::GateRecord;
+use super::gate::record::GateRecord;
 use crate::config::{Config, NodeOrder, Phase};
 use crate::hooks::decide::{self as hooks, Action};
 use crate::lock::LockEntry;
