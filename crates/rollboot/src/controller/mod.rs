@@ -15,8 +15,9 @@
 //!
 //! Where each thing lives:
 //! - [`decide`]: the decisions, pure (the node state machine, blockers, candidates);
-//! - `replica`: one replica ([`run`], [`run_with_config_file`]): clients, leader election, the
-//!   watches that fill the caches, and the leader's loop while it leads;
+//! - `replica`: one replica ([`run`]): clients, leader election, the watches that fill the
+//!   caches, and the leader's loop while it leads; `config_file`: a replica restarted on a
+//!   valid change of its config file ([`run_with_config_file`]);
 //! - `context`: what the loop and the nodes' tasks share (`Ctx`), and its reads of the caches;
 //! - `pass`: one pass of the leader: resume the nodes in flight, keep house, start new nodes;
 //! - `steps`: the steps of a node's cycle carried out, one module per phase;
@@ -26,6 +27,7 @@
 //! - `task`: the tasks a replica starts; `error`: [`Error`].
 
 pub mod alerts;
+mod config_file;
 mod context;
 pub mod decide;
 mod error;
@@ -37,5 +39,6 @@ mod steps;
 mod task;
 mod writes;
 
+pub use config_file::run_with_config_file;
 pub use error::Error;
-pub use replica::{run, run_with_config_file};
+pub use replica::run;

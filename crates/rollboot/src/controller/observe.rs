@@ -2,11 +2,12 @@
 //! notifications due.
 //!
 //! Owns the three points where the controller's runtime reports to the outside: each pass
-//! ([`pass`]: nodes by state, blockers by kind, per-node state ages, the lock's holder, the
-//! halt; `blocked` and `windowOpened` notices), each node started ([`started`]:
-//! `rolloutStarted`), and each Node write that changes a node's state ([`written`]: phase
-//! durations; `nodeDone`, `nodeFailed`, `rolloutHalted`). The decisions are pure
-//! ([`crate::notify::decide`]); the sending is queued ([`crate::notify::Notifier`]).
+//! ([`Observer::pass`]: nodes by state, blockers by kind, per-node state ages, the lock's
+//! holder, the halt; `blocked` and `windowOpened` notices), each node started
+//! ([`Observer::started`]: `rolloutStarted`), and each Node write that changes a node's state
+//! ([`Observer::written`]: phase durations; `nodeDone`, `nodeFailed`, `rolloutHalted`). The
+//! decisions are pure ([`crate::notify::decide`]); the sending is queued
+//! ([`crate::notify::Notifier`]).
 //!
 //! It must never write to the cluster, never wait on the network, and never change what the
 //! controller decides: it only reads what the runtime already has in hand (what it needs of

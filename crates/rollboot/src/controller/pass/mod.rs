@@ -3,7 +3,7 @@
 //! Owns [`Leading`], what the leader keeps from one pass to the next (the nodes' running
 //! steps, the health gates started early, what was said), and [`Leading::pass`], whose phases
 //! are, in order:
-//! 1. read the lock, then the Nodes ([`views`]), say what is malformed ([`notices`]), and
+//! 1. read the lock, then the Nodes ([`views()`]), say what is malformed ([`notices`]), and
 //!    rebuild the lock's record when it cannot be trusted ([`restore`]: nothing else then);
 //! 2. resume every node in the lock: decide its next step ([`crate::controller::decide`])
 //!    and carry it out ([`crate::controller::steps`]);

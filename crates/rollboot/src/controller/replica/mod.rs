@@ -4,12 +4,10 @@
 //! Owns [`run`] and its parts: the clients (one without kube's transparent 429 retry, for
 //! evictions), the elector of the leader Lease, the watches that fill the caches ([`watches`]),
 //! the shared context ([`crate::controller::context::Ctx`]), and the loop that leads while
-//! elected ([`lead`]) and stops acting the moment leadership is lost; and
-//! [`run_with_config_file`] ([`config_file`]), which restarts the replica on a valid config
-//! change. Dropping a replica's future stops everything it started at once, as a crash would;
-//! it must never act without leading.
+//! elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a replica's
+//! future stops everything it started at once, as a crash would; it must never act without
+//! leading.
 
-mod config_file;
 mod lead;
 mod watches;
 
@@ -33,7 +31,6 @@ use crate::lease::{Elector, Leadership, LeaseRef, Timings};
 use crate::lock;
 use crate::metrics::Metrics;
 use crate::node::ViewCache;
-pub use config_file::run_with_config_file;
 
 /// Runs one controller replica until `shutdown` resolves: leader election, the caches, and,
 /// while leading, the reboot cycle. Dropping the future stops everything it started at once

@@ -1,7 +1,7 @@
 //! The steps of a node's cycle, carried out: one function per phase, dispatched from one match.
 //!
-//! Owns [`run_step`], which carries out the [`Step`] that [`super::decide::next_step`] returned for a
-//! node in the lock, and the phases it dispatches to, one module each:
+//! Owns [`run_step`], which carries out the [`Step`] that [`super::decide::next_step`] returned
+//! for a node in the lock, and the phases it dispatches to, one module each:
 //! - [`cordon`]: the cordon that starts a cycle, and the uncordon after the reboot;
 //! - [`drain`]: the drain, run as the node's task, and what its end writes (the reboot request,
 //!   or the afterDrain hooks' start);

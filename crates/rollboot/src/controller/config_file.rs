@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::run;
+use super::error::Error;
+use super::replica::run;
+use super::task::Task;
 use crate::config::Config;
-use crate::controller::error::Error;
-use crate::controller::task::Task;
 use crate::metrics::Metrics;
 
 /// How often the config file is checked for changes.
