@@ -45,11 +45,11 @@ pub async fn drain<A: DrainApi>(
 ) -> Result<Drained, DrainError> {
     let mut d = NodeDrain::new(api, node, cfg, deadline, ensure);
     d.select(pod_selector).await?;
-    let to_evict = d.found().to_evict();
+    let to_evict = d.found().to_evict_refs();
     d.evict(&to_evict).await?;
     // Pods found terminating (an earlier leader's evictions) are waited for with the evicted.
     let mut waited = to_evict;
-    waited.extend(d.found().terminating());
+    waited.extend(d.found().terminating_refs());
     d.wait(&waited).await?;
     Ok(d.drained())
 }
@@ -64,13 +64,13 @@ pub struct Found {
 }
 
 impl Found {
-    /// The pods to evict.
-    pub fn to_evict(&self) -> Vec<PodRef> {
+    /// The identities of the pods to evict.
+    pub fn to_evict_refs(&self) -> Vec<PodRef> {
         self.to_evict.iter().map(PodRef::of).collect()
     }
 
-    /// The pods found terminating.
-    pub fn terminating(&self) -> Vec<PodRef> {
+    /// The identities of the pods found terminating.
+    pub fn terminating_refs(&self) -> Vec<PodRef> {
         self.terminating.iter().map(PodRef::of).collect()
     }
 
