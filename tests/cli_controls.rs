@@ -336,7 +336,7 @@ async fn resume_refuses_a_lock_that_is_not_a_pause_unless_forced() {
     assert_eq!(s.lock().await.holder, None);
 
     // rollboot's own lock: refused too, JSON says so.
-    let ours = rollboot::controller::lock_owner(&s.h.config);
+    let ours = rollboot::lock::lock_owner(&s.h.config);
     let api: Api<Lease> = Api::namespaced(s.h.client.clone(), "rollboot-system");
     api.delete("rollboot-lock", &Default::default())
         .await

@@ -158,7 +158,7 @@ async fn json_reports_the_leader_the_lock_and_every_node_that_matters() {
     let now = Utc::now();
     world(&h, now).await;
     put_lease(&h, "rollboot-leader", lease("controller-1", now, None)).await;
-    let ours = rollboot::controller::lock_owner(&h.config);
+    let ours = rollboot::lock::lock_owner(&h.config);
     put_lease(
         &h,
         "rollboot-lock",

@@ -521,7 +521,7 @@ async fn a_lock_entry_for_a_deleted_node_frees_its_slot() {
         .into(),
     );
     lock.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
-        holder_identity: Some(rollboot::controller::lock_owner(&h.config)),
+        holder_identity: Some(rollboot::lock::lock_owner(&h.config)),
         ..Default::default()
     });
     leases.create(&Default::default(), &lock).await.unwrap();

@@ -306,7 +306,7 @@ async fn delete_the_lock_during(state: NodeState) {
     assert_eq!(rebuilt.entries.len(), 1, "{:?}", rebuilt.entries);
     assert_eq!(
         rebuilt.holder.as_deref(),
-        Some(rollboot::controller::lock_owner(&h.config).as_str())
+        Some(rollboot::lock::lock_owner(&h.config).as_str())
     );
     finish(&h, &set(&flagged), Duration::from_secs(60)).await;
     assert_safe(&h, &flagged, 1).await;

@@ -342,7 +342,7 @@ impl LockTarget {
             lease: LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name),
             object: format!("Lease {}/{}", config.lock.namespace, config.lock.name),
             server: server.into(),
-            ours: crate::controller::lock_owner(config),
+            ours: crate::lock::lock_owner(config),
         }
     }
 

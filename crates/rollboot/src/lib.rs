@@ -9,6 +9,7 @@
 //! - [`lease`], [`lock`]: Leases with fencing by time; the maintenance lock's record;
 //! - [`controller`]: the leader-elected controller (pure decisions in `controller::decide`);
 //! - [`drain`]: `kubectl drain` semantics over the Eviction API;
+//! - [`events`]: the Events rollboot writes (controller, agent, drain), with kube's recorder;
 //! - [`agent`]: the per-node agent;
 //! - [`hooks`]: webhooks, gate annotations, labels and taints at the phases of a node's cycle;
 //! - [`notify`]: notifications to a webhook, Slack or Teams, off the controller's step path;
@@ -29,6 +30,7 @@ pub mod config;
 pub mod controller;
 pub mod controls;
 pub mod drain;
+pub mod events;
 pub mod hooks;
 pub mod lease;
 pub mod lock;

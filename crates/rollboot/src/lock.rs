@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::config::Config;
 use crate::lease::{LeaseError, LeaseRef, NotLeader};
 use crate::node::NodeState;
 use crate::time;
@@ -59,6 +60,15 @@ pub struct Pause {
 /// The holder identity of `who`'s pause.
 pub fn pause_holder(who: &str) -> String {
     format!("{PAUSE_HOLDER_PREFIX}{who}")
+}
+
+/// The identity under which rollboot holds the maintenance lock: one per installation, shared
+/// by every replica, so a new leader adopts the lock its predecessor held.
+pub fn lock_owner(config: &Config) -> String {
+    format!(
+        "rollboot/{}/{}",
+        config.leader.namespace, config.leader.name
+    )
 }
 
 /// One in-flight node, as recorded in the lock.

@@ -1,11 +1,16 @@
-//! Kubernetes label selectors in their string form (`app=web,tier!=db,zone in (a,b),!legacy`).
+//! Kubernetes label selectors: their string form (`app=web,tier!=db,zone in (a,b),!legacy`) and
+//! the API's structured form (a PodDisruptionBudget's `spec.selector`).
 //!
 //! Owns parsing and matching of the selector strings that the config file and the API's
-//! `labelSelector` query parameter carry, with the grammar of `k8s.io/apimachinery/pkg/labels`.
-//! It must never talk to the API or hold state: a selector is a value.
+//! `labelSelector` query parameter carry, with the grammar of `k8s.io/apimachinery/pkg/labels`;
+//! and the matching of a budget's [`LabelSelector`] against a pod's labels ([`selector_matches`],
+//! [`selector_problem`], [`budget_may_select`]), which the drain, the health gate and
+//! `rollboot plan` share. It must never talk to the API or hold state: a selector is a value.
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// A parsed label selector: all requirements must hold (logical AND), as in Kubernetes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -267,6 +272,58 @@ fn is_label_name(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Why rollboot cannot evaluate a budget's selector, if it cannot: an operator other than
+/// In, NotIn, Exists and DoesNotExist, In or NotIn without values, Exists or DoesNotExist with
+/// some. kube-apiserver refuses such a selector when the budget is written; one can still be
+/// met (stored before that validation, or served by a server that does not validate). It
+/// names the requirement.
+pub fn selector_problem(sel: &LabelSelector) -> Option<String> {
+    sel.match_expressions.iter().flatten().find_map(|e| {
+        let values = e.values.as_deref().unwrap_or(&[]);
+        let why = match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => "has no values",
+            "Exists" | "DoesNotExist" if !values.is_empty() => "has values",
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => return None,
+            _ => "is not In, NotIn, Exists or DoesNotExist",
+        };
+        Some(format!(
+            "matchExpressions requirement on key `{}` with operator `{}` {why}",
+            e.key, e.operator
+        ))
+    })
+}
+
+/// Whether a budget with this selector may select a pod with these labels: it does, or its
+/// selector cannot be evaluated (see [`selector_problem`]) and it is taken to, the safe side
+/// for every use rollboot makes of it (naming the budgets that may refuse an eviction,
+/// waiting for the budgets of the evicted pods to be healthy again).
+pub fn budget_may_select(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    sel.is_some_and(|s| selector_problem(s).is_some()) || selector_matches(sel, labels)
+}
+
+/// True when the budget's selector matches the labels (a budget with no selector matches none).
+pub fn selector_matches(sel: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    let Some(sel) = sel else { return false };
+    let ml = sel.match_labels.as_ref();
+    let me = sel.match_expressions.as_ref();
+    if ml.is_none_or(|m| m.is_empty()) && me.is_none_or(|m| m.is_empty()) {
+        return true;
+    }
+    ml.is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)))
+        && me.is_none_or(|es| {
+            es.iter().all(|e| {
+                let vals = e.values.as_deref().unwrap_or(&[]);
+                match e.operator.as_str() {
+                    "In" => labels.get(&e.key).is_some_and(|v| vals.contains(v)),
+                    "NotIn" => labels.get(&e.key).is_none_or(|v| !vals.contains(v)),
+                    "Exists" => labels.contains_key(&e.key),
+                    "DoesNotExist" => !labels.contains_key(&e.key),
+                    _ => false,
+                }
+            })
+        })
 }
 
 #[cfg(test)]

@@ -312,7 +312,7 @@ fn flag_reason(n: &NodeView) -> Option<String> {
 /// Builds the report from what the cluster says at `now`.
 pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     let record = LockRecord::from_lease(snap.lock.clone());
-    let ours = crate::controller::lock_owner(config);
+    let ours = crate::lock::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
     let entries: &BTreeMap<String, LockEntry> = &record.entries;
 

@@ -30,7 +30,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 
 use crate::config::Config;
-use crate::controller::events::Recorder;
+use crate::events::Recorder;
 use crate::lease::LeaseRef;
 use crate::lock;
 use crate::node::{self as proto, NodeView, RefusalCause, Token};

@@ -14,7 +14,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
-use super::gate::GateRecord;
+use super::gate::record::GateRecord;
 use crate::config::{Config, NodeOrder, Phase};
 use crate::hooks::decide::{self as hooks, Action};
 use crate::lock::LockEntry;
@@ -751,80 +751,91 @@ pub fn next_step(
                 Step::Drain { deadline }
             }
         }
-        NodeState::Rebooting => {
-            let before = n.boot_id_before.as_deref().unwrap_or_default();
-            // Back means a new boot, Ready, and the node-lifecycle controller agreeing: until it
-            // takes its not-ready/unreachable taints off, pods scheduled there after an
-            // uncordon can be evicted by the NoExecute taint.
-            if n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
-                return Step::MarkVerifying;
-            }
-            if reboot_lost(n) {
-                // A malformed count is taken as spent: no more tokens on a guess.
-                let attempt = if n.is_malformed(proto::REBOOT_ATTEMPT) {
-                    REBOOT_ATTEMPTS
-                } else {
-                    n.reboot_attempt.unwrap_or(1)
-                };
-                if attempt >= REBOOT_ATTEMPTS {
-                    return Step::Fail(format!(
-                        "the agent acknowledged {attempt} reboot token(s), the last {}, and each \
-                         time started again before the host rebooted: the boot ID is still \
-                         {before}",
-                        n.reboot_token.as_deref().unwrap_or_default()
-                    ));
-                }
-                return Step::RequestReboot {
-                    attempt: attempt + 1,
-                };
-            }
-            // The agent said it will not act on this token, for a cause that will not pass:
-            // failed now, with its reason, rather than at the reboot timeout.
-            if let Some(r) = refused(n).filter(|r| r.cause.fails_the_node()) {
-                return Step::Fail(format!(
-                    "the agent refused reboot token {} ({}): {}",
-                    r.token, r.cause, r.reason
-                ));
-            }
-            let deadline = since + config.reboot.timeout.to_chrono();
-            if now >= deadline {
-                Step::Fail(reboot_timeout_reason(n, config))
-            } else {
-                Step::AwaitReboot { deadline }
-            }
+        NodeState::Rebooting => rebooting_step(n, since, config, now),
+        NodeState::Verifying => verifying_step(n, since, config, now),
+    }
+}
+
+/// The next step of a node at its reboot (`rebooting` since `since`): back (a new boot ID,
+/// Ready, the node-lifecycle controller's taints off), a new token for one the agent reported
+/// lost, a failure (the tokens spent, a refusal that will not pass, the reboot timeout), or
+/// the wait.
+fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: DateTime<Utc>) -> Step {
+    let before = n.boot_id_before.as_deref().unwrap_or_default();
+    // Back means a new boot, Ready, and the node-lifecycle controller agreeing: until it
+    // takes its not-ready/unreachable taints off, pods scheduled there after an
+    // uncordon can be evicted by the NoExecute taint.
+    if n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
+        return Step::MarkVerifying;
+    }
+    if reboot_lost(n) {
+        // A malformed count is taken as spent: no more tokens on a guess.
+        let attempt = if n.is_malformed(proto::REBOOT_ATTEMPT) {
+            REBOOT_ATTEMPTS
+        } else {
+            n.reboot_attempt.unwrap_or(1)
+        };
+        if attempt >= REBOOT_ATTEMPTS {
+            return Step::Fail(format!(
+                "the agent acknowledged {attempt} reboot token(s), the last {}, and each \
+                 time started again before the host rebooted: the boot ID is still \
+                 {before}",
+                n.reboot_token.as_deref().unwrap_or_default()
+            ));
         }
-        NodeState::Verifying => {
-            // Back and still cordoned: the afterReboot hooks come before the uncordon.
-            if let Some(step) = hook(Phase::AfterReboot) {
-                return step;
-            }
-            if n.unschedulable && n.cordoned_by.is_some() {
-                return Step::Uncordon;
-            }
-            // The uncordon and the health gate come after the afterReboot hooks: their clocks
-            // start when the phase passed, not when the node came back.
-            let since = hooks::phase_record(n, Phase::AfterReboot, since)
-                .and_then(|p| p.passed)
-                .map_or(since, |p| p.max(since));
-            // The health gate may pass at once, and its `done` would race the taint's removal.
-            if let Some(wait) = settling(n, since, now) {
-                return wait;
-            }
-            if let Some(why) = gate_problem(n) {
-                return Step::Fail(format!(
-                    "the health gate cannot tell what must be healthy again: {why}"
-                ));
-            }
-            let deadline = since + config.health_gate.timeout.to_chrono();
-            if now >= deadline {
-                Step::Fail(format!(
-                    "the health gate did not pass within {}",
-                    config.health_gate.timeout
-                ))
-            } else {
-                Step::HealthGate { deadline }
-            }
-        }
+        return Step::RequestReboot {
+            attempt: attempt + 1,
+        };
+    }
+    // The agent said it will not act on this token, for a cause that will not pass:
+    // failed now, with its reason, rather than at the reboot timeout.
+    if let Some(r) = refused(n).filter(|r| r.cause.fails_the_node()) {
+        return Step::Fail(format!(
+            "the agent refused reboot token {} ({}): {}",
+            r.token, r.cause, r.reason
+        ));
+    }
+    let deadline = since + config.reboot.timeout.to_chrono();
+    if now >= deadline {
+        Step::Fail(reboot_timeout_reason(n, config))
+    } else {
+        Step::AwaitReboot { deadline }
+    }
+}
+
+/// The next step of a node back from its reboot (`verifying` since `since`): the afterReboot
+/// hooks, the uncordon, the wait for the node-lifecycle controller, then the health gate (or a
+/// failure: a record that does not parse, the gate's timeout).
+fn verifying_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: DateTime<Utc>) -> Step {
+    // Back and still cordoned: the afterReboot hooks come before the uncordon.
+    if let Some(step) = hook_step(Phase::AfterReboot, config, n, since, now) {
+        return step;
+    }
+    if n.unschedulable && n.cordoned_by.is_some() {
+        return Step::Uncordon;
+    }
+    // The uncordon and the health gate come after the afterReboot hooks: their clocks
+    // start when the phase passed, not when the node came back.
+    let since = hooks::phase_record(n, Phase::AfterReboot, since)
+        .and_then(|p| p.passed)
+        .map_or(since, |p| p.max(since));
+    // The health gate may pass at once, and its `done` would race the taint's removal.
+    if let Some(wait) = settling(n, since, now) {
+        return wait;
+    }
+    if let Some(why) = gate_problem(n) {
+        return Step::Fail(format!(
+            "the health gate cannot tell what must be healthy again: {why}"
+        ));
+    }
+    let deadline = since + config.health_gate.timeout.to_chrono();
+    if now >= deadline {
+        Step::Fail(format!(
+            "the health gate did not pass within {}",
+            config.health_gate.timeout
+        ))
+    } else {
+        Step::HealthGate { deadline }
     }
 }
 

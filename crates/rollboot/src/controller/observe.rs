@@ -2,14 +2,16 @@
 //! notifications due.
 //!
 //! Owns the three points where the controller's runtime reports to the outside: each pass
-//! ([`pass`]: nodes by state, blockers by kind, per-node state ages, the lock's holder, the
-//! halt; `blocked` and `windowOpened` notices), each node started ([`started`]:
-//! `rolloutStarted`), and each Node write that changes a node's state ([`written`]: phase
-//! durations; `nodeDone`, `nodeFailed`, `rolloutHalted`). The decisions are pure
-//! ([`crate::notify::decide`]); the sending is queued ([`crate::notify::Notifier`]).
+//! ([`Observer::pass`]: nodes by state, blockers by kind, per-node state ages, the lock's
+//! holder, the halt; `blocked` and `windowOpened` notices), each node started
+//! ([`Observer::started`]: `rolloutStarted`), and each Node write that changes a node's state
+//! ([`Observer::written`]: phase durations; `nodeDone`, `nodeFailed`, `rolloutHalted`). The
+//! decisions are pure ([`crate::notify::decide`]); the sending is queued
+//! ([`crate::notify::Notifier`]).
 //!
 //! It must never write to the cluster, never wait on the network, and never change what the
-//! controller decides: it only reads what the runtime already has in hand.
+//! controller decides: it only reads what the runtime already has in hand (what it needs of
+//! the caches is handed in, read only when a notice needs it).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -18,28 +20,20 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 
 use super::decide::{self, Blocker};
-use super::Ctx;
 use crate::config::Config;
 use crate::lock::LockRecord;
 use crate::metrics::{Metrics, Phase, RolloutGauges};
 use crate::node::{self as proto, NodeState, NodeView};
 use crate::notify::{decide as notice, End, Notifier, Pass, Tracker};
 
-/// The leader's reporter: its notification state and the notifier's queues.
+/// The leader's reporter: its notification state and the notifier's queues, and what it
+/// reports with (the config, the metrics, the identity rollboot holds the lock under).
 pub(super) struct Observer {
     notifier: Notifier,
     tracker: Mutex<Tracker>,
-}
-
-impl Observer {
-    /// A reporter for one controller replica (its queues start now, idle until a notice).
-    pub(super) fn new(config: &Arc<Config>, metrics: Arc<Metrics>, identity: &str) -> Observer {
-        metrics.replica(identity, config.clone());
-        Observer {
-            notifier: Notifier::start(&config.notifications, metrics),
-            tracker: Mutex::new(Tracker::default()),
-        }
-    }
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    lock_owner: String,
 }
 
 /// The `kind` label of a blocker in `rollboot_blockers_active`.
@@ -102,57 +96,6 @@ pub fn gauges(
     g
 }
 
-/// Each pass of the leader, once its blockers are known (none when nothing waits): sets the
-/// rollout's gauges and sends the notices due.
-pub(super) fn pass(
-    ctx: &Ctx,
-    views: &[&NodeView],
-    states: &HashMap<NodeState, usize>,
-    record: &LockRecord,
-    blockers: &[Blocker],
-    now: DateTime<Utc>,
-) {
-    let g = gauges(
-        views,
-        states,
-        record,
-        blockers,
-        &ctx.config,
-        &ctx.lock_owner,
-    );
-    let pending = g.nodes_by_state.get("waiting").copied().unwrap_or(0) as usize;
-    ctx.metrics.set_rollout(g);
-    let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
-    let schedule = ctx.config.schedule();
-    let p = Pass {
-        now,
-        window_open: schedule.is_allowed(now),
-        window_end: schedule.current_window_end(now),
-        pending,
-        in_flight: record.entries.len(),
-        blockers: &texts,
-        window_closed: blockers.iter().any(|b| matches!(b, Blocker::WindowClosed)),
-    };
-    let due = ctx
-        .observe
-        .tracker
-        .lock()
-        .expect("tracker")
-        .pass(&p, ctx.config.notifications.blocked_after.to_chrono());
-    ctx.observe.notifier.send(due);
-}
-
-/// A node was started (written into the lock).
-pub(super) fn started(ctx: &Ctx, node: &str, now: DateTime<Utc>) {
-    let due = ctx
-        .observe
-        .tracker
-        .lock()
-        .expect("tracker")
-        .started(node, now);
-    ctx.observe.notifier.send(due);
-}
-
 /// The phase a change of state completes, if it completes one.
 pub fn completed(before: Option<NodeState>, after: Option<NodeState>) -> Option<Phase> {
     match (before?, after?) {
@@ -163,58 +106,126 @@ pub fn completed(before: Option<NodeState>, after: Option<NodeState>) -> Option<
     }
 }
 
-/// After each successful Node write: a change of state ends a phase (timed) or a cycle (told).
-pub(super) fn written(ctx: &Ctx, before: &NodeView, after: &Node) {
-    let now_view = NodeView::from_node(after);
-    if before.state == now_view.state {
-        return;
-    }
-    let (Some(state), at) = (
-        now_view.state,
-        now_view.state_since.unwrap_or_else(Utc::now),
-    ) else {
-        return;
-    };
-    let secs = |from: DateTime<Utc>| (at - from).num_milliseconds().max(0) as f64 / 1000.0;
-    if let (Some(phase), Some(from)) = (completed(before.state, Some(state)), before.state_since) {
-        ctx.metrics.phase(phase, secs(from));
-    }
-    let node = before.name.as_str();
-    let end = match state {
-        NodeState::Done => {
-            let start = super::cycle_start(ctx, node);
-            if let Some(s) = start {
-                ctx.metrics.phase(Phase::Cycle, secs(s));
-            }
-            End::Done {
-                cycle: start.map(|s| at - s),
-            }
+impl Observer {
+    /// A reporter for one controller replica (its queues start now, idle until a notice).
+    pub(super) fn new(
+        config: &Arc<Config>,
+        metrics: Arc<Metrics>,
+        identity: &str,
+        lock_owner: String,
+    ) -> Observer {
+        metrics.replica(identity, config.clone());
+        Observer {
+            notifier: Notifier::start(&config.notifications, metrics.clone()),
+            tracker: Mutex::new(Tracker::default()),
+            config: config.clone(),
+            metrics,
+            lock_owner,
         }
-        NodeState::Failed => {
-            let reason = after
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a: &BTreeMap<String, String>| a.get(proto::FAILURE_REASON))
-                .cloned()
-                .unwrap_or_default();
-            // Counted as the controller counts them for its own verdict.
-            let failed = super::failed_with(ctx, node);
-            End::Failed {
-                reason,
-                failed,
-                max_failures: ctx.config.failures.max_failures,
-            }
+    }
+
+    /// Each pass of the leader, once its blockers are known (none when nothing waits): sets
+    /// the rollout's gauges and sends the notices due.
+    pub(super) fn pass(
+        &self,
+        views: &[&NodeView],
+        states: &HashMap<NodeState, usize>,
+        record: &LockRecord,
+        blockers: &[Blocker],
+        now: DateTime<Utc>,
+    ) {
+        let g = gauges(
+            views,
+            states,
+            record,
+            blockers,
+            &self.config,
+            &self.lock_owner,
+        );
+        let pending = g.nodes_by_state.get("waiting").copied().unwrap_or(0) as usize;
+        self.metrics.set_rollout(g);
+        let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
+        let schedule = self.config.schedule();
+        let p = Pass {
+            now,
+            window_open: schedule.is_allowed(now),
+            window_end: schedule.current_window_end(now),
+            pending,
+            in_flight: record.entries.len(),
+            blockers: &texts,
+            window_closed: blockers.iter().any(|b| matches!(b, Blocker::WindowClosed)),
+        };
+        let due = self
+            .tracker
+            .lock()
+            .expect("tracker")
+            .pass(&p, self.config.notifications.blocked_after.to_chrono());
+        self.notifier.send(due);
+    }
+
+    /// A node was started (written into the lock).
+    pub(super) fn started(&self, node: &str, now: DateTime<Utc>) {
+        let due = self.tracker.lock().expect("tracker").started(node, now);
+        self.notifier.send(due);
+    }
+
+    /// After each successful Node write: a change of state ends a phase (timed) or a cycle
+    /// (told). `cycle_start` (when the node's cycle started, from the lock) and `failed` (the
+    /// failed nodes, this one included) are asked only when the write ends a cycle.
+    pub(super) fn written(
+        &self,
+        before: &NodeView,
+        after: &Node,
+        cycle_start: impl FnOnce() -> Option<DateTime<Utc>>,
+        failed: impl FnOnce() -> usize,
+    ) {
+        let now_view = NodeView::from_node(after);
+        if before.state == now_view.state {
+            return;
         }
-        _ => return,
-    };
-    let due = ctx
-        .observe
-        .tracker
-        .lock()
-        .expect("tracker")
-        .ended(node, &end, at);
-    ctx.observe.notifier.send(due);
+        let (Some(state), at) = (
+            now_view.state,
+            now_view.state_since.unwrap_or_else(Utc::now),
+        ) else {
+            return;
+        };
+        let secs = |from: DateTime<Utc>| (at - from).num_milliseconds().max(0) as f64 / 1000.0;
+        if let (Some(phase), Some(from)) =
+            (completed(before.state, Some(state)), before.state_since)
+        {
+            self.metrics.phase(phase, secs(from));
+        }
+        let node = before.name.as_str();
+        let end = match state {
+            NodeState::Done => {
+                let start = cycle_start();
+                if let Some(s) = start {
+                    self.metrics.phase(Phase::Cycle, secs(s));
+                }
+                End::Done {
+                    cycle: start.map(|s| at - s),
+                }
+            }
+            NodeState::Failed => {
+                let reason = after
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a: &BTreeMap<String, String>| a.get(proto::FAILURE_REASON))
+                    .cloned()
+                    .unwrap_or_default();
+                // Counted as the controller counts them for its own verdict.
+                End::Failed {
+                    reason,
+                    failed: failed(),
+                    max_failures: self.config.failures.max_failures,
+                }
+            }
+            _ => return,
+        };
+        let due = self.tracker.lock().expect("tracker").ended(node, &end, at);
+        self.notifier.send(due);
+    }
 }
 
 #[cfg(test)]

@@ -613,7 +613,7 @@ fn preview(
                     .flatten()
                     .copied()
                     .filter(|b| {
-                        drain::budget_may_select(
+                        crate::selector::budget_may_select(
                             b.spec.as_ref().and_then(|s| s.selector.as_ref()),
                             &pod_labels,
                         )
@@ -944,7 +944,7 @@ fn slots_held(
 /// Builds the plan from what the cluster says at `now`.
 pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<Utc>) -> Plan {
     let record = LockRecord::from_lease(cluster.lock.clone());
-    let ours = crate::controller::lock_owner(config);
+    let ours = crate::lock::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
     let mut problems = cluster_blockers(cluster, &record, foreign.as_deref(), config, now);
     problems.extend(alerts(&cluster.alerts));
@@ -993,7 +993,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
             let n = by_namespace.get(ns).map_or(0, |pods| {
                 pods.iter()
-                    .filter(|q| drain::selector_matches(sel, &labels(q)))
+                    .filter(|q| crate::selector::selector_matches(sel, &labels(q)))
                     .count()
             });
             (budget_name(b), n)

@@ -1,13 +1,15 @@
 //! Kubernetes Events (events.k8s.io/v1) about Nodes and the maintenance lock, for people.
 //!
-//! Owns what rollboot says in Events and about which object. The writing is kube's own
-//! recorder ([`kube::runtime::events::Recorder`]), because it follows kube-apiserver's rules
-//! that a hand-made Event broke on a real server: an Event about a cluster-scoped Node lives in
-//! namespace `default` and one about the lock Lease in the Lease's namespace; its name is
-//! `<object>.<hex nanoseconds>` (a `generateName` ending in a dot is invalid); and an Event
-//! that repeats within minutes becomes a series (a PATCH of the first one, `series.count`)
-//! instead of a new object each time. It must never fail or hold up the caller: an Event that
-//! cannot be written is logged and dropped, because Events are not part of correctness.
+//! A shared service: the controller, the agent and the drain each write their Events through
+//! one [`Recorder`]. Owns what rollboot says in Events and about which object. The writing is
+//! kube's own recorder ([`kube::runtime::events::Recorder`]), because it follows
+//! kube-apiserver's rules that a hand-made Event broke on a real server: an Event about a
+//! cluster-scoped Node lives in namespace `default` and one about the lock Lease in the Lease's
+//! namespace; its name is `<object>.<hex nanoseconds>` (a `generateName` ending in a dot is
+//! invalid); and an Event that repeats within minutes becomes a series (a PATCH of the first
+//! one, `series.count`) instead of a new object each time. It must never fail or hold up the
+//! caller: an Event that cannot be written is logged and dropped, because Events are not part
+//! of correctness.
 //!
 //! kube's recorder keeps what it wrote for its series window (6 minutes) and, on every write,
 //! walks all of it to forget what is older: one recorder for all of a controller's Events made

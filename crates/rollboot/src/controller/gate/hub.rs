@@ -1,0 +1,509 @@
+//! The health gates' shared watches: one per namespace and kind (budgets, ReplicaSets,
+//! StatefulSets), shared by every gate that needs it and kept a while after.
+//!
+//! Owns the [`Hub`] of watches, what each keeps of an object (its name, health, selector and,
+//! for a budget, `status.disruptedPods`; its initial list paged), the budget index that finds
+//! the budgets of a pod's labels without matching every budget of the namespace, and the
+//! budgets it gives the drain ([`crate::drain::BudgetSource`]). A rollout lists each namespace
+//! once rather than once per node. It only reads: it must never write, nor decide whether a
+//! gate passes (that is [`super::record::GateState`]'s).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::Api;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use serde::Deserialize;
+
+use super::record::{GateKind, Health, Stream, Wanted};
+use crate::client::Slim;
+use crate::controller::task::Task;
+use crate::selector::selector_problem;
+
+/// `spec.replicas` of a ReplicaSet or StatefulSet.
+#[derive(Clone, Debug, Deserialize)]
+pub(super) struct Scale {
+    replicas: Option<i32>,
+}
+
+/// `status.readyReplicas` of a ReplicaSet or StatefulSet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Ready {
+    ready_replicas: Option<i32>,
+}
+
+/// `spec.selector` of a budget.
+#[derive(Clone, Debug, Deserialize)]
+pub(super) struct BudgetSpec {
+    selector: Option<LabelSelector>,
+}
+
+/// What the gate reads of a budget's `status`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BudgetStatus {
+    #[serde(default)]
+    current_healthy: i32,
+    #[serde(default)]
+    desired_healthy: i32,
+    disrupted_pods: Option<Disrupted>,
+}
+
+pub(super) type SlimBudget = Slim<PodDisruptionBudget, BudgetSpec, BudgetStatus>;
+pub(super) type SlimReplicas<K> = Slim<K, Scale, Ready>;
+
+pub(super) fn budget_health(p: &SlimBudget) -> Health {
+    let s = p.status.clone().unwrap_or_default();
+    Health::Budget {
+        healthy: s.current_healthy,
+        desired: s.desired_healthy,
+    }
+}
+
+/// `spec.replicas` defaults to 1, as in the API.
+pub(super) fn replicas<K>(o: &SlimReplicas<K>) -> Health {
+    Health::Replicas {
+        ready: o
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0),
+        want: o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+    }
+}
+
+/// How long a namespace's watch is kept after the last gate using it ended: the next node's
+/// gate starts after that node's cordon and drain, and a watch kept across them spares a
+/// relist of the whole namespace per node (with 25,000 ReplicaSets in a namespace, those
+/// relists were most of the controller's time per node in a 5,000-node cluster).
+pub const FEED_LINGER: Duration = Duration::from_secs(600);
+
+/// One object of a watched namespace, reduced to what gates read.
+#[derive(Debug)]
+pub(super) struct Obj {
+    pub(super) name: String,
+    pub(super) health: Health,
+    /// A budget's selector.
+    pub(super) selector: Option<LabelSelector>,
+    /// A budget's `status.disruptedPods` (the drain names a phantom disruption from it).
+    pub(super) disrupted: BTreeMap<String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+/// What a namespace's watch tells the gates following it, in order.
+#[derive(Clone, Debug)]
+pub(super) enum FeedEvent {
+    /// A (re)list starts.
+    Init,
+    /// An object as it is now (listed or changed).
+    Apply(Arc<Obj>),
+    /// An object was deleted.
+    Delete(String),
+    /// The list is complete.
+    InitDone,
+}
+
+impl Obj {
+    /// Where the budget index files this object: under one `label=value` its selector
+    /// requires, or `None` for a budget any pod may match (no such pair, or a selector that
+    /// cannot be evaluated). Objects without a selector are found by name only.
+    pub(super) fn slot(&self) -> Option<Option<(&str, &str)>> {
+        let sel = self.selector.as_ref()?;
+        if selector_problem(sel).is_some() {
+            return Some(None);
+        }
+        let pair = sel.match_labels.as_ref().and_then(|m| m.iter().next());
+        Some(pair.map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+}
+
+/// The budget index's key of `k=v`.
+pub(super) fn pair_hash(k: &str, v: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (k, v).hash(&mut h);
+    h.finish()
+}
+
+/// A namespace's objects of one kind as its watch knows them.
+#[derive(Default)]
+pub(super) struct FeedState {
+    /// The last complete list, kept up to date by the watch's changes.
+    pub(super) objects: BTreeMap<String, Arc<Obj>>,
+    /// The budgets of `objects` by (a hash of) one `label=value` their selector requires: a
+    /// gate or a drain finds the budgets of its pods without matching every budget of the
+    /// namespace (with 12,500 budgets a namespace, that match was a tenth of a 5,000-node
+    /// simulation). Hashes and shared objects, not strings: a map of strings per budget was
+    /// 9 MiB of the controller at 5,000 nodes. A hash shared by two pairs only adds candidates.
+    pub(super) by_label: HashMap<u64, Vec<Arc<Obj>>>,
+    /// The budgets of `objects` any pod may match (see [`Obj::slot`]).
+    pub(super) unindexed: BTreeSet<String>,
+    /// Whether a list completed.
+    listed: bool,
+    /// A list in progress: what it brought so far.
+    pub(super) pending: Option<BTreeMap<String, Arc<Obj>>>,
+}
+
+impl FeedState {
+    /// Applies `ev` (under the lock that also orders its sending).
+    pub(super) fn apply(&mut self, ev: &FeedEvent) {
+        match ev {
+            FeedEvent::Init => self.pending = Some(BTreeMap::new()),
+            FeedEvent::Apply(o) => match self.pending.as_mut() {
+                Some(p) => {
+                    p.insert(o.name.clone(), o.clone());
+                }
+                None => {
+                    if let Some(old) = self.objects.insert(o.name.clone(), o.clone()) {
+                        self.unindex(&old);
+                    }
+                    self.index(o);
+                }
+            },
+            FeedEvent::Delete(name) => {
+                if let Some(old) = self.objects.remove(name) {
+                    self.unindex(&old);
+                }
+                if let Some(p) = self.pending.as_mut() {
+                    p.remove(name);
+                }
+            }
+            FeedEvent::InitDone => {
+                self.objects = self.pending.take().unwrap_or_default();
+                self.by_label.clear();
+                self.unindexed.clear();
+                for o in self.objects.values().cloned().collect::<Vec<_>>() {
+                    self.index(&o);
+                }
+                self.listed = true;
+            }
+        }
+    }
+
+    fn index(&mut self, o: &Arc<Obj>) {
+        match o.slot() {
+            Some(Some((k, v))) => {
+                self.by_label
+                    .entry(pair_hash(k, v))
+                    .or_default()
+                    .push(o.clone());
+            }
+            Some(None) => {
+                self.unindexed.insert(o.name.clone());
+            }
+            None => {}
+        }
+    }
+
+    fn unindex(&mut self, o: &Obj) {
+        match o.slot() {
+            Some(Some((k, v))) => {
+                let key = pair_hash(k, v);
+                if let Some(objs) = self.by_label.get_mut(&key) {
+                    objs.retain(|x| x.name != o.name);
+                    if objs.is_empty() {
+                        self.by_label.remove(&key);
+                    }
+                }
+            }
+            Some(None) => {
+                self.unindexed.remove(&o.name);
+            }
+            None => {}
+        }
+    }
+
+    /// The objects of the last complete list `wanted` keeps, in name order: its names, and the
+    /// budgets the index gives for its pods' labels, each matched.
+    pub(super) fn kept(&self, wanted: &Wanted) -> Vec<&Arc<Obj>> {
+        let mut names: BTreeSet<&str> = wanted.names.iter().map(String::as_str).collect();
+        for labels in &wanted.selecting {
+            for (k, v) in labels {
+                if let Some(objs) = self.by_label.get(&pair_hash(k, v)) {
+                    names.extend(objs.iter().map(|o| o.name.as_str()));
+                }
+            }
+        }
+        if !wanted.selecting.is_empty() {
+            names.extend(self.unindexed.iter().map(String::as_str));
+        }
+        names
+            .into_iter()
+            .filter_map(|n| self.objects.get(n))
+            .filter(|o| wanted.wants(&o.name, o.selector.as_ref()))
+            .collect()
+    }
+
+    /// What a gate that starts following now must be told first to know what the watch knows,
+    /// only the objects `wanted` keeps: the last complete list, then the list in progress.
+    pub(super) fn replay(&self, wanted: &Wanted) -> Vec<FeedEvent> {
+        let kept = |m: &BTreeMap<String, Arc<Obj>>| -> Vec<FeedEvent> {
+            m.values()
+                .filter(|o| wanted.wants(&o.name, o.selector.as_ref()))
+                .map(|o| FeedEvent::Apply(o.clone()))
+                .collect()
+        };
+        let mut out = Vec::new();
+        if self.listed {
+            out.push(FeedEvent::Init);
+            let objects = self.kept(wanted).into_iter();
+            out.extend(objects.map(|o| FeedEvent::Apply(o.clone())));
+            out.push(FeedEvent::InitDone);
+        }
+        if let Some(p) = &self.pending {
+            out.push(FeedEvent::Init);
+            out.extend(kept(p));
+        }
+        out
+    }
+}
+
+/// A namespace's watch of one kind, shared by the gates that need it.
+pub(super) struct FeedShared {
+    pub(super) state: std::sync::Mutex<FeedState>,
+    pub(super) tx: tokio::sync::broadcast::Sender<FeedEvent>,
+}
+
+impl FeedShared {
+    fn publish(&self, ev: FeedEvent) {
+        let mut st = self.state.lock().expect("gate feed");
+        st.apply(&ev);
+        // Sent under the lock: a gate that subscribes under it gets every later event.
+        let _ = self.tx.send(ev);
+    }
+}
+
+/// A running namespace watch; dropping the last handle stops it.
+pub(super) struct Feed {
+    pub(super) shared: Arc<FeedShared>,
+    _task: Task,
+}
+
+/// The health gates' watches: one per namespace and kind, shared by every gate that needs it,
+/// and kept [`FEED_LINGER`] after the last one let go of it, so consecutive nodes' gates do not
+/// each list the namespace again (kube-apiserver's shared-informer pattern). It only reads.
+pub struct Hub {
+    client: Client,
+    feeds: std::sync::Mutex<BTreeMap<Stream, (Arc<Feed>, std::time::Instant)>>,
+}
+
+impl Hub {
+    /// No watch running yet.
+    pub fn new(client: Client) -> Hub {
+        Hub {
+            client,
+            feeds: Default::default(),
+        }
+    }
+
+    /// The feed of `stream`, started when none runs.
+    pub(super) fn feed(&self, stream: &Stream) -> Arc<Feed> {
+        let mut feeds = self.feeds.lock().expect("gate feeds");
+        let now = std::time::Instant::now();
+        if let Some((f, used)) = feeds.get_mut(stream) {
+            *used = now;
+            return f.clone();
+        }
+        let shared = Arc::new(FeedShared {
+            state: Default::default(),
+            tx: tokio::sync::broadcast::channel(4096).0,
+        });
+        let (client, s, sh) = (self.client.clone(), stream.clone(), shared.clone());
+        let task = Task(tokio::spawn(async move {
+            let (kind, ns) = s.clone();
+            match kind {
+                GateKind::Budget => {
+                    follow(
+                        client,
+                        s,
+                        sh,
+                        budget_health,
+                        budget_selector,
+                        budget_disrupted,
+                    )
+                    .await
+                }
+                GateKind::ReplicaSet => {
+                    let health = replicas::<ReplicaSet>;
+                    follow(client, s, sh, health, no_selector, nothing_disrupted).await
+                }
+                GateKind::StatefulSet => {
+                    let health = replicas::<StatefulSet>;
+                    follow(client, s, sh, health, no_selector, nothing_disrupted).await
+                }
+            }
+            tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
+        }));
+        let feed = Arc::new(Feed {
+            shared,
+            _task: task,
+        });
+        feeds.insert(stream.clone(), (feed.clone(), now));
+        feed
+    }
+
+    /// Stops the watches no gate has used for [`FEED_LINGER`].
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        let mut feeds = self.feeds.lock().expect("gate feeds");
+        for (f, used) in feeds.values_mut() {
+            if Arc::strong_count(f) > 1 {
+                *used = now;
+            }
+        }
+        feeds.retain(|_, (_, used)| now.duration_since(*used) < FEED_LINGER);
+    }
+
+    /// The budgets of `namespace` that may select a pod with one of `pods`' labels, reduced to
+    /// name, selector and `status.disruptedPods`, from the shared watch (started when none
+    /// runs): the drain names them in the Events of refused evictions. A list of the
+    /// namespace's budgets per refusing drain was a third of the controller's time per node
+    /// in a 5,000-node cluster. `None` when the watch has not listed within `wait`.
+    pub async fn budgets(
+        &self,
+        namespace: &str,
+        pods: &[BTreeMap<String, String>],
+        wait: Duration,
+    ) -> Option<Vec<PodDisruptionBudget>> {
+        use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+        let feed = self.feed(&(GateKind::Budget, namespace.to_string()));
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            {
+                let st = feed.shared.state.lock().expect("gate feed");
+                if st.listed {
+                    let wanted = Wanted {
+                        names: BTreeSet::new(),
+                        selecting: pods.to_vec(),
+                    };
+                    return Some(
+                        st.kept(&wanted)
+                            .into_iter()
+                            .map(|o| PodDisruptionBudget {
+                                metadata: kube::api::ObjectMeta {
+                                    name: Some(o.name.clone()),
+                                    namespace: Some(namespace.to_string()),
+                                    ..Default::default()
+                                },
+                                spec: Some(PodDisruptionBudgetSpec {
+                                    selector: o.selector.clone(),
+                                    ..Default::default()
+                                }),
+                                status: (!o.disrupted.is_empty()).then(|| {
+                                    PodDisruptionBudgetStatus {
+                                        disrupted_pods: Some(o.disrupted.clone()),
+                                        ..Default::default()
+                                    }
+                                }),
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops every watch (gates still following one keep it until they end).
+    pub fn stop_all(&self) {
+        self.feeds.lock().expect("gate feeds").clear();
+    }
+
+    /// The namespaces and kinds watched now.
+    pub fn watching(&self) -> Vec<Stream> {
+        self.feeds
+            .lock()
+            .expect("gate feeds")
+            .keys()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The drain names the budgets that refuse its evictions from the same watches.
+impl crate::drain::BudgetSource for Hub {
+    fn budgets<'a>(
+        &'a self,
+        namespace: &'a str,
+        pods: &'a [BTreeMap<String, String>],
+        wait: Duration,
+    ) -> futures::future::BoxFuture<'a, Option<Vec<PodDisruptionBudget>>> {
+        Box::pin(Hub::budgets(self, namespace, pods, wait))
+    }
+}
+
+pub(super) fn budget_selector(p: &SlimBudget) -> Option<&LabelSelector> {
+    p.spec.as_ref().and_then(|s| s.selector.as_ref())
+}
+
+fn no_selector<K>(_: &K) -> Option<&LabelSelector> {
+    None
+}
+
+type Disrupted = BTreeMap<String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>;
+
+pub(super) fn budget_disrupted(p: &SlimBudget) -> Disrupted {
+    p.status
+        .as_ref()
+        .and_then(|s| s.disrupted_pods.clone())
+        .unwrap_or_default()
+}
+
+fn nothing_disrupted<K>(_: &K) -> Disrupted {
+    Disrupted::new()
+}
+
+/// Watches one kind in one namespace for every gate following `feed`, keeping of each object
+/// only its name, health and selector.
+async fn follow<K>(
+    client: Client,
+    stream: Stream,
+    feed: Arc<FeedShared>,
+    health: fn(&K) -> Health,
+    selector: fn(&K) -> Option<&LabelSelector>,
+    disrupted: fn(&K) -> Disrupted,
+) where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client, &stream.1);
+    let events = watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(events);
+    let obj = |o: &K| {
+        Arc::new(Obj {
+            name: o.name_any(),
+            health: health(o),
+            selector: selector(o).cloned(),
+            disrupted: disrupted(o),
+        })
+    };
+    while let Some(ev) = events.next().await {
+        let ev = match ev {
+            Ok(watcher::Event::Init) => FeedEvent::Init,
+            Ok(watcher::Event::InitDone) => FeedEvent::InitDone,
+            Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
+                FeedEvent::Apply(obj(&o))
+            }
+            Ok(watcher::Event::Delete(o)) => FeedEvent::Delete(o.name_any()),
+            Err(e) => {
+                tracing::warn!(namespace = %stream.1, kind = stream.0.name(), error = %e, "health gate watch");
+                continue;
+            }
+        };
+        feed.publish(ev);
+    }
+}

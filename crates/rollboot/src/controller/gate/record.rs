@@ -1,0 +1,234 @@
+//! The health gate's record and state, pure: what a gate waits for and how it decides.
+//!
+//! Owns the [`GateRecord`] the drain's end writes to the Node (with `state: rebooting`, or with
+//! the afterDrain hooks' start), what a gate waits for in each watched stream ([`Wanted`]), what
+//! the watches report ([`Update`], [`Health`]) and [`GateState`], which decides from what has
+//! been seen. It must never do I/O, hold a client or read a clock: the watches that feed it are
+//! [`super::hub`]'s, the waiting [`super::waiting`]'s, and the pure controller
+//! ([`crate::controller::decide`]) reads the record from here only.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::{Deserialize, Serialize};
+
+use crate::selector::budget_may_select;
+
+/// What the health gate must see healthy again, written with `state: rebooting`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GateRecord {
+    /// Budgets `namespace/name` to wait for by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<String>,
+    /// The evicted pods' labels, per namespace: every budget selecting one of them is waited
+    /// for. The drain hands these over rather than budget names, so it need not list budgets
+    /// (two lists of a namespace's budgets per node were a fifth of a drain's time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<(String, BTreeMap<String, String>)>,
+    /// Controllers of the evicted pods: (kind, namespace, name).
+    pub owners: Vec<(String, String, String)>,
+    /// Not read by the gate: the drain's measured pod exit time (milliseconds, see
+    /// [`crate::drain::Drained::pod_exit_seconds`]), carried in this record, which lives from
+    /// the drain's end to `done`, into the node's [`crate::node::LastCycle`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_exit_ms: Option<u64>,
+}
+
+impl GateRecord {
+    /// The record as a Node carries it (`rollboot.dev/health-gate`, `text`), if it parses.
+    pub fn read(text: Option<&str>) -> Option<GateRecord> {
+        serde_json::from_str(text?).ok()
+    }
+}
+
+/// The kinds the gate reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GateKind {
+    Budget,
+    ReplicaSet,
+    StatefulSet,
+}
+
+impl GateKind {
+    /// The kind's name in the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            GateKind::Budget => "PodDisruptionBudget",
+            GateKind::ReplicaSet => "ReplicaSet",
+            GateKind::StatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// One watch: a kind in a namespace.
+pub type Stream = (GateKind, String);
+
+/// What was seen of one object waited on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// A budget's `currentHealthy` and `desiredHealthy`.
+    Budget { healthy: i32, desired: i32 },
+    /// A controller's Ready replicas and wanted replicas.
+    Replicas { ready: i32, want: i32 },
+}
+
+/// What a watch reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// The watch (re)starts its list: what it said before no longer counts.
+    Listing(Stream),
+    /// An object waited on, as it is now.
+    Seen(Stream, String, Health),
+    /// An object waited on was deleted.
+    Gone(Stream, String),
+    /// The list is complete: an object waited on and not seen does not exist.
+    Listed(Stream),
+    /// A budget whose selector cannot be evaluated, waited on as if it selected the evicted
+    /// pods: its name and why.
+    Unreadable(Stream, String, String),
+}
+
+/// What one stream waits for: objects by name, and (budgets) whatever selects these labels.
+#[derive(Clone, Debug, Default)]
+pub struct Wanted {
+    pub(super) names: BTreeSet<String>,
+    pub(super) selecting: Vec<BTreeMap<String, String>>,
+}
+
+impl Wanted {
+    /// Whether the object `name`, with `selector` (a budget's), is waited for. A budget whose
+    /// selector cannot be evaluated is, when budgets are chosen by labels: waiting on a budget
+    /// that may not cover the pods costs time, passing one that does could start the next
+    /// node while these pods' budget is short.
+    pub fn wants(&self, name: &str, selector: Option<&LabelSelector>) -> bool {
+        self.names.contains(name)
+            || self
+                .selecting
+                .iter()
+                .any(|labels| budget_may_select(selector, labels))
+    }
+}
+
+/// The gate's knowledge, fed by [`Update`]s; decides without I/O.
+#[derive(Clone, Debug, Default)]
+pub struct GateState {
+    pub(super) wanted: BTreeMap<Stream, Wanted>,
+    seen: BTreeMap<(Stream, String), Health>,
+    pub(super) listed: BTreeSet<Stream>,
+    /// Warnings not yet said, (budget, note): one per budget with an unreadable selector.
+    notes: Vec<(String, String)>,
+    /// The budgets already warned about.
+    unreadable: BTreeSet<(Stream, String)>,
+}
+
+impl GateState {
+    /// The objects of `record`; controllers other than ReplicaSets and StatefulSets (a
+    /// DaemonSet, a Job) have nothing to wait for and are left out.
+    pub fn new(record: &GateRecord) -> GateState {
+        let mut wanted: BTreeMap<Stream, Wanted> = BTreeMap::new();
+        for b in &record.budgets {
+            if let Some((ns, name)) = b.split_once('/') {
+                wanted
+                    .entry((GateKind::Budget, ns.into()))
+                    .or_default()
+                    .names
+                    .insert(name.into());
+            }
+        }
+        for (ns, labels) in &record.pods {
+            wanted
+                .entry((GateKind::Budget, ns.clone()))
+                .or_default()
+                .selecting
+                .push(labels.clone());
+        }
+        for (kind, ns, name) in &record.owners {
+            let kind = match kind.as_str() {
+                "ReplicaSet" => GateKind::ReplicaSet,
+                "StatefulSet" => GateKind::StatefulSet,
+                _ => continue,
+            };
+            wanted
+                .entry((kind, ns.clone()))
+                .or_default()
+                .names
+                .insert(name.clone());
+        }
+        GateState {
+            wanted,
+            ..GateState::default()
+        }
+    }
+
+    /// The watches needed.
+    pub fn streams(&self) -> Vec<Stream> {
+        self.wanted.keys().cloned().collect()
+    }
+
+    /// Whether `name` may be waited on in `stream`: by name, or, in a stream that selects by
+    /// labels, as chosen by its watch (which has the object's selector). Everything else is
+    /// dropped unread.
+    pub fn wants(&self, stream: &Stream, name: &str) -> bool {
+        self.wanted
+            .get(stream)
+            .is_some_and(|w| w.names.contains(name) || !w.selecting.is_empty())
+    }
+
+    pub fn apply(&mut self, update: Update) {
+        match update {
+            Update::Listing(s) => {
+                self.listed.remove(&s);
+                self.seen.retain(|(st, _), _| *st != s);
+            }
+            Update::Seen(s, name, h) => {
+                if self.wants(&s, &name) {
+                    self.seen.insert((s, name), h);
+                }
+            }
+            Update::Gone(s, name) => {
+                self.seen.remove(&(s, name));
+            }
+            Update::Listed(s) => {
+                self.listed.insert(s);
+            }
+            Update::Unreadable(s, name, why) => {
+                let note = format!(
+                    "{} {}/{name}: its selector cannot be evaluated ({why}); the health gate \
+                     waits for it as if it covered the evicted pods",
+                    s.0.name(),
+                    s.1
+                );
+                let budget = format!("{}/{name}", s.1);
+                if self.unreadable.insert((s, name)) {
+                    self.notes.push((budget, note));
+                }
+            }
+        }
+    }
+
+    /// The warnings gathered since the last call, as (budget `namespace/name`, note).
+    pub fn take_notes(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// `None` when the gate passes, else the first thing it waits for. An object that does not
+    /// exist (a budget or ReplicaSet deleted meanwhile) has nothing left to wait for.
+    pub fn verdict(&self) -> Option<String> {
+        if let Some((kind, ns)) = self.wanted.keys().find(|s| !self.listed.contains(*s)) {
+            return Some(format!("listing the {}s of namespace {ns}", kind.name()));
+        }
+        self.seen
+            .iter()
+            .find_map(|(((kind, ns), name), h)| match *h {
+                Health::Budget { healthy, desired } if healthy < desired => Some(format!(
+                    "{} {ns}/{name} has {healthy} healthy of {desired} desired",
+                    kind.name()
+                )),
+                Health::Replicas { ready, want } if ready < want => Some(format!(
+                    "{} {ns}/{name} has {ready} of {want} replicas Ready",
+                    kind.name()
+                )),
+                _ => None,
+            })
+    }
+}

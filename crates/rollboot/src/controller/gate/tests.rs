@@ -1,0 +1,514 @@
+//! The health gate's tests: its pure state, the shared watches' index and replay, and a gate
+//! joining a watch, all without an API server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+
+use super::hub::{
+    budget_disrupted, budget_health, budget_selector, replicas, FeedEvent, FeedState, Obj,
+    SlimBudget, SlimReplicas,
+};
+use super::record::{GateKind, GateRecord, GateState, Health, Stream, Update, Wanted};
+use super::waiting::Forwarder;
+
+fn record() -> GateRecord {
+    GateRecord {
+        budgets: vec!["a/web".into()],
+        owners: vec![
+            ("ReplicaSet".into(), "a".into(), "web-1".into()),
+            ("DaemonSet".into(), "kube-system".into(), "ds".into()),
+        ],
+        ..GateRecord::default()
+    }
+}
+
+#[test]
+fn budgets_are_chosen_by_the_evicted_pods_labels() {
+    let app = |v: &str| BTreeMap::from([("app".to_string(), v.to_string())]);
+    let record = GateRecord {
+        pods: vec![("a".into(), app("web"))],
+        ..GateRecord::default()
+    };
+    let g = GateState::new(&record);
+    assert_eq!(g.streams(), vec![pdb()]);
+    let selecting = |v: &str| LabelSelector {
+        match_labels: Some(app(v)),
+        ..Default::default()
+    };
+    let w = &g.wanted[&pdb()];
+    assert!(w.wants("web-pdb", Some(&selecting("web"))));
+    assert!(!w.wants("db-pdb", Some(&selecting("db"))));
+    assert!(!w.wants("no-selector", None));
+    assert!(g.verdict().unwrap().contains("listing"));
+}
+
+fn pdb() -> Stream {
+    (GateKind::Budget, "a".into())
+}
+fn rs() -> Stream {
+    (GateKind::ReplicaSet, "a".into())
+}
+
+#[test]
+fn waits_until_every_stream_is_listed_then_for_each_object() {
+    let mut g = GateState::new(&record());
+    assert_eq!(g.streams(), vec![pdb(), rs()], "no watch for the DaemonSet");
+    assert!(g.verdict().unwrap().contains("listing"));
+    g.apply(Update::Seen(
+        pdb(),
+        "web".into(),
+        Health::Budget {
+            healthy: 2,
+            desired: 3,
+        },
+    ));
+    g.apply(Update::Listed(pdb()));
+    assert!(g.verdict().unwrap().contains("listing the ReplicaSets"));
+    g.apply(Update::Seen(
+        rs(),
+        "web-1".into(),
+        Health::Replicas { ready: 3, want: 3 },
+    ));
+    g.apply(Update::Listed(rs()));
+    assert_eq!(
+        g.verdict().unwrap(),
+        "PodDisruptionBudget a/web has 2 healthy of 3 desired"
+    );
+    g.apply(Update::Seen(
+        pdb(),
+        "web".into(),
+        Health::Budget {
+            healthy: 3,
+            desired: 3,
+        },
+    ));
+    assert_eq!(g.verdict(), None);
+}
+
+#[test]
+fn a_relist_forgets_what_the_stream_said_and_waits_again() {
+    let mut g = GateState::new(&record());
+    for s in [pdb(), rs()] {
+        g.apply(Update::Listed(s));
+    }
+    assert_eq!(
+        g.verdict(),
+        None,
+        "objects that do not exist wait for nothing"
+    );
+    g.apply(Update::Seen(
+        rs(),
+        "web-1".into(),
+        Health::Replicas { ready: 1, want: 3 },
+    ));
+    assert_eq!(
+        g.verdict().unwrap(),
+        "ReplicaSet a/web-1 has 1 of 3 replicas Ready"
+    );
+    g.apply(Update::Listing(rs()));
+    assert!(g.verdict().unwrap().contains("listing"));
+    g.apply(Update::Listed(rs()));
+    assert_eq!(g.verdict(), None, "the relist did not see it: deleted");
+    g.apply(Update::Seen(
+        rs(),
+        "web-1".into(),
+        Health::Replicas { ready: 1, want: 3 },
+    ));
+    g.apply(Update::Gone(rs(), "web-1".into()));
+    assert_eq!(g.verdict(), None);
+}
+
+#[test]
+fn a_budget_whose_selector_cannot_be_read_is_waited_for_and_said_once() {
+    let app = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    let record = GateRecord {
+        pods: vec![("a".into(), app)],
+        ..GateRecord::default()
+    };
+    let mut g = GateState::new(&record);
+    let bad = LabelSelector {
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: "app".into(),
+                operator: "Matches".into(),
+                values: Some(vec!["web".into()]),
+            },
+        ]),
+        ..Default::default()
+    };
+    let why = crate::selector::selector_problem(&bad).unwrap();
+    assert!(why.contains("`app`") && why.contains("`Matches`"), "{why}");
+    // Selecting nothing by the rules it can read, it is still waited for.
+    assert!(!crate::selector::selector_matches(
+        Some(&bad),
+        &record.pods[0].1
+    ));
+    assert!(g.wanted[&pdb()].wants("odd", Some(&bad)));
+    for _ in 0..2 {
+        g.apply(Update::Unreadable(pdb(), "odd".into(), why.clone()));
+    }
+    g.apply(Update::Seen(
+        pdb(),
+        "odd".into(),
+        Health::Budget {
+            healthy: 1,
+            desired: 2,
+        },
+    ));
+    g.apply(Update::Listed(pdb()));
+    assert_eq!(
+        g.verdict().unwrap(),
+        "PodDisruptionBudget a/odd has 1 healthy of 2 desired"
+    );
+    let notes = g.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0].0, "a/odd");
+    assert!(
+        notes[0]
+            .1
+            .starts_with("PodDisruptionBudget a/odd: its selector cannot be evaluated")
+            && notes[0].1.contains("waits for it"),
+        "{}",
+        notes[0].1
+    );
+    assert!(g.take_notes().is_empty());
+}
+
+#[test]
+fn objects_not_waited_on_are_ignored() {
+    let mut g = GateState::new(&record());
+    g.apply(Update::Seen(
+        rs(),
+        "other".into(),
+        Health::Replicas { ready: 0, want: 3 },
+    ));
+    for s in [pdb(), rs()] {
+        g.apply(Update::Listed(s));
+    }
+    assert_eq!(g.verdict(), None);
+}
+
+fn budget(name: &str, selector: LabelSelector) -> FeedEvent {
+    FeedEvent::Apply(Arc::new(Obj {
+        name: name.into(),
+        health: Health::Budget {
+            healthy: 2,
+            desired: 1,
+        },
+        selector: Some(selector),
+        disrupted: Default::default(),
+    }))
+}
+
+/// The budget index gives exactly what matching every budget would: budgets found by a
+/// label of the pods, budgets any pod may match (no label pair, an unreadable selector),
+/// after changes, deletions and a relist; a budget without a selector only by name.
+#[test]
+fn the_budget_index_finds_what_a_scan_of_every_budget_finds() {
+    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let by_labels = |pairs: &[(&str, &str)]| LabelSelector {
+        match_labels: Some(labels(pairs)),
+        ..Default::default()
+    };
+    let expr = |key: &str, op: &str| LabelSelector {
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: key.into(),
+                operator: op.into(),
+                values: None,
+            },
+        ]),
+        ..Default::default()
+    };
+    let mut st = FeedState::default();
+    for ev in [
+        FeedEvent::Init,
+        budget("web", by_labels(&[("app", "web"), ("tier", "front")])),
+        budget("db", by_labels(&[("app", "db")])),
+        budget("any-with-tier", expr("tier", "Exists")),
+        budget("everything", LabelSelector::default()),
+        budget("garbled", expr("app", "Near")),
+        obj("rs-1", 1),
+        FeedEvent::InitDone,
+    ] {
+        st.apply(&ev);
+    }
+    let want = |names: &[&str], pods: &[BTreeMap<String, String>]| Wanted {
+        names: names.iter().map(|n| n.to_string()).collect(),
+        selecting: pods.to_vec(),
+    };
+    let kept = |st: &FeedState, w: &Wanted| -> Vec<String> {
+        let got: Vec<String> = st.kept(w).iter().map(|o| o.name.clone()).collect();
+        // The same as a look at every object.
+        let all: Vec<String> = st
+            .objects
+            .values()
+            .filter(|o| w.wants(&o.name, o.selector.as_ref()))
+            .map(|o| o.name.clone())
+            .collect();
+        assert_eq!(got, all);
+        got
+    };
+    let web = labels(&[("app", "web"), ("tier", "front")]);
+    assert_eq!(
+        kept(&st, &want(&[], std::slice::from_ref(&web))),
+        ["any-with-tier", "everything", "garbled", "web"]
+    );
+    assert_eq!(
+        kept(&st, &want(&["rs-1"], &[labels(&[("app", "db")])])),
+        ["db", "everything", "garbled", "rs-1"]
+    );
+    assert_eq!(kept(&st, &want(&["rs-1"], &[])), ["rs-1"]);
+    // A budget's selector changes: it is found under its new label only.
+    st.apply(&budget("db", by_labels(&[("app", "cache")])));
+    assert_eq!(
+        kept(&st, &want(&[], &[labels(&[("app", "db")])])),
+        ["everything", "garbled"]
+    );
+    assert_eq!(
+        kept(&st, &want(&[], &[labels(&[("app", "cache")])])),
+        ["db", "everything", "garbled"]
+    );
+    // Deleted, then a relist that brings back only some.
+    st.apply(&FeedEvent::Delete("everything".into()));
+    assert_eq!(
+        kept(&st, &want(&[], std::slice::from_ref(&web))),
+        ["any-with-tier", "garbled", "web"]
+    );
+    for ev in [
+        FeedEvent::Init,
+        budget("web", by_labels(&[("app", "web")])),
+        FeedEvent::InitDone,
+    ] {
+        st.apply(&ev);
+    }
+    assert_eq!(kept(&st, &want(&[], &[web])), ["web"]);
+    assert!(st.unindexed.is_empty() && st.by_label.len() == 1);
+}
+
+/// A gate's quick turn-down of a budget by its label pair says what matching the budget
+/// against every evicted pod says: over random budgets (label pairs, expressions, an
+/// unreadable operator, an empty selector, none) and random pods, waited on by name or not.
+#[test]
+fn a_gate_turns_down_budgets_as_the_full_match_does() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+    let keys = ["app", "tier", "team"];
+    let vals = ["web", "db", "cache"];
+    let labels = |rng: &mut rand::rngs::SmallRng, n: usize| -> BTreeMap<String, String> {
+        (0..n)
+            .map(|_| {
+                let k = keys[rng.random_range(0..3)];
+                (k.to_string(), vals[rng.random_range(0..3)].to_string())
+            })
+            .collect()
+    };
+    let (mut turned_down, mut kept) = (0, 0);
+    for _ in 0..400 {
+        let pods: Vec<_> = (0..rng.random_range(0..4))
+            .map(|_| {
+                let n = rng.random_range(0..3);
+                labels(&mut rng, n)
+            })
+            .collect();
+        let names: BTreeSet<String> = (0..rng.random_range(0..3))
+            .map(|i| format!("b{i}"))
+            .collect();
+        let fwd = Forwarder::new(
+            pdb(),
+            Wanted {
+                names,
+                selecting: pods,
+            },
+        );
+        for i in 0..20 {
+            let selector = match rng.random_range(0..5) {
+                0 => None,
+                1 => Some(LabelSelector::default()),
+                n => Some(LabelSelector {
+                    match_labels: (n != 4).then(|| {
+                        let count = rng.random_range(1..3);
+                        labels(&mut rng, count)
+                    }),
+                    match_expressions: (n >= 3).then(|| {
+                        let op = ["In", "NotIn", "Exists", "Near"][rng.random_range(0..4)];
+                        vec![LabelSelectorRequirement {
+                            key: keys[rng.random_range(0..3)].into(),
+                            operator: op.into(),
+                            values: (op.ends_with("In")).then(|| vec!["web".into()]),
+                        }]
+                    }),
+                }),
+            };
+            let o = Obj {
+                name: format!("b{}", i % 4),
+                health: Health::Budget {
+                    healthy: 1,
+                    desired: 1,
+                },
+                selector,
+                disrupted: Default::default(),
+            };
+            let full = fwd.wanted.wants(&o.name, o.selector.as_ref());
+            assert_eq!(fwd.wants(&o), full, "{o:?} for {:?}", fwd.wanted);
+            if full {
+                kept += 1;
+            } else {
+                turned_down += 1;
+            }
+        }
+    }
+    assert!(turned_down > 500 && kept > 500, "{turned_down} {kept}");
+}
+
+fn obj(name: &str, ready: i32) -> FeedEvent {
+    FeedEvent::Apply(Arc::new(Obj {
+        name: name.into(),
+        health: Health::Replicas { ready, want: 2 },
+        selector: None,
+        disrupted: Default::default(),
+    }))
+}
+
+/// A gate that joins a watch other gates started is told what the watch knows of the
+/// objects it waits for, as if it had listed them itself, and then their changes only.
+#[test]
+fn a_gate_joining_a_shared_watch_sees_its_objects_as_listed_then_their_changes() {
+    let mut feed = FeedState::default();
+    for ev in [
+        FeedEvent::Init,
+        obj("web-1", 2),
+        obj("other", 0),
+        FeedEvent::InitDone,
+    ] {
+        feed.apply(&ev);
+    }
+    let mut g = GateState::new(&record());
+    let streams = g.streams();
+    let s = streams
+        .iter()
+        .find(|s| s.0 == GateKind::ReplicaSet)
+        .unwrap();
+    let mut fwd = Forwarder::new(s.clone(), g.wanted[s].clone());
+    let replay = feed.replay(&fwd.wanted);
+    assert_eq!(replay.len(), 3, "{replay:?}");
+    let updates: Vec<Update> = replay.into_iter().flat_map(|e| fwd.updates(e)).collect();
+    assert_eq!(
+        updates,
+        vec![
+            Update::Listing(rs()),
+            Update::Seen(rs(), "web-1".into(), Health::Replicas { ready: 2, want: 2 }),
+            Update::Listed(rs()),
+        ]
+    );
+    for u in updates {
+        g.apply(u);
+    }
+    // Objects it does not wait for are not forwarded; its own are, down to a deletion.
+    assert!(fwd.updates(obj("other", 1)).is_empty());
+    let down = fwd.updates(obj("web-1", 1));
+    assert_eq!(
+        down,
+        vec![Update::Seen(
+            rs(),
+            "web-1".into(),
+            Health::Replicas { ready: 1, want: 2 }
+        )]
+    );
+    for u in down {
+        g.apply(u);
+    }
+    g.apply(Update::Listing(pdb()));
+    g.apply(Update::Listed(pdb()));
+    assert!(g.verdict().unwrap().contains("web-1"), "{:?}", g.verdict());
+    assert!(fwd.updates(FeedEvent::Delete("other".into())).is_empty());
+    assert_eq!(
+        fwd.updates(FeedEvent::Delete("web-1".into())),
+        vec![Update::Gone(rs(), "web-1".into())]
+    );
+}
+
+/// Joining while the watch relists: the last complete list, then the relist so far (which
+/// forgets it), so the gate waits for the relist to complete as the other gates do.
+#[test]
+fn a_gate_joining_during_a_relist_waits_for_it_to_complete() {
+    let mut feed = FeedState::default();
+    for ev in [
+        FeedEvent::Init,
+        obj("web-1", 2),
+        FeedEvent::InitDone,
+        FeedEvent::Init,
+        obj("web-1", 1),
+    ] {
+        feed.apply(&ev);
+    }
+    let mut g = GateState::new(&record());
+    let wanted = g.wanted[&rs()].clone();
+    let mut fwd = Forwarder::new(rs(), wanted);
+    for u in feed
+        .replay(&fwd.wanted)
+        .into_iter()
+        .flat_map(|e| fwd.updates(e))
+    {
+        g.apply(u);
+    }
+    assert!(!g.listed.contains(&rs()), "the relist is not complete yet");
+    feed.apply(&FeedEvent::InitDone);
+    assert_eq!(feed.objects.len(), 1);
+    assert!(feed.pending.is_none());
+}
+
+/// The gate's watches read of each object what the gate keeps, the rest of it skipped:
+/// a ReplicaSet's replicas (1 when unset) and Ready replicas, a budget's selector, health
+/// and disrupted pods, and the metadata a watch resumes from.
+#[test]
+fn a_watched_object_is_read_for_what_the_gate_keeps() {
+    let rs: SlimReplicas<ReplicaSet> = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-1", "namespace": "a", "uid": "u1", "resourceVersion": "7",
+            "labels": {"app": "web"}, "managedFields": [{"manager": "x"}]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+        "status": {"replicas": 3, "readyReplicas": 2}
+    }))
+    .unwrap();
+    assert_eq!(rs.name_any(), "web-1");
+    assert_eq!(rs.resource_version().as_deref(), Some("7"));
+    assert!(rs.metadata.labels.is_none());
+    assert_eq!(replicas(&rs), Health::Replicas { ready: 2, want: 3 });
+    let bare: SlimReplicas<ReplicaSet> =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).unwrap();
+    assert_eq!(replicas(&bare), Health::Replicas { ready: 0, want: 1 });
+    let pdb: SlimBudget = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "a", "resourceVersion": "9"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"currentHealthy": 2, "desiredHealthy": 2, "disruptionsAllowed": 0,
+            "expectedPods": 3, "disruptedPods": {"web-x": "2026-01-01T00:00:00Z"}}
+    }))
+    .unwrap();
+    assert_eq!(
+        budget_health(&pdb),
+        Health::Budget {
+            healthy: 2,
+            desired: 2
+        }
+    );
+    let sel = budget_selector(&pdb).and_then(|s| s.match_labels.clone());
+    assert_eq!(sel.unwrap()["app"], "web");
+    assert_eq!(budget_disrupted(&pdb).len(), 1);
+    assert_eq!(
+        <SlimBudget as kube::Resource>::plural(&()),
+        "poddisruptionbudgets"
+    );
+}

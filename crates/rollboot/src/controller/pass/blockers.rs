@@ -1,0 +1,100 @@
+//! What keeps new nodes from starting, as a pass reads it from outside the Nodes, and when to
+//! look again.
+//!
+//! Owns the reads a pass makes only when a node waits to start: the pods matching each
+//! blocking selector (a limit-1 list each) and Prometheus's firing alerts; the instant a start
+//! is decided at; when a pass must look again while blockers hold (a closed window opens on the
+//! clock, alerts are asked again soon, the rest clears with a watched change); and the blockers
+//! said once per change. The blockers themselves are decided purely
+//! ([`crate::controller::decide::blockers`]). It must never write.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use crate::controller::context::Ctx;
+use crate::controller::decide::Blocker;
+
+/// How often Prometheus is asked again while its alerts (or its failure) block a flagged node.
+const ALERTS_RECHECK: chrono::Duration = chrono::Duration::seconds(5);
+
+/// For each blocking pod selector, how many pods match (a limit-1 list each).
+pub(super) async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    for (text, sel) in ctx
+        .config
+        .blockers
+        .pod_selectors
+        .iter()
+        .zip(ctx.config.blocking_pod_selectors())
+    {
+        let lp = ListParams::default().labels(&sel.to_string()).limit(1);
+        let n = match api.list_metadata(&lp).await {
+            Ok(l) => l.items.len(),
+            Err(e) => {
+                tracing::warn!(selector = %text, error = %e, "listing blocking pods; treating as blocked");
+                1
+            }
+        };
+        out.push((text.clone(), n));
+    }
+    out
+}
+
+/// `blockers.prometheus`'s firing alerts as a blocker (or that Prometheus cannot be asked:
+/// nothing new starts then), none when it is not configured. Asked only when something could
+/// start, so an idle cluster costs Prometheus nothing.
+pub(super) async fn alerts(ctx: &Ctx) -> Option<Blocker> {
+    let source = ctx.alerts.as_ref()?;
+    match source.check().await {
+        Ok(names) if names.is_empty() => None,
+        Ok(names) => Some(Blocker::Alerts { names }),
+        Err(error) => Some(Blocker::AlertsUnknown {
+            url: source.url().to_string(),
+            error,
+        }),
+    }
+}
+
+/// The instant of the decision, after every request before it: a window that closed while
+/// they were answered is seen closed. It is also the start recorded in the lock, so the
+/// record says when the window was found open (millisecond precision, as the Node's
+/// `state-since`, so the two compare exactly). Found by the chaos campaign: a start
+/// decided at 39.99 s of a 40-second window was recorded at 40.000.
+pub(super) fn decision_instant() -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now)
+}
+
+/// When to look again while `blockers` hold (decided at `now`). A closed window opens on the
+/// clock: look again when it opens; other blockers clear with a change we watch (or with the
+/// safety-net resync).
+pub(super) fn look_again(ctx: &Ctx, blockers: &[Blocker], now: DateTime<Utc>) -> DateTime<Utc> {
+    if blockers.iter().any(|b| matches!(b, Blocker::WindowClosed)) {
+        ctx.config
+            .schedule()
+            .openings(now, 1)
+            .first()
+            .map(|o| o.start.max(now + chrono::Duration::milliseconds(100)))
+            .unwrap_or(now + chrono::Duration::seconds(1))
+    } else if blockers
+        .iter()
+        .any(|b| matches!(b, Blocker::Alerts { .. } | Blocker::AlertsUnknown { .. }))
+    {
+        // Alerts are not watched: ask Prometheus again soon, while something waits.
+        now + ALERTS_RECHECK
+    } else {
+        now + chrono::Duration::seconds(30)
+    }
+}
+
+/// Logs the blockers when they differ from those said `last`, and remembers them.
+pub(super) fn say_changed(last: &mut Vec<String>, blockers: &[Blocker]) {
+    let texts: Vec<String> = blockers.iter().map(|b| b.to_string()).collect();
+    if texts != *last {
+        for b in &texts {
+            tracing::info!(blocker = %b, "not starting new nodes");
+        }
+        *last = texts;
+    }
+}

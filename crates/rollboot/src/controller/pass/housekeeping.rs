@@ -1,0 +1,99 @@
+//! A pass's writes outside any node's cycle: dating requests, the PreferNoSchedule taint,
+//! failed nodes returned to service.
+//!
+//! Owns [`run`], the housekeeping between resuming the nodes in flight and starting new ones,
+//! each of its writes decided purely ([`decide`], [`crate::hooks::decide`]) from the views as
+//! they are then, and fenced by the version it was decided from (a refused one is decided
+//! again on the next pass). It must never start or end a cycle, nor fail a pass: what it cannot
+//! write is logged and tried again.
+
+use chrono::{DateTime, Utc};
+
+use super::views::views;
+use crate::controller::context::Ctx;
+use crate::controller::decide;
+use crate::controller::error::Error;
+use crate::controller::writes::patch_node;
+use crate::lock::LockRecord;
+use crate::node::{self as proto, NodeView};
+
+/// The pass's housekeeping, each part from the views as they are after the one before.
+pub(super) async fn run(ctx: &Ctx, record: &LockRecord, now: DateTime<Utc>) {
+    date_requests(ctx, &views(ctx, record).nodes(), now).await;
+    prefer_no_schedule(ctx, &views(ctx, record).nodes()).await;
+    return_to_service(ctx, &views(ctx, record).nodes(), record).await;
+}
+
+/// Writes the instant it sees them into the undated `reboot-requested` flags (`now` written by
+/// hand), before anything is picked: each write fenced by the version it was decided from (a
+/// refused one is decided again from the newer version on the next pass).
+async fn date_requests(ctx: &Ctx, views: &[&NodeView], now: DateTime<Utc>) {
+    for view in decide::undated_requests(views.iter().copied()) {
+        let stamp = crate::time::annotation(now);
+        let p = proto::patch(&[(proto::REBOOT_REQUESTED, Some(stamp.clone()))], None);
+        match patch_node(ctx, view, "dating its reboot request", p).await {
+            Ok(_) => {
+                tracing::info!(node = %view.name, at = %stamp, "dated a hand-written reboot request with the instant it was first seen")
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not date a hand-written reboot request; it sorts last until dated")
+            }
+        }
+    }
+}
+
+/// Puts or takes off `hooks.preferNoScheduleTaint` where it must change; each write fenced by
+/// the version it was decided from (a refused one is decided again on the next pass).
+async fn prefer_no_schedule(ctx: &Ctx, views: &[&NodeView]) {
+    let changes =
+        crate::hooks::decide::prefer_no_schedule_changes(views.iter().copied(), &ctx.config);
+    for (view, taints) in changes {
+        let p = proto::with_taints(proto::patch(&[], None), &taints);
+        match patch_node(ctx, view, "setting its PreferNoSchedule taint", p).await {
+            Ok(_) => {
+                tracing::info!(node = %view.name, flagged = view.flagged(), "PreferNoSchedule taint (hooks.preferNoScheduleTaint) updated")
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not update the PreferNoSchedule taint")
+            }
+        }
+    }
+}
+
+/// Uncordons the failed nodes `failures.returnToService` returns to service (see
+/// [`decide::returning_to_service`]): their `failed` record and reason stay, `cordoned-by` goes
+/// with the cordon, so they no longer hold a slot. Each write fenced by the version it was
+/// decided from (a refused one is decided again on the next pass).
+async fn return_to_service(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) {
+    for view in decide::returning_to_service(views, &record.entries, &ctx.config) {
+        let p = proto::patch(&[(proto::CORDONED_BY, None)], Some(false));
+        match patch_node(ctx, view, "returning it to service", p).await {
+            Ok(_) => {
+                let reason = view
+                    .failure_reason
+                    .as_deref()
+                    .unwrap_or("no reason recorded");
+                tracing::info!(node = %view.name, state = "failed", reason, "returned to service: uncordoned, its failed record kept (failures.returnToService)");
+                ctx.events
+                    .publish(
+                        &view.name,
+                        false,
+                        "ReturnedToService",
+                        format!(
+                            "failed ({reason}), its host is up and Ready: uncordoned \
+                             (failures.returnToService); it keeps its failed record and no \
+                             longer holds one of maxNodes' slots; {}",
+                            decide::CLEAR_FAILED
+                        ),
+                    )
+                    .await;
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not return a failed node to service")
+            }
+        }
+    }
+}

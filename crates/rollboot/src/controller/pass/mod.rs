@@ -1,0 +1,210 @@
+//! One pass of the leader: resume the nodes in flight, keep house, start new nodes.
+//!
+//! Owns [`Leading`], what the leader keeps from one pass to the next (the nodes' running
+//! steps, the health gates started early, what was said), and [`Leading::pass`], whose phases
+//! are, in order:
+//! 1. read the lock, then the Nodes ([`views()`]), say what is malformed ([`notices`]), and
+//!    rebuild the lock's record when it cannot be trusted ([`restore`]: nothing else then);
+//! 2. resume every node in the lock: decide its next step ([`crate::controller::decide`])
+//!    and carry it out ([`crate::controller::steps`]);
+//! 3. keep house ([`housekeeping`]): date requests, PreferNoSchedule taints, failed nodes
+//!    returned to service;
+//! 4. start new nodes when some wait and nothing blocks ([`blockers`]): their slots taken in
+//!    the lock.
+//!
+//! It must never start a node while a blocker holds or while the lock's record is untrusted,
+//! and never act without leadership (checked at the start of the pass and before each write).
+
+mod blockers;
+mod housekeeping;
+mod notices;
+mod restore;
+pub(super) mod views;
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+
+use super::context::Ctx;
+use super::decide::{self, Snapshot};
+use super::error::Error;
+use super::steps::health::Gates;
+use super::steps::run_step;
+use super::task::StepTask;
+use super::writes::take_slot;
+use crate::lock::LockRecord;
+use crate::node::{NodeState, NodeView};
+use notices::Warned;
+use views::{views, PassViews};
+
+/// What the leader keeps from one pass to the next, for as long as it leads.
+#[derive(Default)]
+pub(super) struct Leading {
+    /// The nodes' background steps (drains, health gates, blocking webhooks), by node.
+    tasks: HashMap<String, StepTask>,
+    /// Health gates started while their node reboots, taken by its health-gate step.
+    gates: Gates,
+    /// The blockers said last: a change is logged once.
+    last_blockers: Vec<String>,
+    /// The lock's foreign holder said last.
+    last_holder: Option<String>,
+    /// The malformed annotations said.
+    warned: Warned,
+}
+
+impl Leading {
+    /// Before each pass: forgets the steps that ended, and says a change of the lock's holder.
+    pub(super) fn before_pass(&mut self, ctx: &Ctx) {
+        self.tasks.retain(|_, t| t.running());
+        notices::report_holder(ctx, &mut self.last_holder);
+    }
+
+    /// One pass: resume in-flight nodes, keep house, then start new ones. Returns when to look
+    /// again at the latest (a deadline), `None` for "only on the next change".
+    pub(super) async fn pass(&mut self, ctx: &Ctx) -> Result<Option<DateTime<Utc>>, Error> {
+        ctx.leadership.ensure()?;
+        ctx.gate_hub.sweep();
+        // The lock before the Nodes: a node leaves the lock only after its final state is
+        // written, so a node missing from this record shows that state in the views read
+        // after it.
+        let record = ctx.lock_now();
+        let pass = views(ctx, &record);
+        let now = Utc::now();
+        notices::warn_malformed(ctx, &pass.nodes(), &record, &mut self.warned).await;
+        if restore::restore_lock(ctx, &record, &pass.all, now, &self.acting()).await? {
+            return Ok(None);
+        }
+        let mut next = None;
+        self.resume_in_flight(ctx, &record, &pass, now, &mut next)
+            .await?;
+        // Released before the views are asked for again, so they are updated in place.
+        drop(pass);
+        housekeeping::run(ctx, &record, now).await;
+        self.start_new(ctx, now, &mut next).await?;
+        Ok(next)
+    }
+
+    /// The nodes with a step under way: in flight whatever their Node shows yet.
+    fn acting(&self) -> BTreeSet<String> {
+        self.tasks
+            .iter()
+            .filter(|(_, t)| !t.ended())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Decides and carries out the next step of every node in the lock without a step under
+    /// way; `next` takes the deadlines they return.
+    async fn resume_in_flight(
+        &mut self,
+        ctx: &Ctx,
+        record: &LockRecord,
+        pass: &PassViews,
+        now: DateTime<Utc>,
+        next: &mut Option<DateTime<Utc>>,
+    ) -> Result<(), Error> {
+        // Only the nodes in flight are looked up by name: an index of every Node per pass was
+        // a cost in the cluster's size.
+        let by_name: HashMap<&str, &NodeView> =
+            pass.in_lock().map(|v| (v.name.as_str(), v)).collect();
+        // Under an operator's pause the nodes in flight go on to the end of their cycle (the
+        // pause keeps their entries and lets rollboot remove them); under any other holder
+        // they wait.
+        let resumes = record.foreign_holder(&ctx.lock_owner).is_none() || record.pause.is_some();
+        ctx.metrics.set_in_flight(record.entries.len());
+        if resumes {
+            for (name, entry) in &record.entries {
+                if self.tasks.contains_key(name) {
+                    continue;
+                }
+                let view = by_name.get(name.as_str()).copied();
+                let step = decide::next_step(view, entry, &ctx.config, now);
+                match run_step(ctx, name, view, step, &mut self.tasks, &mut self.gates).await {
+                    Ok(Some(t)) => soon(next, t),
+                    Ok(None) => {}
+                    // Logged where it happened; the watch brings the newer version and a new
+                    // pass.
+                    Err(Error::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // A gate started for a reboot that ended some other way (failed, freed, lock lost).
+        self.gates.retain(|name, _| {
+            resumes
+                && record.entries.contains_key(name)
+                && by_name.get(name.as_str()).is_some_and(|v| {
+                    matches!(v.state, Some(NodeState::Rebooting | NodeState::Verifying))
+                })
+        });
+        Ok(())
+    }
+
+    /// Starts the nodes that wait, when nothing blocks and slots are free (`pass_start`: the
+    /// instant the pass began); while blockers hold, `next` takes when to look again.
+    async fn start_new(
+        &mut self,
+        ctx: &Ctx,
+        pass_start: DateTime<Utc>,
+        next: &mut Option<DateTime<Utc>>,
+    ) -> Result<(), Error> {
+        // Steps above may have written: read both again, in the same order.
+        let record = ctx.lock_now();
+        let pass = views(ctx, &record);
+        let looked = pass.nodes();
+        let waiting = looked
+            .iter()
+            .any(|n| decide::is_candidate(n, &ctx.config) && !record.entries.contains_key(&n.name));
+        if !waiting {
+            ctx.observe
+                .pass(&looked, &pass.states, &record, &[], pass_start);
+            return Ok(());
+        }
+        let blocking = blockers::blocking_pods(ctx).await;
+        let snap = Snapshot {
+            nodes: &looked,
+            in_flight: &record.entries,
+            foreign_holder: record.foreign_holder(&ctx.lock_owner),
+            blocking_pods: &blocking,
+        };
+        let alerts = blockers::alerts(ctx).await;
+        let now = blockers::decision_instant();
+        let mut blocked = decide::blockers(&snap, &ctx.config, now);
+        blocked.extend(alerts);
+        ctx.observe
+            .pass(&looked, &pass.states, &record, &blocked, now);
+        blockers::say_changed(&mut self.last_blockers, &blocked);
+        if !blocked.is_empty() {
+            soon(next, blockers::look_again(ctx, &blocked, now));
+            return Ok(());
+        }
+        let picked: Vec<(String, Option<String>)> = decide::pick(&snap, &ctx.config)
+            .into_iter()
+            .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
+            .collect();
+        start(ctx, picked, now).await
+    }
+}
+
+/// Takes a slot in the lock for each of `picked` (node, group), at `now`: their cycles start.
+async fn start(
+    ctx: &Ctx,
+    picked: Vec<(String, Option<String>)>,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    if !picked.is_empty() {
+        ctx.wake.notify_one();
+    }
+    for (name, group) in picked {
+        take_slot(ctx, &name, group, now).await?;
+        tracing::info!(node = %name, "starting maintenance");
+        ctx.metrics.started();
+        ctx.observe.started(&name, now);
+    }
+    Ok(())
+}
+
+/// `next` becomes `t` when `t` is sooner.
+fn soon(next: &mut Option<DateTime<Utc>>, t: DateTime<Utc>) {
+    *next = Some(next.map_or(t, |n| n.min(t)));
+}

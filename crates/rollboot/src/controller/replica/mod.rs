@@ -1,0 +1,189 @@
+//! One controller replica: its clients, its leader election, its caches, and, while it leads,
+//! the leader's loop.
+//!
+//! Owns [`run`] and its parts: the clients (one without kube's transparent 429 retry, for
+//! evictions), the elector of the leader Lease, the watches that fill the caches ([`watches`]),
+//! the shared context ([`crate::controller::context::Ctx`]), and the loop that leads while
+//! elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a replica's
+//! future stops everything it started at once, as a crash would; it must never act without
+//! leading.
+
+mod lead;
+mod watches;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+
+use super::alerts::AlertSource;
+use super::context::Ctx;
+use super::decide;
+use super::error::Error;
+use super::gate::Hub;
+use super::observe::Observer;
+use super::task::Task;
+use crate::config::Config;
+use crate::events::Recorder;
+use crate::hooks::call::Firer;
+use crate::lease::{Elector, Leadership, LeaseRef, Timings};
+use crate::lock;
+use crate::metrics::Metrics;
+use crate::node::ViewCache;
+
+/// Runs one controller replica until `shutdown` resolves: leader election, the caches, and,
+/// while leading, the reboot cycle. Dropping the future stops everything it started at once
+/// (as a crash would); resolving `shutdown` also releases the leader Lease.
+pub async fn run(
+    kube_config: kube::Config,
+    config: Arc<Config>,
+    identity: String,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let (client, evict_client) = clients(kube_config)?;
+    let leader_lease = LeaseRef::new(
+        client.clone(),
+        &config.leader.namespace,
+        &config.leader.name,
+    );
+    let (elector, leadership) = Elector::new(
+        leader_lease,
+        &identity,
+        Timings::from_config(&config.leader),
+    );
+    let lease_duration = config.leader.lease_duration.to_std();
+    metrics
+        .readiness
+        .replica_started(leadership.clone(), lease_duration);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let elector_done = {
+        let mut stop = stop_rx.clone();
+        Task(tokio::spawn(async move {
+            elector
+                .run(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+        }))
+    };
+    let caches = watches::start(&client, &config, &metrics);
+    let shutdown_task = {
+        let stop_tx = stop_tx.clone();
+        Task(tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        }))
+    };
+    let ctx = context(
+        (client, evict_client),
+        config,
+        &identity,
+        metrics,
+        &leadership,
+        &caches,
+    )?;
+    lead_while_elected(&ctx, leadership, stop_rx).await;
+    drop(shutdown_task);
+    // Let the elector release the Lease.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut e = elector_done;
+        let _ = (&mut e.0).await;
+    })
+    .await;
+    Ok(())
+}
+
+/// The replica's client, and one without kube's transparent 429 retry: an eviction refused by
+/// a budget must reach the drain.
+fn clients(kube_config: kube::Config) -> Result<(Client, Client), Error> {
+    let client = Client::try_from(kube_config.clone()).map_err(|e| Error::Client(e.to_string()))?;
+    let evict_client = {
+        let mut c = kube_config;
+        c.default_retry = false;
+        Client::try_from(c).map_err(|e| Error::Client(e.to_string()))?
+    };
+    Ok((client, evict_client))
+}
+
+/// What the leader's loop and its tasks share, over the caches the watches fill.
+fn context(
+    (client, evict_client): (Client, Client),
+    config: Arc<Config>,
+    identity: &str,
+    metrics: Arc<Metrics>,
+    leadership: &Leadership,
+    caches: &watches::Caches,
+) -> Result<Ctx, Error> {
+    let alerts = match &config.blockers.prometheus {
+        Some(p) => Some(AlertSource::new(p).map_err(Error::Client)?),
+        None => None,
+    };
+    // A pass reads only the Nodes a decision can turn on, kept up to date as each is parsed.
+    let view_cache = Arc::new(std::sync::Mutex::new(ViewCache::with_notable({
+        let config = config.clone();
+        move |v| decide::needs_a_look(v, &config)
+    })));
+    let lock_owner = lock::lock_owner(&config);
+    Ok(Ctx {
+        gate_hub: Arc::new(Hub::new(client.clone())),
+        alerts,
+        observe: Arc::new(Observer::new(
+            &config,
+            metrics.clone(),
+            identity,
+            lock_owner.clone(),
+        )),
+        firer: Firer::new(metrics.clone()),
+        events: Recorder::new(
+            client.clone(),
+            &config.lock.namespace,
+            "rollboot.dev/controller",
+            identity,
+        ),
+        lock: LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name),
+        client,
+        evict_client,
+        lock_owner,
+        config,
+        leadership: leadership.clone(),
+        metrics,
+        wake: caches.wake.clone(),
+        nodes: caches.nodes.store.clone(),
+        node_seq: caches.nodes.seq.clone(),
+        written: Default::default(),
+        view_cache,
+        node_changes: caches.nodes.changes.clone(),
+        lock_record: caches.lock.record.clone(),
+        lock_edits: Arc::default(),
+    })
+}
+
+/// Leads whenever elected, until `stop` says so: the leader's loop runs while leadership
+/// holds and stops the moment it is lost; a replica that does not lead watches nothing for
+/// gates.
+async fn lead_while_elected(
+    ctx: &Ctx,
+    mut leadership: Leadership,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = leadership.acquired() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        tracing::info!(identity = %ctx.leadership.identity(), "leading");
+        ctx.metrics.set_leader(true);
+        tokio::select! {
+            _ = lead::lead(ctx) => {}
+            _ = ctx.leadership.lost() => tracing::warn!(identity = %ctx.leadership.identity(), "lost leadership; stopped acting"),
+            _ = stop.wait_for(|s| *s) => { ctx.metrics.set_leader(false); break }
+        }
+        ctx.metrics.set_leader(false);
+        // A replica that does not lead watches nothing for gates.
+        ctx.gate_hub.stop_all();
+        // Until the elector publishes the loss, `acquired` would return at once.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,71 @@
+//! The cordon that starts a node's cycle, and the uncordon that follows its reboot.
+//!
+//! Owns what the cordon writes (`cordoning`, `cordoned-by` when rollboot owns the cordon, a
+//! cycle cleared of an earlier one's keys) and the plain uncordon of a node rollboot cordoned.
+//! The uncordon folded into `verifying` is [`super::reboot::mark_verifying`]'s. It must never
+//! uncordon a node an operator cordoned.
+
+use chrono::Utc;
+
+use crate::controller::context::Ctx;
+use crate::controller::error::Error;
+use crate::controller::writes::patch_node;
+use crate::node::{self as proto, NodeState, NodeView};
+
+/// Writes `state: cordoning` and cordons `view`'s node, recording `cordoned-by` when
+/// `record_cordoned_by` (rollboot owns the cordon, so it will uncordon).
+pub(in crate::controller) async fn cordon(
+    ctx: &Ctx,
+    view: &NodeView,
+    record_cordoned_by: bool,
+) -> Result<(), Error> {
+    let name = view.name.as_str();
+    let mut ann = proto::state_annotations(NodeState::Cordoning, Utc::now());
+    if record_cordoned_by {
+        ann.push((
+            proto::CORDONED_BY,
+            Some(ctx.leadership.identity().to_string()),
+        ));
+    }
+    ann.push((proto::FAILURE_REASON, None));
+    // A cycle starts clean: no token, boot ID or health gate of an earlier one (or of a
+    // forged state) is left for the agent or for a later step to act on.
+    for k in proto::CYCLE_KEYS {
+        ann.push((k, None));
+    }
+    patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
+    tracing::info!(
+        node = name,
+        state = "cordoning",
+        operator_cordoned = !record_cordoned_by,
+        "cordoned"
+    );
+    ctx.events
+        .publish(
+            name,
+            false,
+            "Cordoned",
+            if record_cordoned_by {
+                "cordoned for a reboot".into()
+            } else {
+                "already cordoned by an operator; it stays cordoned after the reboot".into()
+            },
+        )
+        .await;
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+/// Uncordons `view`'s node (rollboot cordoned it), forgetting `cordoned-by` in the same write.
+pub(in crate::controller) async fn uncordon(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+    patch_node(
+        ctx,
+        view,
+        "uncordoning",
+        proto::patch(&[(proto::CORDONED_BY, None)], Some(false)),
+    )
+    .await?;
+    tracing::info!(node = view.name.as_str(), state = "verifying", "uncordoned");
+    ctx.wake.notify_one();
+    Ok(())
+}

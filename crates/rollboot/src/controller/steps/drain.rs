@@ -1,0 +1,208 @@
+//! The drain phase: `draining` written, the drain run as the node's task, and what its end
+//! writes.
+//!
+//! Owns the start of a drain ([`start`]: the state first, then the task), the drain itself
+//! against the node's uncordon (an uncordoned node is not drained on), what a drain's failure
+//! does (a refused or timed-out drain fails the node; an API error or lost leadership leaves it
+//! to the next pass), and what a drain's end writes, decided again from the node as it is then:
+//! the health gate's record with the reboot request, or with the afterDrain hooks' start. It
+//! must never drain a node that is not cordoned, nor ask for its reboot.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::end::fail;
+use super::reboot::request_reboot;
+use crate::config::Phase;
+use crate::controller::context::Ctx;
+use crate::controller::decide;
+use crate::controller::error::Error;
+use crate::controller::gate::GateRecord;
+use crate::controller::task::StepTask;
+use crate::controller::writes::patch_node;
+use crate::drain::{self, BudgetSource, DrainError, Drained, KubeDrain};
+use crate::node::{self as proto, NodeState, NodeView};
+
+/// Writes `state: draining` (unless the node is draining already: a drain resumed after a
+/// restart keeps its start, and so its deadline) and runs the drain as the node's task.
+pub(super) async fn start(
+    ctx: &Ctx,
+    view: &NodeView,
+    tasks: &mut HashMap<String, StepTask>,
+) -> Result<(), Error> {
+    let name = view.name.as_str();
+    let now = Utc::now();
+    let since = if view.state != Some(NodeState::Draining) {
+        patch_node(
+            ctx,
+            view,
+            "marking it draining",
+            proto::patch(&proto::state_annotations(NodeState::Draining, now), None),
+        )
+        .await?;
+        tracing::info!(node = name, state = "draining", "draining");
+        now
+    } else {
+        view.state_since.unwrap_or(now)
+    };
+    let deadline = since + ctx.config.drain.timeout.to_chrono();
+    let boot_id = view.boot_id.clone();
+    let ctx2 = ctx.clone();
+    let node = name.to_string();
+    tasks.insert(
+        name.into(),
+        StepTask::spawn(ctx.wake.clone(), async move {
+            let r = drain_then_request(&ctx2, &node, &boot_id, deadline).await;
+            ended(&ctx2, node, r).await;
+        }),
+    );
+    Ok(())
+}
+
+/// What the drain task's end does with its outcome. A drain that cannot finish (refused, timed
+/// out) fails the node, if it is still draining; a write refused with 409 waits for the newer
+/// version; an API error is left to the next pass.
+async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
+    match r {
+        Ok(()) | Err(Error::NotLeader(_)) => {}
+        // Logged where it happened; decided again from the newer version.
+        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+        Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
+            match ctx.still(&node, NodeState::Draining) {
+                Some(view) => match fail(ctx, &view, e.to_string()).await {
+                    Ok(()) | Err(Error::NotLeader(_)) => {}
+                    Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+                    Err(e) => tracing::warn!(node, error = %e, "could not mark the node failed"),
+                },
+                None => {
+                    tracing::info!(node, error = %e, "drain ended, but the node is no longer draining; not marking it failed")
+                }
+            }
+        }
+        Err(e) => {
+            ctx.metrics.error(e.metric_label());
+            tracing::warn!(node, error = %e, "drain interrupted; it resumes on the next pass");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Drains `node`, then writes what its end decides (from the node as it is then): the reboot
+/// request, or the afterDrain hooks' start.
+async fn drain_then_request(
+    ctx: &Ctx,
+    node: &str,
+    boot_id: &str,
+    deadline: DateTime<Utc>,
+) -> Result<(), Error> {
+    let Some(drained) = drain_while_cordoned(ctx, node, deadline).await? else {
+        return Ok(());
+    };
+    ctx.metrics.evicted(drained.evicted.len());
+    let gate = gate_record(drained);
+    // Decided now, from the node as it is now (the drain may have taken minutes): still
+    // draining, as far as this replica knows; anything newer makes the write a 409.
+    let Some(view) = ctx.still(node, NodeState::Draining) else {
+        tracing::info!(
+            node,
+            "drained, but the node is no longer draining; not requesting the reboot"
+        );
+        return Ok(());
+    };
+    if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
+        return begin_after_drain(ctx, &view, &gate).await;
+    }
+    request_reboot(
+        ctx,
+        &view,
+        boot_id,
+        Some(serde_json::to_string(&gate).expect("gate record")),
+        1,
+    )
+    .await
+}
+
+/// Runs the drain of `node` until it ends, or until the node is uncordoned (`None`): a node
+/// uncordoned under the drain (by an operator, or by anyone) is not drained on, and the next
+/// pass starts the cycle over from the cordon.
+async fn drain_while_cordoned(
+    ctx: &Ctx,
+    node: &str,
+    deadline: DateTime<Utc>,
+) -> Result<Option<Drained>, Error> {
+    let api = KubeDrain {
+        client: ctx.client.clone(),
+        evict_client: ctx.evict_client.clone(),
+        events: ctx.events.clone(),
+        node: node.into(),
+        metrics: Some(ctx.metrics.clone()),
+        budgets_from: Some(ctx.gate_hub.clone() as Arc<dyn BudgetSource>),
+    };
+    // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
+    // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership
+    // check right before each one (`ensure`) and by the PodDisruptionBudgets the API server
+    // enforces on every eviction, whoever sends it: a late eviction from a stale leader can
+    // only take a pod a budget allows to go, and on a node that is being drained anyway.
+    let leadership = ctx.leadership.clone();
+    let ensure = move || leadership.ensure();
+    let drain = drain::drain(
+        &api,
+        node,
+        &ctx.config.drain,
+        ctx.config.drain_pod_selector(),
+        deadline,
+        &ensure,
+    );
+    let uncordoned = async {
+        let mut seq = ctx.node_seq.clone();
+        loop {
+            seq.borrow_and_update();
+            if ctx.current(node).is_some_and(|v| !v.unschedulable) {
+                return;
+            }
+            if seq.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    };
+    tokio::select! {
+        r = drain => Ok(Some(r?)),
+        _ = uncordoned => {
+            tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon");
+            Ok(None)
+        }
+    }
+}
+
+/// What the health gate waits for after this drain, and the drain's measured pod exit time.
+fn gate_record(drained: Drained) -> GateRecord {
+    GateRecord {
+        budgets: Vec::new(),
+        pods: drained.pods.into_iter().collect(),
+        owners: drained.owners.into_iter().collect(),
+        pod_exit_ms: drained
+            .pod_exit_seconds
+            .map(|s| (s * 1000.0).round() as u64),
+    }
+}
+
+/// The afterDrain phase begins with the drain's end, in one write with the health gate's
+/// record; its hooks (and `drain.settle`) then come before the reboot.
+async fn begin_after_drain(ctx: &Ctx, view: &NodeView, gate: &GateRecord) -> Result<(), Error> {
+    let node = view.name.as_str();
+    if let Err(why) = decide::may_request_reboot(view) {
+        tracing::warn!(node, "{why}");
+        ctx.wake.notify_one();
+        return Ok(());
+    }
+    let mut p = crate::hooks::decide::begin_patch(Phase::AfterDrain, &ctx.config, view, Utc::now());
+    p["metadata"]["annotations"][proto::HEALTH_GATE] =
+        serde_json::Value::String(serde_json::to_string(gate).expect("gate record"));
+    patch_node(ctx, view, "recording the drain's end (afterDrain hooks)", p).await?;
+    tracing::info!(node, phase = %Phase::AfterDrain, "drained; the afterDrain hooks come before the reboot");
+    ctx.wake.notify_one();
+    Ok(())
+}

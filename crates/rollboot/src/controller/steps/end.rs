@@ -1,0 +1,139 @@
+//! The ends of a node's cycle: done, failed, and the slot in the lock freed.
+//!
+//! Owns what `done` writes with it (the cycle's history, measured from what the cycle wrote,
+//! and the flags cleared), what `failed` writes and says (the reason, whether the rollout
+//! halts), and the freeing of a slot, with an Event when the node is gone. It must never free
+//! a slot before its node's final state is written: a successor reads the lock first.
+
+use chrono::Utc;
+
+use crate::config::Phase;
+use crate::controller::context::Ctx;
+use crate::controller::decide;
+use crate::controller::error::Error;
+use crate::controller::gate::GateRecord;
+use crate::controller::writes::{free, patch_node};
+use crate::node::{self as proto, NodeState, NodeView, Token};
+
+/// Writes `state: done` with the cycle's history and the flags cleared, says so, and frees
+/// the slot (unless afterDone hooks come first: then the next pass frees it).
+pub(in crate::controller) async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+    let node = view.name.as_str();
+    let now = Utc::now();
+    let mut ann = proto::state_annotations(NodeState::Done, now);
+    // The history, in the same fenced write as `done`: a cycle is counted once, as the write
+    // that ends it is made once. Its parts are timed from what the cycle wrote: its start in
+    // the lock, the token's instant, the instant it was marked back (`verifying`).
+    let start = ctx.cycle_start(node);
+    let requested = view
+        .reboot_token
+        .as_deref()
+        .and_then(Token::parse)
+        .map(|t| t.issued);
+    let back = view
+        .state_since
+        .filter(|_| view.state == Some(NodeState::Verifying));
+    let pod_exit = GateRecord::read(view.health_gate.as_deref())
+        .and_then(|g| g.pod_exit_ms)
+        .map(|ms| ms as f64 / 1000.0);
+    let cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit);
+    ann.extend(view.history.next(
+        now,
+        view.boot_id_before.as_deref().unwrap_or_default(),
+        &view.boot_id,
+        &cycle,
+    ));
+    for k in [
+        proto::REBOOT_REQUIRED,
+        proto::REBOOT_REQUIRED_REASON,
+        proto::REBOOT_REQUESTED,
+        proto::REBOOT_REQUESTED_REASON,
+        proto::HEALTH_GATE,
+        proto::BOOT_ID_BEFORE,
+    ] {
+        ann.push((k, None));
+    }
+    patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
+    let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
+    tracing::info!(node, state = "done", "reboot cycle done");
+    ctx.metrics.done();
+    ctx.events
+        .publish(
+            node,
+            false,
+            "RebootDone",
+            "rebooted, verified and healthy again".into(),
+        )
+        .await;
+    if after_done {
+        // The slot is freed once the afterDone hooks are done (the next pass).
+        ctx.wake.notify_one();
+        return Ok(());
+    }
+    free(ctx, node).await
+}
+
+/// Writes `state: failed` with `reason`, says it (an Event whose reason names what failed, see
+/// [`decide::failure_event_reason`]), and frees the slot.
+pub(in crate::controller) async fn fail(
+    ctx: &Ctx,
+    view: &NodeView,
+    reason: String,
+) -> Result<(), Error> {
+    let what = decide::failure_event_reason(view.state);
+    fail_as(ctx, view, reason, what).await
+}
+
+/// A hook held the node past its phase's timeout: [`fail`], said as a hook's failure.
+pub(super) async fn fail_hook(
+    ctx: &Ctx,
+    view: &NodeView,
+    phase: Phase,
+    reason: String,
+) -> Result<(), Error> {
+    ctx.metrics.hook_result(phase.metric_label(), "failed");
+    fail_as(ctx, view, reason, "HookFailed").await
+}
+
+/// [`fail`] with the Event reason `what` (what failed).
+async fn fail_as(
+    ctx: &Ctx,
+    view: &NodeView,
+    reason: String,
+    what: &'static str,
+) -> Result<(), Error> {
+    let node = view.name.as_str();
+    let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
+    ann.push((proto::FAILURE_REASON, Some(reason.clone())));
+    patch_node(ctx, view, "marking it failed", proto::patch(&ann, None)).await?;
+    let failed = ctx.failed_with(node);
+    let outcome = decide::after_failure(failed, &ctx.config);
+    tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
+    ctx.metrics.failed();
+    ctx.events
+        .publish(node, true, what, format!("{reason}; {outcome}"))
+        .await;
+    free(ctx, node).await
+}
+
+/// Frees node `name`'s slot in the lock, for `reason`; a node with no Node left (`view` is
+/// `None`) is said in a warning Event too.
+pub(super) async fn free_slot(
+    ctx: &Ctx,
+    name: &str,
+    view: Option<&NodeView>,
+    reason: String,
+) -> Result<(), Error> {
+    tracing::info!(node = name, reason = %reason, "freeing its slot in the maintenance lock");
+    if view.is_none() {
+        ctx.events
+            .publish(
+                name,
+                true,
+                "LockEntryFreed",
+                format!("node {name} is in the maintenance lock but {reason}; its slot is freed"),
+            )
+            .await;
+    }
+    free(ctx, name).await
+}

@@ -1,0 +1,131 @@
+//! The reboot phase: the request (a fresh token), the wait for the node to come back, and the
+//! mark that it is back.
+//!
+//! Owns what the request writes (`rebooting`, `boot-id-before`, the token, its attempt, the
+//! health gate's record) and says (`RebootRequested`, or `RebootRequestedAgain` for a token the
+//! agent reported lost), the health gate's watches started while the node reboots, and the
+//! `verifying` write, with the uncordon when no afterReboot hooks hold the node. It must never
+//! ask for the reboot of a node that is not cordoned, nor issue a token the state machine did
+//! not decide.
+
+use chrono::Utc;
+
+use super::health::Gates;
+use crate::config::Phase;
+use crate::controller::context::Ctx;
+use crate::controller::decide;
+use crate::controller::error::Error;
+use crate::controller::gate::{Gate, GateRecord};
+use crate::controller::writes::patch_node;
+use crate::node::{self as proto, NodeState, NodeView, Token};
+
+/// A new token after the agent reported the last one lost (attempt 2 and later), or the
+/// request after the afterDrain hooks passed (attempt 1): the health gate's record stays.
+pub(super) async fn request_again(ctx: &Ctx, view: &NodeView, attempt: u32) -> Result<(), Error> {
+    // Attempt 1 here is the request after the afterDrain hooks passed.
+    if attempt > 1 {
+        tracing::warn!(
+            node = view.name.as_str(),
+            token = view.reboot_token.as_deref().unwrap_or_default(),
+            attempt,
+            "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
+        );
+    }
+    request_reboot(ctx, view, &view.boot_id, view.health_gate.clone(), attempt).await
+}
+
+/// Writes `state: rebooting` with a fresh token (request `attempt` of the cycle), on condition
+/// that the Node is still the version `view` shows and that it is cordoned.
+pub(super) async fn request_reboot(
+    ctx: &Ctx,
+    view: &NodeView,
+    boot_id: &str,
+    gate: Option<String>,
+    attempt: u32,
+) -> Result<(), Error> {
+    let node = view.name.as_str();
+    if let Err(why) = decide::may_request_reboot(view) {
+        tracing::warn!(node, "{why}");
+        ctx.wake.notify_one();
+        return Ok(());
+    }
+    let now = Utc::now();
+    let token = Token::new(now, rand::random());
+    let mut ann = proto::state_annotations(NodeState::Rebooting, now);
+    ann.push((proto::BOOT_ID_BEFORE, Some(boot_id.to_string())));
+    ann.push((proto::REBOOT, Some(token.text.clone())));
+    ann.push((proto::REBOOT_ATTEMPT, Some(attempt.to_string())));
+    ann.push((proto::HEALTH_GATE, gate));
+    patch_node(ctx, view, "requesting the reboot", proto::patch(&ann, None)).await?;
+    tracing::info!(node, token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
+    // A new token is its own Event (a repeat of the first would keep the first's note).
+    let (reason, note) = if attempt == 1 {
+        (
+            "RebootRequested",
+            format!("drained; asked the agent to reboot (token {})", token.text),
+        )
+    } else {
+        (
+            "RebootRequestedAgain",
+            format!(
+                "the agent's previous token was lost before the host rebooted; asked again with \
+                 a new token {} (attempt {attempt} of {})",
+                token.text,
+                decide::REBOOT_ATTEMPTS
+            ),
+        )
+    };
+    ctx.events
+        .publish_action(
+            node,
+            false,
+            reason,
+            &format!("RequestReboot {attempt}"),
+            note,
+        )
+        .await;
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+/// While the node reboots: the health gate's watches start now, so their lists are done by
+/// the time the node is back; the gate decides only then, from what they see at that moment.
+/// Started again only when the record changed: compared as written, since parsing it (the
+/// labels of every evicted pod) on every pass was a cost of its own.
+pub(super) fn await_back(ctx: &Ctx, name: &str, view: Option<&NodeView>, gates: &mut Gates) {
+    let text = view.and_then(|v| v.health_gate.as_deref());
+    if let Some(text) = text.filter(|t| gates.get(name).is_none_or(|(g, _)| g != t)) {
+        if let Ok(record) = serde_json::from_str::<GateRecord>(text) {
+            let gate = Gate::start(&ctx.gate_hub, &record);
+            gates.insert(name.into(), (text.to_string(), gate));
+        }
+    }
+}
+
+/// The node is back with a new boot ID and Ready: `verifying` and the uncordon in one write,
+/// so the state is on the Node no later than the act, and a successor finds either both or
+/// neither. With afterReboot hooks the node stays cordoned until they pass.
+pub(super) async fn mark_verifying(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+    let ours = view.cordoned_by.is_some()
+        && view.unschedulable
+        && !crate::hooks::decide::configured(&ctx.config, Phase::AfterReboot);
+    let mut ann = proto::state_annotations(NodeState::Verifying, Utc::now());
+    if ours {
+        ann.push((proto::CORDONED_BY, None));
+    }
+    patch_node(
+        ctx,
+        view,
+        "marking it verifying",
+        proto::patch(&ann, ours.then_some(false)),
+    )
+    .await?;
+    tracing::info!(
+        node = view.name.as_str(),
+        state = "verifying",
+        uncordoned = ours,
+        "back with a new boot ID and Ready"
+    );
+    ctx.wake.notify_one();
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! The controller's writes of Nodes and of the maintenance lock, each fenced.
+//!
+//! Owns [`patch_node`] (every Node write of a step: leadership checked right before, the
+//! resourceVersion the step was decided from as a precondition, a 409 answered as
+//! [`Error::Conflict`], the result remembered and reported) and the lock's edits for one node
+//! ([`take_slot`], [`free`]: one edit at a time per replica, leadership checked before and on
+//! each retry), with what a lock error means for the cache ([`lock_error`]). It must never
+//! decide what to write: the steps and the pass do.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+
+use super::context::Ctx;
+use super::error::Error;
+use crate::lock::{self, LockEntry, LockError, LockRecord};
+use crate::node::{self as proto, NodeState, NodeView};
+
+/// Patches a Node after re-checking leadership, on condition that it is still the version
+/// `view` was parsed from (the step was decided from it); remembers the result.
+///
+/// The leadership check is fencing by time, and it happens before the request leaves: a
+/// replica paused (or whose request sat in the network) for longer than the lease after that
+/// check could otherwise land its write after a newer leader acted on the same Node. The
+/// resourceVersion precondition closes that gap: any write to the Node since `view`, by anyone,
+/// makes the API server refuse this one with 409, answered here as [`Error::Conflict`].
+pub(super) async fn patch_node(
+    ctx: &Ctx,
+    view: &NodeView,
+    what: &str,
+    patch: serde_json::Value,
+) -> Result<Node, Error> {
+    let node = view.name.as_str();
+    debug_assert!(!view.resource_version.is_empty(), "a view of a stored Node");
+    let patch = proto::fenced(patch, &view.resource_version);
+    ctx.leadership.ensure()?;
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let n = match api
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(n) => n,
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            tracing::info!(
+                node,
+                state = view.state.map_or("none", NodeState::as_str),
+                resource_version = %view.resource_version,
+                what,
+                "the node changed since this step was decided; not acting, deciding again from the newer version"
+            );
+            return Err(Error::Conflict {
+                node: node.into(),
+                what: what.into(),
+                rv: view.resource_version.clone(),
+            });
+        }
+        Err(source) => {
+            return Err(Error::Node {
+                node: node.into(),
+                what: what.into(),
+                source,
+            })
+        }
+    };
+    ctx.observe
+        .written(view, &n, || ctx.cycle_start(node), || ctx.failed_with(node));
+    ctx.written
+        .lock()
+        .expect("written cache")
+        .insert(node.into(), n.clone());
+    Ok(n)
+}
+
+/// Writes `node` into the lock (`cordoning`, since `now`, in `group`): its cycle starts.
+pub(super) async fn take_slot(
+    ctx: &Ctx,
+    node: &str,
+    group: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    ctx.leadership.ensure()?;
+    let entry = LockEntry {
+        group,
+        state: NodeState::Cordoning,
+        since: now,
+        leader: ctx.leadership.identity().to_string(),
+    };
+    let _edit = ctx.lock_edits.lock().await;
+    let current = ctx.lock_now();
+    let name = node.to_string();
+    let written = lock::update(
+        &ctx.lock,
+        &ctx.lock_owner,
+        current,
+        move |e| {
+            e.entry(name.clone()).or_insert_with(|| entry.clone());
+        },
+        &|| ctx.leadership.ensure(),
+    )
+    .await
+    .map_err(|e| lock_error(ctx, e))?;
+    ctx.set_lock(written);
+    Ok(())
+}
+
+/// Removes `node` from the lock: its slot is free, and a pass is woken to use it.
+pub(super) async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
+    ctx.leadership.ensure()?;
+    let _edit = ctx.lock_edits.lock().await;
+    let current = ctx.lock_now();
+    let name = node.to_string();
+    let r = lock::update(
+        &ctx.lock,
+        &ctx.lock_owner,
+        current,
+        move |e| {
+            e.remove(&name);
+        },
+        &|| ctx.leadership.ensure(),
+    )
+    .await
+    .map_err(|e| lock_error(ctx, e))?;
+    ctx.set_lock(r);
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+/// A lost leadership found by the lock's retry is the controller's own `NotLeader`; a lock
+/// found deleted is remembered as deleted, so the next pass rebuilds its record from the Nodes.
+pub(super) fn lock_error(ctx: &Ctx, e: LockError) -> Error {
+    match e {
+        LockError::NotLeader(n) => Error::NotLeader(n),
+        e @ LockError::Gone { .. } => {
+            let cur = ctx.lock_now();
+            ctx.set_lock(LockRecord::deleted(
+                cur.version(),
+                cur.known_in_flight().clone(),
+            ));
+            ctx.wake.notify_one();
+            Error::Lock(e)
+        }
+        e => Error::Lock(e),
+    }
+}

@@ -1,0 +1,129 @@
+//! The Kubernetes calls a drain makes, and how a drain fails.
+//!
+//! Owns [`DrainApi`] (list a node's pods, evict, delete, read budgets, record Events, wait for
+//! pods to go), what an eviction answers ([`Evicted`]), what the wait saw ([`Gone`]) and
+//! [`DrainError`]. The calls sit behind the trait so the drain's logic is tested without HTTP;
+//! this module holds no logic of its own.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use super::pods::PodRef;
+use crate::lease::NotLeader;
+
+/// The answer to one eviction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// Accepted: the pod is terminating.
+    Accepted,
+    /// 404: already gone.
+    Gone,
+    /// 429: a budget forbids it now.
+    Blocked {
+        /// The server's message (names the budget).
+        message: String,
+        /// Retry-After, when the server said.
+        retry_after: Option<Duration>,
+    },
+    /// 500: usually more than one budget covers the pod.
+    ServerError(String),
+}
+
+/// What can go wrong draining a node.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// Pods the config does not allow evicting.
+    #[error("node {node}: cannot drain: {}", .pods.join("; "))]
+    Refused {
+        /// Node.
+        node: String,
+        /// Each pod with the reason.
+        pods: Vec<String>,
+    },
+    /// The deadline passed.
+    #[error("node {node}: drain timed out with {} pod(s) left: {}", .pods.len(), .pods.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "))]
+    Timeout {
+        /// Node.
+        node: String,
+        /// Pods not yet gone.
+        pods: Vec<PodRef>,
+    },
+    /// An API call failed.
+    #[error("node {node}: {what}: {source}")]
+    Api {
+        /// Node.
+        node: String,
+        /// What was being done, naming the object.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Leadership was lost: stop at once.
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
+}
+
+/// The Kubernetes calls a drain needs.
+pub trait DrainApi: Send + Sync {
+    /// The pods bound to `node` (field selector `spec.nodeName`).
+    fn list_pods(&self, node: &str) -> impl Future<Output = Result<Vec<Pod>, DrainError>> + Send;
+    /// Whether the DaemonSet `namespace/name` exists.
+    fn daemon_set_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, DrainError>> + Send;
+    /// Evicts the pod (with a UID precondition).
+    fn evict(
+        &self,
+        pod: &PodRef,
+        grace_seconds: Option<i64>,
+    ) -> impl Future<Output = Result<Evicted, DrainError>> + Send;
+    /// Deletes the pod (only after the timeout, when configured).
+    fn delete(&self, pod: &PodRef) -> impl Future<Output = Result<(), DrainError>> + Send;
+    /// The budgets in `namespace` that select at least one of `pods` (each a pod's labels);
+    /// name, selector and `status.disruptedPods` are all the drain reads of them.
+    fn budgets(
+        &self,
+        namespace: &str,
+        pods: &[BTreeMap<String, String>],
+    ) -> impl Future<Output = Result<Vec<PodDisruptionBudget>, DrainError>> + Send;
+    /// Whether pod `namespace/name` is being deleted: `None` when it does not exist.
+    fn pod_deleting(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<bool>, DrainError>> + Send;
+    /// Records a Warning/Normal Event on the node, about one of its pods when `pod` is given.
+    fn event(
+        &self,
+        pod: Option<&PodRef>,
+        warning: bool,
+        reason: &str,
+        note: String,
+    ) -> impl Future<Output = ()> + Send;
+    /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
+    /// Returns the pods still present, and when it saw each of the others go.
+    fn wait_gone(
+        &self,
+        node: &str,
+        pods: &[PodRef],
+        deadline: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Gone, DrainError>> + Send;
+}
+
+/// What [`DrainApi::wait_gone`] saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gone {
+    /// The pods still present at the deadline.
+    pub left: Vec<PodRef>,
+    /// The pods it saw go while it watched, and when. A pod already gone when the watch
+    /// started is not here: when it went is not known.
+    pub seen_going: BTreeMap<PodRef, DateTime<Utc>>,
+}

@@ -1,0 +1,322 @@
+//! [`DrainApi`] over a kube client: the drain's requests as kube-apiserver receives them.
+//!
+//! Owns how each call is made (a list of the node's pods by field selector, an eviction with a
+//! UID precondition on a client without kube's transparent 429 retry, a delete with the same
+//! precondition, budgets read paged and trimmed, the pods' going watched by identity only) and
+//! how each answer is read (404 and 409 are a pod gone, 429 a budget's refusal with its
+//! Retry-After, 5xx a server error to retry). [`BudgetSource`] is the one thing it asks of the
+//! controller. It decides nothing: what to evict and when to retry is [`super::run`]'s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use super::api::{DrainApi, DrainError, Evicted, Gone};
+use super::pods::PodRef;
+use crate::events::Recorder;
+use crate::selector::budget_may_select;
+
+/// Where [`KubeDrain`] reads the budgets it names in the Events of refused evictions, rather
+/// than listing them: the controller's shared watch of a namespace's budgets (the health
+/// gate's [`crate::controller::gate::Hub`]). A list of the namespace's budgets per refusing
+/// drain was a third of the controller's time per node in a 5,000-node cluster. The drain
+/// defines what it needs, and the watch provides it, so the drain depends on no controller code.
+pub trait BudgetSource: Send + Sync {
+    /// The budgets of `namespace` that may select a pod with one of `pods`' labels, reduced to
+    /// name, selector and `status.disruptedPods` (all the drain reads of them); `None` when
+    /// they are not known within `wait` (the drain then lists them).
+    fn budgets<'a>(
+        &'a self,
+        namespace: &'a str,
+        pods: &'a [BTreeMap<String, String>],
+        wait: Duration,
+    ) -> BoxFuture<'a, Option<Vec<PodDisruptionBudget>>>;
+}
+
+/// [`DrainApi`] over a kube client.
+pub struct KubeDrain {
+    /// The client.
+    pub client: kube::Client,
+    /// A client without kube's transparent retry of 429, for evictions.
+    pub evict_client: kube::Client,
+    /// Records Events on the node.
+    pub events: Recorder,
+    /// The node drained.
+    pub node: String,
+    /// Where refused evictions are counted.
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// The controller's shared budget watches: the budgets to name are read from them rather
+    /// than listed (a namespace can hold tens of thousands). `None`: listed.
+    pub budgets_from: Option<Arc<dyn BudgetSource>>,
+}
+
+impl KubeDrain {
+    fn err(&self, what: String) -> impl FnOnce(kube::Error) -> DrainError + '_ {
+        move |source| DrainError::Api {
+            node: self.node.clone(),
+            what,
+            source,
+        }
+    }
+}
+
+impl DrainApi for KubeDrain {
+    async fn list_pods(&self, node: &str) -> Result<Vec<Pod>, DrainError> {
+        let api: kube::Api<Pod> = kube::Api::all(self.client.clone());
+        let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+        Ok(api
+            .list(&lp)
+            .await
+            .map_err(self.err("listing its pods".into()))?
+            .items)
+    }
+
+    async fn daemon_set_exists(&self, namespace: &str, name: &str) -> Result<bool, DrainError> {
+        let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        Ok(api
+            .get_metadata_opt(name)
+            .await
+            .map_err(self.err(format!("reading DaemonSet {namespace}/{name}")))?
+            .is_some())
+    }
+
+    async fn evict(&self, pod: &PodRef, grace_seconds: Option<i64>) -> Result<Evicted, DrainError> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.evict_client.clone(), &pod.namespace);
+        let dp = kube::api::DeleteParams {
+            grace_period_seconds: grace_seconds.map(|g| g.max(0) as u32),
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let ep = kube::api::EvictParams {
+            delete_options: Some(dp),
+            ..Default::default()
+        };
+        match api.evict(&pod.name, &ep).await {
+            Ok(_) => Ok(Evicted::Accepted),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(Evicted::Gone),
+            // A UID precondition failure: the pod was replaced, so ours is gone.
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Evicted::Gone),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                if let Some(m) = &self.metrics {
+                    m.eviction_refused("budget");
+                }
+                let causes = s
+                    .details
+                    .as_ref()
+                    .map(|d| {
+                        d.causes
+                            .iter()
+                            .map(|c| c.message.clone())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .unwrap_or_default();
+                Ok(Evicted::Blocked {
+                    message: if causes.is_empty() {
+                        s.message.clone()
+                    } else {
+                        causes
+                    },
+                    retry_after: s
+                        .details
+                        .as_ref()
+                        .map(|d| d.retry_after_seconds)
+                        .filter(|s| *s > 0)
+                        .map(|s| Duration::from_secs(s.into())),
+                })
+            }
+            Err(kube::Error::Api(s)) if s.code >= 500 => {
+                if let Some(m) = &self.metrics {
+                    m.eviction_refused("server_error");
+                }
+                Ok(Evicted::ServerError(s.message.clone()))
+            }
+            Err(e) => Err(self.err(format!("evicting pod {pod}"))(e)),
+        }
+    }
+
+    async fn delete(&self, pod: &PodRef) -> Result<(), DrainError> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), &pod.namespace);
+        let dp = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&pod.name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            Err(e) => Err(self.err(format!("deleting pod {pod}"))(e)),
+        }
+    }
+
+    async fn budgets(
+        &self,
+        namespace: &str,
+        pods: &[BTreeMap<String, String>],
+    ) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+        if let Some(source) = &self.budgets_from {
+            let wait = std::time::Duration::from_secs(30);
+            if let Some(b) = source.budgets(namespace, pods, wait).await {
+                return Ok(b);
+            }
+            tracing::warn!(node = %self.node, namespace, "the budget watch has not listed in 30s; listing the budgets");
+        }
+        // Paged, and only the budgets of these pods kept, reduced to name and selector: a
+        // namespace can hold tens of thousands of budgets, and a whole list of them decoded at
+        // once was most of the controller's peak memory in a 5,000-node world.
+        let api: kube::Api<PodDisruptionBudget> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        let mut out = Vec::new();
+        let mut lp = kube::api::ListParams::default().limit(500);
+        loop {
+            let page = api
+                .list(&lp)
+                .await
+                .map_err(self.err(format!("listing PodDisruptionBudgets in {namespace}")))?;
+            let selects = |b: &PodDisruptionBudget| {
+                let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
+                pods.iter().any(|l| budget_may_select(sel, l))
+            };
+            out.extend(page.items.into_iter().filter(selects).map(|b| {
+                PodDisruptionBudget {
+                    metadata: kube::api::ObjectMeta {
+                        name: b.metadata.name,
+                        namespace: b.metadata.namespace,
+                        ..Default::default()
+                    },
+                    spec: b
+                        .spec
+                        .map(|s| k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+                            selector: s.selector,
+                            ..Default::default()
+                        }),
+                    status: b.status.and_then(|s| {
+                        let d = s.disrupted_pods.filter(|d| !d.is_empty())?;
+                        Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+                            disrupted_pods: Some(d),
+                            ..Default::default()
+                        })
+                    }),
+                }
+            }));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => lp = lp.continue_token(&c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    async fn pod_deleting(&self, namespace: &str, name: &str) -> Result<Option<bool>, DrainError> {
+        // A list by name: the controller's RBAC lists pods and never gets one.
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        let pods = api
+            .list_metadata(&lp)
+            .await
+            .map_err(self.err(format!("reading pod {namespace}/{name}")))?;
+        Ok(pods
+            .items
+            .first()
+            .map(|p| p.metadata.deletion_timestamp.is_some()))
+    }
+
+    async fn event(&self, pod: Option<&PodRef>, warning: bool, reason: &str, note: String) {
+        match pod {
+            Some(p) => {
+                let related = k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    namespace: Some(p.namespace.clone()),
+                    name: Some(p.name.clone()),
+                    uid: Some(p.uid.clone()),
+                    ..Default::default()
+                };
+                let events = &self.events;
+                events
+                    .publish_about_pod(&self.node, related, warning, reason, note)
+                    .await
+            }
+            None => self.events.publish(&self.node, warning, reason, note).await,
+        }
+    }
+
+    async fn wait_gone(
+        &self,
+        node: &str,
+        pods: &[PodRef],
+        deadline: DateTime<Utc>,
+    ) -> Result<Gone, DrainError> {
+        use kube::runtime::watcher;
+        let wanted: BTreeSet<&PodRef> = pods.iter().collect();
+        if wanted.is_empty() {
+            return Ok(Gone::default());
+        }
+        let mut seen_going: BTreeMap<PodRef, DateTime<Utc>> = BTreeMap::new();
+        // Only the pods' identities are read: the watch skips the rest of each pod unparsed.
+        type PodIdentity = crate::client::Slim<Pod, serde::de::IgnoredAny, serde::de::IgnoredAny>;
+        let api: kube::Api<PodIdentity> = kube::Api::all(self.client.clone());
+        let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let mut present: BTreeSet<PodRef> = BTreeSet::new();
+        let mut init: BTreeSet<PodRef> = BTreeSet::new();
+        let stream = watcher(api, cfg);
+        futures::pin_mut!(stream);
+        let left = |present: &BTreeSet<PodRef>| -> Vec<PodRef> {
+            present
+                .iter()
+                .filter(|p| wanted.contains(p))
+                .cloned()
+                .collect()
+        };
+        let until = (deadline - Utc::now()).to_std().unwrap_or_default();
+        let run = async {
+            while let Some(ev) = stream.try_next().await.map_err(|e| DrainError::Api {
+                node: node.into(),
+                what: "watching its pods".into(),
+                source: kube::Error::Service(Box::new(e)),
+            })? {
+                match ev {
+                    watcher::Event::Init => init.clear(),
+                    watcher::Event::InitApply(p) => {
+                        init.insert(PodRef::of_meta(&p.metadata));
+                    }
+                    watcher::Event::InitDone => {
+                        present = std::mem::take(&mut init);
+                        if left(&present).is_empty() {
+                            return Ok(());
+                        }
+                    }
+                    watcher::Event::Apply(p) => {
+                        present.insert(PodRef::of_meta(&p.metadata));
+                    }
+                    watcher::Event::Delete(p) => {
+                        let gone = PodRef::of_meta(&p.metadata);
+                        if present.remove(&gone) && wanted.contains(&gone) {
+                            seen_going.insert(gone, Utc::now());
+                        }
+                        if left(&present).is_empty() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            Ok::<(), DrainError>(())
+        };
+        let left = match tokio::time::timeout(until, run).await {
+            Ok(r) => r.map(|_| Vec::new())?,
+            Err(_) => left(&present),
+        };
+        Ok(Gone { left, seen_going })
+    }
+}

@@ -1,0 +1,42 @@
+//! Draining a node with `kubectl drain` semantics, through the Eviction API (policy/v1) only.
+//!
+//! Owns which pods a drain evicts ([`classify`], pure, and the one `rollboot plan` previews a
+//! drain with; [`Reason`] names each rule), the eviction loop (bounded concurrency;
+//! 429 retried after `evictionRetryInterval` or the server's Retry-After; 500 retried with an
+//! Event naming the overlapping budgets; 404 is success), and the wait until every evicted pod
+//! is gone or replaced (same name, new UID). It must never delete a pod around a
+//! PodDisruptionBudget unless `drain.forceDeleteAfterTimeout` says so, never list pods beyond
+//! the node being drained, and never act without re-checking leadership first. The Kubernetes
+//! calls sit behind [`DrainApi`] so the logic is tested without HTTP.
+//!
+//! Its parts:
+//! - [`pods`]: what a drain does with each pod ([`classify`]), pure;
+//! - [`phantom`]: reading a budget's `status.disruptedPods` for disruptions that are not
+//!   happening, pure;
+//! - [`api`]: the calls a drain makes ([`DrainApi`]) and how it fails ([`DrainError`]);
+//! - [`run`]: one drain as a value, [`NodeDrain`], with a method per phase;
+//! - [`kube_drain`]: [`DrainApi`] over a kube client ([`KubeDrain`]), and [`BudgetSource`], the one
+//!   thing it asks of the controller (the budgets of a namespace, from a shared watch).
+//!
+//! A drain runs its phases in order ([`drain`]): [`NodeDrain::select`] lists and classifies
+//! the node's pods, [`NodeDrain::evict`] evicts a set of them, [`NodeDrain::wait`] waits for a
+//! set of them to be gone, and [`NodeDrain::drained`] says what was done. `evict` and `wait`
+//! take the pods they act on, and record what they did in the value, so a drain that goes by
+//! groups of pods calls them once per group, and a phase of its own (waiting for the volumes
+//! of the evicted pods to detach, say) is one more method called between them or after the
+//! last `wait`; see [`run`].
+
+pub mod api;
+pub mod kube_drain;
+pub mod phantom;
+pub mod pods;
+pub mod run;
+
+#[cfg(test)]
+mod tests;
+
+pub use api::{DrainApi, DrainError, Evicted, Gone};
+pub use kube_drain::{BudgetSource, KubeDrain};
+pub use phantom::{phantom_disruptions, OwnEviction, DISRUPTION_EXPIRY, OWN_EVICTION_SETTLING};
+pub use pods::{classify, controller_of, Disposition, PodRef, Reason};
+pub use run::{drain, median_exit_seconds, Drained, Found, NodeDrain};

@@ -1,0 +1,577 @@
+//! One drain of one node, as a value with a method per phase.
+//!
+//! Owns the order of a drain's requests and what it says about them: [`NodeDrain::select`]
+//! (list the node's pods, classify them, refuse the drain before any eviction if a pod may not
+//! go), [`NodeDrain::evict`] (bounded concurrency, 429 and 500 retried until the deadline, the
+//! Events that name the budgets refusing and the disruptions they count that are not
+//! happening; at the deadline, a failure, or a forced delete when configured),
+//! [`NodeDrain::wait`] (the pods gone or replaced; at the deadline, a failure or a forced
+//! delete), and [`NodeDrain::drained`] (what the health gate and the cycle's record need). It
+//! must never delete around a budget unless configured, and never evict or delete without
+//! `ensure` (the leadership check) right before.
+//!
+//! Adding a phase: the value keeps what the drain found ([`Found`]) and has done (the pods it
+//! evicted, when each eviction was accepted, when each pod was seen going), and `evict` and
+//! `wait` each take the pods they act on. A drain by ordered groups of pods runs
+//! `evict(group)` then `wait(group)` for each group in turn; a phase after the pods are gone
+//! (waiting for their volumes to detach) is a method called after the last `wait`, reading
+//! what the value recorded; [`drain`] is where the phases are put in order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use tokio::sync::OnceCell;
+
+use super::api::{DrainApi, DrainError, Evicted, Gone};
+use super::phantom::{phantom_disruptions, OwnEviction};
+use super::pods::{classify, controller_of, Disposition, PodRef};
+use crate::config::Drain;
+use crate::lease::NotLeader;
+use crate::selector::{budget_may_select, selector_problem, Selector};
+
+/// Drains `node`: evicts what [`classify`] says, retrying refusals until `deadline`, then waits
+/// for the evicted pods to be gone. `ensure` re-checks leadership before every eviction.
+pub async fn drain<A: DrainApi>(
+    api: &A,
+    node: &str,
+    cfg: &Drain,
+    pod_selector: &Selector,
+    deadline: DateTime<Utc>,
+    ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
+) -> Result<Drained, DrainError> {
+    let mut d = NodeDrain::new(api, node, cfg, deadline, ensure);
+    d.select(pod_selector).await?;
+    let to_evict = d.found().to_evict_refs();
+    d.evict(&to_evict).await?;
+    // Pods found terminating (an earlier leader's evictions) are waited for with the evicted.
+    let mut waited = to_evict;
+    waited.extend(d.found().terminating_refs());
+    d.wait(&waited).await?;
+    Ok(d.drained())
+}
+
+/// What [`NodeDrain::select`] found on the node.
+#[derive(Clone, Debug, Default)]
+pub struct Found {
+    /// The pods to evict, in the order listed.
+    pub to_evict: Vec<Pod>,
+    /// The pods found terminating (an earlier leader's evictions): waited for, not evicted.
+    pub terminating: Vec<Pod>,
+}
+
+impl Found {
+    /// The identities of the pods to evict.
+    pub fn to_evict_refs(&self) -> Vec<PodRef> {
+        self.to_evict.iter().map(PodRef::of).collect()
+    }
+
+    /// The identities of the pods found terminating.
+    pub fn terminating_refs(&self) -> Vec<PodRef> {
+        self.terminating.iter().map(PodRef::of).collect()
+    }
+
+    /// The pods the drain counts as drained: those it evicts and those found terminating, whose
+    /// budgets and replacements the health gate waits for alike.
+    fn drained(&self) -> impl Iterator<Item = &Pod> {
+        self.to_evict.iter().chain(&self.terminating)
+    }
+}
+
+/// One budget covering a pod, as an Event about a refused eviction needs it.
+#[derive(Clone, Debug, Default)]
+struct Covering {
+    /// `namespace/name`.
+    name: String,
+    /// `status.disruptedPods`.
+    disrupted: BTreeMap<String, DateTime<Utc>>,
+}
+
+/// How one pod's eviction ended.
+enum Eviction {
+    /// Accepted at that instant: the pod is terminating.
+    Accepted(PodRef, DateTime<Utc>),
+    /// The pod was gone already.
+    Gone,
+    /// Still refused at the deadline.
+    Stuck(PodRef),
+}
+
+/// One drain of one node under way: what it was given (the node, the config, the API, the
+/// deadline, the leadership check), what it found, and what it has done.
+pub struct NodeDrain<'a, A> {
+    api: &'a A,
+    node: &'a str,
+    cfg: &'a Drain,
+    deadline: DateTime<Utc>,
+    ensure: &'a (dyn Fn() -> Result<(), NotLeader> + Sync),
+    found: Found,
+    /// The budgets covering each drained pod, read once, and only when an Event must name
+    /// them (an eviction refused or failed): the API server enforces the budgets, and the
+    /// health gate finds them from the pods' labels. Read on every drain, they were a fifth of
+    /// its time.
+    covering: OnceCell<BTreeMap<PodRef, Vec<Covering>>>,
+    /// This drain's own evictions, sent and answered (concurrent ones included): a budget
+    /// lists a pod as disrupted before the eviction's 201 comes back, and that is not a phantom.
+    own: Mutex<BTreeMap<PodRef, OwnEviction>>,
+    /// The pods [`NodeDrain::evict`] was given.
+    evicted: Vec<PodRef>,
+    /// When each accepted eviction was answered.
+    accepted: BTreeMap<PodRef, DateTime<Utc>>,
+    /// When [`NodeDrain::wait`] saw each pod go.
+    seen_going: BTreeMap<PodRef, DateTime<Utc>>,
+}
+
+impl<'a, A: DrainApi> NodeDrain<'a, A> {
+    /// A drain of `node` that must end by `deadline`; nothing is read yet.
+    pub fn new(
+        api: &'a A,
+        node: &'a str,
+        cfg: &'a Drain,
+        deadline: DateTime<Utc>,
+        ensure: &'a (dyn Fn() -> Result<(), NotLeader> + Sync),
+    ) -> NodeDrain<'a, A> {
+        NodeDrain {
+            api,
+            node,
+            cfg,
+            deadline,
+            ensure,
+            found: Found::default(),
+            covering: OnceCell::new(),
+            own: Mutex::default(),
+            evicted: Vec::new(),
+            accepted: BTreeMap::new(),
+            seen_going: BTreeMap::new(),
+        }
+    }
+
+    /// What [`NodeDrain::select`] found.
+    pub fn found(&self) -> &Found {
+        &self.found
+    }
+
+    /// Lists the node's pods and classifies each ([`classify`]; a DaemonSet's existence read
+    /// once per DaemonSet). Fails with [`DrainError::Refused`], before any eviction, when a
+    /// pod may not be evicted.
+    pub async fn select(&mut self, pod_selector: &Selector) -> Result<(), DrainError> {
+        let node = self.node;
+        let pods = self.api.list_pods(node).await?;
+        let mut found = Found::default();
+        let mut refused = Vec::new();
+        let mut daemon_sets: BTreeMap<(String, String), bool> = BTreeMap::new();
+        for p in pods {
+            let ds_exists = self.daemon_set_exists(&p, &mut daemon_sets).await?;
+            match classify(&p, self.cfg, pod_selector, ds_exists) {
+                Disposition::Evict => found.to_evict.push(p),
+                Disposition::Skip(why) => {
+                    tracing::debug!(node, pod = %PodRef::of(&p), why = why.text(), "not evicting");
+                    if p.metadata.deletion_timestamp.is_some()
+                        && controller_of(&p).is_none_or(|(k, _)| k != "DaemonSet")
+                    {
+                        found.terminating.push(p);
+                    }
+                }
+                Disposition::Refuse(why) => refused.push(format!("pod {}: {why}", PodRef::of(&p))),
+            }
+        }
+        if !refused.is_empty() {
+            return Err(DrainError::Refused {
+                node: node.into(),
+                pods: refused,
+            });
+        }
+        self.found = found;
+        Ok(())
+    }
+
+    /// Whether the DaemonSet controlling `p` exists (`false` for any other pod), asked once
+    /// per DaemonSet.
+    async fn daemon_set_exists(
+        &self,
+        p: &Pod,
+        known: &mut BTreeMap<(String, String), bool>,
+    ) -> Result<bool, DrainError> {
+        let (Some(("DaemonSet", name)), Some(ns)) =
+            (controller_of(p), p.metadata.namespace.as_deref())
+        else {
+            return Ok(false);
+        };
+        let key = (ns.to_string(), name.to_string());
+        if let Some(e) = known.get(&key) {
+            return Ok(*e);
+        }
+        let e = self.api.daemon_set_exists(ns, name).await?;
+        known.insert(key, e);
+        Ok(e)
+    }
+
+    /// Evicts `pods`, `drain.concurrentEvictions` at a time, each retried while refused until
+    /// the deadline. A pod still refused then fails the drain with [`DrainError::Timeout`], or,
+    /// with `drain.forceDeleteAfterTimeout`, is deleted (an Event for each).
+    pub async fn evict(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
+        tracing::debug!(node = self.node, pods = pods.len(), "evicting");
+        let this = &*self;
+        let results: Vec<Result<Eviction, DrainError>> =
+            futures::stream::iter(pods.iter().cloned())
+                .map(|pod| this.evict_one(pod))
+                .buffer_unordered(self.cfg.concurrent_evictions.max(1) as usize)
+                .collect()
+                .await;
+        let mut stuck = Vec::new();
+        for r in results {
+            match r? {
+                Eviction::Accepted(p, at) => {
+                    self.accepted.insert(p, at);
+                }
+                Eviction::Gone => {}
+                Eviction::Stuck(p) => stuck.push(p),
+            }
+        }
+        self.evicted.extend(pods.iter().cloned());
+        if !stuck.is_empty() {
+            self.delete_stuck(stuck).await?;
+        }
+        Ok(())
+    }
+
+    /// One pod's eviction, asked again after each refusal (the server's Retry-After, else
+    /// `drain.evictionRetryInterval`) until it is accepted, the pod is gone, or the deadline.
+    async fn evict_one(&self, pod: PodRef) -> Result<Eviction, DrainError> {
+        let grace = self.cfg.grace_period.map(|g| g.as_millis() / 1000);
+        let retry = self.cfg.eviction_retry_interval.to_std();
+        let mut announced = false;
+        loop {
+            (self.ensure)()?;
+            self.own_state(&pod, Some(OwnEviction::InFlight));
+            let answer = self.api.evict(&pod, grace).await;
+            let answered = Utc::now();
+            let accepted = matches!(answer, Ok(Evicted::Accepted));
+            self.own_state(&pod, accepted.then_some(OwnEviction::Accepted(answered)));
+            let wait = match answer? {
+                Evicted::Accepted => return Ok(Eviction::Accepted(pod, answered)),
+                Evicted::Gone => return Ok(Eviction::Gone),
+                Evicted::Blocked {
+                    message,
+                    retry_after,
+                } => {
+                    // One Event per blocked pod, not per retry.
+                    if !announced {
+                        announced = true;
+                        self.say_blocked(&pod, &message).await?;
+                    }
+                    retry_after.unwrap_or(retry)
+                }
+                Evicted::ServerError(message) => {
+                    self.say_failed(&pod, &message).await?;
+                    retry
+                }
+            };
+            let left = (self.deadline - Utc::now()).to_std().unwrap_or_default();
+            if left.is_zero() {
+                return Ok(Eviction::Stuck(pod));
+            }
+            tokio::time::sleep(wait.min(left)).await;
+        }
+    }
+
+    /// The Event of an eviction a budget refused: the budgets that may have refused it, and
+    /// the disruptions they count that are not happening.
+    async fn say_blocked(&self, pod: &PodRef, message: &str) -> Result<(), DrainError> {
+        let budgets = self.covering_of(pod).await?;
+        let names = names(&budgets);
+        let phantom = self.phantoms(pod, budgets).await?;
+        let mut note = format!(
+            "evicting pod {pod} is blocked by PodDisruptionBudget {names}: {message}; retrying"
+        );
+        if !phantom.is_empty() {
+            note = format!("{note}. {}", phantom.join(". "));
+            tracing::warn!(node = self.node, pod = %pod, budget = %names, reason = %phantom.join("; "), "a budget counts a disruption that is not happening");
+        }
+        self.api
+            .event(Some(pod), true, "EvictionBlocked", note)
+            .await;
+        Ok(())
+    }
+
+    /// The Event of an eviction the server failed (500): overlapping budgets, named, when the
+    /// server says so; otherwise a timeout or an unavailable server, where the eviction may or
+    /// may not have been admitted, and asking again is safe (the UID precondition holds).
+    async fn say_failed(&self, pod: &PodRef, message: &str) -> Result<(), DrainError> {
+        let note = if message.contains("more than one PodDisruptionBudget") {
+            let names = names(&self.covering_of(pod).await?);
+            format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")
+        } else {
+            tracing::warn!(node = self.node, pod = %pod, error = %message, "eviction failed on the server side; retrying");
+            format!("evicting pod {pod} failed: {message}; retrying")
+        };
+        self.api
+            .event(Some(pod), true, "EvictionFailed", note)
+            .await;
+        Ok(())
+    }
+
+    /// Pods still refused at the deadline: the drain fails, or, with
+    /// `drain.forceDeleteAfterTimeout`, they are deleted around their budgets, each said in an
+    /// Event.
+    async fn delete_stuck(&self, stuck: Vec<PodRef>) -> Result<(), DrainError> {
+        if !self.cfg.force_delete_after_timeout {
+            return Err(DrainError::Timeout {
+                node: self.node.into(),
+                pods: stuck,
+            });
+        }
+        for p in &stuck {
+            (self.ensure)()?;
+            self.api.event(Some(p), true, "ForceDeleted", format!("deleting pod {p} around its budget: the drain timed out and drain.forceDeleteAfterTimeout is set")).await;
+            self.api.delete(p).await?;
+        }
+        Ok(())
+    }
+
+    /// Records this drain's own eviction of `pod` (`None`: none under way or accepted).
+    fn own_state(&self, pod: &PodRef, state: Option<OwnEviction>) {
+        let mut own = self.own.lock().unwrap_or_else(|e| e.into_inner());
+        match state {
+            Some(s) => own.insert(pod.clone(), s),
+            None => own.remove(pod),
+        };
+    }
+
+    /// The budgets that may cover `pod` (read once for all the drained pods, see
+    /// [`NodeDrain::read_covering`]).
+    async fn covering_of(&self, pod: &PodRef) -> Result<Vec<Covering>, DrainError> {
+        let covering = self
+            .covering
+            .get_or_try_init(|| self.read_covering())
+            .await?;
+        Ok(covering.get(pod).cloned().unwrap_or_default())
+    }
+
+    /// Reads the budgets of the drained pods' namespaces (all at once) and matches them to
+    /// each pod; says in one Event the budgets whose selector cannot be evaluated (taken to
+    /// cover the pods).
+    async fn read_covering(&self) -> Result<BTreeMap<PodRef, Vec<Covering>>, DrainError> {
+        let mut labels_by_ns: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+        for p in self.found.drained() {
+            labels_by_ns
+                .entry(p.metadata.namespace.clone().unwrap_or_default())
+                .or_default()
+                .push(p.metadata.labels.clone().unwrap_or_default());
+        }
+        let reads = labels_by_ns.iter().map(|(ns, labels)| async move {
+            Ok::<_, DrainError>((ns, self.api.budgets(ns, labels).await?))
+        });
+        let by_ns: BTreeMap<&String, Vec<PodDisruptionBudget>> =
+            futures::future::try_join_all(reads)
+                .await?
+                .into_iter()
+                .collect();
+        let mut covering: BTreeMap<PodRef, Vec<Covering>> = BTreeMap::new();
+        for p in self.found.drained() {
+            let r = PodRef::of(p);
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            let budgets = by_ns[&r.namespace]
+                .iter()
+                .filter(|b| {
+                    budget_may_select(b.spec.as_ref().and_then(|s| s.selector.as_ref()), &labels)
+                })
+                .map(|b| covering_budget(&r.namespace, b))
+                .collect();
+            covering.insert(r, budgets);
+        }
+        self.say_unreadable(&by_ns).await;
+        Ok(covering)
+    }
+
+    /// One Event for all the budgets whose selector cannot be evaluated: Events about one node
+    /// with one reason are one series.
+    async fn say_unreadable(&self, by_ns: &BTreeMap<&String, Vec<PodDisruptionBudget>>) {
+        let node = self.node;
+        let mut unreadable = Vec::new();
+        for (ns, budgets) in by_ns {
+            for b in budgets {
+                let Some(why) = b
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.selector.as_ref())
+                    .and_then(selector_problem)
+                else {
+                    continue;
+                };
+                let name = format!("{ns}/{}", b.metadata.name.as_deref().unwrap_or_default());
+                tracing::warn!(node, budget = %name, why, "a PodDisruptionBudget's selector cannot be evaluated; taken to cover the node's pods");
+                unreadable.push(format!("PodDisruptionBudget {name} ({why})"));
+            }
+        }
+        if !unreadable.is_empty() {
+            let note = format!(
+                "selector cannot be evaluated: {}; rollboot takes each to cover the pods of node \
+                 {node} and names it among the budgets that may refuse their evictions",
+                unreadable.join("; ")
+            );
+            self.api
+                .event(None, true, "BudgetSelectorUnreadable", note)
+                .await;
+        }
+    }
+
+    /// For a refused eviction of `pod`: the entries of `budgets` for pods whose deletion never
+    /// happened (see [`phantom_disruptions`]).
+    async fn phantoms(
+        &self,
+        pod: &PodRef,
+        budgets: Vec<Covering>,
+    ) -> Result<Vec<String>, DrainError> {
+        let mut notes = Vec::new();
+        for b in budgets {
+            let mut deleting = BTreeMap::new();
+            for listed in b.disrupted.keys() {
+                deleting.insert(
+                    listed.clone(),
+                    self.api.pod_deleting(&pod.namespace, listed).await?,
+                );
+            }
+            // Read after the pods' states: an eviction answered meanwhile is in it.
+            let ours: BTreeMap<String, OwnEviction> = self
+                .own
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(p, _)| p.namespace == pod.namespace)
+                .map(|(p, s)| (p.name.clone(), *s))
+                .collect();
+            notes.extend(phantom_disruptions(
+                &b.name,
+                &b.disrupted,
+                &deleting,
+                &ours,
+                Utc::now(),
+            ));
+        }
+        Ok(notes)
+    }
+
+    /// Waits until none of `pods` is on the node with the same UID, or the deadline; pods left
+    /// then fail the drain with [`DrainError::Timeout`], or, with
+    /// `drain.forceDeleteAfterTimeout`, are deleted.
+    pub async fn wait(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
+        tracing::debug!(
+            node = self.node,
+            evicted = self.evicted.len(),
+            "evictions accepted; waiting for the pods to go"
+        );
+        let Gone { left, seen_going } = self.api.wait_gone(self.node, pods, self.deadline).await?;
+        self.seen_going.extend(seen_going);
+        if left.is_empty() {
+            return Ok(());
+        }
+        if !self.cfg.force_delete_after_timeout {
+            return Err(DrainError::Timeout {
+                node: self.node.into(),
+                pods: left,
+            });
+        }
+        for p in &left {
+            (self.ensure)()?;
+            self.api.delete(p).await?;
+        }
+        Ok(())
+    }
+
+    /// What the drain did, for the health gate and the cycle's record.
+    pub fn drained(self) -> Drained {
+        let pods = self
+            .found
+            .drained()
+            .map(|p| {
+                (
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.labels.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        let owners = self
+            .found
+            .drained()
+            .filter_map(|p| {
+                let (kind, name) = controller_of(p)?;
+                Some((
+                    kind.to_string(),
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    name.to_string(),
+                ))
+            })
+            .collect();
+        Drained {
+            pod_exit_seconds: median_exit_seconds(&self.accepted, &self.seen_going),
+            evicted: self.evicted,
+            pods,
+            owners,
+        }
+    }
+}
+
+/// The budgets' names, for an Event.
+fn names(budgets: &[Covering]) -> String {
+    budgets
+        .iter()
+        .map(|b| b.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Budget `b` of `namespace` as an Event about a refused eviction needs it.
+fn covering_budget(namespace: &str, b: &PodDisruptionBudget) -> Covering {
+    Covering {
+        name: format!(
+            "{namespace}/{}",
+            b.metadata.name.clone().unwrap_or_default()
+        ),
+        disrupted: b
+            .status
+            .as_ref()
+            .and_then(|s| s.disrupted_pods.as_ref())
+            .map(|d| {
+                d.iter()
+                    .map(|(pod, t)| (pod.clone(), crate::time::from_jiff(t.0)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The median time from an accepted eviction to the pod's going, over the pods whose going was
+/// seen, in seconds: what the node's pods take to exit once asked (recorded with the cycle, so
+/// that `rollboot plan` and a rehearsal can use it). `None` when no pod's going was seen.
+pub fn median_exit_seconds(
+    accepted: &BTreeMap<PodRef, DateTime<Utc>>,
+    seen_going: &BTreeMap<PodRef, DateTime<Utc>>,
+) -> Option<f64> {
+    let mut secs: Vec<f64> = seen_going
+        .iter()
+        .filter_map(|(p, gone)| {
+            let from = accepted.get(p)?;
+            Some((*gone - *from).num_milliseconds().max(0) as f64 / 1000.0)
+        })
+        .collect();
+    crate::time::median(&mut secs)
+}
+
+/// What a finished drain did, for the health gate.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Drained {
+    /// The evicted pods.
+    pub evicted: Vec<PodRef>,
+    /// The labels of those pods and of the pods found already terminating, per namespace: the
+    /// health gate waits for the budgets selecting them.
+    pub pods: BTreeSet<(String, BTreeMap<String, String>)>,
+    /// The controllers of those pods: (kind, namespace, name).
+    pub owners: BTreeSet<(String, String, String)>,
+    /// The median seconds from an accepted eviction to the pod's going (see
+    /// [`median_exit_seconds`]).
+    pub pod_exit_seconds: Option<f64>,
+}

@@ -1,0 +1,634 @@
+//! The drain's tests: its rules, its phases against a fake [`DrainApi`], and its pure readings
+//! (pod exit times, phantom disruptions).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Pod, PodSpec, PodStatus, Volume};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
+
+use super::*;
+use crate::config::Drain;
+use crate::lease::NotLeader;
+use crate::node::MIRROR_POD;
+use crate::selector::Selector;
+
+/// The drain's watch reads a pod for its identity only: the same as the whole pod's, from
+/// a pod as kube-apiserver sends it (spec, status and managedFields skipped).
+#[test]
+fn a_pod_read_for_its_identity_is_the_whole_pods() {
+    let json = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "demo", "uid": "u-1",
+            "resourceVersion": "42", "labels": {"app": "web"},
+            "managedFields": [{"manager": "kubectl", "operation": "Update"}]},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Running"}
+    });
+    let whole: Pod = serde_json::from_value(json.clone()).unwrap();
+    let slim: crate::client::Slim<Pod, serde::de::IgnoredAny, serde::de::IgnoredAny> =
+        serde_json::from_value(json).unwrap();
+    assert_eq!(PodRef::of_meta(&slim.metadata), PodRef::of(&whole));
+    assert_eq!(slim.metadata.resource_version.as_deref(), Some("42"));
+    assert!(slim.metadata.labels.is_none() && slim.metadata.managed_fields.is_none());
+}
+
+fn pod(name: &str, owner: Option<&str>) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = Some(name.into());
+    p.metadata.namespace = Some("default".into());
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.metadata.labels = Some(BTreeMap::from([("app".to_string(), "web".to_string())]));
+    p.metadata.owner_references = owner.map(|kind| {
+        vec![OwnerReference {
+            kind: kind.into(),
+            name: "owner".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]
+    });
+    p.spec = Some(PodSpec::default());
+    p.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        ..Default::default()
+    });
+    p
+}
+
+fn cfg() -> Drain {
+    Drain::default()
+}
+
+#[test]
+fn mirror_daemonset_and_deleting_pods_are_skipped() {
+    let all = Selector::everything();
+    let mut mirror = pod("m", None);
+    mirror.metadata.annotations = Some(BTreeMap::from([(MIRROR_POD.to_string(), "x".to_string())]));
+    assert_eq!(
+        classify(&mirror, &cfg(), &all, false),
+        Disposition::Skip(Reason::MirrorPod)
+    );
+    assert!(matches!(
+        classify(&pod("d", Some("DaemonSet")), &cfg(), &all, true),
+        Disposition::Skip(_)
+    ));
+    let mut going = pod("g", Some("ReplicaSet"));
+    going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    assert_eq!(
+        classify(&going, &cfg(), &all, false),
+        Disposition::Skip(Reason::AlreadyDeleting)
+    );
+    assert_eq!(
+        classify(&pod("r", Some("ReplicaSet")), &cfg(), &all, false),
+        Disposition::Evict
+    );
+}
+
+#[test]
+fn a_pod_of_a_deleted_daemonset_is_evicted() {
+    let p = pod("orphan", Some("DaemonSet"));
+    assert_eq!(
+        classify(&p, &cfg(), &Selector::everything(), false),
+        Disposition::Evict
+    );
+}
+
+#[test]
+fn unreplicated_and_empty_dir_pods_need_the_config_to_allow_them() {
+    let all = Selector::everything();
+    assert!(matches!(
+        classify(&pod("bare", None), &cfg(), &all, false),
+        Disposition::Refuse(_)
+    ));
+    let c = Drain {
+        evict_unreplicated: true,
+        ..cfg()
+    };
+    assert_eq!(
+        classify(&pod("bare", None), &c, &all, false),
+        Disposition::Evict
+    );
+    let mut scratch = pod("scratch", Some("ReplicaSet"));
+    scratch.spec.as_mut().unwrap().volumes = Some(vec![Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }]);
+    assert!(matches!(
+        classify(&scratch, &cfg(), &all, false),
+        Disposition::Refuse(_)
+    ));
+    let c = Drain {
+        delete_empty_dir_data: true,
+        ..cfg()
+    };
+    assert_eq!(classify(&scratch, &c, &all, false), Disposition::Evict);
+    // A finished pod is removable whatever it is.
+    let mut done = pod("job", None);
+    done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    assert_eq!(classify(&done, &cfg(), &all, false), Disposition::Evict);
+}
+
+/// A fake API: a budget that refuses `blocked_for` evictions, then allows them.
+struct Fake {
+    pods: Vec<Pod>,
+    blocked_for: Mutex<u32>,
+    overlapping_for: Mutex<u32>,
+    evictions: Mutex<Vec<String>>,
+    deletions: Mutex<Vec<String>>,
+    events: Mutex<Vec<String>>,
+    /// The budget's `status.disruptedPods`.
+    disrupted: Mutex<BTreeMap<String, DateTime<Utc>>>,
+    /// What `pod_deleting` answers per pod name (absent: gone).
+    pod_states: Mutex<BTreeMap<String, Option<bool>>>,
+    /// 5xx messages answered (first to last) before anything else.
+    server_errors: Mutex<Vec<String>>,
+    /// A second budget, `odd-pdb`, whose selector cannot be evaluated.
+    odd_budget: bool,
+    /// When set, `wait_gone` sees every pod go this long after it is called.
+    exit_after: Mutex<Option<chrono::TimeDelta>>,
+}
+
+impl Fake {
+    fn new(pods: Vec<Pod>, blocked_for: u32) -> Fake {
+        Fake {
+            pods,
+            blocked_for: Mutex::new(blocked_for),
+            overlapping_for: Mutex::new(0),
+            evictions: Mutex::default(),
+            deletions: Mutex::default(),
+            events: Mutex::default(),
+            disrupted: Mutex::default(),
+            pod_states: Mutex::default(),
+            server_errors: Mutex::default(),
+            odd_budget: false,
+            exit_after: Mutex::default(),
+        }
+    }
+}
+
+impl DrainApi for Fake {
+    async fn list_pods(&self, _node: &str) -> Result<Vec<Pod>, DrainError> {
+        Ok(self.pods.clone())
+    }
+    async fn daemon_set_exists(&self, _: &str, _: &str) -> Result<bool, DrainError> {
+        Ok(true)
+    }
+    async fn evict(&self, pod: &PodRef, _: Option<i64>) -> Result<Evicted, DrainError> {
+        self.evictions.lock().unwrap().push(pod.name.clone());
+        let mut errors = self.server_errors.lock().unwrap();
+        if !errors.is_empty() {
+            return Ok(Evicted::ServerError(errors.remove(0)));
+        }
+        drop(errors);
+        let mut o = self.overlapping_for.lock().unwrap();
+        if *o > 0 {
+            *o -= 1;
+            return Ok(Evicted::ServerError(
+                "This pod has more than one PodDisruptionBudget".into(),
+            ));
+        }
+        let mut b = self.blocked_for.lock().unwrap();
+        if *b > 0 {
+            *b -= 1;
+            return Ok(Evicted::Blocked {
+                message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
+                    .into(),
+                retry_after: Some(Duration::from_millis(5)),
+            });
+        }
+        Ok(Evicted::Accepted)
+    }
+    async fn delete(&self, pod: &PodRef) -> Result<(), DrainError> {
+        self.deletions.lock().unwrap().push(pod.name.clone());
+        Ok(())
+    }
+    async fn budgets(
+        &self,
+        _: &str,
+        _: &[BTreeMap<String, String>],
+    ) -> Result<Vec<PodDisruptionBudget>, DrainError> {
+        let mut b = PodDisruptionBudget::default();
+        b.metadata.name = Some("web-pdb".into());
+        b.spec = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+            selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let disrupted = self.disrupted.lock().unwrap().clone();
+        if !disrupted.is_empty() {
+            b.status = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
+                disrupted_pods: Some(
+                    disrupted
+                        .into_iter()
+                        .map(|(k, t)| (k, Time(crate::time::to_jiff(t))))
+                        .collect(),
+                ),
+                ..Default::default()
+            });
+        }
+        let mut out = vec![b];
+        if self.odd_budget {
+            let mut odd = PodDisruptionBudget::default();
+            odd.metadata.name = Some("odd-pdb".into());
+            odd.spec = Some(k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
+                selector: Some(LabelSelector {
+                    match_expressions: Some(vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                            key: "app".into(),
+                            operator: "In".into(),
+                            values: None,
+                        },
+                    ]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            out.push(odd);
+        }
+        Ok(out)
+    }
+    async fn pod_deleting(&self, _: &str, name: &str) -> Result<Option<bool>, DrainError> {
+        Ok(self.pod_states.lock().unwrap().get(name).copied().flatten())
+    }
+    async fn event(&self, _: Option<&PodRef>, _: bool, reason: &str, note: String) {
+        self.events
+            .lock()
+            .unwrap()
+            .push(format!("{reason}: {note}"));
+    }
+    async fn wait_gone(
+        &self,
+        _: &str,
+        pods: &[PodRef],
+        _: DateTime<Utc>,
+    ) -> Result<Gone, DrainError> {
+        // Each pod goes `exit_after` after the call, seen going by the watch.
+        let seen_going = match *self.exit_after.lock().unwrap() {
+            Some(after) => pods
+                .iter()
+                .map(|p| (p.clone(), Utc::now() + after))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        Ok(Gone {
+            left: Vec::new(),
+            seen_going,
+        })
+    }
+}
+
+fn ok() -> Result<(), NotLeader> {
+    Ok(())
+}
+
+/// What the health gate gets for pods made by [`pod`].
+fn web_labels() -> BTreeSet<(String, BTreeMap<String, String>)> {
+    BTreeSet::from([(
+        "default".to_string(),
+        BTreeMap::from([("app".to_string(), "web".to_string())]),
+    )])
+}
+
+/// Drains node `n1` of `api`, every pod selected, with `within` to go.
+async fn drain_n1(
+    api: &Fake,
+    cfg: &Drain,
+    within: chrono::Duration,
+    ensure: &(dyn Fn() -> Result<(), NotLeader> + Sync),
+) -> Result<Drained, DrainError> {
+    drain(
+        api,
+        "n1",
+        cfg,
+        &Selector::everything(),
+        Utc::now() + within,
+        ensure,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn pods_found_terminating_are_not_evicted_again_but_go_to_the_health_gate() {
+    // An earlier leader evicted web-0 and died before recording the reboot.
+    let mut going = pod("web-0", Some("ReplicaSet"));
+    going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let api = Fake::new(vec![going.clone(), pod("web-1", Some("ReplicaSet"))], 0);
+    let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+        .await
+        .unwrap();
+    assert_eq!(*api.evictions.lock().unwrap(), vec!["web-1".to_string()]);
+    assert_eq!(d.pods, web_labels());
+    assert_eq!(
+        d.owners,
+        BTreeSet::from([("ReplicaSet".into(), "default".into(), "owner".into())])
+    );
+    // Found with nothing left to evict, the drain still records what the gate waits for.
+    let api = Fake::new(vec![going], 0);
+    let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+        .await
+        .unwrap();
+    assert!(api.evictions.lock().unwrap().is_empty());
+    assert_eq!(d.pods, web_labels());
+}
+
+#[tokio::test]
+async fn the_drain_measures_how_long_its_evicted_pods_take_to_go() {
+    let api = Fake::new(
+        vec![
+            pod("web-1", Some("ReplicaSet")),
+            pod("web-2", Some("ReplicaSet")),
+        ],
+        0,
+    );
+    *api.exit_after.lock().unwrap() = Some(chrono::TimeDelta::seconds(7));
+    let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+        .await
+        .unwrap();
+    let secs = d.pod_exit_seconds.expect("both pods were seen going");
+    assert!((7.0..8.0).contains(&secs), "{secs}");
+    // Pods gone before the watch looked give no figure rather than a made-up one.
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+        .await
+        .unwrap();
+    assert_eq!(d.pod_exit_seconds, None);
+}
+
+#[test]
+fn the_exit_median_counts_only_pods_evicted_and_seen_going() {
+    let t0 = DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+    let p = |n: &str| PodRef {
+        namespace: "ns".into(),
+        name: n.into(),
+        uid: format!("uid-{n}"),
+    };
+    let s = chrono::TimeDelta::seconds;
+    let accepted = BTreeMap::from([(p("a"), t0), (p("b"), t0 + s(10)), (p("c"), t0)]);
+    // c's going was not seen; d was found terminating, never evicted by this drain.
+    let seen = BTreeMap::from([(p("a"), t0 + s(2)), (p("b"), t0 + s(14)), (p("d"), t0)]);
+    assert_eq!(median_exit_seconds(&accepted, &seen), Some(3.0));
+    assert_eq!(median_exit_seconds(&accepted, &BTreeMap::new()), None);
+}
+
+#[tokio::test]
+async fn an_eviction_refused_by_a_budget_is_retried_and_named_in_an_event() {
+    let api = Fake::new(
+        vec![
+            pod("web-1", Some("ReplicaSet")),
+            pod("ds", Some("DaemonSet")),
+        ],
+        3,
+    );
+    let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+        .await
+        .unwrap();
+    assert_eq!(
+        api.evictions.lock().unwrap().len(),
+        4,
+        "three refusals then success"
+    );
+    assert!(api.deletions.lock().unwrap().is_empty());
+    let events = api.events.lock().unwrap();
+    assert_eq!(
+        events.len(),
+        1,
+        "one Event per blocked pod, not per retry: {events:?}"
+    );
+    assert!(events[0].contains("default/web-pdb"), "{events:?}");
+    assert_eq!(d.pods, web_labels());
+    assert_eq!(d.evicted.len(), 1, "the DaemonSet pod stays");
+}
+
+#[tokio::test]
+async fn a_budget_whose_selector_cannot_be_read_is_named_as_covering_with_a_warning() {
+    let mut api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 1);
+    api.odd_budget = true;
+    drain_n1(&api, &cfg(), chrono::Duration::seconds(30), &ok)
+        .await
+        .unwrap();
+    let events = api.events.lock().unwrap();
+    let unreadable: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("BudgetSelectorUnreadable: "))
+        .collect();
+    assert_eq!(unreadable.len(), 1, "{events:?}");
+    assert!(
+        unreadable[0].contains("PodDisruptionBudget default/odd-pdb (")
+            && unreadable[0].contains("operator `In` has no values")
+            && unreadable[0].contains("node n1")
+            && !unreadable[0].contains("web-pdb"),
+        "{}",
+        unreadable[0]
+    );
+    let blocked = events
+        .iter()
+        .find(|e| e.starts_with("EvictionBlocked"))
+        .unwrap();
+    assert!(
+        blocked.contains("default/web-pdb") && blocked.contains("default/odd-pdb"),
+        "{blocked}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_error_is_retried_with_an_event_naming_the_overlapping_budgets() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    *api.overlapping_for.lock().unwrap() = 2;
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(5),
+        ..cfg()
+    };
+    drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    assert_eq!(api.evictions.lock().unwrap().len(), 3);
+    let events = api.events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.starts_with("EvictionFailed") && e.contains("default/web-pdb")),
+        "{events:?}"
+    );
+    assert!(api.deletions.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_server_timeout_is_retried_without_blaming_overlapping_budgets() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    api.server_errors
+        .lock()
+        .unwrap()
+        .push("Timeout: request did not complete within requested timeout".into());
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(5),
+        ..cfg()
+    };
+    drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    assert_eq!(api.evictions.lock().unwrap().len(), 2, "retried once");
+    let events = api.events.lock().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].starts_with("EvictionFailed") && events[0].contains("Timeout"),
+        "{events:?}"
+    );
+    assert!(!events[0].contains("overlapping"), "{events:?}");
+}
+
+#[test]
+fn a_budget_entry_for_a_pod_whose_deletion_never_happened_is_explained() {
+    let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+    let now = t("2026-11-23T10:00:30Z");
+    let disrupted = BTreeMap::from([
+        ("web-0".to_string(), t("2026-11-23T10:00:00Z")),
+        ("web-1".to_string(), t("2026-11-23T10:00:10Z")),
+        ("web-2".to_string(), t("2026-11-23T09:59:50Z")),
+    ]);
+    // web-0 still runs (its eviction's DELETE never came), web-1 is being deleted (a
+    // normal eviction in progress), web-2 is gone.
+    let states = BTreeMap::from([
+        ("web-0".to_string(), Some(false)),
+        ("web-1".to_string(), Some(true)),
+    ]);
+    let note = phantom_disruptions("apps/web", &disrupted, &states, &BTreeMap::new(), now).unwrap();
+    assert!(note.contains("counts pod web-0 as disrupted since 2026-11-23T10:00:00Z but that pod is not being deleted"), "{note}");
+    assert!(note.contains("at 2026-11-23T10:02:00Z (in 90s)"), "{note}");
+    assert!(
+        note.contains("web-2") && note.contains("no longer exists"),
+        "{note}"
+    );
+    assert!(
+        !note.contains("web-1"),
+        "an eviction in progress is not a phantom: {note}"
+    );
+    let only_real = BTreeMap::from([("web-1".to_string(), t("2026-11-23T10:00:10Z"))]);
+    assert_eq!(
+        phantom_disruptions("apps/web", &only_real, &states, &BTreeMap::new(), now),
+        None
+    );
+}
+
+#[test]
+fn a_pod_whose_own_eviction_is_in_flight_or_just_accepted_is_not_a_phantom() {
+    let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+    let now = t("2026-11-23T10:00:30Z");
+    // The budget lists all three, none is being deleted yet. web-0: this drain's eviction
+    // is still unanswered (the budget was written before its 201 came back); web-1: its
+    // eviction was accepted 2 s ago (the deletion follows); web-2: accepted 20 s ago and
+    // still not deleting, a phantom after all.
+    let disrupted = BTreeMap::from([
+        ("web-0".to_string(), t("2026-11-23T10:00:30Z")),
+        ("web-1".to_string(), t("2026-11-23T10:00:28Z")),
+        ("web-2".to_string(), t("2026-11-23T10:00:10Z")),
+    ]);
+    let states = BTreeMap::from([
+        ("web-0".to_string(), Some(false)),
+        ("web-1".to_string(), Some(false)),
+        ("web-2".to_string(), Some(false)),
+    ]);
+    let own = BTreeMap::from([
+        ("web-0".to_string(), OwnEviction::InFlight),
+        (
+            "web-1".to_string(),
+            OwnEviction::Accepted(t("2026-11-23T10:00:28Z")),
+        ),
+        (
+            "web-2".to_string(),
+            OwnEviction::Accepted(t("2026-11-23T10:00:10Z")),
+        ),
+    ]);
+    let note = phantom_disruptions("apps/web", &disrupted, &states, &own, now).unwrap();
+    assert!(
+        !note.contains("web-0"),
+        "an eviction in flight is not a phantom: {note}"
+    );
+    assert!(
+        !note.contains("web-1"),
+        "a deletion on its way is not a phantom: {note}"
+    );
+    assert!(note.contains("counts pod web-2"), "{note}");
+}
+
+#[tokio::test]
+async fn a_refusal_by_a_budget_holding_a_phantom_disruption_says_so_in_its_event() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 2);
+    let since = Utc::now() - chrono::Duration::seconds(30);
+    api.disrupted.lock().unwrap().insert("web-0".into(), since);
+    api.pod_states
+        .lock()
+        .unwrap()
+        .insert("web-0".into(), Some(false));
+    drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    let events = api.events.lock().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].starts_with("EvictionBlocked")
+            && events[0].contains("counts pod web-0 as disrupted")
+            && events[0].contains("not being deleted")
+            && events[0].contains("Kubernetes stops counting it"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn evicting_past_an_exhausted_budget_waits_and_never_deletes() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], u32::MAX);
+    let err = drain_n1(&api, &cfg(), chrono::Duration::milliseconds(100), &ok)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, DrainError::Timeout { ref pods, .. } if pods.len() == 1),
+        "{err}"
+    );
+    assert!(
+        api.deletions.lock().unwrap().is_empty(),
+        "nothing is deleted around a budget"
+    );
+}
+
+#[tokio::test]
+async fn force_delete_after_timeout_deletes_only_when_configured() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], u32::MAX);
+    let c = Drain {
+        force_delete_after_timeout: true,
+        ..cfg()
+    };
+    drain_n1(&api, &c, chrono::Duration::milliseconds(50), &ok)
+        .await
+        .unwrap();
+    assert_eq!(*api.deletions.lock().unwrap(), ["web-1"]);
+}
+
+#[tokio::test]
+async fn a_drain_that_loses_leadership_stops_before_evicting() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    let lost = || {
+        Err(NotLeader {
+            identity: "c-0".into(),
+        })
+    };
+    let err = drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &lost)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DrainError::NotLeader(_)));
+    assert!(api.evictions.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_unreplicated_pod_fails_the_drain_before_any_eviction() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet")), pod("bare", None)], 0);
+    let err = drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DrainError::Refused { .. }), "{err}");
+    assert!(api.evictions.lock().unwrap().is_empty());
+}
