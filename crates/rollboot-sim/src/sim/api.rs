@@ -7,38 +7,19 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::admission::Operation;
 use super::errors::ApiError;
 use super::events;
-use super::invariants::Invariants;
+use super::invariants::{Cause, Invariants};
 use super::kinds::{self, key_of, Index, Kind};
+use super::meta::{new_uid, timestamp};
 use super::patch::{self, PatchType};
 use super::pdb::{self, Budget};
 use super::store::{Entry, Inner, Store};
 use super::validation::{self, NameRule};
-
-/// Seconds-precision RFC 3339 UTC, as metav1.Time serializes.
-pub fn timestamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// A random RFC 4122 version 4 UID.
-pub fn new_uid() -> String {
-    let b: [u8; 16] = rand::random();
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-4{}-{:x}{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        (b[8] & 0x3) | 0x8,
-        &h[17..20],
-        &h[20..32]
-    )
-}
 
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -387,17 +368,6 @@ pub enum Deleted {
     Gone(Entry),
     /// Marked for graceful deletion (pods on a node, objects with finalizers): the new state.
     Marked(Entry),
-}
-
-/// Who asked for a pod's disruption, for the invariant watch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// An admitted eviction.
-    Eviction,
-    /// An API DELETE.
-    Delete,
-    /// A simulated reboot killed it.
-    Reboot,
 }
 
 /// DELETE, with preconditions and graceful pod deletion (golden 54-59, 27).

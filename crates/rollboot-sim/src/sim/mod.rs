@@ -44,6 +44,7 @@ pub mod events;
 pub mod faults;
 pub mod invariants;
 pub mod kinds;
+pub mod meta;
 pub mod openapi;
 pub mod patch;
 pub mod pdb;

@@ -16,7 +16,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use super::api::{self, timestamp, Cause};
+use super::api;
+use super::invariants::Cause;
+use super::meta::timestamp;
 use super::kinds::{key_of, Index, Kind};
 use super::scenario::{Placement, Scenario};
 use super::server::Shared;
