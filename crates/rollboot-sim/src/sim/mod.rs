@@ -42,6 +42,7 @@ pub mod chaos;
 pub mod errors;
 pub mod events;
 pub mod faults;
+pub mod identity;
 pub mod invariants;
 pub mod kinds;
 pub mod meta;

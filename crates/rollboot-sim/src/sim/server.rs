@@ -255,7 +255,7 @@ struct Answered;
 async fn serve(
     sh: &Arc<Shared>,
     key: &RequestKey,
-    who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    who: Option<(Arc<super::rbac::Enforcement>, super::identity::Identity)>,
     verb: &'static str,
     route: Route,
     query: HashMap<String, String>,
@@ -365,7 +365,7 @@ async fn serve(
 #[allow(clippy::too_many_arguments)]
 async fn operate(
     sh: &Arc<Shared>,
-    who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    who: Option<(Arc<super::rbac::Enforcement>, super::identity::Identity)>,
     token: &str,
     verb: &'static str,
     route: Route,
@@ -420,7 +420,7 @@ async fn operate(
 #[allow(clippy::too_many_arguments)]
 fn dispatch_admitted(
     sh: &Arc<Shared>,
-    who: Option<&(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    who: Option<&(Arc<super::rbac::Enforcement>, super::identity::Identity)>,
     token: &str,
     verb: &str,
     route: &Route,
@@ -451,11 +451,11 @@ struct Admitter<'a> {
     stored: &'a super::admission::Stored,
     enforced: Option<&'a super::admission::Admission>,
     /// The caller, when its token has an identity of `Cluster::enforce`.
-    checked: Option<&'a super::rbac::Identity>,
+    checked: Option<&'a super::identity::Identity>,
     /// The caller's token, else.
     token: &'a str,
     /// Its identity, made when a policy first asks (most requests never do).
-    unchecked: std::cell::OnceCell<super::rbac::Identity>,
+    unchecked: std::cell::OnceCell<super::identity::Identity>,
     kind: Kind,
     subresource: &'a str,
     namespace: &'a str,
@@ -463,12 +463,12 @@ struct Admitter<'a> {
 }
 
 impl Admitter<'_> {
-    fn user(&self) -> &super::rbac::Identity {
+    fn user(&self) -> &super::identity::Identity {
         match self.checked {
             Some(w) => w,
             None => self
                 .unchecked
-                .get_or_init(|| super::rbac::Identity::unchecked(self.token)),
+                .get_or_init(|| super::identity::Identity::unchecked(self.token)),
         }
     }
 }
