@@ -27,8 +27,9 @@ use super::api::{self, DeleteOptions, Deleted, Target};
 use super::errors::ApiError;
 use super::events;
 use super::faults::{Fault, Faults};
+use super::index::{key_of, Index};
 use super::invariants::Invariants;
-use super::kinds::{key_of, Index, Kind};
+use super::kinds::Kind;
 use super::patch::PatchType;
 use super::stats::{RequestKey, Stats};
 use super::store::{EventType, Narrow, Store, StoreEvent};
@@ -533,7 +534,7 @@ impl api::Admit for Admitter<'_> {
 }
 
 fn parse_json(kind: Kind, body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| kind.decode_error(e))
+    serde_json::from_slice(body).map_err(|e| ApiError::undecodable(kind, e))
 }
 
 /// The object of a create or update body: JSON, or protobuf decoded into the JSON a JSON
@@ -792,7 +793,7 @@ impl FieldSelector {
                 )));
             };
             let v = unescape_field_value(v).map_err(ApiError::bad_request)?;
-            kind.field_value(&Index::default(), f)?;
+            Index::default().field_value(kind, f)?;
             terms.push((f.to_string(), eq, v));
         }
         Ok(FieldSelector { terms })
@@ -802,7 +803,7 @@ impl FieldSelector {
     pub fn matches(&self, kind: Kind, idx: &Index) -> bool {
         self.terms
             .iter()
-            .all(|(f, eq, v)| kind.field_value(idx, f).is_ok_and(|x| (x == v) == *eq))
+            .all(|(f, eq, v)| idx.field_value(kind, f).is_ok_and(|x| (x == v) == *eq))
     }
 }
 
@@ -850,7 +851,7 @@ impl Filter {
         };
         let by_name = term("metadata.name").and_then(|name| {
             match (&self.namespace, self.kind.namespaced()) {
-                (Some(ns), true) => Some(Narrow::Key(super::kinds::key_of(ns, name))),
+                (Some(ns), true) => Some(Narrow::Key(key_of(ns, name))),
                 (None, false) => Some(Narrow::Key(name.clone())),
                 _ => None,
             }
