@@ -276,6 +276,41 @@ fn a_family_that_a_module_it_uses_depends_on_is_a_circle() {
 }
 
 #[test]
+fn a_name_passed_on_by_a_glob_leads_to_its_definer() {
+    // `super::Hub` from a sibling reaches `gate.rs` through the parent's `pub use gate::*`.
+    let graph = graph_of(&[
+        ("lib.rs", "mod controller;"),
+        (
+            "controller/mod.rs",
+            "mod gate; mod drain; pub use gate::*; pub struct Task;",
+        ),
+        (
+            "controller/gate.rs",
+            "pub struct Hub; pub const fn hub() {} fn f() { super::drain::go(); }",
+        ),
+        (
+            "controller/drain.rs",
+            "use super::Hub; use super::Task; pub fn go() { super::hub(); }",
+        ),
+    ]);
+    assert_eq!(
+        graph.edge_list(),
+        [
+            "controller/drain.rs -> controller/gate.rs (Hub, hub)",
+            "controller/drain.rs -> controller/mod.rs (Task)",
+            "controller/gate.rs -> controller/drain.rs (go)",
+        ]
+    );
+    assert_eq!(
+        graph.circles(),
+        [
+            "circle: controller/drain.rs -> controller/gate.rs (Hub, hub), \
+          controller/gate.rs -> controller/drain.rs (go)"
+        ]
+    );
+}
+
+#[test]
 fn test_code_is_no_part_of_the_layout() {
     let graph = graph_of(&[
         ("lib.rs", "mod a; mod b; #[cfg(test)] mod fixtures;"),
@@ -594,6 +629,9 @@ struct Module {
     paths: Vec<Vec<String>>,
     /// Names used in code as a path's head or alone (outside `use`).
     used: BTreeSet<String>,
+    /// The items it defines itself (fn, struct, enum, trait, type, const, static, union,
+    /// macro_rules): a name not among them may come through one of its glob imports.
+    defines: BTreeSet<String>,
 }
 
 /// A module a file declares with `mod x;`: its path, its file without `.rs`, and whether it
@@ -622,8 +660,9 @@ fn read_module_file(
         }
     };
     let mut declared = Vec::new();
-    // The inline modules we are in, each with the brace depth that closes it.
-    let mut stack: Vec<(ModPath, usize)> = vec![(path.clone(), usize::MAX)];
+    // The inline modules we are in, each with the brace depth that closes it and the depth of
+    // its items.
+    let mut stack: Vec<(ModPath, usize, usize)> = vec![(path.clone(), usize::MAX, 0)];
     let mut depth = 0usize;
     let module = modules.entry(path.clone()).or_default();
     module.node = file.to_string();
@@ -635,7 +674,7 @@ fn read_module_file(
             Tok::Punct("{") => depth += 1,
             Tok::Punct("}") => {
                 depth = depth.saturating_sub(1);
-                if stack.last().is_some_and(|(_, d)| *d == depth) {
+                if stack.last().is_some_and(|(_, d, _)| *d == depth) {
                     stack.pop();
                 }
             }
@@ -671,7 +710,7 @@ fn read_module_file(
                         let module = modules.entry(child.clone()).or_default();
                         module.node = file.to_string();
                         module.test = test;
-                        stack.push((child, depth));
+                        stack.push((child, depth, depth + 1));
                         depth += 1;
                         i += 3;
                         continue;
@@ -707,10 +746,16 @@ fn read_module_file(
                         }
                         j += 2;
                     }
+                    let items_depth = stack.last().expect("the file's module").2;
                     let module = modules.get_mut(here).expect("known");
                     module.used.insert(name.clone());
                     if segs.len() > 1 {
                         module.paths.push(segs);
+                    }
+                    if depth == items_depth {
+                        if let Some(item) = item_name(tokens, i) {
+                            module.defines.insert(item.to_string());
+                        }
                     }
                 }
             }
@@ -719,6 +764,25 @@ fn read_module_file(
         i += 1;
     }
     Ok(declared)
+}
+
+/// The name of the item whose keyword is at `i`, if it is an item's keyword.
+fn item_name(tokens: &[Token], i: usize) -> Option<&str> {
+    const KEYWORDS: [&str; 8] = [
+        "fn", "struct", "enum", "trait", "type", "const", "static", "union",
+    ];
+    let keyword = ident_of(tokens.get(i))?;
+    let mut next = i + 1;
+    if keyword == "macro_rules" && is_punct(tokens.get(next), "!") {
+        next += 1;
+    } else if !KEYWORDS.contains(&keyword) {
+        return None;
+    }
+    if is_ident(tokens.get(next), "mut") {
+        next += 1;
+    }
+    // `const fn f`: the `fn` names it.
+    ident_of(tokens.get(next)).filter(|n| !KEYWORDS.contains(n) && *n != "_")
 }
 
 /// Whether the item whose keyword is at `i` carries `#[cfg(test)]`.
@@ -1242,6 +1306,28 @@ impl Resolver<'_> {
             let mut through = self.absolute(&module_path, &import.path, depth + 1)?;
             through.extend(abs[n + 1..].iter().cloned());
             return self.target(&through, depth + 1);
+        }
+        if !module.defines.contains(name) {
+            // Through a glob (`pub use gate::*;`): to the module that has the name.
+            for glob in module.imports.iter().filter(|i| i.local.is_none()) {
+                let Some(from) = self.absolute(&module_path, &glob.path, depth + 1) else {
+                    continue;
+                };
+                let Some(source) = self.modules.get(&from) else {
+                    continue;
+                };
+                let has = source.defines.contains(name)
+                    || source.children.contains(name)
+                    || source
+                        .imports
+                        .iter()
+                        .any(|i| i.local.as_ref() == Some(name));
+                if has {
+                    let mut through = from;
+                    through.extend(abs[n..].iter().cloned());
+                    return self.target(&through, depth + 1);
+                }
+            }
         }
         Some(Target {
             node: module.node.clone(),
