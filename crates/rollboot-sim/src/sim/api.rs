@@ -7,38 +7,21 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::admission::Operation;
-use super::errors::ApiError;
+use super::errors::{self, ApiError};
 use super::events;
-use super::invariants::Invariants;
-use super::kinds::{self, key_of, Index, Kind};
+use super::index::{self, key_of, Index};
+use super::invariants::{Cause, Invariants};
+use super::kinds::{self, Kind};
+use super::meta::{new_uid, timestamp};
 use super::patch::{self, PatchType};
 use super::pdb::{self, Budget};
 use super::store::{Entry, Inner, Store};
+use super::strategy;
 use super::validation::{self, NameRule};
-
-/// Seconds-precision RFC 3339 UTC, as metav1.Time serializes.
-pub fn timestamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// A random RFC 4122 version 4 UID.
-pub fn new_uid() -> String {
-    let b: [u8; 16] = rand::random();
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-4{}-{:x}{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        (b[8] & 0x3) | 0x8,
-        &h[17..20],
-        &h[20..32]
-    )
-}
 
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -54,7 +37,7 @@ pub const SYSTEM_NAMESPACES: [&str; 4] =
 /// Prepares a new object for the store: name, namespace, validation, defaults, metadata.
 pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Value, ApiError> {
     if !body.is_object() {
-        return Err(kind.decode_error("body is not a JSON object"));
+        return Err(ApiError::undecodable(kind, "body is not a JSON object"));
     }
     if let Some(v) = body["apiVersion"].as_str() {
         if v != kind.api_version() || body["kind"].as_str().is_some_and(|k| k != kind.kind_name()) {
@@ -92,7 +75,7 @@ pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Va
     let mut body = if kind.is_event() {
         // Events are validated in the stored form, by the request version's rules.
         let stored = events::to_storage(kind, &decoded);
-        validation::check(Kind::Event, &name, &events::validate_create(&stored, kind))?;
+        errors::check(Kind::Event, &name, &events::validate_create(&stored, kind))?;
         stored
     } else {
         // The strategy's ValidateObjectMeta with the kind's name rule, then its checks of the
@@ -100,13 +83,13 @@ pub fn prepare_create(kind: Kind, namespace: &str, mut body: Value) -> Result<Va
         let mut errs =
             validation::object_meta(&decoded["metadata"], kind.namespaced(), kind.name_rule());
         let mut body = decoded;
-        kinds::apply_defaults(kind, &mut body);
-        errs.extend(kinds::validate_spec(kind, &body));
-        validation::check(kind, &name, &errs)?;
+        strategy::apply_defaults(kind, &mut body);
+        errs.extend(strategy::validate_spec(kind, &body));
+        errors::check(kind, &name, &errs)?;
         body
     };
     // rest.BeforeCreate's generic metadata check, after the strategy's.
-    validation::check(
+    errors::check(
         if kind.is_event() { Kind::Event } else { kind },
         &name,
         &validation::object_meta(&body["metadata"], kind.namespaced(), NameRule::PathSegment),
@@ -229,7 +212,7 @@ pub fn commit_update(
         let mut errs = validation::labels_and_annotations(&new["metadata"]);
         errs.extend(validation::labels_and_annotations(&new["metadata"]));
         errs.extend(events::validate_update(&new, &old_v, kind));
-        validation::check(Kind::Event, &name, &errs)?;
+        errors::check(Kind::Event, &name, &errs)?;
     }
     let mut merged = match target {
         Target::Status => {
@@ -238,7 +221,7 @@ pub fn commit_update(
             m
         }
         Target::Main => {
-            kinds::default_fields(kind, &mut new);
+            strategy::default_fields(kind, &mut new);
             if kind == Kind::Namespace {
                 // Only the finalize subresource changes a namespace's finalizers.
                 match old_v["spec"].get("finalizers") {
@@ -264,7 +247,7 @@ pub fn commit_update(
     {
         let md = merged["metadata"]
             .as_object_mut()
-            .ok_or_else(|| kind.decode_error("no metadata"))?;
+            .ok_or_else(|| ApiError::undecodable(kind, "no metadata"))?;
         for k in [
             "uid",
             "creationTimestamp",
@@ -285,7 +268,7 @@ pub fn commit_update(
         );
     }
     if target == Target::Main {
-        validation::check(kind, &name, &kinds::validate_spec(kind, &merged))?;
+        errors::check(kind, &name, &strategy::validate_spec(kind, &merged))?;
     }
     if kind.sets_generation() && merged["spec"] != old_v["spec"] {
         let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
@@ -389,17 +372,6 @@ pub enum Deleted {
     Marked(Entry),
 }
 
-/// Who asked for a pod's disruption, for the invariant watch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// An admitted eviction.
-    Eviction,
-    /// An API DELETE.
-    Delete,
-    /// A simulated reboot killed it.
-    Reboot,
-}
-
 /// DELETE, with preconditions and graceful pod deletion (golden 54-59, 27).
 pub fn delete(
     inner: &mut Inner,
@@ -493,7 +465,7 @@ pub fn budgets_for(inner: &Inner, pod: &Index) -> Vec<Entry> {
 /// The pods a budget selects.
 pub fn budget_pods<'a>(inner: &'a Inner, pdb: &Value) -> Vec<&'a Index> {
     let ns = pdb["metadata"]["namespace"].as_str().unwrap_or("");
-    match pdb::label_selector(&pdb["spec"]["selector"]) {
+    match index::label_selector(&pdb["spec"]["selector"]) {
         None => Vec::new(),
         Some(sel) => match pdb["spec"]["selector"]["matchLabels"]
             .as_object()
@@ -614,7 +586,7 @@ fn evict_or_abandon(
     admit: Option<&dyn Admit>,
 ) -> Result<bool, ApiError> {
     let ev: Value = serde_json::from_slice(body)
-        .map_err(|e| Kind::Pod.decode_error(format!("decoding Eviction: {e}")))?;
+        .map_err(|e| ApiError::undecodable(Kind::Pod, format!("decoding Eviction: {e}")))?;
     if ev["metadata"]["name"].as_str().is_some_and(|n| n != name) {
         return Err(ApiError::bad_request(
             "name in URL does not match name in Eviction object",

@@ -8,7 +8,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
-use super::kinds::Kind;
+use super::kinds::{DecodeError, Kind};
+use super::validation::FieldError;
 
 /// One failed request, rendered as a `Status` body (or, for unknown groups, plain text).
 #[derive(Clone, Debug, PartialEq)]
@@ -37,6 +38,12 @@ fn kind_details(kind: Kind, name: &str) -> Value {
     }
     d.insert("kind".into(), json!(kind.plural()));
     Value::Object(d)
+}
+
+impl From<DecodeError> for ApiError {
+    fn from(e: DecodeError) -> ApiError {
+        ApiError::undecodable(e.kind, e.message)
+    }
 }
 
 impl ApiError {
@@ -162,6 +169,14 @@ impl ApiError {
             ),
         )
         .with_details(json!({"name": name, "kind": kind.kind_name()}))
+    }
+
+    /// 400 for a body that does not decode as `kind`'s type (golden 65).
+    pub fn undecodable(kind: Kind, err: impl std::fmt::Display) -> ApiError {
+        let k = kind.kind_name();
+        ApiError::bad_request(format!(
+            "{k} in version \"v1\" cannot be handled as a {k}: {err}"
+        ))
     }
 
     /// 422 Invalid with causes `(reason, message, field)` (golden 22, 66).
@@ -404,4 +419,16 @@ impl IntoResponse for ApiError {
         }
         resp
     }
+}
+
+/// The 422 Invalid answer for `errors` about the object `name` of `kind` (nothing when empty).
+pub fn check(kind: Kind, name: &str, errors: &[FieldError]) -> Result<(), ApiError> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<(&'static str, String, String)> = errors
+        .iter()
+        .map(|e| (e.typ.reason(), e.body(), e.field.clone()))
+        .collect();
+    Err(ApiError::invalid(kind, name, &causes))
 }

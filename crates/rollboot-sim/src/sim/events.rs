@@ -5,16 +5,14 @@
 //! (`regarding`/`involvedObject`, `note`/`message`, `reportingController`/`reportingComponent`,
 //! `deprecated*`), the validation of a create and of an update for each request version (the
 //! legacy rules for core/v1 and for Events without `eventTime`, the strict ones for
-//! events.k8s.io/v1, worded as `pkg/apis/core/validation/events.go` words them), the fields a
-//! field selector can name in each version, and the server-side printer's columns. It must never
-//! touch the store or HTTP.
+//! events.k8s.io/v1, worded as `pkg/apis/core/validation/events.go` words them) and the fields
+//! a field selector can name in each version. The printer's columns are `table.rs`'s. It must
+//! never touch the store or HTTP.
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::kinds::Kind;
-use super::table::human_duration;
 use super::validation::{self as v, BadValue, FieldError, NameRule};
 
 const REFERENCE_FIELDS: [&str; 7] = [
@@ -521,95 +519,6 @@ impl Fields {
             _ => return None,
         })
     }
-}
-
-fn column(name: &str, priority: u8, description: &str) -> Value {
-    let format = if name == "Name" { "name" } else { "" };
-    json!({"name": name, "type": "string", "format": format, "description": description, "priority": priority})
-}
-
-/// The Event printer's columns (`pkg/printers/internalversion`), the same for both versions.
-pub fn columns() -> Vec<Value> {
-    vec![
-        column("Last Seen", 0, "The time at which the most recent occurrence of this event was recorded."),
-        column("Type", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
-        column("Reason", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
-        column("Object", 0, "The object that this event is about."),
-        column("Subobject", 1, "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object."),
-        column("Source", 1, "The component reporting this event. Should be a short machine understandable string."),
-        column("Message", 0, "A human-readable description of the status of this operation."),
-        column("First Seen", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
-        column("Count", 1, "The number of times this event has occurred."),
-        column("Name", 1, "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"),
-    ]
-}
-
-fn since(t: &Value, now: DateTime<Utc>) -> String {
-    if zero_time(t) {
-        return "<unknown>".into();
-    }
-    t.as_str()
-        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-        .map_or("<unknown>".into(), |t| human_duration(now - t.to_utc()))
-}
-
-/// One printed row (the wide form the server always sends) of a stored-form Event.
-pub fn cells(ev: &Value, now: DateTime<Utc>) -> Value {
-    let first = if zero_time(&ev["firstTimestamp"]) {
-        since(&ev["eventTime"], now)
-    } else {
-        since(&ev["firstTimestamp"], now)
-    };
-    let mut last = if zero_time(&ev["lastTimestamp"]) {
-        first.clone()
-    } else {
-        since(&ev["lastTimestamp"], now)
-    };
-    let mut count = ev["count"].as_i64().unwrap_or(0);
-    if ev["series"].is_object() {
-        last = since(&ev["series"]["lastObservedTime"], now);
-        count = ev["series"]["count"].as_i64().unwrap_or(0);
-    } else if count == 0 {
-        count = 1;
-    }
-    let io = &ev["involvedObject"];
-    let kind = str_of(io, "kind").to_lowercase();
-    let target = match str_of(io, "name") {
-        "" => kind,
-        name => format!("{kind}/{name}"),
-    };
-    let first_non_empty = |a: &str, b: &str| {
-        if a.is_empty() {
-            b.to_string()
-        } else {
-            a.to_string()
-        }
-    };
-    let component = first_non_empty(
-        str_of(&ev["source"], "component"),
-        str_of(ev, "reportingComponent"),
-    );
-    let instance = first_non_empty(
-        str_of(&ev["source"], "host"),
-        str_of(ev, "reportingInstance"),
-    );
-    let source = if instance.is_empty() {
-        component
-    } else {
-        format!("{component}, {instance}")
-    };
-    json!([
-        last,
-        str_of(ev, "type"),
-        str_of(ev, "reason"),
-        target,
-        str_of(io, "fieldPath"),
-        source,
-        str_of(ev, "message").trim(),
-        first,
-        count,
-        str_of(&ev["metadata"], "name"),
-    ])
 }
 
 #[cfg(test)]

@@ -13,7 +13,18 @@ use std::time::Instant;
 use chrono::Utc;
 use serde::Serialize;
 
-use super::api::Cause;
+use super::meta::timestamp;
+
+/// Who asked for a pod's disruption, for the invariant watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// An admitted eviction.
+    Eviction,
+    /// An API DELETE.
+    Delete,
+    /// A simulated reboot killed it.
+    Reboot,
+}
 
 /// One moment a budget had fewer healthy pods than desired because of an admitted disruption.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -144,7 +155,7 @@ impl Invariants {
             Cause::Reboot => "reboot",
         };
         self.lock().report.pdb_violations.push(Violation {
-            at: super::api::timestamp(Utc::now()),
+            at: timestamp(Utc::now()),
             pdb: format!("{namespace}/{pdb}"),
             pod: format!("{namespace}/{pod}"),
             cause: cause.into(),
@@ -219,7 +230,7 @@ impl Invariants {
     pub fn unsafe_reboot(&self, node: &str, uncordoned: bool, pods: Vec<String>) {
         self.lock().report.unsafe_reboots.push(UnsafeReboot {
             node: node.to_string(),
-            at: super::api::timestamp(Utc::now()),
+            at: timestamp(Utc::now()),
             uncordoned,
             pods,
         });
@@ -230,7 +241,7 @@ impl Invariants {
         self.lock()
             .report
             .uncordoned_while_not_ready
-            .push((node.to_string(), super::api::timestamp(Utc::now())));
+            .push((node.to_string(), timestamp(Utc::now())));
     }
 
     /// Notes a node removed from the cluster.

@@ -9,8 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::kinds::Index;
-use rollboot::selector::Selector;
+use super::index::Index;
 
 /// The computed numbers of one budget.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,37 +22,6 @@ pub struct Budget {
     pub healthy: i64,
     /// status.disruptionsAllowed
     pub allowed: i64,
-}
-
-/// Converts a `LabelSelector` JSON object into a [`Selector`]. `None` (null selector) selects
-/// nothing; an empty selector selects every pod of the namespace (policy/v1 semantics).
-pub fn label_selector(sel: &Value) -> Option<Selector> {
-    if sel.is_null() {
-        return None;
-    }
-    let mut clauses = Vec::new();
-    if let Some(m) = sel["matchLabels"].as_object() {
-        for (k, v) in m {
-            clauses.push(format!("{k}={}", v.as_str().unwrap_or("")));
-        }
-    }
-    if let Some(exprs) = sel["matchExpressions"].as_array() {
-        for e in exprs {
-            let key = e["key"].as_str().unwrap_or("");
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|vs| vs.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            clauses.push(match e["operator"].as_str().unwrap_or("") {
-                "In" => format!("{key} in ({})", values.join(",")),
-                "NotIn" => format!("{key} notin ({})", values.join(",")),
-                "Exists" => key.to_string(),
-                "DoesNotExist" => format!("!{key}"),
-                _ => return None,
-            });
-        }
-    }
-    Selector::parse(&clauses.join(",")).ok()
 }
 
 /// Resolves `value` (an int or "N%") against `total`, rounding percentages up.

@@ -1286,7 +1286,7 @@ fn time(bytes: &[u8]) -> Result<Value> {
     let t = chrono::DateTime::from_timestamp(secs, 0)
         .filter(|t| (0..=9999).contains(&chrono::Datelike::year(t)))
         .ok_or(DecodeError::TimeRange(secs))?;
-    Ok(json!(super::api::timestamp(t)))
+    Ok(json!(super::meta::timestamp(t)))
 }
 
 /// A map entry (`key` = 1, `value` = 2); a missing value is the type's zero, as in Go.

@@ -27,8 +27,9 @@ use super::api::{self, DeleteOptions, Deleted, Target};
 use super::errors::ApiError;
 use super::events;
 use super::faults::{Fault, Faults};
+use super::index::{key_of, Index};
 use super::invariants::Invariants;
-use super::kinds::{key_of, Index, Kind};
+use super::kinds::Kind;
 use super::patch::PatchType;
 use super::stats::{RequestKey, Stats};
 use super::store::{EventType, Narrow, Store, StoreEvent};
@@ -255,7 +256,7 @@ struct Answered;
 async fn serve(
     sh: &Arc<Shared>,
     key: &RequestKey,
-    who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    who: Option<(Arc<super::rbac::Enforcement>, super::identity::Identity)>,
     verb: &'static str,
     route: Route,
     query: HashMap<String, String>,
@@ -365,7 +366,7 @@ async fn serve(
 #[allow(clippy::too_many_arguments)]
 async fn operate(
     sh: &Arc<Shared>,
-    who: Option<(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    who: Option<(Arc<super::rbac::Enforcement>, super::identity::Identity)>,
     token: &str,
     verb: &'static str,
     route: Route,
@@ -420,7 +421,7 @@ async fn operate(
 #[allow(clippy::too_many_arguments)]
 fn dispatch_admitted(
     sh: &Arc<Shared>,
-    who: Option<&(Arc<super::rbac::Enforcement>, super::rbac::Identity)>,
+    who: Option<&(Arc<super::rbac::Enforcement>, super::identity::Identity)>,
     token: &str,
     verb: &str,
     route: &Route,
@@ -451,11 +452,11 @@ struct Admitter<'a> {
     stored: &'a super::admission::Stored,
     enforced: Option<&'a super::admission::Admission>,
     /// The caller, when its token has an identity of `Cluster::enforce`.
-    checked: Option<&'a super::rbac::Identity>,
+    checked: Option<&'a super::identity::Identity>,
     /// The caller's token, else.
     token: &'a str,
     /// Its identity, made when a policy first asks (most requests never do).
-    unchecked: std::cell::OnceCell<super::rbac::Identity>,
+    unchecked: std::cell::OnceCell<super::identity::Identity>,
     kind: Kind,
     subresource: &'a str,
     namespace: &'a str,
@@ -463,12 +464,12 @@ struct Admitter<'a> {
 }
 
 impl Admitter<'_> {
-    fn user(&self) -> &super::rbac::Identity {
+    fn user(&self) -> &super::identity::Identity {
         match self.checked {
             Some(w) => w,
             None => self
                 .unchecked
-                .get_or_init(|| super::rbac::Identity::unchecked(self.token)),
+                .get_or_init(|| super::identity::Identity::unchecked(self.token)),
         }
     }
 }
@@ -533,7 +534,7 @@ impl api::Admit for Admitter<'_> {
 }
 
 fn parse_json(kind: Kind, body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| kind.decode_error(e))
+    serde_json::from_slice(body).map_err(|e| ApiError::undecodable(kind, e))
 }
 
 /// The object of a create or update body: JSON, or protobuf decoded into the JSON a JSON
@@ -792,7 +793,7 @@ impl FieldSelector {
                 )));
             };
             let v = unescape_field_value(v).map_err(ApiError::bad_request)?;
-            kind.field_value(&Index::default(), f)?;
+            Index::default().field_value(kind, f)?;
             terms.push((f.to_string(), eq, v));
         }
         Ok(FieldSelector { terms })
@@ -802,7 +803,7 @@ impl FieldSelector {
     pub fn matches(&self, kind: Kind, idx: &Index) -> bool {
         self.terms
             .iter()
-            .all(|(f, eq, v)| kind.field_value(idx, f).is_ok_and(|x| (x == v) == *eq))
+            .all(|(f, eq, v)| idx.field_value(kind, f).is_ok_and(|x| (x == v) == *eq))
     }
 }
 
@@ -850,7 +851,7 @@ impl Filter {
         };
         let by_name = term("metadata.name").and_then(|name| {
             match (&self.namespace, self.kind.namespaced()) {
-                (Some(ns), true) => Some(Narrow::Key(super::kinds::key_of(ns, name))),
+                (Some(ns), true) => Some(Narrow::Key(key_of(ns, name))),
                 (None, false) => Some(Narrow::Key(name.clone())),
                 _ => None,
             }

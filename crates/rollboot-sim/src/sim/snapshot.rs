@@ -43,8 +43,9 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::api::{self, timestamp};
+use super::api;
 use super::kinds::Kind;
+use super::meta::timestamp;
 use super::server::Shared;
 
 /// The value of `format` this version writes and reads.

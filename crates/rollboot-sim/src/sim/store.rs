@@ -16,7 +16,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::kinds::{Index, Kind};
+use super::index::Index;
+use super::kinds::Kind;
 
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

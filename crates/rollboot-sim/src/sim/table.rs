@@ -3,13 +3,14 @@
 //!
 //! Owns the columns of the kinds kubectl users look at (the real printers in
 //! pkg/printers/internalversion: nodes NAME/STATUS/ROLES/AGE/VERSION, pods
-//! NAME/READY/STATUS/RESTARTS/AGE, plus the `-o wide` columns; Events' columns come from
-//! `events.rs`, the same for both Event APIs). Other kinds are answered as plain objects, which
-//! kubectl prints as NAME/AGE. It must never change what is stored.
+//! NAME/READY/STATUS/RESTARTS/AGE, plus the `-o wide` columns; Events' columns, the same for
+//! both Event APIs, printed from the stored form of `events.rs`). Other kinds are answered as
+//! plain objects, which kubectl prints as NAME/AGE. It must never change what is stored.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use super::events;
 use super::kinds::Kind;
 
 /// True when the request asks for a Table this module can print.
@@ -207,7 +208,7 @@ pub fn to_table(kind: Kind, body: &[u8], include: Option<&str>) -> Option<Value>
             col("Nominated Node", "string", 1, "nominatedNodeName is set only when this pod preempts other pods on the node."),
             col("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness."),
         ],
-        Kind::Event | Kind::EventV1 => super::events::columns(),
+        Kind::Event | Kind::EventV1 => event_columns(),
         _ => return None,
     };
     let rows: Vec<Value> = objects
@@ -217,8 +218,8 @@ pub fn to_table(kind: Kind, body: &[u8], include: Option<&str>) -> Option<Value>
                 Kind::Node => node_cells(o, now),
                 Kind::Pod => pod_cells(o, now),
                 // Printed from the stored form, whichever API served the object.
-                Kind::EventV1 => super::events::cells(&super::events::from_v1(o), now),
-                _ => super::events::cells(o, now),
+                Kind::EventV1 => event_cells(&events::from_v1(o), now),
+                _ => event_cells(o, now),
             };
             let mut row = json!({"cells": cells});
             match include {
@@ -236,4 +237,92 @@ pub fn to_table(kind: Kind, body: &[u8], include: Option<&str>) -> Option<Value>
         json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
         "columnDefinitions": columns, "rows": rows}),
     )
+}
+
+/// The Event printer's columns (`pkg/printers/internalversion`), the same for both versions.
+fn event_columns() -> Vec<Value> {
+    vec![
+        col("Last Seen", "string", 0, "The time at which the most recent occurrence of this event was recorded."),
+        col("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
+        col("Reason", "string", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+        col("Object", "string", 0, "The object that this event is about."),
+        col("Subobject", "string", 1, "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object."),
+        col("Source", "string", 1, "The component reporting this event. Should be a short machine understandable string."),
+        col("Message", "string", 0, "A human-readable description of the status of this operation."),
+        col("First Seen", "string", 1, "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
+        col("Count", "string", 1, "The number of times this event has occurred."),
+        col("Name", "string", 1, "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"),
+    ]
+}
+
+fn since(t: &Value, now: DateTime<Utc>) -> String {
+    if events::zero_time(t) {
+        return "<unknown>".into();
+    }
+    t.as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map_or("<unknown>".into(), |t| human_duration(now - t.to_utc()))
+}
+
+/// One printed row (the wide form the server always sends) of a stored-form Event.
+fn event_cells(ev: &Value, now: DateTime<Utc>) -> Value {
+    let first = if events::zero_time(&ev["firstTimestamp"]) {
+        since(&ev["eventTime"], now)
+    } else {
+        since(&ev["firstTimestamp"], now)
+    };
+    let mut last = if events::zero_time(&ev["lastTimestamp"]) {
+        first.clone()
+    } else {
+        since(&ev["lastTimestamp"], now)
+    };
+    let mut count = ev["count"].as_i64().unwrap_or(0);
+    if ev["series"].is_object() {
+        last = since(&ev["series"]["lastObservedTime"], now);
+        count = ev["series"]["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let io = &ev["involvedObject"];
+    let kind = str_of(io, "kind").to_lowercase();
+    let target = match str_of(io, "name") {
+        "" => kind,
+        name => format!("{kind}/{name}"),
+    };
+    let first_non_empty = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            a.to_string()
+        }
+    };
+    let component = first_non_empty(
+        str_of(&ev["source"], "component"),
+        str_of(ev, "reportingComponent"),
+    );
+    let instance = first_non_empty(
+        str_of(&ev["source"], "host"),
+        str_of(ev, "reportingInstance"),
+    );
+    let source = if instance.is_empty() {
+        component
+    } else {
+        format!("{component}, {instance}")
+    };
+    json!([
+        last,
+        str_of(ev, "type"),
+        str_of(ev, "reason"),
+        target,
+        str_of(io, "fieldPath"),
+        source,
+        str_of(ev, "message").trim(),
+        first,
+        count,
+        str_of(&ev["metadata"], "name"),
+    ])
+}
+
+fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("")
 }

@@ -4,13 +4,12 @@
 //! other validators reuse (DNS-1123 subdomain and label, qualified name, label value).
 //!
 //! Owns the wording and the order of the errors (the order of the real validators, because a
-//! 422 lists one cause per error in that order). It must never decide which rule a kind follows
-//! (see [`super::kinds::Kind::name_rule`]) nor touch the store.
+//! 422 lists one cause per error in that order). It names no other module of the simulator,
+//! which all build on it: the 422 answer a list of field errors becomes is `errors::check`'s.
+//! It must never decide which rule a kind follows (see [`super::kinds::Kind::name_rule`]) nor
+//! touch the store.
 
 use serde_json::Value;
-
-use super::errors::ApiError;
-use super::kinds::Kind;
 
 /// The kind of a field error, as `field.ErrorType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,18 +164,6 @@ pub fn go_quote(s: &str) -> String {
     }
     out.push('"');
     out
-}
-
-/// The 422 Invalid answer for `errors` about the object `name` of `kind` (nothing when empty).
-pub fn check(kind: Kind, name: &str, errors: &[FieldError]) -> Result<(), ApiError> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let causes: Vec<(&'static str, String, String)> = errors
-        .iter()
-        .map(|e| (e.typ.reason(), e.body(), e.field.clone()))
-        .collect();
-    Err(ApiError::invalid(kind, name, &causes))
 }
 
 /// How a kind's object names are validated (the `ValidateNameFunc` its strategy passes to

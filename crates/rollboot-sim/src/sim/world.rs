@@ -16,8 +16,11 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use super::api::{self, timestamp, Cause};
-use super::kinds::{key_of, Index, Kind};
+use super::api;
+use super::index::{key_of, Index};
+use super::invariants::Cause;
+use super::kinds::Kind;
+use super::meta::timestamp;
 use super::scenario::{Placement, Scenario};
 use super::server::Shared;
 use super::store::{EventType, Inner, StoreEvent};

@@ -49,8 +49,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use serde_json::{json, Value};
 
 use super::errors::ApiError;
+use super::identity::Identity;
 use super::kinds::Kind;
-use super::rbac::Identity;
 use super::store::Inner;
 use super::validation::FieldError;
 use expr::{Expr, Inputs};
