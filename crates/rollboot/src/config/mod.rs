@@ -13,6 +13,7 @@ mod duration;
 pub mod hooks;
 mod load;
 pub mod notifications;
+mod validate;
 
 pub use duration::{Duration, DurationError};
 pub use hooks::{Hooks, Phase};
