@@ -60,7 +60,7 @@ pub enum ConfigError {
         file: PathBuf,
     },
     /// The file's content is not a valid config.
-    #[error("{}: invalid config:\n{}", file.display(), list(problems))]
+    #[error("{}", invalid(file, problems))]
     Invalid {
         /// The file.
         file: PathBuf,
@@ -79,12 +79,14 @@ impl ConfigError {
     }
 }
 
-fn list(problems: &[Problem]) -> String {
-    problems
+/// What is said of an invalid file: its name, then each problem on a line of its own.
+pub(super) fn invalid(file: &Path, problems: &[Problem]) -> String {
+    let list = problems
         .iter()
         .map(|p| format!("  {p}"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    format!("{}: invalid config:\n{list}", file.display())
 }
 
 /// Reads, parses and validates a config file.

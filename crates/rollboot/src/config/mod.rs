@@ -9,6 +9,7 @@
 //! `config/rollboot.yaml` is the commented reference; a test checks it loads and that its
 //! values equal these defaults, so the two cannot drift apart.
 
+pub mod check;
 mod duration;
 pub mod hooks;
 mod load;
