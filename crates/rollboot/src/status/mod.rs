@@ -1,8 +1,9 @@
 //! `rollboot status`: the operator's view of a rollout — the leader, the maintenance lock, the
 //! nodes that are flagged, in flight or failed, the counts, the schedule and what blocks progress.
 //!
-//! Owns the [`Status`] report built from a [`Snapshot`] (pure: the caller passes `now`), its text
-//! and JSON forms, and [`fetch`], the only I/O: one get of each Lease and a paged list of the
+//! Owns the [`Status`] report built from a [`Snapshot`] (pure: the caller passes `now`), a
+//! function per section; its text form (`render`: [`crate::render::Render`]) and JSON form (its
+//! serialization); and [`fetch`], the only I/O: one get of each Lease and a paged list of the
 //! Nodes. It must never write to the cluster.
 
 mod render;
@@ -315,8 +316,52 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     let record = LockRecord::from_lease(snap.lock.clone());
     let ours = crate::controller::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
-    let entries: &BTreeMap<String, LockEntry> = &record.entries;
+    let nodes = node_statuses(snap, &record.entries);
+    let failures = failures(config, snap, &nodes);
+    let blockers = blockers(config, snap, &record.entries, foreign.as_deref(), now);
+    Status {
+        now,
+        leader: leader(config, snap.leader.as_ref(), now),
+        lock: lock(config, snap, &record, ours, foreign.is_some()),
+        nodes,
+        history: history(snap),
+        counts: counts(snap, &record.entries),
+        maintenance: maintenance(config, now),
+        failures,
+        blockers,
+        not_checked: not_checked(config),
+    }
+}
 
+/// The maintenance lock: its holder, whether that is rollboot, a pause, and each node it
+/// records in flight as the Node reports it now.
+fn lock(
+    config: &Config,
+    snap: &Snapshot,
+    record: &LockRecord,
+    ours: String,
+    foreign: bool,
+) -> Lock {
+    Lock {
+        lease: lease_name(&config.lock.namespace, &config.lock.name),
+        holder: record.holder.clone(),
+        rollboot_identity: ours,
+        foreign,
+        pause: record.pause.as_ref().map(|p| PauseStatus {
+            by: p.by.clone(),
+            at: p.at,
+            reason: p.reason.clone(),
+        }),
+        in_flight: record
+            .entries
+            .iter()
+            .map(|(name, e)| in_flight_entry(name, e, snap.nodes.iter().find(|n| n.name == *name)))
+            .collect(),
+    }
+}
+
+/// The nodes that are flagged, in flight (a state, or listed in the lock) or failed, by name.
+fn node_statuses(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Vec<NodeStatus> {
     let mut nodes: Vec<NodeStatus> = snap
         .nodes
         .iter()
@@ -353,6 +398,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    nodes
+}
+
+/// Every node rollboot finished a cycle on, by name.
+fn history(snap: &Snapshot) -> Vec<NodeHistory> {
     let mut history: Vec<NodeHistory> = snap
         .nodes
         .iter()
@@ -367,7 +417,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         })
         .collect();
     history.sort_by(|a, b| a.node.cmp(&b.node));
+    history
+}
 
+/// Counts over all nodes; in flight: an in-progress state, or listed in the lock.
+fn counts(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Counts {
     let with_state = |s: NodeState| snap.nodes.iter().filter(|n| n.state == Some(s)).count();
     let in_flight: BTreeSet<&str> = snap
         .nodes
@@ -376,18 +430,21 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         .map(|n| n.name.as_str())
         .chain(entries.keys().map(String::as_str))
         .collect();
-    let counts = Counts {
+    Counts {
         nodes: snap.nodes.len(),
         flagged: snap.nodes.iter().filter(|n| n.flagged()).count(),
         in_flight: in_flight.len(),
         done: with_state(NodeState::Done),
         failed: with_state(NodeState::Failed),
         excluded: snap.nodes.iter().filter(|n| n.excluded).count(),
-    };
+    }
+}
 
+/// The schedule at `now`: open or not, until when, and the next opening.
+fn maintenance(config: &Config, now: DateTime<Utc>) -> Maintenance {
     let schedule = config.schedule();
     let allowed_now = schedule.is_allowed(now);
-    let maintenance = Maintenance {
+    Maintenance {
         allowed_now,
         current_window_end: if allowed_now {
             schedule.current_window_end(now).and_then(bounded)
@@ -399,8 +456,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             end: bounded(o.end),
             window: o.window,
         }),
-    };
+    }
+}
 
+/// The failed nodes against `failures.maxFailures`, and those of `nodes` holding a slot.
+fn failures(config: &Config, snap: &Snapshot, nodes: &[NodeStatus]) -> Failures {
     let mut failed: Vec<String> = snap
         .nodes
         .iter()
@@ -408,7 +468,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         .map(|n| n.name.clone())
         .collect();
     failed.sort();
-    let failures = Failures {
+    Failures {
         halted: failed.len() > config.failures.max_failures as usize,
         failed,
         max_failures: config.failures.max_failures,
@@ -418,19 +478,33 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             .map(|n| n.name.clone())
             .collect(),
         return_to_service: config.failures.return_to_service,
-    };
+    }
+}
 
+/// What keeps new reboots from starting now, as the controller decides it (no pods and no
+/// Prometheus: see [`not_checked`]).
+fn blockers(
+    config: &Config,
+    snap: &Snapshot,
+    entries: &BTreeMap<String, LockEntry>,
+    foreign: Option<&str>,
+    now: DateTime<Utc>,
+) -> Vec<String> {
     let every_node: Vec<&NodeView> = snap.nodes.iter().collect();
     let decide_snapshot = decide::Snapshot {
         nodes: &every_node,
         in_flight: entries,
-        foreign_holder: foreign.as_deref(),
+        foreign_holder: foreign,
         blocking_pods: &[],
     };
-    let blockers = decide::blockers(&decide_snapshot, config, now)
+    decide::blockers(&decide_snapshot, config, now)
         .iter()
         .map(ToString::to_string)
-        .collect();
+        .collect()
+}
+
+/// The configured blockers this report does not evaluate.
+fn not_checked(config: &Config) -> Vec<String> {
     let mut not_checked = Vec::new();
     if !config.blockers.pod_selectors.is_empty() {
         not_checked.push("blockers.podSelectors".to_string());
@@ -438,35 +512,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     if config.blockers.prometheus.is_some() {
         not_checked.push("blockers.prometheus".to_string());
     }
-
-    Status {
-        now,
-        leader: leader(config, snap.leader.as_ref(), now),
-        lock: Lock {
-            lease: lease_name(&config.lock.namespace, &config.lock.name),
-            holder: record.holder.clone(),
-            rollboot_identity: ours,
-            foreign: foreign.is_some(),
-            pause: record.pause.as_ref().map(|p| PauseStatus {
-                by: p.by.clone(),
-                at: p.at,
-                reason: p.reason.clone(),
-            }),
-            in_flight: entries
-                .iter()
-                .map(|(name, e)| {
-                    in_flight_entry(name, e, snap.nodes.iter().find(|n| n.name == *name))
-                })
-                .collect(),
-        },
-        nodes,
-        history,
-        counts,
-        maintenance,
-        failures,
-        blockers,
-        not_checked,
-    }
+    not_checked
 }
 
 /// What can go wrong reading the cluster.
