@@ -84,12 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             force,
             output,
-        } => {
-            let Some(config) = load_or_report(&config)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            control(Control::Resume { config, force }, output)
-        }
+        } => resume(&config, force, output),
         Command::Retry { node, output } => control(Control::Retry { node }, output),
         Command::Request {
             node,
@@ -337,6 +332,14 @@ fn pause(
         },
         output,
     )
+}
+
+/// `rollboot resume`.
+fn resume(file: &Path, force: bool, output: Output) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    control(Control::Resume { config, force }, output)
 }
 
 /// Runs one of the operator's controls with the current kubeconfig, as `rollboot/<version>

@@ -8,6 +8,9 @@
 //! write without that precondition (no blind overwrite), never take the lock from a holder
 //! that is neither free, rollboot, nor an earlier pause, and never forget the nodes the lock
 //! records in flight: a pause keeps them, and they finish their cycle under it.
+//!
+//! What a command prints is its [`Report`] or, when it did nothing, its [`Failure`] (text and
+//! JSON from the same value, [`Render`]); [`Control`] is the command line's request.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
