@@ -410,12 +410,13 @@ fn default_identity() -> String {
     std::env::var("HOSTNAME").unwrap_or_else(|_| format!("rollboot-{:08x}", rand::random::<u32>()))
 }
 
-/// Loads a config, printing its problems; `None` when invalid.
-fn load_or_report(file: &std::path::Path) -> anyhow::Result<Option<Config>> {
+/// Loads a config, saying its problems on stderr; `None` when invalid.
+fn load_or_report(file: &Path) -> anyhow::Result<Option<Config>> {
     match config::load_file(file) {
         Ok(c) => Ok(Some(c)),
         Err(e @ ConfigError::Invalid { .. }) => {
-            eprintln!("{e}");
+            let invalid = Invalid::new(file, e.problems());
+            eprint!("{}", render(&invalid, rollboot::render::Output::Text));
             Ok(None)
         }
         Err(e) => Err(e.into()),
