@@ -1,22 +1,27 @@
 //! The command line: argument parsing, output formats and exit codes.
 //!
-//! Owns what the user sees on the terminal. Decisions live in the library modules; this module
-//! only calls them and prints. Exit codes: 0 success, 1 failure (a cluster error names the API
+//! Owns what the user sees on the terminal: one function per subcommand, which calls the
+//! library and prints the report it builds with [`render`] (text or JSON from the same value).
+//! Decisions and the reports' contents live in the library modules; this module must never
+//! lay a report out itself. Exit codes: 0 success, 1 failure (a cluster error names the API
 //! server and the object), 2 invalid config or usage, 3 (`plan`) the rollout would be blocked
 //! or fail, (`pause`, `resume`, `retry`, `request`) the command refused, saying why.
 
 mod args;
 
 use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 
 pub use args::{Cli, Command, LogFormat, Output};
 
+use rollboot::config::check::{Checked, Invalid};
 use rollboot::config::{self, Config, ConfigError};
-use rollboot::windows::Opening;
+use rollboot::controls::{Control, Failure};
+use rollboot::render::{render, Render};
 
 /// Exit code for an invalid config file.
 pub const EXIT_INVALID_CONFIG: u8 = 2;
@@ -27,40 +32,12 @@ pub const EXIT_WOULD_NOT_PROCEED: u8 = 3;
 /// Exit code of the operator's controls when they refuse (the message says why).
 pub const EXIT_REFUSED: u8 = 3;
 
-/// One of the operator's controls, with what it needs.
-enum Control {
-    Pause {
-        config: Config,
-        who: String,
-        reason: Option<String>,
-    },
-    Resume {
-        config: Config,
-        force: bool,
-    },
-    Retry(String),
-    Request(String, Option<String>),
-}
-
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    // A simulated rollout runs dozens of components in one process: their logs would bury the
-    // progress line, so it logs warnings only unless RUST_LOG says otherwise.
-    #[cfg(feature = "simulate")]
-    let simulating = matches!(&cli.command, Command::Simulate(a) if !a.sim.serve);
-    #[cfg(not(feature = "simulate"))]
-    let simulating = false;
-    let quiet = simulating
-        || matches!(
-            &cli.command,
-            Command::Status { .. }
-                | Command::Plan { .. }
-                | Command::Pause { .. }
-                | Command::Resume { .. }
-                | Command::Retry { .. }
-                | Command::Request { .. }
-        );
-    init_logging(cli.log_format, if quiet { "warn" } else { "info" });
+    init_logging(
+        cli.log_format,
+        if quiet(&cli.command) { "warn" } else { "info" },
+    );
     match cli.command {
         Command::CheckConfig {
             file,
@@ -72,106 +49,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             identity,
             metrics_addr,
-        } => {
-            let file = config;
-            let Some(config) = load_or_report(&file)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            let identity = identity.unwrap_or_else(default_identity);
-            multi_thread_runtime()?.block_on(async move {
-                // Bound before anything else: a replica without /healthz and /readyz would be
-                // restarted or never marked ready by its probes, for a reason no log showed.
-                let listener = tokio::net::TcpListener::bind(metrics_addr)
-                    .await
-                    .map_err(|e| {
-                        anyhow::anyhow!(
-                            "cannot serve /metrics, /healthz and /readyz on {metrics_addr} (--metrics-addr): {e}"
-                        )
-                    })?;
-                let mut kube_config = kube::Config::infer().await?;
-                rollboot::client::identify(&mut kube_config, "controller");
-                let metrics = std::sync::Arc::new(rollboot::metrics::Metrics::default());
-                let served = metrics.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = rollboot::metrics::serve_on(listener, served).await {
-                        tracing::error!(error = %e, "serving /metrics, /healthz and /readyz stopped");
-                    }
-                });
-                rollboot::controller::run_with_config_file(
-                    kube_config,
-                    file,
-                    config,
-                    identity,
-                    metrics,
-                    shutdown_signal(),
-                )
-                .await?;
-                Ok(ExitCode::SUCCESS)
-            })
-        }
+        } => controller(config, identity, metrics_addr),
         Command::Agent {
-            config: file,
+            config,
             node_name,
             metrics_addr,
-        } => {
-            let Some(config) = load_or_report(&file)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            // The agent watches one Node and checks one sentinel: a single thread does it, and
-            // it runs on every node, so its memory counts (issue 4: under 15 MiB resident).
-            current_thread_runtime()?.block_on(async move {
-                let mut kube_config = kube::Config::infer().await?;
-                rollboot::client::identify(&mut kube_config, "agent");
-                let client = kube::Client::try_from(kube_config)?;
-                let config = std::sync::Arc::new(config);
-                let r = &config.reboot;
-                let method = rollboot::agent::HostReboot::from_config(r);
-                let sentinel = rollboot::agent::HostSentinel::from_config(r);
-                let metrics = std::sync::Arc::new(rollboot::agent::AgentMetrics::default());
-                if let Some(addr) = metrics_addr {
-                    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-                        anyhow::anyhow!("cannot serve /metrics and /healthz on {addr} (--metrics-addr): {e}")
-                    })?;
-                    let served = metrics.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = rollboot::agent::metrics::serve_on(listener, served).await {
-                            tracing::error!(error = %e, "serving /metrics and /healthz stopped");
-                        }
-                    });
-                }
-                {
-                    use rollboot::agent::RebootMethod;
-                    let boot = method.boot_id(&node_name);
-                    tracing::info!(
-                        node = %node_name,
-                        sentinel = %sentinel.describe(),
-                        method = %method.describe(),
-                        config = %file.display(),
-                        host_boot_id = boot.as_deref().unwrap_or("unreadable"),
-                        host_machine_id = method.machine_id(&node_name).as_deref().unwrap_or("unknown"),
-                        "agent starting"
-                    );
-                }
-                let shutdown = shutdown_signal();
-                rollboot::agent::run(
-                    client,
-                    config.clone(),
-                    node_name,
-                    method,
-                    sentinel,
-                    metrics,
-                    shutdown,
-                )
-                .await?;
-                Ok(ExitCode::SUCCESS)
-            })
-        }
-        Command::Status { config, output } => {
-            let Some(config) = load_or_report(&config)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            current_thread_runtime()?.block_on(status(&config, output))
-        }
+        } => agent(&config, node_name, metrics_addr),
+        Command::Status { config, output } => status(&config, output),
         Command::Plan {
             config,
             all,
@@ -181,21 +65,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             at,
             prometheus_url,
         } => {
-            let Some(config) = load_or_report(&config)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
             let opts = rollboot::plan::Options {
                 all,
                 reboot_time,
                 gate_time,
             };
-            current_thread_runtime()?.block_on(plan(
-                &config,
-                opts,
-                at,
-                prometheus_url.as_deref(),
-                output,
-            ))
+            plan(&config, opts, at, prometheus_url.as_deref(), output)
         }
         #[cfg(feature = "simulate")]
         Command::Simulate(args) => rollboot_sim::simulate::main((*args).into()),
@@ -204,108 +79,299 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             reason,
             by,
             output,
-        } => {
-            let Some(config) = load_or_report(&config)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            let who = by.unwrap_or_else(|| {
-                std::env::var("USER")
-                    .or_else(|_| std::env::var("LOGNAME"))
-                    .unwrap_or_else(|_| "operator".into())
-            });
-            control(
-                Control::Pause {
-                    config,
-                    who,
-                    reason,
-                },
-                output,
-            )
-        }
+        } => pause(&config, by, reason, output),
         Command::Resume {
             config,
             force,
             output,
-        } => {
-            let Some(config) = load_or_report(&config)? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            control(Control::Resume { config, force }, output)
-        }
-        Command::Retry { node, output } => control(Control::Retry(node), output),
+        } => resume(&config, force, output),
+        Command::Retry { node, output } => control(Control::Retry { node }, output),
         Command::Request {
             node,
             reason,
             output,
-        } => control(Control::Request(node, reason), output),
+        } => control(Control::Request { node, reason }, output),
     }
 }
 
+/// Whether a command logs warnings only (unless RUST_LOG says otherwise): those that print a
+/// report for a person, whose logs would bury it; and a simulated rollout, which runs dozens
+/// of components in one process under its progress line.
+fn quiet(command: &Command) -> bool {
+    #[cfg(feature = "simulate")]
+    if let Command::Simulate(a) = command {
+        return !a.sim.serve;
+    }
+    matches!(
+        command,
+        Command::Status { .. }
+            | Command::Plan { .. }
+            | Command::Pause { .. }
+            | Command::Resume { .. }
+            | Command::Retry { .. }
+            | Command::Request { .. }
+    )
+}
+
+/// Writes `report` on stdout as `output` asks.
+fn print<R: Render>(report: &R, output: Output) -> std::io::Result<()> {
+    std::io::stdout()
+        .lock()
+        .write_all(render(report, output.into()).as_bytes())
+}
+
+/// Says a cluster error on stderr: exit 1.
+fn cluster_error(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+/// `rollboot check-config`: the settings and next openings of a valid file, or every problem
+/// of an invalid one (its JSON on stdout, its text on stderr), exit 2.
+fn check_config(
+    file: &Path,
+    from: DateTime<Utc>,
+    next: usize,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let config = match config::load_file(file) {
+        Ok(c) => c,
+        Err(e @ ConfigError::Invalid { .. }) => {
+            let invalid = Invalid::new(file, e.problems());
+            match output {
+                Output::Json => print(&invalid, output)?,
+                Output::Text => eprint!("{}", render(&invalid, output.into())),
+            }
+            return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print(&Checked::new(file, &config, from, next), output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rollboot controller`: one replica, until SIGTERM or Ctrl-C.
+fn controller(
+    file: PathBuf,
+    identity: Option<String>,
+    metrics_addr: SocketAddr,
+) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(&file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    let identity = identity.unwrap_or_else(default_identity);
+    multi_thread_runtime()?.block_on(async move {
+        // Bound before anything else: a replica without /healthz and /readyz would be
+        // restarted or never marked ready by its probes, for a reason no log showed.
+        let listener = tokio::net::TcpListener::bind(metrics_addr)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot serve /metrics, /healthz and /readyz on {metrics_addr} (--metrics-addr): {e}"
+                )
+            })?;
+        let mut kube_config = kube::Config::infer().await?;
+        rollboot::client::identify(&mut kube_config, "controller");
+        let metrics = std::sync::Arc::new(rollboot::metrics::Metrics::default());
+        let served = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = rollboot::metrics::serve_on(listener, served).await {
+                tracing::error!(error = %e, "serving /metrics, /healthz and /readyz stopped");
+            }
+        });
+        rollboot::controller::run_with_config_file(
+            kube_config,
+            file,
+            config,
+            identity,
+            metrics,
+            shutdown_signal(),
+        )
+        .await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `rollboot agent`: the agent of one node, until SIGTERM or Ctrl-C.
+fn agent(
+    file: &Path,
+    node_name: String,
+    metrics_addr: Option<SocketAddr>,
+) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    // The agent watches one Node and checks one sentinel: a single thread does it, and
+    // it runs on every node, so its memory counts (issue 4: under 15 MiB resident).
+    current_thread_runtime()?.block_on(async move {
+        let mut kube_config = kube::Config::infer().await?;
+        rollboot::client::identify(&mut kube_config, "agent");
+        let client = kube::Client::try_from(kube_config)?;
+        let config = std::sync::Arc::new(config);
+        let r = &config.reboot;
+        let method = rollboot::agent::HostReboot::from_config(r);
+        let sentinel = rollboot::agent::HostSentinel::from_config(r);
+        let metrics = std::sync::Arc::new(rollboot::agent::AgentMetrics::default());
+        if let Some(addr) = metrics_addr {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot serve /metrics and /healthz on {addr} (--metrics-addr): {e}"
+                )
+            })?;
+            let served = metrics.clone();
+            tokio::spawn(async move {
+                if let Err(e) = rollboot::agent::metrics::serve_on(listener, served).await {
+                    tracing::error!(error = %e, "serving /metrics and /healthz stopped");
+                }
+            });
+        }
+        {
+            use rollboot::agent::RebootMethod;
+            let boot = method.boot_id(&node_name);
+            tracing::info!(
+                node = %node_name,
+                sentinel = %sentinel.describe(),
+                method = %method.describe(),
+                config = %file.display(),
+                host_boot_id = boot.as_deref().unwrap_or("unreadable"),
+                host_machine_id = method.machine_id(&node_name).as_deref().unwrap_or("unknown"),
+                "agent starting"
+            );
+        }
+        let shutdown = shutdown_signal();
+        rollboot::agent::run(
+            client,
+            config.clone(),
+            node_name,
+            method,
+            sentinel,
+            metrics,
+            shutdown,
+        )
+        .await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `rollboot status`: reads the cluster and prints the report.
+fn status(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    current_thread_runtime()?.block_on(async {
+        let kube_config = match one_shot_config("status").await {
+            Ok(c) => c,
+            Err(e) => return Ok(cluster_error(e)),
+        };
+        let snapshot = match rollboot::status::fetch(kube_config, &config).await {
+            Ok(s) => s,
+            Err(e) => return Ok(cluster_error(e)),
+        };
+        print(
+            &rollboot::status::build(&config, &snapshot, Utc::now()),
+            output,
+        )?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `rollboot plan`: reads the cluster and prints the plan; exit 3 when it would not proceed.
+fn plan(
+    file: &Path,
+    opts: rollboot::plan::Options,
+    at: Option<DateTime<Utc>>,
+    prometheus_url: Option<&str>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    current_thread_runtime()?.block_on(async {
+        let kube_config = match one_shot_config("plan").await {
+            Ok(c) => c,
+            Err(e) => return Ok(cluster_error(e)),
+        };
+        let cluster = match rollboot::plan::read::fetch(kube_config, &config, prometheus_url).await
+        {
+            Ok(c) => c,
+            Err(e) => return Ok(cluster_error(e)),
+        };
+        // Whole seconds: the plan's instants are read by a person, and estimates are whole
+        // seconds.
+        let now = at.unwrap_or_else(|| chrono::SubsecRound::trunc_subsecs(Utc::now(), 0));
+        let report = rollboot::plan::build(&cluster, &config, &opts, now);
+        print(&report, output)?;
+        Ok(if report.proceeds {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_WOULD_NOT_PROCEED)
+        })
+    })
+}
+
+/// `rollboot pause`: by `--by`, else the user's name.
+fn pause(
+    file: &Path,
+    by: Option<String>,
+    reason: Option<String>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    let who = by.unwrap_or_else(|| {
+        std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| "operator".into())
+    });
+    control(
+        Control::Pause {
+            config,
+            who,
+            reason,
+        },
+        output,
+    )
+}
+
+/// `rollboot resume`.
+fn resume(file: &Path, force: bool, output: Output) -> anyhow::Result<ExitCode> {
+    let Some(config) = load_or_report(file)? else {
+        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+    };
+    control(Control::Resume { config, force }, output)
+}
+
 /// Runs one of the operator's controls with the current kubeconfig, as `rollboot/<version>
-/// (operator)`, and prints its report: exit 0 done, 1 cluster error, 3 refused.
+/// (operator)`, and prints its report: exit 0 done, 1 cluster error, 3 refused (the failure's
+/// JSON on stdout with `--output json`, and its line on stderr either way).
 fn control(c: Control, output: Output) -> anyhow::Result<ExitCode> {
-    use rollboot::controls::{self, ControlError};
     current_thread_runtime()?.block_on(async move {
         let kube_config = match one_shot_config("operator").await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(ExitCode::FAILURE);
-            }
+            Err(e) => return Ok(cluster_error(e)),
         };
         let server = kube_config.cluster_url.to_string();
         let client = match kube::Client::try_from(kube_config) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("error: cannot make a client for the API server {server}: {e}");
-                return Ok(ExitCode::FAILURE);
+                return Ok(cluster_error(format!(
+                    "cannot make a client for the API server {server}: {e}"
+                )))
             }
         };
-        let (command, done) = match &c {
-            Control::Pause {
-                config,
-                who,
-                reason,
-            } => (
-                "pause",
-                controls::pause(&client, &server, config, who, reason.as_deref()).await,
-            ),
-            Control::Resume { config, force } => (
-                "resume",
-                controls::resume(&client, &server, config, *force).await,
-            ),
-            Control::Retry(node) => ("retry", controls::retry(&client, &server, node).await),
-            Control::Request(node, reason) => (
-                "request",
-                controls::request(&client, &server, node, reason.as_deref()).await,
-            ),
-        };
-        let mut out = std::io::stdout().lock();
-        match done {
+        match c.run(&client, &server).await {
             Ok(report) => {
-                match output {
-                    Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-                    Output::Text => {
-                        writeln!(out, "{}", report.message)?;
-                        for n in &report.notes {
-                            writeln!(out, "  - {n}")?;
-                        }
-                    }
-                }
+                print(&report, output)?;
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
-                let refused = matches!(e, ControlError::Refused(_));
+                let failure = Failure::new(c.command(), &e);
                 if output == Output::Json {
-                    let doc = json!({
-                        "command": command,
-                        "outcome": if refused { "refused" } else { "error" },
-                        "message": e.to_string(),
-                    });
-                    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+                    print(&failure, output)?;
                 }
-                eprintln!("error: {command}: {e}");
-                Ok(if refused {
+                eprint!("{}", render(&failure, Output::Text.into()));
+                Ok(if failure.refused() {
                     ExitCode::from(EXIT_REFUSED)
                 } else {
                     ExitCode::FAILURE
@@ -328,66 +394,6 @@ async fn one_shot_config(component: &str) -> Result<kube::Config, String> {
     Ok(kube_config)
 }
 
-async fn plan(
-    config: &Config,
-    opts: rollboot::plan::Options,
-    at: Option<DateTime<Utc>>,
-    prometheus_url: Option<&str>,
-    output: Output,
-) -> anyhow::Result<ExitCode> {
-    let kube_config = match one_shot_config("plan").await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let cluster = match rollboot::plan::read::fetch(kube_config, config, prometheus_url).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    // Whole seconds: the plan's instants are read by a person, and estimates are whole seconds.
-    let now = at.unwrap_or_else(|| chrono::SubsecRound::trunc_subsecs(Utc::now(), 0));
-    let report = rollboot::plan::build(&cluster, config, &opts, now);
-    let mut out = std::io::stdout().lock();
-    match output {
-        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        Output::Text => write!(out, "{}", rollboot::plan::render::text(&report))?,
-    }
-    Ok(if report.proceeds {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_WOULD_NOT_PROCEED)
-    })
-}
-
-async fn status(config: &Config, output: Output) -> anyhow::Result<ExitCode> {
-    let kube_config = match one_shot_config("status").await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let snapshot = match rollboot::status::fetch(kube_config, config).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    let report = rollboot::status::build(config, &snapshot, Utc::now());
-    let mut out = std::io::stdout().lock();
-    match output {
-        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        Output::Text => write!(out, "{}", rollboot::status::text(&report))?,
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 fn multi_thread_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -404,12 +410,13 @@ fn default_identity() -> String {
     std::env::var("HOSTNAME").unwrap_or_else(|_| format!("rollboot-{:08x}", rand::random::<u32>()))
 }
 
-/// Loads a config, printing its problems; `None` when invalid.
-fn load_or_report(file: &std::path::Path) -> anyhow::Result<Option<Config>> {
+/// Loads a config, saying its problems on stderr; `None` when invalid.
+fn load_or_report(file: &Path) -> anyhow::Result<Option<Config>> {
     match config::load_file(file) {
         Ok(c) => Ok(Some(c)),
         Err(e @ ConfigError::Invalid { .. }) => {
-            eprintln!("{e}");
+            let invalid = Invalid::new(file, e.problems());
+            eprint!("{}", render(&invalid, rollboot::render::Output::Text));
             Ok(None)
         }
         Err(e) => Err(e.into()),
@@ -439,217 +446,4 @@ fn init_logging(format: LogFormat, default_level: &str) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
-}
-
-fn check_config(
-    file: &std::path::Path,
-    from: DateTime<Utc>,
-    next: usize,
-    output: Output,
-) -> anyhow::Result<ExitCode> {
-    let config = match config::load_file(file) {
-        Ok(c) => c,
-        Err(e @ ConfigError::Invalid { .. }) => {
-            if output == Output::Json {
-                let doc = json!({"valid": false, "file": file, "errors": e.problems()});
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-            } else {
-                eprintln!("{e}");
-            }
-            return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let openings = config.schedule().openings(from, next);
-    let mut out = std::io::stdout().lock();
-    match output {
-        Output::Json => {
-            let openings: Vec<_> = openings.iter().map(|o| opening_json(&config, o)).collect();
-            let doc = json!({
-                "valid": true,
-                "file": file,
-                "from": from,
-                "allowedNow": config.schedule().is_allowed(from),
-                "openings": openings,
-                "config": &config,
-            });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-        }
-        Output::Text => {
-            writeln!(out, "{}: valid", file.display())?;
-            write_summary(&mut out, &config)?;
-            writeln!(
-                out,
-                "\nmaintenance {} at {}",
-                if config.schedule().is_allowed(from) {
-                    "allowed"
-                } else {
-                    "not allowed"
-                },
-                from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            )?;
-            match openings.len() {
-                1 => writeln!(out, "next opening:")?,
-                n => writeln!(out, "next {n} openings:")?,
-            }
-            for o in &openings {
-                writeln!(out, "  {}", opening_text(&config, o))?;
-            }
-            if openings.is_empty() {
-                writeln!(out, "  (none in the look-ahead horizon)")?;
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn zone_of(config: &Config, o: &Opening) -> Option<chrono_tz::Tz> {
-    let w = config.windows.as_ref()?.get(o.window)?;
-    w.timezone.parse().ok()
-}
-
-/// Always-open schedules have openings without a start or an end (chrono's extreme instants).
-fn is_unbounded(t: DateTime<Utc>) -> bool {
-    t == DateTime::<Utc>::MAX_UTC || t == DateTime::<Utc>::MIN_UTC
-}
-
-fn opening_json(config: &Config, o: &Opening) -> serde_json::Value {
-    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let mut v = json!({
-        "start": if is_unbounded(o.start) { serde_json::Value::Null } else { fmt(o.start).into() },
-        "end": if is_unbounded(o.end) { serde_json::Value::Null } else { fmt(o.end).into() },
-        "window": o.window,
-    });
-    if let Some(tz) = zone_of(config, o) {
-        v["timezone"] = tz.name().into();
-        if !is_unbounded(o.start) {
-            v["startLocal"] = o.start.with_timezone(&tz).to_rfc3339().into();
-        }
-        if !is_unbounded(o.end) {
-            v["endLocal"] = o.end.with_timezone(&tz).to_rfc3339().into();
-        }
-    }
-    v
-}
-
-fn opening_text(config: &Config, o: &Opening) -> String {
-    let utc = |t: DateTime<Utc>| {
-        if is_unbounded(t) {
-            "(unbounded)".to_string()
-        } else {
-            t.format("%Y-%m-%d %H:%M UTC").to_string()
-        }
-    };
-    if is_unbounded(o.start) || is_unbounded(o.end) {
-        return format!(
-            "{} -> {}  (no window configured: open at any time outside blackouts)",
-            utc(o.start),
-            utc(o.end)
-        );
-    }
-    let mut s = format!(
-        "{} -> {}  ({})",
-        utc(o.start),
-        utc(o.end),
-        rollboot::config::Duration::from_millis((o.end - o.start).num_milliseconds())
-    );
-    match zone_of(config, o) {
-        // Local times only where they differ from the UTC ones just printed.
-        Some(tz) if tz != chrono_tz::UTC => {
-            let local =
-                |t: DateTime<Utc>| t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string();
-            s.push_str(&format!(
-                "  window {} ({}): {} -> {}",
-                o.window,
-                tz.name(),
-                local(o.start),
-                local(o.end)
-            ));
-        }
-        _ => s.push_str(&format!("  window {}", o.window)),
-    }
-    s
-}
-
-fn write_summary(out: &mut impl Write, c: &Config) -> std::io::Result<()> {
-    match &c.windows {
-        None => writeln!(out, "windows:      none (maintenance allowed at any time)")?,
-        Some(ws) => {
-            for (i, w) in ws.iter().enumerate() {
-                writeln!(
-                    out,
-                    "window {i}:     `{}` for {} ({})",
-                    w.schedule, w.duration, w.timezone
-                )?;
-            }
-        }
-    }
-    writeln!(out, "blackouts:    {}", c.blackouts.len())?;
-    write!(
-        out,
-        "concurrency:  {} node(s) at once",
-        c.concurrency.max_nodes
-    )?;
-    if let Some((key, n)) = c.group_limit() {
-        write!(out, ", {n} per `{key}`")?;
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "nodes:        {} ({})",
-        if c.nodes.selector.is_empty() {
-            "all"
-        } else {
-            &c.nodes.selector
-        },
-        match c.nodes.order {
-            config::NodeOrder::OldestFlag => "oldest flag first",
-            config::NodeOrder::Name => "by name",
-        }
-    )?;
-    writeln!(
-        out,
-        "drain:        timeout {}, retry every {}, {} evictions at once{}{}",
-        c.drain.timeout,
-        c.drain.eviction_retry_interval,
-        c.drain.concurrent_evictions,
-        if c.drain.force_delete_after_timeout {
-            ", FORCE-DELETES after timeout"
-        } else {
-            ""
-        },
-        if c.drain.evict_unreplicated {
-            ", evicts unreplicated pods"
-        } else {
-            ""
-        }
-    )?;
-    writeln!(
-        out,
-        "reboot:       {} method, timeout {}, sentinel {}",
-        match c.reboot.method {
-            config::RebootMethod::Command => "command",
-            config::RebootMethod::Signal => "signal",
-        },
-        c.reboot.timeout,
-        match &c.reboot.sentinel_command {
-            Some(cmd) => format!("command `{}`", cmd.join(" ")),
-            None => format!("file {}", c.reboot.sentinel_file),
-        }
-    )?;
-    writeln!(
-        out,
-        "leases:       lock {}/{}, leader {}/{} ({} lease, {} renew deadline)",
-        c.lock.namespace,
-        c.lock.name,
-        c.leader.namespace,
-        c.leader.name,
-        c.leader.lease_duration,
-        c.leader.renew_deadline
-    )?;
-    writeln!(
-        out,
-        "failures:     rollout halts after {} failed node(s)",
-        c.failures.max_failures + 1
-    )
 }

@@ -8,6 +8,9 @@
 //! write without that precondition (no blind overwrite), never take the lock from a holder
 //! that is neither free, rollboot, nor an earlier pause, and never forget the nodes the lock
 //! records in flight: a pause keeps them, and they finish their cycle under it.
+//!
+//! What a command prints is its [`Report`] or, when it did nothing, its [`Failure`] (text and
+//! JSON from the same value, [`Render`]); [`Control`] is the command line's request.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -16,9 +19,11 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::config::Config;
 use crate::lease::{LeaseError, LeaseRef};
 use crate::lock::{LockEntry, LockRecord, Pause, PAUSE_HOLDER_PREFIX};
 use crate::node::{self as proto, NodeState, NodeView};
+use crate::render::Render;
 use crate::time;
 
 /// How many times a command reads again and decides again after a conflict before it gives up.
@@ -79,6 +84,117 @@ pub struct Report {
     pub message: String,
     /// What follows from it (one sentence each), such as what happens to each node in flight.
     pub notes: Vec<String>,
+}
+
+impl Render for Report {
+    /// The message, then each note on a line of its own.
+    fn text(&self) -> String {
+        let mut out = format!("{}\n", self.message);
+        for n in &self.notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+        out
+    }
+}
+
+/// A control that did nothing: refused (exit 3) or failed (exit 1). Its JSON is the
+/// `--output json` object (keys in alphabetical order, as always printed); its text is the
+/// line said on stderr.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    /// `pause`, `resume`, `retry` or `request`.
+    pub command: &'static str,
+    /// Why, naming the object.
+    pub message: String,
+    /// `refused` or `error`.
+    pub outcome: &'static str,
+}
+
+impl Failure {
+    /// `command` ended with `e`.
+    pub fn new(command: &'static str, e: &ControlError) -> Failure {
+        Failure {
+            command,
+            message: e.to_string(),
+            outcome: if matches!(e, ControlError::Refused(_)) {
+                "refused"
+            } else {
+                "error"
+            },
+        }
+    }
+
+    /// The command refused (rather than failed).
+    pub fn refused(&self) -> bool {
+        self.outcome == "refused"
+    }
+}
+
+impl Render for Failure {
+    fn text(&self) -> String {
+        format!("error: {}: {}\n", self.command, self.message)
+    }
+}
+
+/// One of the operator's controls, with what it needs: what the command line asks for.
+#[derive(Debug)]
+pub enum Control {
+    /// `rollboot pause`: by `who`, for `reason`.
+    Pause {
+        /// The controller's config (the lock Lease).
+        config: Config,
+        /// Who pauses.
+        who: String,
+        /// Why.
+        reason: Option<String>,
+    },
+    /// `rollboot resume`.
+    Resume {
+        /// The controller's config (the lock Lease).
+        config: Config,
+        /// Release the lock whoever holds it.
+        force: bool,
+    },
+    /// `rollboot retry NODE`.
+    Retry {
+        /// The node.
+        node: String,
+    },
+    /// `rollboot request NODE`.
+    Request {
+        /// The node.
+        node: String,
+        /// Why.
+        reason: Option<String>,
+    },
+}
+
+impl Control {
+    /// The command's name.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Control::Pause { .. } => "pause",
+            Control::Resume { .. } => "resume",
+            Control::Retry { .. } => "retry",
+            Control::Request { .. } => "request",
+        }
+    }
+
+    /// Carries it out with `client`; `server` names the API server in errors.
+    pub async fn run(&self, client: &kube::Client, server: &str) -> Result<Report, ControlError> {
+        match self {
+            Control::Pause {
+                config,
+                who,
+                reason,
+            } => pause(client, server, config, who, reason.as_deref()).await,
+            Control::Resume { config, force } => resume(client, server, config, *force).await,
+            Control::Retry { node } => retry(client, server, node).await,
+            Control::Request { node, reason } => {
+                request(client, server, node, reason.as_deref()).await
+            }
+        }
+    }
 }
 
 // ---- decisions (pure) ------------------------------------------------------------------------
@@ -337,7 +453,7 @@ struct LockTarget {
 }
 
 impl LockTarget {
-    fn new(client: &kube::Client, server: &str, config: &crate::config::Config) -> LockTarget {
+    fn new(client: &kube::Client, server: &str, config: &Config) -> LockTarget {
         LockTarget {
             lease: LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name),
             object: format!("Lease {}/{}", config.lock.namespace, config.lock.name),
@@ -384,7 +500,7 @@ impl LockTarget {
 pub async fn pause(
     client: &kube::Client,
     server: &str,
-    config: &crate::config::Config,
+    config: &Config,
     who: &str,
     reason: Option<&str>,
 ) -> Result<Report, ControlError> {
@@ -456,7 +572,7 @@ async fn in_flight_notes(
 pub async fn resume(
     client: &kube::Client,
     server: &str,
-    config: &crate::config::Config,
+    config: &Config,
     force: bool,
 ) -> Result<Report, ControlError> {
     let target = LockTarget::new(client, server, config);

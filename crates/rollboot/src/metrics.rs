@@ -343,13 +343,19 @@ impl Metrics {
         s
     }
 
+    /// The families after the plain counters, section by section.
     fn render_more(&self, s: &mut String, now: chrono::DateTime<chrono::Utc>) {
-        let head = |s: &mut String, name: &str, help: &str, kind: &str| {
-            let _ = writeln!(
-                s,
-                "# HELP rollboot_{name} {help}\n# TYPE rollboot_{name} {kind}"
-            );
-        };
+        self.render_leader_and_phases(s);
+        self.render_labelled(s);
+        let config = self.config.lock().expect("metrics").clone();
+        if let Some(c) = config {
+            render_config(s, &c, now);
+        }
+        self.render_rollout(s);
+    }
+
+    /// `rollboot_leader_info` and the phase-duration histogram.
+    fn render_leader_and_phases(&self, s: &mut String) {
         head(
             s,
             "leader_info",
@@ -384,6 +390,10 @@ impl Metrics {
                 h.count, h.sum, h.count
             );
         }
+    }
+
+    /// The counters by label: refused evictions, notifications, hook results.
+    fn render_labelled(&self, s: &mut String) {
         head(
             s,
             "evictions_refused_total",
@@ -422,58 +432,11 @@ impl Metrics {
                 escape(outcome)
             );
         }
-        let config = self.config.lock().expect("metrics").clone();
-        if let Some(c) = config {
-            let schedule = c.schedule();
-            head(
-                s,
-                "window_open",
-                "1 while new reboots may start by the schedule (a window open, no blackout)",
-                "gauge",
-            );
-            let _ = writeln!(
-                s,
-                "rollboot_window_open {}",
-                u8::from(schedule.is_allowed(now))
-            );
-            head(
-                s,
-                "window_next_opening_timestamp_seconds",
-                "Unix time of the next window opening after now (absent when none is scheduled)",
-                "gauge",
-            );
-            if let Some(o) = schedule.next_opening(now) {
-                let _ = writeln!(
-                    s,
-                    "rollboot_window_next_opening_timestamp_seconds {}",
-                    o.start.timestamp()
-                );
-            }
-            head(
-                s,
-                "state_timeout_seconds",
-                "The configured timeout of each timed node state (drain, reboot, health gate)",
-                "gauge",
-            );
-            for (state, d) in [
-                ("draining", c.drain.timeout),
-                ("rebooting", c.reboot.timeout),
-                ("verifying", c.health_gate.timeout),
-            ] {
-                let _ = writeln!(
-                    s,
-                    "rollboot_state_timeout_seconds{{state=\"{state}\"}} {}",
-                    d.as_millis() as f64 / 1000.0
-                );
-            }
-            head(
-                s,
-                "max_failures",
-                "failures.maxFailures: failed nodes tolerated before the rollout halts",
-                "gauge",
-            );
-            let _ = writeln!(s, "rollboot_max_failures {}", c.failures.max_failures);
-        }
+    }
+
+    /// The rollout's gauges: their headers always, their samples only while this replica
+    /// leads (the leader sets them; see the module doc).
+    fn render_rollout(&self, s: &mut String) {
         let rollout = self.rollout.lock().expect("metrics").clone();
         head(
             s,
@@ -532,6 +495,68 @@ impl Metrics {
         }
         let _ = writeln!(s, "rollboot_rollout_halted {}", u8::from(r.halted));
     }
+}
+
+/// A family's `# HELP` and `# TYPE` lines.
+fn head(s: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(
+        s,
+        "# HELP rollboot_{name} {help}\n# TYPE rollboot_{name} {kind}"
+    );
+}
+
+/// The gauges computed from the config at scrape time: the window, the next opening, the
+/// states' timeouts, `failures.maxFailures`.
+fn render_config(s: &mut String, c: &Config, now: chrono::DateTime<chrono::Utc>) {
+    let schedule = c.schedule();
+    head(
+        s,
+        "window_open",
+        "1 while new reboots may start by the schedule (a window open, no blackout)",
+        "gauge",
+    );
+    let _ = writeln!(
+        s,
+        "rollboot_window_open {}",
+        u8::from(schedule.is_allowed(now))
+    );
+    head(
+        s,
+        "window_next_opening_timestamp_seconds",
+        "Unix time of the next window opening after now (absent when none is scheduled)",
+        "gauge",
+    );
+    if let Some(o) = schedule.next_opening(now) {
+        let _ = writeln!(
+            s,
+            "rollboot_window_next_opening_timestamp_seconds {}",
+            o.start.timestamp()
+        );
+    }
+    head(
+        s,
+        "state_timeout_seconds",
+        "The configured timeout of each timed node state (drain, reboot, health gate)",
+        "gauge",
+    );
+    for (state, d) in [
+        ("draining", c.drain.timeout),
+        ("rebooting", c.reboot.timeout),
+        ("verifying", c.health_gate.timeout),
+    ] {
+        let _ = writeln!(
+            s,
+            "rollboot_state_timeout_seconds{{state=\"{state}\"}} {}",
+            d.as_millis() as f64 / 1000.0
+        );
+    }
+    head(
+        s,
+        "max_failures",
+        "failures.maxFailures: failed nodes tolerated before the rollout halts",
+        "gauge",
+    );
+    let _ = writeln!(s, "rollboot_max_failures {}", c.failures.max_failures);
 }
 
 /// A label value in the text exposition: backslash, double quote and newline escaped.

@@ -540,6 +540,114 @@ impl History {
     }
 }
 
+/// The keys of the cycle in progress, as parsed (a malformed value reads as absent).
+struct CycleKeys {
+    state: Option<NodeState>,
+    state_since: Option<DateTime<Utc>>,
+    boot_id_before: Option<String>,
+    reboot_token: Option<String>,
+    reboot_attempt: Option<u32>,
+    reboot_refused: Option<Refusal>,
+}
+
+/// What a boot ID annotation looks like.
+const BOOT_ID_TEXT: &str = "a boot ID: not empty, no whitespace, at most 128 bytes";
+
+impl CycleKeys {
+    /// Parses the cycle's keys of `ann`, listing the malformed ones in `malformed` (the
+    /// agent's `reboot-ack` and `reboot-lost` are only checked: they are kept as found).
+    fn parse(ann: &BTreeMap<String, String>, malformed: &mut Vec<Malformed>) -> CycleKeys {
+        let token = "a reboot token `<milliseconds>-<hex>`";
+        let as_token = |v: &str| Token::parse(v).map(|_| v.to_string());
+        let keys = CycleKeys {
+            state: parsed(
+                ann,
+                malformed,
+                STATE,
+                "one of cordoning, draining, rebooting, verifying, done, failed",
+                |v| v.parse::<NodeState>().ok(),
+            ),
+            state_since: parsed(
+                ann,
+                malformed,
+                STATE_SINCE,
+                "an RFC 3339 instant",
+                time::parse_annotation,
+            ),
+            boot_id_before: parsed(ann, malformed, BOOT_ID_BEFORE, BOOT_ID_TEXT, |v| {
+                boot_id_well_formed(v).then(|| v.to_string())
+            }),
+            reboot_token: parsed(ann, malformed, REBOOT, token, as_token),
+            reboot_attempt: parsed(
+                ann,
+                malformed,
+                REBOOT_ATTEMPT,
+                "a whole number from 1",
+                |v| v.parse::<u32>().ok().filter(|a| *a >= 1),
+            ),
+            reboot_refused: parsed(
+                ann,
+                malformed,
+                REBOOT_REFUSED,
+                "JSON with token, cause, reason and at, as the agent writes it",
+                Refusal::parse,
+            ),
+        };
+        parsed(ann, malformed, REBOOT_ACK, token, as_token);
+        parsed(ann, malformed, REBOOT_LOST, token, as_token);
+        keys
+    }
+}
+
+impl History {
+    /// Parses the history keys of `ann`, listing the malformed ones in `malformed`.
+    fn parse(ann: &BTreeMap<String, String>, malformed: &mut Vec<Malformed>) -> History {
+        let well_formed = |v: &str| boot_id_well_formed(v).then(|| v.to_string());
+        History {
+            last_reboot: parsed(
+                ann,
+                malformed,
+                LAST_REBOOT,
+                "an RFC 3339 instant",
+                time::parse_annotation,
+            ),
+            boot_id_before: parsed(ann, malformed, LAST_BOOT_ID_BEFORE, BOOT_ID_TEXT, well_formed),
+            boot_id_after: parsed(ann, malformed, LAST_BOOT_ID_AFTER, BOOT_ID_TEXT, well_formed),
+            count: parsed(
+                ann,
+                malformed,
+                REBOOT_COUNT,
+                "a whole number from 1",
+                |v| v.parse::<u32>().ok().filter(|c| *c >= 1),
+            ),
+            last_cycle: parsed(
+                ann,
+                malformed,
+                LAST_CYCLE,
+                "JSON with drainSeconds, rebootSeconds, gateSeconds, podExitSeconds (numbers of seconds, each optional)",
+                LastCycle::parse,
+            ),
+        }
+    }
+}
+
+impl TaintView {
+    /// A Node's taint, every field kept.
+    fn of(t: &k8s_openapi::api::core::v1::Taint) -> TaintView {
+        TaintView {
+            key: t.key.clone(),
+            value: t.value.clone().unwrap_or_default(),
+            effect: t.effect.clone(),
+            // As the API serializes it, so it is written back unchanged.
+            time_added: t
+                .time_added
+                .as_ref()
+                .and_then(|at| serde_json::to_value(at).ok())
+                .and_then(|v| v.as_str().map(str::to_string)),
+        }
+    }
+}
+
 impl NodeView {
     /// Parses the parts of a Node rollboot uses.
     pub fn from_node(node: &Node) -> NodeView {
@@ -554,99 +662,16 @@ impl NodeView {
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
             .is_some_and(|c| c.status == "True");
         let info = status.and_then(|s| s.node_info.as_ref());
-        let boot_id = info.map(|i| i.boot_id.clone()).unwrap_or_default();
-        let machine_id = info.map(|i| i.machine_id.clone()).unwrap_or_default();
         let taints = node
             .spec
             .as_ref()
             .and_then(|s| s.taints.as_deref())
             .unwrap_or(&[]);
         let tainted = |keys: &[&str]| taints.iter().any(|t| keys.contains(&t.key.as_str()));
-        let flagged_at = [REBOOT_REQUIRED, REBOOT_REQUESTED]
-            .iter()
-            .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
-            .min();
+        let requested = ann.get(REBOOT_REQUESTED);
         let mut malformed = Vec::new();
-        let token = "a reboot token `<milliseconds>-<hex>`";
-        let as_token = |v: &str| Token::parse(v).map(|_| v.to_string());
-        let state = parsed(
-            ann,
-            &mut malformed,
-            STATE,
-            "one of cordoning, draining, rebooting, verifying, done, failed",
-            |v| v.parse::<NodeState>().ok(),
-        );
-        let state_since = parsed(
-            ann,
-            &mut malformed,
-            STATE_SINCE,
-            "an RFC 3339 instant",
-            time::parse_annotation,
-        );
-        let boot_id_before = parsed(
-            ann,
-            &mut malformed,
-            BOOT_ID_BEFORE,
-            "a boot ID: not empty, no whitespace, at most 128 bytes",
-            |v| boot_id_well_formed(v).then(|| v.to_string()),
-        );
-        let reboot_token = parsed(ann, &mut malformed, REBOOT, token, as_token);
-        // The agent's keys are kept as found below; here they are only checked.
-        parsed(ann, &mut malformed, REBOOT_ACK, token, as_token);
-        parsed(ann, &mut malformed, REBOOT_LOST, token, as_token);
-        let reboot_attempt = parsed(
-            ann,
-            &mut malformed,
-            REBOOT_ATTEMPT,
-            "a whole number from 1",
-            |v| v.parse::<u32>().ok().filter(|a| *a >= 1),
-        );
-        let reboot_refused = parsed(
-            ann,
-            &mut malformed,
-            REBOOT_REFUSED,
-            "JSON with token, cause, reason and at, as the agent writes it",
-            Refusal::parse,
-        );
-        let boot_text = "a boot ID: not empty, no whitespace, at most 128 bytes";
-        let well_formed = |v: &str| boot_id_well_formed(v).then(|| v.to_string());
-        let history = History {
-            last_reboot: parsed(
-                ann,
-                &mut malformed,
-                LAST_REBOOT,
-                "an RFC 3339 instant",
-                time::parse_annotation,
-            ),
-            boot_id_before: parsed(
-                ann,
-                &mut malformed,
-                LAST_BOOT_ID_BEFORE,
-                boot_text,
-                well_formed,
-            ),
-            boot_id_after: parsed(
-                ann,
-                &mut malformed,
-                LAST_BOOT_ID_AFTER,
-                boot_text,
-                well_formed,
-            ),
-            count: parsed(
-                ann,
-                &mut malformed,
-                REBOOT_COUNT,
-                "a whole number from 1",
-                |v| v.parse::<u32>().ok().filter(|c| *c >= 1),
-            ),
-            last_cycle: parsed(
-                ann,
-                &mut malformed,
-                LAST_CYCLE,
-                "JSON with drainSeconds, rebootSeconds, gateSeconds, podExitSeconds (numbers of seconds, each optional)",
-                LastCycle::parse,
-            ),
-        };
+        let cycle = CycleKeys::parse(ann, &mut malformed);
+        let history = History::parse(ann, &mut malformed);
         malformed.sort_by_key(|m| m.key);
         NodeView {
             name: meta.name.clone().unwrap_or_default(),
@@ -659,30 +684,29 @@ impl NodeView {
             not_ready_taint: tainted(&[TAINT_NOT_READY, TAINT_UNREACHABLE]),
             unschedulable_taint: tainted(&[TAINT_UNSCHEDULABLE]),
             ready,
-            boot_id,
-            machine_id,
+            boot_id: info.map(|i| i.boot_id.clone()).unwrap_or_default(),
+            machine_id: info.map(|i| i.machine_id.clone()).unwrap_or_default(),
             deleting: meta.deletion_timestamp.is_some(),
             reboot_required: ann.contains_key(REBOOT_REQUIRED),
             reboot_required_reason: get(REBOOT_REQUIRED_REASON),
-            reboot_requested: ann.contains_key(REBOOT_REQUESTED),
-            requested_at: ann
-                .get(REBOOT_REQUESTED)
-                .and_then(|v| time::parse_annotation(v)),
-            request_undated: ann
-                .get(REBOOT_REQUESTED)
-                .is_some_and(|v| time::parse_annotation(v).is_none()),
+            reboot_requested: requested.is_some(),
+            requested_at: requested.and_then(|v| time::parse_annotation(v)),
+            request_undated: requested.is_some_and(|v| time::parse_annotation(v).is_none()),
             reboot_requested_reason: get(REBOOT_REQUESTED_REASON),
-            flagged_at,
+            flagged_at: [REBOOT_REQUIRED, REBOOT_REQUESTED]
+                .iter()
+                .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
+                .min(),
             excluded: labels.get(EXCLUDE).is_some_and(|v| v != "false"),
-            state,
-            state_since,
+            state: cycle.state,
+            state_since: cycle.state_since,
             cordoned_by: get(CORDONED_BY),
-            boot_id_before,
-            reboot_token,
+            boot_id_before: cycle.boot_id_before,
+            reboot_token: cycle.reboot_token,
             reboot_ack: get(REBOOT_ACK),
             reboot_lost: get(REBOOT_LOST),
-            reboot_attempt,
-            reboot_refused,
+            reboot_attempt: cycle.reboot_attempt,
+            reboot_refused: cycle.reboot_refused,
             malformed,
             health_gate: get(HEALTH_GATE),
             failure_reason: get(FAILURE_REASON),
@@ -694,20 +718,7 @@ impl NodeView {
                 .filter(|(k, _)| !k.starts_with(PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            taints: taints
-                .iter()
-                .map(|t| TaintView {
-                    key: t.key.clone(),
-                    value: t.value.clone().unwrap_or_default(),
-                    effect: t.effect.clone(),
-                    // As the API serializes it, so it is written back unchanged.
-                    time_added: t
-                        .time_added
-                        .as_ref()
-                        .and_then(|at| serde_json::to_value(at).ok())
-                        .and_then(|v| v.as_str().map(str::to_string)),
-                })
-                .collect(),
+            taints: taints.iter().map(TaintView::of).collect(),
         }
     }
 

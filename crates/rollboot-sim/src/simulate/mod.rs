@@ -1227,18 +1227,14 @@ pub fn main(args: Options) -> anyhow::Result<ExitCode> {
         snapshot: snapshot.as_ref().map(|s| s.summary()),
         world_timings,
     };
-    match args.report {
-        rollboot::render::Output::Json => {
-            let mut v = serde_json::to_value(&report)?;
-            if let (Some(o), serde_json::Value::Object(r)) =
-                (v.as_object_mut(), serde_json::to_value(&rehearsal)?)
-            {
-                o.extend(r);
-            }
-            println!("{}", serde_json::to_string_pretty(&v)?)
-        }
-        rollboot::render::Output::Text => print!("{}{}", report.text(), rehearsal.text()),
-    }
+    let printed = report::SimulateReport {
+        run: &report,
+        rehearsal: &rehearsal,
+    };
+    std::io::Write::write_all(
+        &mut std::io::stdout().lock(),
+        rollboot::render::render(&printed, args.report).as_bytes(),
+    )?;
     Ok(if report.ok {
         ExitCode::SUCCESS
     } else if rehearsing

@@ -8,14 +8,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use std::fmt::Write as _;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::rehearse::Rehearsal;
 use super::Harness;
 use crate::sim::chaos::{FaultSchedule, Played};
 use crate::sim::Scenario;
 use rollboot::config::Config;
 use rollboot::node::{NodeState, NodeView};
+use rollboot::render::Render;
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -421,7 +425,18 @@ impl Report {
     /// Text form.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        use std::fmt::Write;
+        self.figures_text(&mut s);
+        self.requests_text(&mut s);
+        self.safety_text(&mut s);
+        self.faults_text(&mut s);
+        for b in &self.invariant_breaks {
+            let _ = writeln!(s, "  BROKEN                   {b}");
+        }
+        s
+    }
+
+    /// The verdict, the makespan against its bound, the overhead and the cycles' parts.
+    fn figures_text(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "rollout of {} flagged node(s) out of {}: {} ({})",
@@ -451,9 +466,9 @@ impl Report {
                 }
             ),
             None => writeln!(
-                s,
-                "  coordinator overhead     not measured: the run did not reboot every flagged node"
-            ),
+            s,
+            "  coordinator overhead     not measured: the run did not reboot every flagged node"
+        ),
         };
         if let Some(c) = &self.cycle_parts {
             let spread = |s: &Spread| {
@@ -463,29 +478,33 @@ impl Report {
                 )
             };
             let _ = writeln!(
-                s,
-                "  cycles ({})              {} = {:.2} x irreducible ({:.3} s); {:.1} in flight on average (maxNodes {})",
-                c.cycles,
-                spread(&c.cycle),
-                c.cycle_over_irreducible,
-                c.irreducible_mean_seconds,
-                c.mean_in_flight,
-                self.max_nodes
-            );
+            s,
+            "  cycles ({})              {} = {:.2} x irreducible ({:.3} s); {:.1} in flight on average (maxNodes {})",
+            c.cycles,
+            spread(&c.cycle),
+            c.cycle_over_irreducible,
+            c.irreducible_mean_seconds,
+            c.mean_in_flight,
+            self.max_nodes
+        );
             let _ = writeln!(s, "    drain                  {}", spread(&c.drain));
             let _ = writeln!(s, "    reboot                 {}", spread(&c.reboot));
             let _ = writeln!(s, "    back to done           {}", spread(&c.gate));
         }
+    }
+
+    /// The API requests, by verb and by resource.
+    fn requests_text(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "  API requests per minute  {:.1} in all, {:.1} by the controllers (over {:.1} s)",
             self.requests_per_minute, self.controller_requests_per_minute, self.observed_seconds
         );
         let _ = writeln!(
-            s,
-            "  API requests             {} in all; {} on Leases (leader renewals, lock); {:.1} other per rebooted node",
-            self.requests_total, self.lease_requests, self.requests_per_node
-        );
+        s,
+        "  API requests             {} in all; {} on Leases (leader renewals, lock); {:.1} other per rebooted node",
+        self.requests_total, self.lease_requests, self.requests_per_node
+    );
         for (verb, n) in &self.requests_by_verb {
             let _ = writeln!(s, "    {verb:<10} {n}");
         }
@@ -493,6 +512,10 @@ impl Report {
         for (what, n) in &self.requests_by_resource {
             let _ = writeln!(s, "    {what:<32} {n}");
         }
+    }
+
+    /// What the invariant watch recorded: budgets, nodes out, cordons, reboots, failures.
+    fn safety_text(&self, s: &mut String) {
         let _ = writeln!(s, "  PDB violations           {}", self.pdb_violations);
         let _ = writeln!(
             s,
@@ -530,6 +553,10 @@ impl Report {
         if !self.failed.is_empty() {
             let _ = writeln!(s, "  failed                   {:?}", self.failed);
         }
+    }
+
+    /// The faults drawn and played, with when each began and ended.
+    fn faults_text(&self, s: &mut String) {
         if let Some(f) = &self.faults {
             let _ = writeln!(
                 s,
@@ -555,10 +582,35 @@ impl Report {
                 );
             }
         }
-        for b in &self.invariant_breaks {
-            let _ = writeln!(s, "  BROKEN                   {b}");
+    }
+}
+
+/// What `rollboot simulate` prints: the run's [`Report`] and the rehearsal's part of it, one
+/// value. Its JSON is one object, the two parts' keys merged (the rehearsal's part wins a
+/// clash) with every object's keys in alphabetical order, as `simulate` has always printed it;
+/// its text is the two texts one after the other.
+pub struct SimulateReport<'a> {
+    /// The run's report.
+    pub run: &'a Report,
+    /// The rehearsal's part.
+    pub rehearsal: &'a Rehearsal,
+}
+
+impl Serialize for SimulateReport<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let mut v = serde_json::to_value(self.run).map_err(S::Error::custom)?;
+        let r = serde_json::to_value(self.rehearsal).map_err(S::Error::custom)?;
+        if let (Some(o), serde_json::Value::Object(r)) = (v.as_object_mut(), r) {
+            o.extend(r);
         }
-        s
+        v.serialize(s)
+    }
+}
+
+impl Render for SimulateReport<'_> {
+    fn text(&self) -> String {
+        format!("{}{}", self.run.text(), self.rehearsal.text())
     }
 }
 

@@ -12,6 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::notifications::SecretRef;
+use super::validate::Report;
 use super::Duration;
 
 /// Hooks at the phases of a node's cycle. Default: none; a phase with nothing configured
@@ -314,177 +315,207 @@ const OWN: &str = crate::node::PREFIX;
 /// The taints Kubernetes itself manages.
 const KUBERNETES_TAINTS: &str = "node.kubernetes.io/";
 
-pub(super) fn validate(h: &Hooks, report: &mut dyn FnMut(String, String)) {
-    let key = |path: String, k: &str, what: &str, report: &mut dyn FnMut(String, String)| {
-        if let Err(e) = check_qualified_name(k) {
-            report(path.clone(), format!("`{k}` is not a valid {what}: {e}"));
-        } else if k.starts_with(OWN) {
-            report(
-                path,
-                format!("`{k}` is under {OWN}, which is rollboot's own Node protocol: use another prefix"),
-            );
-        }
-    };
+/// Checks the section, phase by phase; `report` gets each problem with its key path.
+pub(super) fn validate(h: &Hooks, report: &mut Report) {
     for phase in Phase::ALL {
-        let p = h.phase(phase);
-        let base = format!("hooks.{}", phase.as_str());
-        if !p.timeout.is_positive() {
-            report(
-                format!("{base}.timeout"),
-                format!("must be a positive duration, got `{}`", p.timeout),
-            );
-        }
-        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
-        for (i, w) in p.webhooks.iter().enumerate() {
-            let at = |k: &str| format!("{base}.webhooks[{i}].{k}");
-            let good_name = !w.name.is_empty()
-                && w.name.len() <= 40
-                && w.name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !w.name.starts_with('-')
-                && !w.name.ends_with('-');
-            if !good_name {
-                report(
-                    at("name"),
-                    format!(
-                        "`{}` is not a webhook name: 1 to 40 lowercase letters, digits and `-` (it keys the webhook's record on the Node)",
-                        w.name
-                    ),
-                );
-            }
-            if let Some(first) = names.insert(&w.name, i) {
-                report(
-                    at("name"),
-                    format!(
-                        "`{}` is already the name of {base}.webhooks[{first}]: names must be unique within a phase",
-                        w.name
-                    ),
-                );
-            }
-            match w.url.parse::<http::Uri>() {
-                Ok(u)
-                    if matches!(u.scheme_str(), Some("http" | "https"))
-                        && u.authority().is_some() => {}
-                _ => report(
-                    at("url"),
-                    format!("`{}` is not an http:// or https:// URL with a host", w.url),
-                ),
-            }
-            if let Some(t) = &w.token_from {
-                if t.env.is_some() == t.file.is_some() {
-                    report(
-                        at("tokenFrom"),
-                        "give exactly one of `env` and `file`".into(),
-                    );
-                }
-            }
-            if w.blocking && phase == Phase::AfterDone {
-                report(
-                    at("blocking"),
-                    "afterDone cannot hold a node that is already done: blocking webhooks belong to beforeDrain, afterDrain or afterReboot".into(),
-                );
-            }
-            if !w.request_timeout.is_positive() {
-                report(
-                    at("requestTimeout"),
-                    format!("must be a positive duration, got `{}`", w.request_timeout),
-                );
-            }
-            if !w.backoff.is_positive() {
-                report(
-                    at("backoff"),
-                    format!("must be a positive duration, got `{}`", w.backoff),
-                );
-            }
-            if w.retries > MAX_RETRIES {
-                report(
-                    at("retries"),
-                    format!("at most {MAX_RETRIES}, got {}", w.retries),
-                );
-            }
-        }
-        if phase == Phase::AfterDone && !p.gates.is_empty() {
-            report(
-                format!("{base}.gates"),
-                "afterDone cannot hold a node that is already done: gates belong to beforeDrain, afterDrain or afterReboot".into(),
-            );
-        }
-        for (i, g) in p.gates.iter().enumerate() {
-            key(format!("{base}.gates[{i}]"), g, "annotation key", report);
-        }
-        // A label key holds dots and slashes, so the path stops at the map (which has a
-        // line) and the message names the key.
-        for (k, v) in &p.labels {
-            key(format!("{base}.labels"), k, "label key", report);
-            if let Err(e) = check_label_value(v) {
-                report(
-                    format!("{base}.labels"),
-                    format!("label `{k}`: `{v}` is not a valid label value: {e}"),
-                );
-            }
-        }
-        for (i, k) in p.remove_labels.iter().enumerate() {
-            key(format!("{base}.removeLabels[{i}]"), k, "label key", report);
-            if p.labels.contains_key(k) {
-                report(
-                    format!("{base}.removeLabels[{i}]"),
-                    format!("`{k}` is both set (labels) and removed at this phase"),
-                );
-            }
-        }
-        let taint_key = |path: String, k: &str, report: &mut dyn FnMut(String, String)| {
-            taint_key(path, k, report)
-        };
-        let mut seen = BTreeSet::new();
-        for (i, t) in p.taints.iter().enumerate() {
-            let at = format!("{base}.taints[{i}]");
-            taint_key(format!("{at}.key"), &t.key, report);
-            if let Err(e) = check_label_value(&t.value) {
-                report(
-                    format!("{at}.value"),
-                    format!("`{}` is not a valid taint value: {e}", t.value),
-                );
-            }
-            match t.effect.as_str() {
-                "NoSchedule" | "PreferNoSchedule" => {}
-                "NoExecute" => report(
-                    format!("{at}.effect"),
-                    "NoExecute would evict pods around their PodDisruptionBudgets (rollboot drains through the Eviction API): use NoSchedule or PreferNoSchedule".into(),
-                ),
-                other => report(
-                    format!("{at}.effect"),
-                    format!("`{other}` is not a taint effect: NoSchedule or PreferNoSchedule"),
-                ),
-            }
-            if !seen.insert((&t.key, &t.effect)) {
-                report(
-                    at,
-                    format!(
-                        "a second taint `{}` with effect {} (a Node holds one per key and effect)",
-                        t.key, t.effect
-                    ),
-                );
-            }
-        }
-        for (i, k) in p.remove_taints.iter().enumerate() {
-            taint_key(format!("{base}.removeTaints[{i}]"), k, report);
-            if p.taints.iter().any(|t| t.key == *k) {
-                report(
-                    format!("{base}.removeTaints[{i}]"),
-                    format!("`{k}` is both put (taints) and removed at this phase"),
-                );
-            }
-        }
+        validate_phase(phase, h.phase(phase), report);
     }
     if let Some(k) = &h.prefer_no_schedule_taint {
         taint_key("hooks.preferNoScheduleTaint".into(), k, report);
     }
 }
 
+/// One phase: its timeout, webhooks, gates, labels and taints.
+fn validate_phase(phase: Phase, p: &PhaseHooks, report: &mut Report) {
+    let base = format!("hooks.{}", phase.as_str());
+    if !p.timeout.is_positive() {
+        report(
+            format!("{base}.timeout"),
+            format!("must be a positive duration, got `{}`", p.timeout),
+        );
+    }
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, w) in p.webhooks.iter().enumerate() {
+        webhook(phase, &base, i, w, &mut names, report);
+    }
+    if phase == Phase::AfterDone && !p.gates.is_empty() {
+        report(
+            format!("{base}.gates"),
+            "afterDone cannot hold a node that is already done: gates belong to beforeDrain, afterDrain or afterReboot".into(),
+        );
+    }
+    for (i, g) in p.gates.iter().enumerate() {
+        own_key(format!("{base}.gates[{i}]"), g, "annotation key", report);
+    }
+    labels(&base, p, report);
+    taints(&base, p, report);
+}
+
+/// `webhooks[i]` of a phase: a unique name (`names`: those of the phase so far), an http(s)
+/// URL, one token source, blocking only where a node can be held, positive timings.
+fn webhook<'a>(
+    phase: Phase,
+    base: &str,
+    i: usize,
+    w: &'a Webhook,
+    names: &mut BTreeMap<&'a str, usize>,
+    report: &mut Report,
+) {
+    let at = |k: &str| format!("{base}.webhooks[{i}].{k}");
+    let good_name = !w.name.is_empty()
+        && w.name.len() <= 40
+        && w.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !w.name.starts_with('-')
+        && !w.name.ends_with('-');
+    if !good_name {
+        report(
+            at("name"),
+            format!(
+                "`{}` is not a webhook name: 1 to 40 lowercase letters, digits and `-` (it keys the webhook's record on the Node)",
+                w.name
+            ),
+        );
+    }
+    if let Some(first) = names.insert(&w.name, i) {
+        report(
+            at("name"),
+            format!(
+                "`{}` is already the name of {base}.webhooks[{first}]: names must be unique within a phase",
+                w.name
+            ),
+        );
+    }
+    match w.url.parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
+        _ => report(
+            at("url"),
+            format!("`{}` is not an http:// or https:// URL with a host", w.url),
+        ),
+    }
+    if let Some(t) = &w.token_from {
+        if t.env.is_some() == t.file.is_some() {
+            report(
+                at("tokenFrom"),
+                "give exactly one of `env` and `file`".into(),
+            );
+        }
+    }
+    if w.blocking && phase == Phase::AfterDone {
+        report(
+            at("blocking"),
+            "afterDone cannot hold a node that is already done: blocking webhooks belong to beforeDrain, afterDrain or afterReboot".into(),
+        );
+    }
+    if !w.request_timeout.is_positive() {
+        report(
+            at("requestTimeout"),
+            format!("must be a positive duration, got `{}`", w.request_timeout),
+        );
+    }
+    if !w.backoff.is_positive() {
+        report(
+            at("backoff"),
+            format!("must be a positive duration, got `{}`", w.backoff),
+        );
+    }
+    if w.retries > MAX_RETRIES {
+        report(
+            at("retries"),
+            format!("at most {MAX_RETRIES}, got {}", w.retries),
+        );
+    }
+}
+
+/// `labels` and `removeLabels` of a phase: valid keys outside rollboot's own prefix, valid
+/// values, no key both set and removed.
+fn labels(base: &str, p: &PhaseHooks, report: &mut Report) {
+    // A label key holds dots and slashes, so the path stops at the map (which has a
+    // line) and the message names the key.
+    for (k, v) in &p.labels {
+        own_key(format!("{base}.labels"), k, "label key", report);
+        if let Err(e) = check_label_value(v) {
+            report(
+                format!("{base}.labels"),
+                format!("label `{k}`: `{v}` is not a valid label value: {e}"),
+            );
+        }
+    }
+    for (i, k) in p.remove_labels.iter().enumerate() {
+        own_key(format!("{base}.removeLabels[{i}]"), k, "label key", report);
+        if p.labels.contains_key(k) {
+            report(
+                format!("{base}.removeLabels[{i}]"),
+                format!("`{k}` is both set (labels) and removed at this phase"),
+            );
+        }
+    }
+}
+
+/// `taints` and `removeTaints` of a phase: valid keys outside Kubernetes' own, valid values,
+/// an effect that never evicts, one taint per key and effect, no key both put and removed.
+fn taints(base: &str, p: &PhaseHooks, report: &mut Report) {
+    let mut seen = BTreeSet::new();
+    for (i, t) in p.taints.iter().enumerate() {
+        let at = format!("{base}.taints[{i}]");
+        taint_key(format!("{at}.key"), &t.key, report);
+        if let Err(e) = check_label_value(&t.value) {
+            report(
+                format!("{at}.value"),
+                format!("`{}` is not a valid taint value: {e}", t.value),
+            );
+        }
+        match t.effect.as_str() {
+            "NoSchedule" | "PreferNoSchedule" => {}
+            "NoExecute" => report(
+                format!("{at}.effect"),
+                "NoExecute would evict pods around their PodDisruptionBudgets (rollboot drains through the Eviction API): use NoSchedule or PreferNoSchedule".into(),
+            ),
+            other => report(
+                format!("{at}.effect"),
+                format!("`{other}` is not a taint effect: NoSchedule or PreferNoSchedule"),
+            ),
+        }
+        if !seen.insert((&t.key, &t.effect)) {
+            report(
+                at,
+                format!(
+                    "a second taint `{}` with effect {} (a Node holds one per key and effect)",
+                    t.key, t.effect
+                ),
+            );
+        }
+    }
+    for (i, k) in p.remove_taints.iter().enumerate() {
+        taint_key(format!("{base}.removeTaints[{i}]"), k, report);
+        if p.taints.iter().any(|t| t.key == *k) {
+            report(
+                format!("{base}.removeTaints[{i}]"),
+                format!("`{k}` is both put (taints) and removed at this phase"),
+            );
+        }
+    }
+}
+
+/// An annotation or label key a hook may write or wait for: a qualified name outside
+/// rollboot's own prefix.
+fn own_key(path: String, k: &str, what: &str, report: &mut Report) {
+    if let Err(e) = check_qualified_name(k) {
+        report(path.clone(), format!("`{k}` is not a valid {what}: {e}"));
+    } else if k.starts_with(OWN) {
+        report(
+            path,
+            format!(
+                "`{k}` is under {OWN}, which is rollboot's own Node protocol: use another prefix"
+            ),
+        );
+    }
+}
+
 /// A taint key a hook may write: a qualified name outside the taints Kubernetes manages
 /// (rollboot's own prefix is allowed: taints are no part of the Node protocol).
-fn taint_key(path: String, k: &str, report: &mut dyn FnMut(String, String)) {
+fn taint_key(path: String, k: &str, report: &mut Report) {
     if let Err(e) = check_qualified_name(k) {
         report(path, format!("`{k}` is not a valid taint key: {e}"));
     } else if k.starts_with(KUBERNETES_TAINTS) {

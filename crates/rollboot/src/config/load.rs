@@ -1,21 +1,18 @@
-//! Reading and validating a config file: bytes in, a [`Config`] or every [`Problem`] out.
+//! Reading a config file: bytes in, a [`Config`] or every [`Problem`] out.
 //!
 //! Structural problems (YAML syntax, an unknown key, a wrong type, a duplicate key) come from
 //! the YAML deserializer, which stops at the first. Every other rule is checked afterwards on
-//! the typed model, and all its problems are reported together; each is located in the file by
-//! re-walking the document to the problem's key path (see [`locate`]).
+//! the typed model ([`super::validate`], a validator per section), and all its problems are
+//! reported together; each is located in the file by re-walking the document to the problem's
+//! key path (see [`locate`]). It must never judge a value itself: that is the validators'.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Serialize;
 
-use super::{Config, Duration, RebootMethod};
-use crate::selector::Selector;
-use crate::windows::{Blackout, Schedule, Window};
+use super::Config;
 
 /// Largest config file accepted: a config is a few KiB; anything bigger is a mistake.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -63,7 +60,7 @@ pub enum ConfigError {
         file: PathBuf,
     },
     /// The file's content is not a valid config.
-    #[error("{}: invalid config:\n{}", file.display(), list(problems))]
+    #[error("{}", invalid(file, problems))]
     Invalid {
         /// The file.
         file: PathBuf,
@@ -82,12 +79,14 @@ impl ConfigError {
     }
 }
 
-fn list(problems: &[Problem]) -> String {
-    problems
+/// What is said of an invalid file: its name, then each problem on a line of its own.
+pub(super) fn invalid(file: &Path, problems: &[Problem]) -> String {
+    let list = problems
         .iter()
         .map(|p| format!("  {p}"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    format!("{}: invalid config:\n{list}", file.display())
 }
 
 /// Reads, parses and validates a config file.
@@ -154,7 +153,7 @@ pub fn parse_str(text: &str) -> Result<Config, Vec<Problem>> {
     }
     let mut config: Config = yaml_serde::from_str(text).map_err(|e| vec![structural(text, e)])?;
     let mut problems = Vec::new();
-    validate(&mut config, &mut |path: String, message: String| {
+    super::validate::validate(&mut config, &mut |path: String, message: String| {
         let (line, column) = locate(text, &path).unzip();
         problems.push(Problem {
             path,
@@ -258,320 +257,6 @@ fn repeated_key(text: &str, line: usize, key: &str) -> Option<(usize, usize)> {
         }
     }
     None
-}
-
-/// Checks every rule the types cannot express and compiles the string fields. `report` gets
-/// each problem with its key path; checking goes on after a problem so all are reported.
-fn validate(config: &mut Config, report: &mut dyn FnMut(String, String)) {
-    let positive = |path: &str, d: Duration, report: &mut dyn FnMut(String, String)| {
-        if !d.is_positive() {
-            report(
-                path.to_string(),
-                format!("must be a positive duration, got `{d}`"),
-            );
-        }
-    };
-
-    let mut windows = Vec::new();
-    if let Some(list) = &config.windows {
-        if list.is_empty() {
-            report(
-                "windows".into(),
-                "is an empty list, which would mean maintenance never happens: list at least one window, or remove the key to allow maintenance at any time".into(),
-            );
-        }
-        for (i, w) in list.iter().enumerate() {
-            let tz = match chrono_tz::Tz::from_str(&w.timezone) {
-                Ok(tz) => Some(tz),
-                Err(_) => {
-                    report(
-                        format!("windows[{i}].timezone"),
-                        format!(
-                            "unknown time zone `{}`: expected an IANA name such as `UTC`, `Europe/Berlin` or `America/New_York`",
-                            w.timezone
-                        ),
-                    );
-                    None
-                }
-            };
-            positive(&format!("windows[{i}].duration"), w.duration, report);
-            // The cron expression is checked even when the zone is wrong, so both are reported.
-            match Window::new(
-                &w.schedule,
-                w.duration
-                    .to_chrono()
-                    .max(chrono::Duration::milliseconds(1)),
-                tz.unwrap_or(chrono_tz::UTC),
-            ) {
-                Ok(win) if tz.is_some() && w.duration.is_positive() => windows.push(win),
-                Ok(_) => {}
-                Err(e) => report(format!("windows[{i}].schedule"), e.to_string()),
-            }
-        }
-    }
-
-    let mut blackouts = Vec::new();
-    for (i, b) in config.blackouts.iter().enumerate() {
-        if b.from >= b.to {
-            report(
-                format!("blackouts[{i}]"),
-                format!(
-                    "`from` ({}) must be before `to` ({})",
-                    b.from.to_rfc3339(),
-                    b.to.to_rfc3339()
-                ),
-            );
-        } else {
-            blackouts.push(Blackout {
-                from: b.from.to_utc(),
-                to: b.to.to_utc(),
-            });
-        }
-    }
-
-    let c = &config.concurrency;
-    if c.max_nodes == 0 {
-        report(
-            "concurrency.maxNodes".into(),
-            "must be at least 1 (to pause rollboot, take the lock instead)".into(),
-        );
-    }
-    match (&c.group_by, c.max_nodes_per_group) {
-        (None, Some(_)) => report(
-            "concurrency.maxNodesPerGroup".into(),
-            "needs `groupBy`: the label key whose values form the groups".into(),
-        ),
-        (Some(_), Some(0)) => report(
-            "concurrency.maxNodesPerGroup".into(),
-            "must be at least 1".into(),
-        ),
-        (Some(key), _) => {
-            if let Err(e) = Selector::parse(key) {
-                report(
-                    "concurrency.groupBy".into(),
-                    format!("not a label key: {e}"),
-                );
-            }
-        }
-        _ => {}
-    }
-
-    let selector = |path: &str, text: &str, report: &mut dyn FnMut(String, String)| {
-        Selector::parse(text).unwrap_or_else(|e| {
-            report(path.to_string(), e.to_string());
-            Selector::everything()
-        })
-    };
-    config.compiled.node_selector = selector("nodes.selector", &config.nodes.selector, report);
-    config.compiled.pod_selector =
-        selector("drain.podSelector", &config.drain.pod_selector, report);
-    config.compiled.blocking_pod_selectors = config
-        .blockers
-        .pod_selectors
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let path = format!("blockers.podSelectors[{i}]");
-            let sel = selector(&path, s, report);
-            if s.trim().is_empty() {
-                report(
-                    path,
-                    "an empty selector matches every pod and would block forever".into(),
-                );
-            }
-            sel
-        })
-        .collect();
-
-    let d = &config.drain;
-    positive("drain.timeout", d.timeout, report);
-    positive(
-        "drain.evictionRetryInterval",
-        d.eviction_retry_interval,
-        report,
-    );
-    if d.concurrent_evictions == 0 {
-        report(
-            "drain.concurrentEvictions".into(),
-            "must be at least 1".into(),
-        );
-    }
-    if let Some(g) = d.grace_period {
-        if g.as_millis() < 0 {
-            report(
-                "drain.gracePeriod".into(),
-                format!("must not be negative, got `{g}`"),
-            );
-        }
-    }
-
-    let r = &config.reboot;
-    positive("reboot.timeout", r.timeout, report);
-    positive("reboot.checkPeriod", r.check_period, report);
-    if r.sentinel_file.is_empty() && r.sentinel_command.is_none() {
-        report(
-            "reboot.sentinelFile".into(),
-            "is empty and no `sentinelCommand` is set: the agent could never notice a needed reboot".into(),
-        );
-    }
-    if let Some(cmd) = &r.sentinel_command {
-        if cmd.is_empty() || cmd[0].is_empty() {
-            report(
-                "reboot.sentinelCommand".into(),
-                "must be a non-empty argv list such as [\"/usr/bin/needs-restarting\", \"-r\"]"
-                    .into(),
-            );
-        }
-    }
-    if r.sentinel_reboot_exit_codes.is_empty() {
-        report(
-            "reboot.sentinelRebootExitCodes".into(),
-            "is empty: the sentinel command could never say a reboot is needed".into(),
-        );
-    }
-    let no_reboot = r.sentinel_no_reboot_codes();
-    for (key, codes) in [
-        (
-            "reboot.sentinelRebootExitCodes",
-            &r.sentinel_reboot_exit_codes,
-        ),
-        ("reboot.sentinelNoRebootExitCodes", &no_reboot),
-    ] {
-        if let Some(c) = codes.iter().find(|c| !(0..=255).contains(*c)) {
-            report(key.into(), format!("{c} is not an exit code (0 to 255)"));
-        }
-    }
-    if let Some(c) = no_reboot
-        .iter()
-        .find(|c| r.sentinel_reboot_exit_codes.contains(c))
-    {
-        report(
-            "reboot.sentinelNoRebootExitCodes".into(),
-            format!("{c} is also in sentinelRebootExitCodes: an exit code cannot mean both"),
-        );
-    }
-    if r.sentinel_command.is_some() && no_reboot.is_empty() {
-        report(
-            "reboot.sentinelNoRebootExitCodes".into(),
-            "is empty: the sentinel command could never say no reboot is needed".into(),
-        );
-    }
-    for (key, path) in [
-        ("reboot.hostBootIdFile", &r.host_boot_id_file),
-        ("reboot.hostMachineIdFile", &r.host_machine_id_file),
-        ("reboot.hostMountNamespace", &r.host_mount_namespace),
-    ] {
-        let may_be_empty = key != "reboot.hostBootIdFile";
-        if (path.is_empty() && !may_be_empty) || (!path.is_empty() && !path.starts_with('/')) {
-            report(
-                key.into(),
-                format!(
-                    "`{path}` is not an absolute path{}",
-                    if may_be_empty { " (or empty)" } else { "" }
-                ),
-            );
-        }
-    }
-    if r.method == RebootMethod::Command && (r.command.is_empty() || r.command[0].is_empty()) {
-        report(
-            "reboot.command".into(),
-            "must be a non-empty argv list when `method` is `command`".into(),
-        );
-    }
-    if !(1..=64).contains(&r.signal) {
-        report(
-            "reboot.signal".into(),
-            format!("must be a signal number from 1 to 64, got {}", r.signal),
-        );
-    }
-
-    positive("healthGate.timeout", config.health_gate.timeout, report);
-
-    if let Some(p) = &config.blockers.prometheus {
-        if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
-            report(
-                "blockers.prometheus.url".into(),
-                format!(
-                    "`{}` is not an http:// or https:// URL of a Prometheus server",
-                    p.url
-                ),
-            );
-        }
-        if let Some(f) = &p.alert_filter {
-            if let Err(e) = regex::Regex::new(f) {
-                report(
-                    "blockers.prometheus.alertFilter".into(),
-                    format!("not a valid regular expression: {e}"),
-                );
-            }
-        }
-    }
-
-    for (section, ns, name) in [
-        ("lock", &config.lock.namespace, &config.lock.name),
-        ("leader", &config.leader.namespace, &config.leader.name),
-    ] {
-        if !is_dns_label(ns) {
-            report(format!("{section}.namespace"), format!("`{ns}` is not a valid namespace name (lowercase letters, digits and `-`, at most 63)"));
-        }
-        if !is_dns_subdomain(name) {
-            report(format!("{section}.name"), format!("`{name}` is not a valid Lease name (lowercase letters, digits, `-` and `.`, at most 253)"));
-        }
-    }
-    if config.lock.namespace == config.leader.namespace && config.lock.name == config.leader.name {
-        report(
-            "lock.name".into(),
-            "must differ from `leader.name`: the lock and leader election are two Leases".into(),
-        );
-    }
-    let l = &config.leader;
-    positive("leader.leaseDuration", l.lease_duration, report);
-    positive("leader.renewDeadline", l.renew_deadline, report);
-    positive("leader.retryPeriod", l.retry_period, report);
-    if l.renew_deadline >= l.lease_duration {
-        report(
-            "leader.renewDeadline".into(),
-            format!(
-                "must be shorter than `leaseDuration` ({}), so a leader that cannot renew stops acting before another can take over",
-                l.lease_duration
-            ),
-        );
-    }
-    if l.retry_period >= l.renew_deadline {
-        report(
-            "leader.retryPeriod".into(),
-            format!(
-                "must be shorter than `renewDeadline` ({}), so a leader gets more than one try to renew",
-                l.renew_deadline
-            ),
-        );
-    }
-
-    super::notifications::validate(&config.notifications, report);
-    super::hooks::validate(&config.hooks, report);
-    if let Some(s) = config.drain.settle {
-        positive("drain.settle", s, report);
-    }
-
-    // With an invalid window the list may be empty; the config is rejected then, so no schedule.
-    config.compiled.schedule = match &config.windows {
-        None => Some(Schedule::always_open(blackouts)),
-        Some(_) => Schedule::try_new(windows, blackouts).ok(),
-    }
-    .map(Arc::new);
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// The line and column (1-based) of the node at a key path like `windows[1].timezone`.

@@ -4,15 +4,19 @@
 //! Owns the YAML schema (camelCase keys, unknown keys rejected), the documented default of every
 //! field, and validation that names the file, key path, line and column of each problem. It must
 //! never touch the cluster or the clock: it turns bytes into a [`Config`] or into a list of
-//! [`Problem`]s, and every later part takes its settings from here.
+//! [`Problem`]s, and every later part takes its settings from here. Reading is [`load_file`]
+//! and [`parse_str`], the rules per section `validate`, and `rollboot check-config`'s report
+//! on a file [`check`].
 //!
 //! `config/rollboot.yaml` is the commented reference; a test checks it loads and that its
 //! values equal these defaults, so the two cannot drift apart.
 
+pub mod check;
 mod duration;
 pub mod hooks;
 mod load;
 pub mod notifications;
+mod validate;
 
 pub use duration::{Duration, DurationError};
 pub use hooks::{Hooks, Phase};

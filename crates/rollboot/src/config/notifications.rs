@@ -13,6 +13,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::validate::Report;
 use super::Duration;
 
 /// Notifications about the rollout, sent off the controller's step path (never holding a
@@ -314,103 +315,14 @@ pub fn parse_template(t: &str) -> Result<Vec<Piece<'_>>, String> {
 }
 
 /// Checks the section; `report` gets each problem with its key path.
-pub(super) fn validate(n: &Notifications, report: &mut dyn FnMut(String, String)) {
+pub(super) fn validate(n: &Notifications, report: &mut Report) {
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, s) in n.sinks.iter().enumerate() {
-        let at = |k: &str| format!("notifications.sinks[{i}].{k}");
-        if s.name.is_empty()
-            || !s
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            report(
-                at("name"),
-                format!(
-                    "`{}` is not a sink name: letters, digits, `-` and `_`, not empty (it is a metrics label)",
-                    s.name
-                ),
-            );
-        }
-        if let Some(first) = names.insert(&s.name, i) {
-            report(
-                at("name"),
-                format!(
-                    "`{}` is already the name of notifications.sinks[{first}]: names must be unique",
-                    s.name
-                ),
-            );
-        }
-        if s.url.is_some() {
-            report(
-                at("url"),
-                "a webhook URL is a credential and must not be written in the config (a ConfigMap): \
-                 put it in a Secret and name it with `urlFrom: {env: VAR}` or `urlFrom: {file: PATH}`"
-                    .into(),
-            );
-        }
-        if s.token.is_some() {
-            report(
-                at("token"),
-                "a token must not be written in the config (a ConfigMap): put it in a Secret and \
-                 name it with `tokenFrom: {env: VAR}` or `tokenFrom: {file: PATH}`"
-                    .into(),
-            );
-        }
-        secret_ref(&at("urlFrom"), &s.url_from, report);
-        if let Some(t) = &s.token_from {
-            secret_ref(&at("tokenFrom"), t, report);
-            if s.kind != SinkKind::Webhook {
-                report(
-                    at("tokenFrom"),
-                    format!(
-                        "only a `webhook` sink sends a token; a {} incoming webhook authenticates by its URL alone",
-                        s.kind.as_str()
-                    ),
-                );
-            }
-        }
-        if let Some(e) = &s.events {
-            if e.is_empty() {
-                report(
-                    at("events"),
-                    "is an empty list, so this sink would never be sent anything: list events, or remove the key for all".into(),
-                );
-            }
-        }
+        sink(i, s, &mut names, report);
     }
     for event in NotifyEvent::ALL {
-        let Some(t) = n.templates.get(event) else {
-            continue;
-        };
-        let path = format!("notifications.templates.{}", event.as_str());
-        if t.trim().is_empty() {
-            report(path.clone(), "is empty: a message needs some text".into());
-        }
-        match parse_template(t) {
-            Err(e) => report(path, e),
-            Ok(pieces) => {
-                for p in pieces {
-                    if let Piece::Var(v) = p {
-                        if !COMMON_PLACEHOLDERS.contains(&v) && !event.placeholders().contains(&v) {
-                            let mut known: Vec<&str> = event.placeholders().to_vec();
-                            known.extend(COMMON_PLACEHOLDERS);
-                            report(
-                                path.clone(),
-                                format!(
-                                    "unknown placeholder `{{{v}}}` for {}: known are {}",
-                                    event.as_str(),
-                                    known
-                                        .iter()
-                                        .map(|k| format!("{{{k}}}"))
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
+        if let Some(t) = n.templates.get(event) {
+            template(event, t, report);
         }
     }
     if !n.blocked_after.is_positive() {
@@ -433,7 +345,106 @@ pub(super) fn validate(n: &Notifications, report: &mut dyn FnMut(String, String)
     }
 }
 
-fn secret_ref(path: &str, r: &SecretRef, report: &mut dyn FnMut(String, String)) {
+/// `sinks[i]`: a unique name (`names`: those so far) usable as a metrics label, its URL and
+/// token named, never written, and an event list that is not empty.
+fn sink<'a>(i: usize, s: &'a Sink, names: &mut BTreeMap<&'a str, usize>, report: &mut Report) {
+    let at = |k: &str| format!("notifications.sinks[{i}].{k}");
+    if s.name.is_empty()
+        || !s
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        report(
+            at("name"),
+            format!(
+                "`{}` is not a sink name: letters, digits, `-` and `_`, not empty (it is a metrics label)",
+                s.name
+            ),
+        );
+    }
+    if let Some(first) = names.insert(&s.name, i) {
+        report(
+            at("name"),
+            format!(
+                "`{}` is already the name of notifications.sinks[{first}]: names must be unique",
+                s.name
+            ),
+        );
+    }
+    if s.url.is_some() {
+        report(
+            at("url"),
+            "a webhook URL is a credential and must not be written in the config (a ConfigMap): \
+             put it in a Secret and name it with `urlFrom: {env: VAR}` or `urlFrom: {file: PATH}`"
+                .into(),
+        );
+    }
+    if s.token.is_some() {
+        report(
+            at("token"),
+            "a token must not be written in the config (a ConfigMap): put it in a Secret and \
+             name it with `tokenFrom: {env: VAR}` or `tokenFrom: {file: PATH}`"
+                .into(),
+        );
+    }
+    secret_ref(&at("urlFrom"), &s.url_from, report);
+    if let Some(t) = &s.token_from {
+        secret_ref(&at("tokenFrom"), t, report);
+        if s.kind != SinkKind::Webhook {
+            report(
+                at("tokenFrom"),
+                format!(
+                    "only a `webhook` sink sends a token; a {} incoming webhook authenticates by its URL alone",
+                    s.kind.as_str()
+                ),
+            );
+        }
+    }
+    if let Some(e) = &s.events {
+        if e.is_empty() {
+            report(
+                at("events"),
+                "is an empty list, so this sink would never be sent anything: list events, or remove the key for all".into(),
+            );
+        }
+    }
+}
+
+/// `templates.<event>`: some text, well-formed braces, and only the event's placeholders.
+fn template(event: NotifyEvent, t: &str, report: &mut Report) {
+    let path = format!("notifications.templates.{}", event.as_str());
+    if t.trim().is_empty() {
+        report(path.clone(), "is empty: a message needs some text".into());
+    }
+    let pieces = match parse_template(t) {
+        Err(e) => return report(path, e),
+        Ok(pieces) => pieces,
+    };
+    for p in pieces {
+        let Piece::Var(v) = p else {
+            continue;
+        };
+        if !COMMON_PLACEHOLDERS.contains(&v) && !event.placeholders().contains(&v) {
+            let mut known: Vec<&str> = event.placeholders().to_vec();
+            known.extend(COMMON_PLACEHOLDERS);
+            report(
+                path.clone(),
+                format!(
+                    "unknown placeholder `{{{v}}}` for {}: known are {}",
+                    event.as_str(),
+                    known
+                        .iter()
+                        .map(|k| format!("{{{k}}}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+}
+
+fn secret_ref(path: &str, r: &SecretRef, report: &mut Report) {
     match (&r.env, &r.file) {
         (Some(_), Some(_)) => report(
             path.into(),

@@ -4,11 +4,15 @@
 //! Owns the [`Plan`] built from a [`Cluster`] read (pure: the caller passes `now`): the nodes
 //! that would be rebooted in the controller's order ([`decide::pick`], replayed by
 //! [`schedule::predict`]), a drain preview per node with the drain's own per-pod rule
-//! ([`drain::classify`]) and the budget checks the Eviction API would apply, the cluster-wide
-//! blockers as the controller computes them ([`decide::blockers`]), each node's duration
-//! estimate, and the report's text and JSON forms. The cluster read is [`read`]; it must never
-//! write to the cluster, and this module must never do I/O at all.
+//! ([`crate::drain::classify`]) and the budget checks the Eviction API would apply (`preview`),
+//! the cluster-wide blockers as the controller computes them ([`decide::blockers`], in
+//! `problems`), each node's duration estimate (`estimate`), and the report's text form
+//! ([`render`]; its JSON form is its serialization). The cluster read is [`read`]; it must
+//! never write to the cluster, and this module must never do I/O at all.
 
+mod estimate;
+mod preview;
+mod problems;
 pub mod read;
 pub mod render;
 pub mod schedule;
@@ -23,10 +27,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use crate::config::{Config, Duration};
-use crate::controller::decide::{self, Blocker};
-use crate::drain::{self, Disposition, PodRef, Reason};
+use crate::controller::decide;
+use crate::drain::{PodRef, Reason};
 use crate::lock::LockRecord;
 use crate::node::{NodeState, NodeView};
+
+use estimate::Measured;
+use preview::Preview;
 
 pub use schedule::Window;
 
@@ -69,112 +76,6 @@ pub struct Options {
     /// How long the health gate takes after the node is back (budgets healthy again); `None`:
     /// measured, as `reboot_time`, else [`DEFAULT_GATE`].
     pub gate_time: Option<Duration>,
-}
-
-/// Where a part of an estimate comes from, and its figure: the operator's flag, the node's own
-/// last cycle, the median of the nodes' last cycles, or the default.
-#[derive(Clone, Debug)]
-struct PartEstimate {
-    seconds: i64,
-    basis: String,
-}
-
-/// The cycles rollboot measured on this cluster ([`crate::node::LastCycle`] on each Node),
-/// summarized for the estimates.
-#[derive(Clone, Debug, Default)]
-struct Measured {
-    /// Nodes with a recorded last cycle.
-    nodes: usize,
-    /// Median reboot and gate seconds over the nodes that recorded them.
-    reboot: Option<f64>,
-    gate: Option<f64>,
-}
-
-impl Measured {
-    fn of(nodes: &[NodeView]) -> Measured {
-        let cycles: Vec<&crate::node::LastCycle> = nodes
-            .iter()
-            .filter_map(|n| n.history.last_cycle.as_ref())
-            .collect();
-        let median = |part: fn(&crate::node::LastCycle) -> Option<f64>| {
-            crate::time::median(&mut cycles.iter().filter_map(|c| part(c)).collect())
-        };
-        Measured {
-            nodes: cycles.len(),
-            reboot: median(|c| c.reboot_seconds),
-            gate: median(|c| c.gate_seconds),
-        }
-    }
-
-    /// The estimate of one part for a node whose own last cycle measured `own` (at `when`):
-    /// the flag, else its own figure, else the cluster's median, else `default`.
-    fn part(
-        &self,
-        flag: Option<Duration>,
-        flag_name: &str,
-        own: Option<(f64, Option<DateTime<Utc>>)>,
-        median: Option<f64>,
-        default: Duration,
-    ) -> PartEstimate {
-        let whole = |s: f64| s.round() as i64;
-        if let Some(d) = flag {
-            return PartEstimate {
-                seconds: d.as_millis() / 1000,
-                basis: format!("{flag_name} {d}"),
-            };
-        }
-        if let Some((secs, when)) = own {
-            return PartEstimate {
-                seconds: whole(secs),
-                basis: match when {
-                    Some(w) => format!(
-                        "measured on its last cycle ({})",
-                        w.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    ),
-                    None => "measured on its last cycle".into(),
-                },
-            };
-        }
-        if let Some(m) = median {
-            return PartEstimate {
-                seconds: whole(m),
-                basis: format!("the median of {} node(s)' last cycles", self.nodes),
-            };
-        }
-        PartEstimate {
-            seconds: default.as_millis() / 1000,
-            basis: format!("the default {default} (no {flag_name}, no measured cycle)"),
-        }
-    }
-
-    /// A node's reboot and gate estimates.
-    fn reboot_and_gate(
-        &self,
-        node: Option<&NodeView>,
-        opts: &Options,
-    ) -> (PartEstimate, PartEstimate) {
-        let own = |part: fn(&crate::node::LastCycle) -> Option<f64>| {
-            let n = node?;
-            let c = n.history.last_cycle.as_ref()?;
-            Some((part(c)?, n.history.last_reboot))
-        };
-        (
-            self.part(
-                opts.reboot_time,
-                "--reboot-time",
-                own(|c| c.reboot_seconds),
-                self.reboot,
-                DEFAULT_REBOOT,
-            ),
-            self.part(
-                opts.gate_time,
-                "--gate-time",
-                own(|c| c.gate_seconds),
-                self.gate,
-                DEFAULT_GATE,
-            ),
-        )
-    }
 }
 
 /// The report, serialized as the `--output json` object.
@@ -512,447 +413,96 @@ pub fn never_allows(b: &PodDisruptionBudget, pods: usize) -> Option<String> {
     None
 }
 
-/// The drain preview of one node, before scheduling.
-struct Preview {
-    evict: Vec<PodPlan>,
-    skip: Vec<Skipped>,
-    refuse: Vec<Skipped>,
-    problems: Vec<Problem>,
-    estimate: Estimate,
-    fails: bool,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn preview(
-    node: &NodeView,
-    pods: &[&Pod],
-    budget_pods: &BTreeMap<String, usize>,
-    budgets: &BTreeMap<&str, Vec<&PodDisruptionBudget>>,
-    cluster: &Cluster,
-    config: &Config,
-    opts: &Options,
-    measured: &Measured,
-) -> Preview {
-    let view = node;
-    let node = view.name.as_str();
-    let cfg = &config.drain;
-    let mut evict = Vec::new();
-    let mut skip = Vec::new();
-    let mut refuse = Vec::new();
-    let mut problems = Vec::new();
-    let mut held = false;
-    let mut longest: Option<(i64, String)> = None;
-    for p in pods {
-        let name = pod_name(p);
-        let ds_exists = match (drain::controller_of(p), p.metadata.namespace.as_deref()) {
-            (Some(("DaemonSet", ds)), Some(ns)) => cluster
-                .daemon_sets
-                .contains(&(ns.to_string(), ds.to_string())),
-            _ => false,
-        };
-        match drain::classify(p, cfg, config.drain_pod_selector(), ds_exists) {
-            Disposition::Skip(reason) => {
-                if reason == Reason::OutsidePodSelector {
-                    problems.push(
-                        Problem::new(
-                            Severity::Warns,
-                            Kind::OutsidePodSelector,
-                            format!(
-                                "node {node}: pod {name} is {}: the drain leaves it, and it goes down with the reboot without an eviction (its budget is not asked)",
-                                reason.text()
-                            ),
-                        )
-                        .on(node, &name),
-                    );
-                }
-                skip.push(Skipped { pod: name, reason });
-            }
-            Disposition::Refuse(reason) => {
-                refuse.push(Skipped {
-                    pod: name.clone(),
-                    reason,
-                });
-                let kind = match reason {
-                    Reason::Unreplicated => Kind::Unreplicated,
-                    Reason::EmptyDir => Kind::EmptyDir,
-                    _ => Kind::DaemonSet,
-                };
-                problems.push(
-                    Problem::new(
-                        Severity::Fails,
-                        kind,
-                        format!(
-                            "node {node}: pod {name} {}: the drain fails at once",
-                            match reason {
-                                Reason::DaemonSetNotIgnored => format!("is a {}", reason.text()),
-                                _ => reason.text().to_string(),
-                            }
-                        ),
-                    )
-                    .on(node, &name),
-                );
-            }
-            Disposition::Evict => {
-                let grace = cfg.grace_period.map_or_else(
-                    || {
-                        p.spec
-                            .as_ref()
-                            .and_then(|s| s.termination_grace_period_seconds)
-                            .unwrap_or(DEFAULT_GRACE_SECONDS)
-                    },
-                    |g| g.as_millis() / 1000,
-                );
-                if longest.as_ref().is_none_or(|(g, _)| grace > *g) {
-                    longest = Some((grace, name.clone()));
-                }
-                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-                let pod_labels = labels(p);
-                let covering: Vec<&PodDisruptionBudget> = budgets
-                    .get(ns)
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .filter(|b| {
-                        crate::selector::budget_may_select(
-                            b.spec.as_ref().and_then(|s| s.selector.as_ref()),
-                            &pod_labels,
-                        )
-                    })
-                    .collect();
-                let names: Vec<String> = covering.iter().map(|b| budget_name(b)).collect();
-                // The Eviction API lets a completed pod go whatever its budgets say.
-                let budget_problem = if terminal(p) {
-                    None
-                } else if covering.len() > 1 {
-                    Some(Problem {
-                        budgets: names.clone(),
-                        ..Problem::new(
-                            Severity::Fails,
-                            Kind::OverlappingBudgets,
-                            format!(
-                                "node {node}: pod {name} is selected by {} budgets ({}): the Eviction API answers 500 to every eviction of it",
-                                covering.len(),
-                                names.join(", ")
-                            ),
-                        )
-                        .on(node, &name)
-                    })
-                } else if let Some(b) = covering.first() {
-                    let selects = budget_pods.get(&names[0]).copied().unwrap_or(0);
-                    let allowed = b.status.as_ref().map(|s| s.disruptions_allowed);
-                    if let Some(why) = never_allows(b, selects) {
-                        Some(Problem {
-                            budgets: names.clone(),
-                            ..Problem::new(
-                                Severity::Fails,
-                                Kind::BudgetNeverAllows,
-                                format!(
-                                    "node {node}: pod {name} is protected by PodDisruptionBudget {} that can never allow a disruption ({why})",
-                                    names[0]
-                                ),
-                            )
-                            .on(node, &name)
-                        })
-                    } else if allowed == Some(0) {
-                        Some(Problem {
-                            budgets: names.clone(),
-                            ..Problem::new(
-                                Severity::Fails,
-                                Kind::BudgetAllowsNoneNow,
-                                format!(
-                                    "node {node}: pod {name} is protected by PodDisruptionBudget {} that allows no disruption now (status.disruptionsAllowed 0): its eviction waits, and the drain fails at drain.timeout {} unless the budget recovers",
-                                    names[0], cfg.timeout
-                                ),
-                            )
-                            .on(node, &name)
-                        })
-                    } else {
-                        None
-                    }
-                } else {
-                    None
-                };
-                if let Some(mut problem) = budget_problem {
-                    held = true;
-                    if cfg.force_delete_after_timeout {
-                        problem.severity = Severity::Warns;
-                        problem.kind = Kind::ForceDelete;
-                        problem.message = format!(
-                            "{}; drain.forceDeleteAfterTimeout deletes it around the budget after {}",
-                            problem.message, cfg.timeout
-                        );
-                    } else if problem.kind != Kind::BudgetAllowsNoneNow {
-                        problem.message = format!(
-                            "{}: the drain fails at drain.timeout {}",
-                            problem.message, cfg.timeout
-                        );
-                    }
-                    problems.push(problem);
-                }
-                evict.push(PodPlan {
-                    pod: name,
-                    grace_seconds: grace,
-                    budgets: names,
-                });
-            }
-        }
-    }
-    let timeout = cfg.timeout.as_millis() / 1000;
-    let refused = !refuse.is_empty();
-    let (drain_seconds, drain_basis) = if refused {
-        (
-            0,
-            "the drain is refused at once (see the problems)".to_string(),
-        )
-    } else if held {
-        (
-            timeout,
-            format!("drain.timeout {}: a budget holds an eviction", cfg.timeout),
-        )
-    } else {
-        match &longest {
-            None => (0, "no pod to evict".to_string()),
-            Some((g, pod)) if *g > timeout => (
-                timeout,
-                format!(
-                    "drain.timeout {} (pod {pod} has {g}s of grace)",
-                    cfg.timeout
-                ),
-            ),
-            Some((g, pod)) => (
-                *g,
-                if cfg.grace_period.is_some() {
-                    format!("drain.gracePeriod {g}s")
-                } else {
-                    format!("the longest grace period of the pods to evict: {g}s (pod {pod})")
-                },
-            ),
-        }
-    };
-    // A drain this node's last cycle measured replaces the grace-period rule: it counts what
-    // the rule cannot see (budgets pacing the evictions, replacements starting, pods that exit
-    // before their grace period ends). A drain predicted to be refused or held stays so.
-    let (drain_seconds, drain_basis) = match (&view.history.last_cycle, refused || held) {
-        (
-            Some(crate::node::LastCycle {
-                drain_seconds: Some(d),
-                ..
-            }),
-            false,
-        ) => (
-            d.round() as i64,
-            format!(
-                "measured on its last cycle{} (the rule says {drain_seconds}s: {drain_basis})",
-                view.history.last_reboot.map_or(String::new(), |w| format!(
-                    " ({})",
-                    w.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ))
-            ),
-        ),
-        _ => (drain_seconds, drain_basis),
-    };
-    let fails = refused || (held && !cfg.force_delete_after_timeout);
-    let (reboot, gate) = measured.reboot_and_gate(Some(view), opts);
-    let (reboot_seconds, gate_seconds) = if fails {
-        (0, 0)
-    } else {
-        (reboot.seconds, gate.seconds)
-    };
-    Preview {
-        evict,
-        skip,
-        refuse,
-        problems,
-        estimate: Estimate {
-            drain_seconds,
-            drain_basis,
-            reboot_seconds,
-            reboot_basis: reboot.basis,
-            gate_seconds,
-            gate_basis: gate.basis,
-            total_seconds: drain_seconds + reboot_seconds + gate_seconds,
-        },
-        fails,
-    }
-}
-
-/// The cluster-wide blockers, as [`decide::blockers`] computes them (a closed window is not
-/// one here: the schedule waits for the next opening), with the pods each blocking selector
-/// matches.
-fn cluster_blockers(
-    cluster: &Cluster,
-    record: &LockRecord,
-    foreign: Option<&str>,
-    config: &Config,
-    now: DateTime<Utc>,
-) -> Vec<Problem> {
-    let matching: Vec<(String, Vec<String>)> = config
-        .blockers
-        .pod_selectors
-        .iter()
-        .zip(config.blocking_pod_selectors())
-        .map(|(text, sel)| {
-            let pods = cluster
-                .pods
-                .iter()
-                .filter(|p| sel.matches(&labels(p)))
-                .map(pod_name)
-                .collect();
-            (text.clone(), pods)
-        })
-        .collect();
-    let counts: Vec<(String, usize)> = matching
-        .iter()
-        .map(|(s, pods)| (s.clone(), pods.len()))
-        .collect();
-    let nodes: Vec<&NodeView> = cluster.nodes.iter().collect();
-    let snap = decide::Snapshot {
-        nodes: &nodes,
-        in_flight: &record.entries,
-        foreign_holder: foreign,
-        blocking_pods: &counts,
-    };
-    decide::blockers(&snap, config, now)
-        .into_iter()
-        .filter_map(|b| {
-            let message = b.to_string();
-            let p = |kind| Problem::new(Severity::Blocks, kind, message.clone());
-            Some(match b {
-                Blocker::WindowClosed => return None,
-                Blocker::LockHeldBy(_) => p(Kind::LockHeld),
-                Blocker::TooManyUnready { nodes, .. } => Problem {
-                    nodes,
-                    ..p(Kind::UnreadyNodes)
-                },
-                Blocker::TooManyFailures { nodes, .. } => Problem {
-                    nodes,
-                    ..p(Kind::FailedNodes)
-                },
-                Blocker::BlockingPods { selector, .. } => {
-                    let pods = matching
-                        .iter()
-                        .find(|(s, _)| *s == selector)
-                        .map(|(_, pods)| pods.clone())
-                        .unwrap_or_default();
-                    Problem {
-                        message: format!(
-                            "{} pod(s) match the blocking selector `{selector}`: {}",
-                            pods.len(),
-                            pods.join(", ")
-                        ),
-                        pods,
-                        ..p(Kind::BlockingPods)
-                    }
-                }
-                // Prometheus is asked by the read, not through the snapshot: see `alerts`.
-                Blocker::Alerts { .. } | Blocker::AlertsUnknown { .. } => return None,
-            })
-        })
-        .collect()
-}
-
-/// The problem Prometheus's answer makes, if any: firing alerts block (as the controller's
-/// blocker says it), an unanswered query warns (from where the plan runs, an in-cluster
-/// Prometheus is often out of reach; the controller does not start while it cannot ask).
-fn alerts(answer: &Option<(String, Result<Vec<String>, String>)>) -> Option<Problem> {
-    let (url, answer) = answer.as_ref()?;
-    match answer {
-        Ok(names) if names.is_empty() => None,
-        Ok(names) => Some(Problem::new(
-            Severity::Blocks,
-            Kind::Alerts,
-            Blocker::Alerts {
-                names: names.clone(),
-            }
-            .to_string(),
-        )),
-        Err(error) => Some(Problem::new(
-            Severity::Warns,
-            Kind::AlertsUnknown,
-            format!(
-                "Prometheus at {url} could not be asked from here ({error}): the controller asks it before each start and starts nothing while it cannot; `rollboot plan --prometheus-url` asks another address (a port-forward)"
-            ),
-        )),
-    }
-}
-
-/// One problem per failed node rollboot left cordoned ([`decide::holds_a_slot`]): it holds one
-/// of `maxNodes`' slots (and of its group's). It blocks when nodes get no slot because of
-/// them, else it warns.
-fn slots_held(
-    cluster: &Cluster,
-    record: &LockRecord,
-    config: &Config,
-    predicted: &schedule::Schedule,
-) -> Vec<Problem> {
-    let starved: Vec<String> = predicted
-        .unscheduled
-        .iter()
-        .filter(|(_, u)| **u == schedule::Unscheduled::SlotsHeld)
-        .map(|(n, _)| n.clone())
-        .collect();
-    let severity = if starved.is_empty() {
-        Severity::Warns
-    } else {
-        Severity::Blocks
-    };
-    let then = if config.failures.return_to_service {
-        "failures.returnToService uncordons it once its host is up and Ready"
-    } else {
-        "until an operator clears it (or failures.returnToService)"
-    };
-    cluster
-        .nodes
-        .iter()
-        .filter(|n| decide::holds_a_slot(n) && !record.entries.contains_key(&n.name))
-        .map(|n| {
-            let waiting = if starved.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; {} node(s) get no slot: {}",
-                    starved.len(),
-                    starved.join(", ")
-                )
-            };
-            Problem {
-                node: Some(n.name.clone()),
-                nodes: starved.clone(),
-                ..Problem::new(
-                    severity,
-                    Kind::FailedHoldsSlot,
-                    format!(
-                        "node {} failed ({}) and rollboot left it cordoned: it holds one of \
-                         maxNodes' {} slot(s){}, {then}{waiting}",
-                        n.name,
-                        n.failure_reason.as_deref().unwrap_or("no reason recorded"),
-                        config.concurrency.max_nodes,
-                        match config.group_limit() {
-                            Some((key, _)) => format!(
-                                " and of its group's ({key}={})",
-                                n.labels.get(key).map_or("", String::as_str)
-                            ),
-                            None => String::new(),
-                        },
-                    ),
-                )
-            }
-        })
-        .collect()
-}
-
 /// Builds the plan from what the cluster says at `now`.
 pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<Utc>) -> Plan {
     let record = LockRecord::from_lease(cluster.lock.clone());
     let ours = crate::lock::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
-    let mut problems = cluster_blockers(cluster, &record, foreign.as_deref(), config, now);
-    problems.extend(alerts(&cluster.alerts));
+    let mut problems =
+        problems::cluster_blockers(cluster, &record, foreign.as_deref(), config, now);
+    problems.extend(problems::alerts(&cluster.alerts));
     let assumes_blockers_cleared = problems.iter().any(|p| p.severity == Severity::Blocks);
 
-    // The candidates, flagged as the controller needs them (`--all`: every selected node, as
-    // though an operator had requested each).
-    let candidates: Vec<NodeView> = cluster
+    let candidates = candidates(cluster, &record, config, opts);
+    let measured = Measured::of(&cluster.nodes);
+    let (reboot_rule, gate_rule) = measured.reboot_and_gate(None, opts);
+    let index = preview::Index::of(cluster);
+    let previews: BTreeMap<String, Preview> = candidates
+        .iter()
+        .chain(
+            cluster
+                .nodes
+                .iter()
+                .filter(|n| record.entries.contains_key(&n.name)),
+        )
+        .map(|n| {
+            let p = preview::preview(n, &index, cluster, config, opts, &measured);
+            (n.name.clone(), p)
+        })
+        .collect();
+    // A node in flight that is gone from the cluster holds its slot for a reboot and a gate.
+    let gone = TimeDelta::seconds(reboot_rule.seconds + gate_rule.seconds);
+    let predicted = predict(cluster, &candidates, &record, &previews, gone, config, now);
+    let nodes = node_plans(cluster, &candidates, &previews, &predicted, config);
+    for n in &nodes {
+        problems.extend(previews[&n.name].problems.iter().cloned());
+    }
+    problems.extend(problems::no_opening(&predicted));
+    problems.extend(problems::slots_held(cluster, &record, config, &predicted));
+    problems.sort_by_key(|p| p.severity);
+
+    let mut not_checked = Vec::new();
+    if config.blockers.prometheus.is_some() && cluster.alerts.is_none() {
+        not_checked.push(
+            "blockers.prometheus (Prometheus was not asked; the controller asks it before each start)"
+                .to_string(),
+        );
+    }
+    Plan {
+        now,
+        proceeds: !problems.iter().any(|p| p.severity != Severity::Warns),
+        all: opts.all,
+        estimate: EstimateRules {
+            drain_timeout_seconds: config.drain.timeout.as_millis() / 1000,
+            drain_grace_period_seconds: config.drain.grace_period.map(|g| g.as_millis() / 1000),
+            default_grace_seconds: DEFAULT_GRACE_SECONDS,
+            reboot_seconds: reboot_rule.seconds,
+            reboot_basis: reboot_rule.basis,
+            gate_seconds: gate_rule.seconds,
+            gate_basis: gate_rule.basis,
+            measured_nodes: measured.nodes,
+        },
+        in_flight: record
+            .entries
+            .iter()
+            .map(|(name, e)| InFlight {
+                node: name.clone(),
+                since: e.since,
+                estimated_end: predicted.in_flight_end.get(name).copied().unwrap_or(now),
+            })
+            .collect(),
+        problems,
+        rollout: Rollout {
+            start: nodes.iter().filter_map(|n| n.start).min(),
+            end: predicted.end,
+            makespan_seconds: predicted.end.map(|e| (e - now).num_seconds()),
+            halted_by: predicted.halted.map(|(node, at)| HaltedBy { node, at }),
+            assumes_blockers_cleared,
+        },
+        nodes,
+        not_checked,
+    }
+}
+
+/// The nodes to reboot, flagged as the controller needs them (`--all`: every selected node,
+/// as though an operator had requested each); the nodes in the lock are not among them.
+fn candidates(
+    cluster: &Cluster,
+    record: &LockRecord,
+    config: &Config,
+    opts: &Options,
+) -> Vec<NodeView> {
+    cluster
         .nodes
         .iter()
         .filter(|n| !record.entries.contains_key(&n.name))
@@ -965,96 +515,41 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             v
         })
         .filter(|n| decide::is_candidate(n, config))
-        .collect();
+        .collect()
+}
 
-    let mut pods_by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    for p in &cluster.pods {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            pods_by_node.entry(n).or_default().push(p);
-        }
-    }
-    // By namespace and name, whatever order the server listed them in.
-    for pods in pods_by_node.values_mut() {
-        pods.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
-    }
-    // How many live pods each budget selects (what `minAvailable` is weighed against).
-    let mut by_namespace: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    for p in &cluster.pods {
-        if !terminal(p) && p.metadata.deletion_timestamp.is_none() {
-            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-            by_namespace.entry(ns).or_default().push(p);
-        }
-    }
-    let budget_pods: BTreeMap<String, usize> = cluster
-        .budgets
+/// The schedule the controller would follow ([`schedule::predict`]) with each node's
+/// estimate, the nodes in the lock running from their start (`gone`: one that no longer
+/// exists), and the cluster-wide blockers taken as cleared now.
+fn predict(
+    cluster: &Cluster,
+    candidates: &[NodeView],
+    record: &LockRecord,
+    previews: &BTreeMap<String, Preview>,
+    gone: TimeDelta,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> schedule::Schedule {
+    let jobs: BTreeMap<String, schedule::Job> = previews
         .iter()
-        .map(|b| {
-            let ns = b.metadata.namespace.as_deref().unwrap_or_default();
-            let sel = b.spec.as_ref().and_then(|s| s.selector.as_ref());
-            let n = by_namespace.get(ns).map_or(0, |pods| {
-                pods.iter()
-                    .filter(|q| crate::selector::selector_matches(sel, &labels(q)))
-                    .count()
-            });
-            (budget_name(b), n)
+        .map(|(n, p)| {
+            let job = schedule::Job {
+                duration: TimeDelta::seconds(p.estimate.total_seconds),
+                fails: p.fails,
+            };
+            (n.clone(), job)
         })
         .collect();
-    let mut budgets_by_ns: BTreeMap<&str, Vec<&PodDisruptionBudget>> = BTreeMap::new();
-    for b in &cluster.budgets {
-        let ns = b.metadata.namespace.as_deref().unwrap_or_default();
-        budgets_by_ns.entry(ns).or_default().push(b);
-    }
-    let measured = Measured::of(&cluster.nodes);
-    let (reboot_rule, gate_rule) = measured.reboot_and_gate(None, opts);
-    let previews: BTreeMap<String, Preview> = candidates
-        .iter()
-        .chain(
-            cluster
-                .nodes
-                .iter()
-                .filter(|n| record.entries.contains_key(&n.name)),
-        )
-        .map(|n| {
-            let pods = pods_by_node
-                .get(n.name.as_str())
-                .cloned()
-                .unwrap_or_default();
-            (
-                n.name.clone(),
-                preview(
-                    n,
-                    &pods,
-                    &budget_pods,
-                    &budgets_by_ns,
-                    cluster,
-                    config,
-                    opts,
-                    &measured,
-                ),
-            )
-        })
-        .collect();
-    let job = |p: &Preview| schedule::Job {
-        duration: TimeDelta::seconds(p.estimate.total_seconds),
-        fails: p.fails,
-    };
-    let jobs: BTreeMap<String, schedule::Job> =
-        previews.iter().map(|(n, p)| (n.clone(), job(p))).collect();
     let running: BTreeMap<String, schedule::Running> = record
         .entries
         .iter()
         .map(|(name, e)| {
             let job = jobs.get(name).copied().unwrap_or(schedule::Job {
-                duration: TimeDelta::seconds(reboot_rule.seconds + gate_rule.seconds),
+                duration: gone,
                 fails: false,
             });
-            (
-                name.clone(),
-                schedule::Running {
-                    entry: e.clone(),
-                    job,
-                },
-            )
+            let entry = e.clone();
+            (name.clone(), schedule::Running { entry, job })
         })
         .collect();
     let failed = cluster
@@ -1062,24 +557,30 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
         .iter()
         .filter(|n| n.state == Some(NodeState::Failed))
         .count();
-    // With the cluster-wide blockers taken as cleared, a halted rollout resumes at the limit.
-    let failed = failed.min(config.failures.max_failures as usize);
+    let max_failures = config.failures.max_failures as usize;
     // The failed nodes rollboot left cordoned hold their slots, unless the failures blocker is
-    // taken as cleared above (an operator's `rollboot retry` uncordons them).
-    let cleared = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.state == Some(NodeState::Failed))
-        .count()
-        > config.failures.max_failures as usize;
+    // taken as cleared (an operator's `rollboot retry` uncordons them).
+    let cleared = failed > max_failures;
     let others: Vec<NodeView> = cluster
         .nodes
         .iter()
         .filter(|n| !(cleared && decide::holds_a_slot(n)))
         .cloned()
         .collect();
-    let predicted = schedule::predict(&candidates, &running, &others, &jobs, failed, config, now);
+    // With the cluster-wide blockers taken as cleared, a halted rollout resumes at the limit.
+    let failed = failed.min(max_failures);
+    schedule::predict(candidates, &running, &others, &jobs, failed, config, now)
+}
 
+/// Each candidate's plan, in the controller's order: by start, then the order `pick` takes
+/// them in; nodes that do not start go last, in the order `pick` would take them.
+fn node_plans(
+    cluster: &Cluster,
+    candidates: &[NodeView],
+    previews: &BTreeMap<String, Preview>,
+    predicted: &schedule::Schedule,
+    config: &Config,
+) -> Vec<NodePlan> {
     let mut nodes: Vec<NodePlan> = candidates
         .iter()
         .map(|n| {
@@ -1111,8 +612,6 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
             }
         })
         .collect();
-    // The controller's order: by start, then the order `pick` took them in; nodes that do not
-    // start go last, in the order `pick` would take them.
     let pick_order: BTreeMap<String, usize> = {
         let mut order: Vec<&NodeView> = candidates.iter().collect();
         decide::sort_candidates(&mut order, config.nodes.order);
@@ -1125,78 +624,8 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
     nodes.sort_by_key(|n| (n.start.is_none(), n.start, pick_order.get(&n.name).copied()));
     for (i, n) in nodes.iter_mut().enumerate() {
         n.order = i + 1;
-        problems.extend(previews[&n.name].problems.iter().cloned());
     }
-    if predicted
-        .unscheduled
-        .values()
-        .any(|u| *u == schedule::Unscheduled::NoOpening)
-    {
-        let names: Vec<String> = predicted
-            .unscheduled
-            .iter()
-            .filter(|(_, u)| **u == schedule::Unscheduled::NoOpening)
-            .map(|(n, _)| n.clone())
-            .collect();
-        problems.push(Problem {
-            nodes: names.clone(),
-            ..Problem::new(
-                Severity::Blocks,
-                Kind::NoOpening,
-                format!(
-                    "no maintenance opening within the look-ahead horizon for {} node(s): {}",
-                    names.len(),
-                    names.join(", ")
-                ),
-            )
-        });
-    }
-    problems.extend(slots_held(cluster, &record, config, &predicted));
-    problems.sort_by_key(|p| p.severity);
-
-    let in_flight = record
-        .entries
-        .iter()
-        .map(|(name, e)| InFlight {
-            node: name.clone(),
-            since: e.since,
-            estimated_end: predicted.in_flight_end.get(name).copied().unwrap_or(now),
-        })
-        .collect();
-    let mut not_checked = Vec::new();
-    if config.blockers.prometheus.is_some() && cluster.alerts.is_none() {
-        not_checked.push(
-            "blockers.prometheus (Prometheus was not asked; the controller asks it before each start)"
-                .to_string(),
-        );
-    }
-    let start = nodes.iter().filter_map(|n| n.start).min();
-    Plan {
-        now,
-        proceeds: !problems.iter().any(|p| p.severity != Severity::Warns),
-        all: opts.all,
-        estimate: EstimateRules {
-            drain_timeout_seconds: config.drain.timeout.as_millis() / 1000,
-            drain_grace_period_seconds: config.drain.grace_period.map(|g| g.as_millis() / 1000),
-            default_grace_seconds: DEFAULT_GRACE_SECONDS,
-            reboot_seconds: reboot_rule.seconds,
-            reboot_basis: reboot_rule.basis,
-            gate_seconds: gate_rule.seconds,
-            gate_basis: gate_rule.basis,
-            measured_nodes: measured.nodes,
-        },
-        nodes,
-        in_flight,
-        problems,
-        rollout: Rollout {
-            start,
-            end: predicted.end,
-            makespan_seconds: predicted.end.map(|e| (e - now).num_seconds()),
-            halted_by: predicted.halted.map(|(node, at)| HaltedBy { node, at }),
-            assumes_blockers_cleared,
-        },
-        not_checked,
-    }
+    nodes
 }
 
 #[cfg(test)]

@@ -1,25 +1,38 @@
-//! The plan as the lines a person reads (the JSON form is [`super::Plan`]'s serialization).
+//! The plan as the lines a person reads (the JSON form is [`Plan`]'s serialization), one
+//! function per section.
 //!
 //! Owns layout only: it must never decide anything the JSON does not say.
 
 use std::fmt::Write as _;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-
-use super::{Outcome, Plan, Severity};
+use super::{NodePlan, Outcome, Plan, Severity};
 use crate::config::Duration;
-
-fn instant(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
+use crate::render::{instant, table, Render};
 
 fn secs(s: i64) -> String {
     Duration::from_secs(s).to_string()
 }
 
-/// The report as text.
-pub fn text(p: &Plan) -> String {
-    let mut out = String::new();
+impl Render for Plan {
+    fn text(&self) -> String {
+        let mut out = String::new();
+        summary(&mut out, self);
+        problems(&mut out, self);
+        if self.nodes.is_empty() {
+            return out;
+        }
+        let _ = writeln!(out);
+        nodes(&mut out, &self.nodes);
+        let _ = writeln!(out);
+        for n in &self.nodes {
+            node(&mut out, self, n);
+        }
+        out
+    }
+}
+
+/// The verdict, the estimate's rules, the nodes in flight, and the rollout's start and end.
+fn summary(out: &mut String, p: &Plan) {
     let verdict = if p.proceeds {
         "the rollout would PROCEED".to_string()
     } else {
@@ -93,6 +106,10 @@ pub fn text(p: &Plan) -> String {
         );
     }
     let _ = writeln!(out);
+}
+
+/// The problems that block the rollout or fail a node, then the warnings.
+fn problems(out: &mut String, p: &Plan) {
     let blocking: Vec<_> = p
         .problems
         .iter()
@@ -124,15 +141,14 @@ pub fn text(p: &Plan) -> String {
     if !p.not_checked.is_empty() {
         let _ = writeln!(out, "not checked:  {}", p.not_checked.join("; "));
     }
-    if p.nodes.is_empty() {
-        return out;
-    }
-    let _ = writeln!(out);
+}
+
+/// The table of the nodes, in the controller's order.
+fn nodes(out: &mut String, nodes: &[NodePlan]) {
     let header = [
         "#", "NODE", "GROUP", "START", "END", "DRAIN", "REBOOT", "GATE", "EVICT", "OUTCOME",
     ];
-    let rows: Vec<[String; 10]> = p
-        .nodes
+    let rows: Vec<Vec<String>> = nodes
         .iter()
         .map(|n| {
             let mut outcome = match n.outcome {
@@ -143,7 +159,7 @@ pub fn text(p: &Plan) -> String {
             if n.overruns_window {
                 outcome.push_str(", runs past its window");
             }
-            [
+            vec![
                 n.order.to_string(),
                 n.name.clone(),
                 n.group.clone().unwrap_or_else(|| "-".into()),
@@ -157,75 +173,60 @@ pub fn text(p: &Plan) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
+    table(out, &header, &rows);
+}
+
+/// One node: the basis of its estimate, its window, and what its drain evicts, refuses and
+/// leaves.
+fn node(out: &mut String, p: &Plan, n: &NodePlan) {
+    let e = &n.estimate;
+    let _ = writeln!(out, "{}: drain: {}", n.name, e.drain_basis);
+    // A part whose basis differs from the rule in the header (its own measured cycle).
+    for (part, seconds, basis, rule) in [
+        (
+            "reboot",
+            e.reboot_seconds,
+            &e.reboot_basis,
+            &p.estimate.reboot_basis,
+        ),
+        (
+            "health gate",
+            e.gate_seconds,
+            &e.gate_basis,
+            &p.estimate.gate_basis,
+        ),
+    ] {
+        if seconds > 0 && basis != rule {
+            let _ = writeln!(out, "  {part} {}: {basis}", secs(seconds));
         }
     }
-    let mut line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let _ = write!(l, "{c:<w$}  ", w = widths[i]);
-        }
-        let _ = writeln!(out, "{}", l.trim_end());
-    };
-    line(header.to_vec());
-    for r in &rows {
-        line(r.iter().map(String::as_str).collect());
-    }
-    let _ = writeln!(out);
-    for n in &p.nodes {
-        let e = &n.estimate;
-        let _ = writeln!(out, "{}: drain: {}", n.name, e.drain_basis);
-        // A part whose basis differs from the rule in the header (its own measured cycle).
-        for (part, seconds, basis, rule) in [
-            (
-                "reboot",
-                e.reboot_seconds,
-                &e.reboot_basis,
-                &p.estimate.reboot_basis,
-            ),
-            (
-                "health gate",
-                e.gate_seconds,
-                &e.gate_basis,
-                &p.estimate.gate_basis,
-            ),
-        ] {
-            if seconds > 0 && basis != rule {
-                let _ = writeln!(out, "  {part} {}: {basis}", secs(seconds));
-            }
-        }
-        if let Some(w) = n.window {
-            if let (Some(s), Some(e)) = (w.start, w.end) {
-                let _ = writeln!(
-                    out,
-                    "  window {}: {} -> {}",
-                    w.index,
-                    instant(s),
-                    instant(e)
-                );
-            }
-        }
-        for pod in &n.evict {
-            let budgets = if pod.budgets.is_empty() {
-                String::new()
-            } else {
-                format!(", budget {}", pod.budgets.join(", "))
-            };
+    if let Some(w) = n.window {
+        if let (Some(s), Some(e)) = (w.start, w.end) {
             let _ = writeln!(
                 out,
-                "  evict {} ({}s grace{budgets})",
-                pod.pod, pod.grace_seconds
+                "  window {}: {} -> {}",
+                w.index,
+                instant(s),
+                instant(e)
             );
         }
-        for s in &n.refuse {
-            let _ = writeln!(out, "  REFUSE {} ({})", s.pod, s.reason);
-        }
-        for s in &n.skip {
-            let _ = writeln!(out, "  leave {} ({})", s.pod, s.reason);
-        }
     }
-    out
+    for pod in &n.evict {
+        let budgets = if pod.budgets.is_empty() {
+            String::new()
+        } else {
+            format!(", budget {}", pod.budgets.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "  evict {} ({}s grace{budgets})",
+            pod.pod, pod.grace_seconds
+        );
+    }
+    for s in &n.refuse {
+        let _ = writeln!(out, "  REFUSE {} ({})", s.pod, s.reason);
+    }
+    for s in &n.skip {
+        let _ = writeln!(out, "  leave {} ({})", s.pod, s.reason);
+    }
 }

@@ -110,42 +110,113 @@ pub fn predict(
     config: &Config,
     now: DateTime<Utc>,
 ) -> Schedule {
-    let schedule = config.schedule();
-    let max_failures = config.failures.max_failures as usize;
-    let mut out = Schedule::default();
-    // The views `pick` sees: the candidates not yet started, plus every in-flight node (for
-    // its group); a node leaves once its slot is free.
-    let mut views: Vec<NodeView> = candidates.to_vec();
-    views.extend(
-        others
-            .iter()
-            .filter(|n| running.contains_key(&n.name) || decide::holds_a_slot(n))
-            .cloned(),
-    );
-    let mut entries: BTreeMap<String, LockEntry> = BTreeMap::new();
-    let mut ends: BTreeMap<String, (DateTime<Utc>, bool)> = BTreeMap::new();
-    for (name, r) in running {
-        let end = (r.entry.since + r.job.duration).max(now);
-        entries.insert(name.clone(), r.entry.clone());
-        ends.insert(name.clone(), (end, r.job.fails));
-        out.in_flight_end.insert(name.clone(), end);
-    }
-    let mut failures = failed;
+    let mut replay = Replay::new(candidates, running, others, jobs, failed, config, now);
     let mut t = now;
     loop {
-        // Free the slots that end by `t`, counting failures.
-        let finished: Vec<String> = ends
+        replay.free_slots(t);
+        let halted = replay.halted();
+        if halted || !replay.waiting() {
+            if replay.ends.is_empty() {
+                break;
+            }
+        } else if replay.windows.is_allowed(t) {
+            replay.start(t);
+        }
+        match replay.next_change(t, halted) {
+            Some(next) => t = next.max(t),
+            None => break,
+        }
+    }
+    replay.finish(running, t)
+}
+
+/// The replay of the controller at one instant: who is in flight until when, who waits.
+struct Replay<'a> {
+    config: &'a Config,
+    /// The maintenance schedule (windows and blackouts).
+    windows: &'a crate::windows::Schedule,
+    jobs: &'a BTreeMap<String, Job>,
+    /// The views `pick` sees: the candidates not yet started, plus every in-flight node (for
+    /// its group) and every node holding a slot; a node leaves once its slot is free (unless
+    /// it fails and holds it).
+    views: Vec<NodeView>,
+    /// The lock's entries: the nodes in flight.
+    entries: BTreeMap<String, LockEntry>,
+    /// When each node in flight frees its slot, and whether it fails then.
+    ends: BTreeMap<String, (DateTime<Utc>, bool)>,
+    /// Failed nodes so far.
+    failures: usize,
+    out: Schedule,
+}
+
+impl<'a> Replay<'a> {
+    /// The replay at `now`: the nodes in `running` in flight from their entry's start.
+    fn new(
+        candidates: &[NodeView],
+        running: &BTreeMap<String, Running>,
+        others: &[NodeView],
+        jobs: &'a BTreeMap<String, Job>,
+        failed: usize,
+        config: &'a Config,
+        now: DateTime<Utc>,
+    ) -> Replay<'a> {
+        let mut views: Vec<NodeView> = candidates.to_vec();
+        views.extend(
+            others
+                .iter()
+                .filter(|n| running.contains_key(&n.name) || decide::holds_a_slot(n))
+                .cloned(),
+        );
+        let mut replay = Replay {
+            config,
+            windows: config.schedule(),
+            jobs,
+            views,
+            entries: BTreeMap::new(),
+            ends: BTreeMap::new(),
+            failures: failed,
+            out: Schedule::default(),
+        };
+        for (name, r) in running {
+            let end = (r.entry.since + r.job.duration).max(now);
+            replay.entries.insert(name.clone(), r.entry.clone());
+            replay.ends.insert(name.clone(), (end, r.job.fails));
+            replay.out.in_flight_end.insert(name.clone(), end);
+        }
+        replay
+    }
+
+    /// More failed nodes than tolerated: nothing new starts.
+    fn halted(&self) -> bool {
+        self.failures > self.config.failures.max_failures as usize
+    }
+
+    /// Whether `v` may still start (a failed one only holds its slot).
+    fn startable(&self, v: &NodeView) -> bool {
+        !self.entries.contains_key(&v.name) && v.state != Some(NodeState::Failed)
+    }
+
+    /// Some node waits to start.
+    fn waiting(&self) -> bool {
+        self.views.iter().any(|v| self.startable(v))
+    }
+
+    /// Frees the slots that end by `t`, counting failures (the first one past the limit
+    /// halts the rollout).
+    fn free_slots(&mut self, t: DateTime<Utc>) {
+        let finished: Vec<String> = self
+            .ends
             .iter()
             .filter(|(_, (end, _))| *end <= t)
             .map(|(n, _)| n.clone())
             .collect();
         for name in finished {
-            let (end, fails) = ends.remove(&name).expect("listed");
-            entries.remove(&name);
-            // A node that fails stays cordoned by rollboot (unless an operator had cordoned it),
-            // and holds its slot.
-            let holds = fails && !config.failures.return_to_service;
-            views.retain_mut(|v| {
+            let (end, fails) = self.ends.remove(&name).expect("listed");
+            self.entries.remove(&name);
+            // A node that fails stays cordoned by rollboot (unless an operator had cordoned
+            // it), and holds its slot.
+            let holds = fails && !self.config.failures.return_to_service;
+            self.views.retain_mut(|v| {
                 if v.name != name {
                     return true;
                 }
@@ -158,102 +229,104 @@ pub fn predict(
                 true
             });
             if fails {
-                failures += 1;
-                if failures > max_failures && out.halted.is_none() {
-                    out.halted = Some((name.clone(), end));
+                self.failures += 1;
+                if self.halted() && self.out.halted.is_none() {
+                    self.out.halted = Some((name.clone(), end));
                 }
             }
         }
-        let halted = failures > max_failures;
-        // The views that may still start (a failed one only holds its slot).
-        let startable = |v: &NodeView, entries: &BTreeMap<String, LockEntry>| {
-            !entries.contains_key(&v.name) && v.state != Some(NodeState::Failed)
+    }
+
+    /// Starts at `t` the nodes the controller's `pick` takes, in the opening open at `t`.
+    fn start(&mut self, t: DateTime<Utc>) {
+        let nodes: Vec<&NodeView> = self.views.iter().collect();
+        let snap = decide::Snapshot {
+            nodes: &nodes,
+            in_flight: &self.entries,
+            foreign_holder: None,
+            blocking_pods: &[],
         };
-        let waiting = views.iter().any(|v| startable(v, &entries));
-        if halted || !waiting {
-            if ends.is_empty() {
-                break;
-            }
-        } else if schedule.is_allowed(t) {
-            let nodes: Vec<&NodeView> = views.iter().collect();
-            let snap = decide::Snapshot {
-                nodes: &nodes,
-                in_flight: &entries,
-                foreign_holder: None,
-                blocking_pods: &[],
+        let picked: Vec<String> = decide::pick(&snap, self.config)
+            .into_iter()
+            .map(|n| n.name.clone())
+            .collect();
+        let opening = self.windows.opening_at(t);
+        for name in picked {
+            let job = self.jobs.get(&name).copied().unwrap_or(Job {
+                duration: TimeDelta::zero(),
+                fails: false,
+            });
+            let end = t + job.duration;
+            let window = Window {
+                start: opening.and_then(|o| bounded(o.start)),
+                end: opening.and_then(|o| bounded(o.end)),
+                index: opening.map_or(0, |o| o.window),
             };
-            let picked: Vec<String> = decide::pick(&snap, config)
-                .into_iter()
-                .map(|n| n.name.clone())
-                .collect();
-            let opening = schedule.opening_at(t);
-            for name in picked {
-                let job = jobs.get(&name).copied().unwrap_or(Job {
-                    duration: TimeDelta::zero(),
-                    fails: false,
-                });
-                let end = t + job.duration;
-                let window = Window {
-                    start: opening.and_then(|o| bounded(o.start)),
-                    end: opening.and_then(|o| bounded(o.end)),
-                    index: opening.map_or(0, |o| o.window),
-                };
-                out.slots.insert(
-                    name.clone(),
-                    Slot {
-                        start: t,
-                        end,
-                        window,
-                        overruns_window: window.end.is_some_and(|e| end > e),
-                    },
-                );
-                entries.insert(
-                    name.clone(),
-                    LockEntry {
-                        group: None,
-                        state: NodeState::Cordoning,
-                        since: t,
-                        leader: "plan".into(),
-                    },
-                );
-                ends.insert(name, (end, job.fails));
-            }
+            self.out.slots.insert(
+                name.clone(),
+                Slot {
+                    start: t,
+                    end,
+                    window,
+                    overruns_window: window.end.is_some_and(|e| end > e),
+                },
+            );
+            self.entries.insert(
+                name.clone(),
+                LockEntry {
+                    group: None,
+                    state: NodeState::Cordoning,
+                    since: t,
+                    leader: "plan".into(),
+                },
+            );
+            self.ends.insert(name, (end, job.fails));
         }
-        // The next instant anything can change: a slot frees, or (when closed) an opening starts.
-        let next_end = ends.values().map(|(e, _)| *e).min();
-        let still_waiting = views.iter().any(|v| startable(v, &entries));
-        let next_open = (still_waiting && !halted && !schedule.is_allowed(t))
-            .then(|| schedule.next_opening(t).map(|o| o.start))
+    }
+
+    /// The next instant anything can change after `t`: a slot frees, or (while closed, with
+    /// nodes waiting and the rollout not `halted`) an opening starts. `None`: nothing will.
+    fn next_change(&self, t: DateTime<Utc>, halted: bool) -> Option<DateTime<Utc>> {
+        let next_end = self.ends.values().map(|(e, _)| *e).min();
+        let next_open = (self.waiting() && !halted && !self.windows.is_allowed(t))
+            .then(|| self.windows.next_opening(t).map(|o| o.start))
             .flatten();
-        let next = match (next_end, next_open) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => match a.or(b) {
-                Some(x) => x,
-                None => break,
-            },
-        };
-        t = next.max(t);
-    }
-    let held = views.iter().any(decide::holds_a_slot);
-    for v in views.iter().filter(|v| v.state != Some(NodeState::Failed)) {
-        if !out.slots.contains_key(&v.name) && !running.contains_key(&v.name) {
-            let why = if failures > max_failures {
-                Unscheduled::Halted
-            } else if held && ends.is_empty() && schedule.is_allowed(t) {
-                Unscheduled::SlotsHeld
-            } else {
-                Unscheduled::NoOpening
-            };
-            out.unscheduled.insert(v.name.clone(), why);
+        match (next_end, next_open) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
-    out.end = out
-        .slots
-        .values()
-        .map(|s| s.end)
-        .chain(out.in_flight_end.values().copied())
-        .max();
-    out
+
+    /// The schedule, once nothing changes after `t`: why each node left waiting got no slot,
+    /// and when the last slot ends.
+    fn finish(mut self, running: &BTreeMap<String, Running>, t: DateTime<Utc>) -> Schedule {
+        let held = self.views.iter().any(decide::holds_a_slot);
+        let halted = self.halted();
+        for v in self
+            .views
+            .iter()
+            .filter(|v| v.state != Some(NodeState::Failed))
+        {
+            if !self.out.slots.contains_key(&v.name) && !running.contains_key(&v.name) {
+                let why = if halted {
+                    Unscheduled::Halted
+                } else if held && self.ends.is_empty() && self.windows.is_allowed(t) {
+                    Unscheduled::SlotsHeld
+                } else {
+                    Unscheduled::NoOpening
+                };
+                self.out.unscheduled.insert(v.name.clone(), why);
+            }
+        }
+        self.out.end = self
+            .out
+            .slots
+            .values()
+            .map(|s| s.end)
+            .chain(self.out.in_flight_end.values().copied())
+            .max();
+        self.out
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! `rollboot status`: the operator's view of a rollout — the leader, the maintenance lock, the
 //! nodes that are flagged, in flight or failed, the counts, the schedule and what blocks progress.
 //!
-//! Owns the [`Status`] report built from a [`Snapshot`] (pure: the caller passes `now`), its text
-//! and JSON forms, and [`fetch`], the only I/O: one get of each Lease and a paged list of the
+//! Owns the [`Status`] report built from a [`Snapshot`] (pure: the caller passes `now`), a
+//! function per section; its text form (`render`: [`crate::render::Render`]) and JSON form (its
+//! serialization); and [`fetch`], the only I/O: one get of each Lease and a paged list of the
 //! Nodes. It must never write to the cluster.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+mod render;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
@@ -314,8 +316,52 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     let record = LockRecord::from_lease(snap.lock.clone());
     let ours = crate::lock::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
-    let entries: &BTreeMap<String, LockEntry> = &record.entries;
+    let nodes = node_statuses(snap, &record.entries);
+    let failures = failures(config, snap, &nodes);
+    let blockers = blockers(config, snap, &record.entries, foreign.as_deref(), now);
+    Status {
+        now,
+        leader: leader(config, snap.leader.as_ref(), now),
+        lock: lock(config, snap, &record, ours, foreign.is_some()),
+        nodes,
+        history: history(snap),
+        counts: counts(snap, &record.entries),
+        maintenance: maintenance(config, now),
+        failures,
+        blockers,
+        not_checked: not_checked(config),
+    }
+}
 
+/// The maintenance lock: its holder, whether that is rollboot, a pause, and each node it
+/// records in flight as the Node reports it now.
+fn lock(
+    config: &Config,
+    snap: &Snapshot,
+    record: &LockRecord,
+    ours: String,
+    foreign: bool,
+) -> Lock {
+    Lock {
+        lease: lease_name(&config.lock.namespace, &config.lock.name),
+        holder: record.holder.clone(),
+        rollboot_identity: ours,
+        foreign,
+        pause: record.pause.as_ref().map(|p| PauseStatus {
+            by: p.by.clone(),
+            at: p.at,
+            reason: p.reason.clone(),
+        }),
+        in_flight: record
+            .entries
+            .iter()
+            .map(|(name, e)| in_flight_entry(name, e, snap.nodes.iter().find(|n| n.name == *name)))
+            .collect(),
+    }
+}
+
+/// The nodes that are flagged, in flight (a state, or listed in the lock) or failed, by name.
+fn node_statuses(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Vec<NodeStatus> {
     let mut nodes: Vec<NodeStatus> = snap
         .nodes
         .iter()
@@ -352,6 +398,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    nodes
+}
+
+/// Every node rollboot finished a cycle on, by name.
+fn history(snap: &Snapshot) -> Vec<NodeHistory> {
     let mut history: Vec<NodeHistory> = snap
         .nodes
         .iter()
@@ -366,7 +417,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         })
         .collect();
     history.sort_by(|a, b| a.node.cmp(&b.node));
+    history
+}
 
+/// Counts over all nodes; in flight: an in-progress state, or listed in the lock.
+fn counts(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Counts {
     let with_state = |s: NodeState| snap.nodes.iter().filter(|n| n.state == Some(s)).count();
     let in_flight: BTreeSet<&str> = snap
         .nodes
@@ -375,18 +430,21 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         .map(|n| n.name.as_str())
         .chain(entries.keys().map(String::as_str))
         .collect();
-    let counts = Counts {
+    Counts {
         nodes: snap.nodes.len(),
         flagged: snap.nodes.iter().filter(|n| n.flagged()).count(),
         in_flight: in_flight.len(),
         done: with_state(NodeState::Done),
         failed: with_state(NodeState::Failed),
         excluded: snap.nodes.iter().filter(|n| n.excluded).count(),
-    };
+    }
+}
 
+/// The schedule at `now`: open or not, until when, and the next opening.
+fn maintenance(config: &Config, now: DateTime<Utc>) -> Maintenance {
     let schedule = config.schedule();
     let allowed_now = schedule.is_allowed(now);
-    let maintenance = Maintenance {
+    Maintenance {
         allowed_now,
         current_window_end: if allowed_now {
             schedule.current_window_end(now).and_then(bounded)
@@ -398,8 +456,11 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             end: bounded(o.end),
             window: o.window,
         }),
-    };
+    }
+}
 
+/// The failed nodes against `failures.maxFailures`, and those of `nodes` holding a slot.
+fn failures(config: &Config, snap: &Snapshot, nodes: &[NodeStatus]) -> Failures {
     let mut failed: Vec<String> = snap
         .nodes
         .iter()
@@ -407,7 +468,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         .map(|n| n.name.clone())
         .collect();
     failed.sort();
-    let failures = Failures {
+    Failures {
         halted: failed.len() > config.failures.max_failures as usize,
         failed,
         max_failures: config.failures.max_failures,
@@ -417,19 +478,33 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
             .map(|n| n.name.clone())
             .collect(),
         return_to_service: config.failures.return_to_service,
-    };
+    }
+}
 
+/// What keeps new reboots from starting now, as the controller decides it (no pods and no
+/// Prometheus: see [`not_checked`]).
+fn blockers(
+    config: &Config,
+    snap: &Snapshot,
+    entries: &BTreeMap<String, LockEntry>,
+    foreign: Option<&str>,
+    now: DateTime<Utc>,
+) -> Vec<String> {
     let every_node: Vec<&NodeView> = snap.nodes.iter().collect();
     let decide_snapshot = decide::Snapshot {
         nodes: &every_node,
         in_flight: entries,
-        foreign_holder: foreign.as_deref(),
+        foreign_holder: foreign,
         blocking_pods: &[],
     };
-    let blockers = decide::blockers(&decide_snapshot, config, now)
+    decide::blockers(&decide_snapshot, config, now)
         .iter()
         .map(ToString::to_string)
-        .collect();
+        .collect()
+}
+
+/// The configured blockers this report does not evaluate.
+fn not_checked(config: &Config) -> Vec<String> {
     let mut not_checked = Vec::new();
     if !config.blockers.pod_selectors.is_empty() {
         not_checked.push("blockers.podSelectors".to_string());
@@ -437,271 +512,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     if config.blockers.prometheus.is_some() {
         not_checked.push("blockers.prometheus".to_string());
     }
-
-    Status {
-        now,
-        leader: leader(config, snap.leader.as_ref(), now),
-        lock: Lock {
-            lease: lease_name(&config.lock.namespace, &config.lock.name),
-            holder: record.holder.clone(),
-            rollboot_identity: ours,
-            foreign: foreign.is_some(),
-            pause: record.pause.as_ref().map(|p| PauseStatus {
-                by: p.by.clone(),
-                at: p.at,
-                reason: p.reason.clone(),
-            }),
-            in_flight: entries
-                .iter()
-                .map(|(name, e)| {
-                    in_flight_entry(name, e, snap.nodes.iter().find(|n| n.name == *name))
-                })
-                .collect(),
-        },
-        nodes,
-        history,
-        counts,
-        maintenance,
-        failures,
-        blockers,
-        not_checked,
-    }
-}
-
-fn instant(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
-    let s = (now - t).num_seconds();
-    if s < 0 {
-        return format!("in {}", crate::config::Duration::from_secs(-s));
-    }
-    format!("{} ago", crate::config::Duration::from_secs(s))
-}
-
-/// The report as the lines a person reads.
-pub fn text(s: &Status) -> String {
-    let mut out = String::new();
-    let now = s.now;
-    let l = &s.leader;
-    let _ = match (&l.holder, l.renew_time) {
-        (Some(h), Some(r)) => writeln!(
-            out,
-            "leader:       {h} (lease {}: renewed {}, {}; {}s lease, {})",
-            l.lease,
-            instant(r),
-            ago(now, r),
-            l.lease_duration_seconds,
-            if l.expired {
-                "EXPIRED: no replica is leading"
-            } else {
-                "live"
-            }
-        ),
-        (Some(h), None) => writeln!(out, "leader:       {h} (lease {}: never renewed)", l.lease),
-        (None, _) => writeln!(
-            out,
-            "leader:       none (lease {}: no replica is leading)",
-            l.lease
-        ),
-    };
-    let k = &s.lock;
-    let _ = match (&k.holder, k.foreign, &k.pause) {
-        (None, _, _) => writeln!(out, "lock:         free (lease {})", k.lease),
-        (Some(h), true, Some(p)) => writeln!(
-            out,
-            "lock:         PAUSED by {}{}{} (holder `{h}`, lease {}): rollboot starts nothing new; the nodes in flight finish their cycle; `rollboot resume` to go on",
-            p.by,
-            p.at.map(|t| format!(" since {} ({})", instant(t), ago(now, t))).unwrap_or_default(),
-            p.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default(),
-            k.lease
-        ),
-        (Some(h), true, None) => writeln!(
-            out,
-            "lock:         held by `{h}`, not rollboot: PAUSED, rollboot starts nothing new (lease {})",
-            k.lease
-        ),
-        (Some(h), false, _) => writeln!(out, "lock:         held by rollboot ({h}) (lease {})", k.lease),
-    };
-    if k.in_flight.is_empty() {
-        let _ = writeln!(out, "in flight:    none");
-    } else {
-        let _ = writeln!(out, "in flight:    {} node(s)", k.in_flight.len());
-        for e in &k.in_flight {
-            let _ = writeln!(
-                out,
-                "  {}  {}  since {} ({}), started {} by {}",
-                e.node,
-                e.state,
-                instant(e.since),
-                ago(now, e.since),
-                instant(e.started),
-                e.leader
-            );
-        }
-    }
-    let m = &s.maintenance;
-    let next = match &m.next_opening {
-        Some(o) => match o.end {
-            Some(e) => format!("next opening {} -> {}", instant(o.start), instant(e)),
-            None => format!("next opening {} (open-ended)", instant(o.start)),
-        },
-        None => "no opening in the look-ahead horizon".to_string(),
-    };
-    let _ = if m.allowed_now {
-        match m.current_window_end {
-            Some(e) => writeln!(
-                out,
-                "maintenance:  allowed now, until {}; {next}",
-                instant(e)
-            ),
-            None => writeln!(out, "maintenance:  allowed now (no window end)"),
-        }
-    } else {
-        writeln!(out, "maintenance:  not allowed now; {next}")
-    };
-    let f = &s.failures;
-    let _ = writeln!(
-        out,
-        "failures:     {} failed node(s), {} tolerated{}",
-        f.failed.len(),
-        f.max_failures,
-        if f.halted {
-            format!(
-                ": rollout HALTED until an operator clears one: {}",
-                decide::CLEAR_FAILED
-            )
-        } else {
-            String::new()
-        }
-    );
-    if !f.holding_slots.is_empty() {
-        let _ = writeln!(
-            out,
-            "              {} failed node(s) left cordoned by rollboot hold a slot of maxNodes: {}{}",
-            f.holding_slots.len(),
-            f.holding_slots.join(", "),
-            if f.return_to_service {
-                " (failures.returnToService uncordons each once its host is up and Ready)"
-            } else {
-                " (until an operator clears them, or failures.returnToService)"
-            }
-        );
-    }
-    let c = &s.counts;
-    let _ = writeln!(
-        out,
-        "nodes:        {} flagged, {} in flight, {} done, {} failed, {} excluded (of {})",
-        c.flagged, c.in_flight, c.done, c.failed, c.excluded, c.nodes
-    );
-    if s.blockers.is_empty() {
-        let _ = writeln!(out, "blockers:     none");
-    } else {
-        let _ = writeln!(out, "blockers:");
-        for b in &s.blockers {
-            let _ = writeln!(out, "  - {b}");
-        }
-    }
-    if !s.not_checked.is_empty() {
-        let _ = writeln!(out, "not checked:  {}", s.not_checked.join(", "));
-    }
-    if !s.nodes.is_empty() {
-        let rows: Vec<Vec<String>> = s
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut note = Vec::new();
-                if n.excluded {
-                    note.push("excluded".to_string());
-                }
-                if !n.ready {
-                    note.push("not Ready".to_string());
-                }
-                if n.in_lock {
-                    note.push("in lock".to_string());
-                }
-                if n.holds_slot {
-                    note.push("holds a maxNodes slot".to_string());
-                }
-                if let Some(r) = &n.failure_reason {
-                    note.push(format!("failure: {r}"));
-                }
-                vec![
-                    n.name.clone(),
-                    n.state.map_or("-".into(), |s| s.to_string()),
-                    n.state_since.or(n.flagged_at).map_or("-".into(), instant),
-                    n.flag_reason.clone().unwrap_or_else(|| "-".into()),
-                    match n.cordoned_by {
-                        Some(CordonedBy::Rollboot) => "rollboot".into(),
-                        Some(CordonedBy::Operator) => "operator".into(),
-                        None => "-".into(),
-                    },
-                    note.join(", "),
-                ]
-            })
-            .collect();
-        let _ = writeln!(out);
-        table(
-            &mut out,
-            &["NODE", "STATE", "SINCE", "FLAGGED", "CORDONED", "NOTE"],
-            &rows,
-        );
-    }
-    if !s.history.is_empty() {
-        let rows: Vec<Vec<String>> = s
-            .history
-            .iter()
-            .map(|h| {
-                let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "?".into());
-                vec![
-                    h.node.clone(),
-                    h.count.map_or("?".into(), |c| c.to_string()),
-                    h.last_reboot.map_or("?".into(), instant),
-                    format!("{} -> {}", id(&h.boot_id_before), id(&h.boot_id_after)),
-                    h.last_cycle.as_ref().map_or("-".into(), cycle_text),
-                ]
-            })
-            .collect();
-        let _ = writeln!(out, "\nreboot history:");
-        table(
-            &mut out,
-            &[
-                "NODE",
-                "REBOOTS",
-                "LAST REBOOT",
-                "BOOT ID (BEFORE -> AFTER)",
-                "LAST CYCLE (DRAIN / REBOOT / GATE)",
-            ],
-            &rows,
-        );
-    }
-    out
-}
-
-/// Writes `rows` under `header` in columns two spaces apart (the last one unpadded).
-fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                let _ = write!(l, "{c:<w$}  ", w = widths[i]);
-            }
-        }
-        let _ = writeln!(out, "{}", l.trim_end());
-    };
-    line(header.to_vec());
-    for r in rows {
-        line(r.iter().map(String::as_str).collect());
-    }
+    not_checked
 }
 
 /// What can go wrong reading the cluster.
@@ -774,22 +585,6 @@ pub async fn fetch_with(
     })
 }
 
-/// A last cycle's parts as `12.3s / 95.0s / 3.1s` (`?` for a part not measured), with the
-/// pods' exit time when measured.
-fn cycle_text(c: &crate::node::LastCycle) -> String {
-    let s = |v: Option<f64>| v.map_or("?".into(), |v| format!("{v:.1}s"));
-    let mut t = format!(
-        "{} / {} / {}",
-        s(c.drain_seconds),
-        s(c.reboot_seconds),
-        s(c.gate_seconds)
-    );
-    if let Some(e) = c.pod_exit_seconds {
-        t.push_str(&format!(" (pods exit in {e:.1}s)"));
-    }
-    t
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,6 +593,7 @@ mod tests {
         CORDONED_BY, EXCLUDE, FAILURE_REASON, REBOOT_REQUESTED, REBOOT_REQUIRED,
         REBOOT_REQUIRED_REASON, STATE, STATE_SINCE,
     };
+    use crate::render::Render;
     use k8s_openapi::api::coordination::v1::LeaseSpec;
 
     fn t(s: &str) -> DateTime<Utc> {
@@ -905,7 +701,7 @@ mod tests {
             "{:?}",
             s.blockers
         );
-        let txt = text(&s);
+        let txt = s.text();
         assert!(txt.contains("rollout HALTED"), "{txt}");
         assert!(txt.contains("failure: drain timed out"), "{txt}");
     }
@@ -935,7 +731,7 @@ mod tests {
             ]
         );
         assert_eq!(s.failures.holding_slots, ["b-failed"]);
-        let txt = text(&s);
+        let txt = s.text();
         assert!(
             txt.contains(
                 "1 failed node(s) left cordoned by rollboot hold a slot of maxNodes: b-failed"
@@ -967,7 +763,7 @@ mod tests {
         assert_eq!(b.failure_reason, None);
         assert_eq!(s.counts.failed, 0);
         assert!(!s.failures.halted);
-        assert!(!text(&s).contains("drain timed out"), "{}", text(&s));
+        assert!(!s.text().contains("drain timed out"), "{}", s.text());
     }
 
     #[test]
@@ -984,7 +780,7 @@ mod tests {
         assert!(s.lock.foreign);
         assert!(!s.failures.halted);
         assert!(s.blockers.iter().any(|b| b.contains("held by `ops-team`")));
-        assert!(text(&s).contains("PAUSED"), "{}", text(&s));
+        assert!(s.text().contains("PAUSED"), "{}", s.text());
     }
 
     #[test]
@@ -1033,7 +829,7 @@ mod tests {
         assert_eq!(json["history"][0]["bootIdAfter"], "boot-2");
         assert_eq!(json["history"][0]["lastReboot"], "2026-01-01T01:00:00Z");
         assert_eq!(json["history"][0]["lastCycle"]["rebootSeconds"], 95.0);
-        let txt = text(&s);
+        let txt = s.text();
         assert!(
             txt.contains(
                 "lock:         PAUSED by alice since 2026-01-01T01:30:00Z (30m ago): kernel CVE"

@@ -1,0 +1,203 @@
+//! The problems of a plan that no single drain meets: the cluster-wide blockers, as the
+//! controller computes them ([`decide::blockers`]), Prometheus's answer, the nodes that get no
+//! opening, and the slots failed nodes hold.
+//!
+//! Owns those problems' kinds, severities and sentences. Pure: it must never do I/O (the
+//! cluster and Prometheus's answer are those [`super::read`] got).
+
+use chrono::{DateTime, Utc};
+
+use super::schedule::{self, Unscheduled};
+use super::{labels, pod_name, Cluster, Kind, Problem, Severity};
+use crate::config::Config;
+use crate::controller::decide::{self, Blocker};
+use crate::lock::LockRecord;
+use crate::node::NodeView;
+
+/// The cluster-wide blockers, as [`decide::blockers`] computes them (a closed window is not
+/// one here: the schedule waits for the next opening), with the pods each blocking selector
+/// matches.
+pub(super) fn cluster_blockers(
+    cluster: &Cluster,
+    record: &LockRecord,
+    foreign: Option<&str>,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> Vec<Problem> {
+    let matching: Vec<(String, Vec<String>)> = config
+        .blockers
+        .pod_selectors
+        .iter()
+        .zip(config.blocking_pod_selectors())
+        .map(|(text, sel)| {
+            let pods = cluster
+                .pods
+                .iter()
+                .filter(|p| sel.matches(&labels(p)))
+                .map(pod_name)
+                .collect();
+            (text.clone(), pods)
+        })
+        .collect();
+    let counts: Vec<(String, usize)> = matching
+        .iter()
+        .map(|(s, pods)| (s.clone(), pods.len()))
+        .collect();
+    let nodes: Vec<&NodeView> = cluster.nodes.iter().collect();
+    let snap = decide::Snapshot {
+        nodes: &nodes,
+        in_flight: &record.entries,
+        foreign_holder: foreign,
+        blocking_pods: &counts,
+    };
+    decide::blockers(&snap, config, now)
+        .into_iter()
+        .filter_map(|b| {
+            let message = b.to_string();
+            let p = |kind| Problem::new(Severity::Blocks, kind, message.clone());
+            Some(match b {
+                Blocker::WindowClosed => return None,
+                Blocker::LockHeldBy(_) => p(Kind::LockHeld),
+                Blocker::TooManyUnready { nodes, .. } => Problem {
+                    nodes,
+                    ..p(Kind::UnreadyNodes)
+                },
+                Blocker::TooManyFailures { nodes, .. } => Problem {
+                    nodes,
+                    ..p(Kind::FailedNodes)
+                },
+                Blocker::BlockingPods { selector, .. } => {
+                    let pods = matching
+                        .iter()
+                        .find(|(s, _)| *s == selector)
+                        .map(|(_, pods)| pods.clone())
+                        .unwrap_or_default();
+                    Problem {
+                        message: format!(
+                            "{} pod(s) match the blocking selector `{selector}`: {}",
+                            pods.len(),
+                            pods.join(", ")
+                        ),
+                        pods,
+                        ..p(Kind::BlockingPods)
+                    }
+                }
+                // Prometheus is asked by the read, not through the snapshot: see `alerts`.
+                Blocker::Alerts { .. } | Blocker::AlertsUnknown { .. } => return None,
+            })
+        })
+        .collect()
+}
+
+/// The problem Prometheus's answer makes, if any: firing alerts block (as the controller's
+/// blocker says it), an unanswered query warns (from where the plan runs, an in-cluster
+/// Prometheus is often out of reach; the controller does not start while it cannot ask).
+pub(super) fn alerts(answer: &Option<(String, Result<Vec<String>, String>)>) -> Option<Problem> {
+    let (url, answer) = answer.as_ref()?;
+    match answer {
+        Ok(names) if names.is_empty() => None,
+        Ok(names) => Some(Problem::new(
+            Severity::Blocks,
+            Kind::Alerts,
+            Blocker::Alerts {
+                names: names.clone(),
+            }
+            .to_string(),
+        )),
+        Err(error) => Some(Problem::new(
+            Severity::Warns,
+            Kind::AlertsUnknown,
+            format!(
+                "Prometheus at {url} could not be asked from here ({error}): the controller asks it before each start and starts nothing while it cannot; `rollboot plan --prometheus-url` asks another address (a port-forward)"
+            ),
+        )),
+    }
+}
+
+/// One problem per failed node rollboot left cordoned ([`decide::holds_a_slot`]): it holds one
+/// of `maxNodes`' slots (and of its group's). It blocks when nodes get no slot because of
+/// them, else it warns.
+pub(super) fn slots_held(
+    cluster: &Cluster,
+    record: &LockRecord,
+    config: &Config,
+    predicted: &schedule::Schedule,
+) -> Vec<Problem> {
+    let starved: Vec<String> = predicted
+        .unscheduled
+        .iter()
+        .filter(|(_, u)| **u == Unscheduled::SlotsHeld)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let severity = if starved.is_empty() {
+        Severity::Warns
+    } else {
+        Severity::Blocks
+    };
+    let then = if config.failures.return_to_service {
+        "failures.returnToService uncordons it once its host is up and Ready"
+    } else {
+        "until an operator clears it (or failures.returnToService)"
+    };
+    cluster
+        .nodes
+        .iter()
+        .filter(|n| decide::holds_a_slot(n) && !record.entries.contains_key(&n.name))
+        .map(|n| {
+            let waiting = if starved.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} node(s) get no slot: {}",
+                    starved.len(),
+                    starved.join(", ")
+                )
+            };
+            Problem {
+                node: Some(n.name.clone()),
+                nodes: starved.clone(),
+                ..Problem::new(
+                    severity,
+                    Kind::FailedHoldsSlot,
+                    format!(
+                        "node {} failed ({}) and rollboot left it cordoned: it holds one of \
+                         maxNodes' {} slot(s){}, {then}{waiting}",
+                        n.name,
+                        n.failure_reason.as_deref().unwrap_or("no reason recorded"),
+                        config.concurrency.max_nodes,
+                        match config.group_limit() {
+                            Some((key, _)) => format!(
+                                " and of its group's ({key}={})",
+                                n.labels.get(key).map_or("", String::as_str)
+                            ),
+                            None => String::new(),
+                        },
+                    ),
+                )
+            }
+        })
+        .collect()
+}
+
+/// One problem naming the nodes that get no maintenance opening within the look-ahead
+/// horizon, if any.
+pub(super) fn no_opening(predicted: &schedule::Schedule) -> Option<Problem> {
+    let names: Vec<String> = predicted
+        .unscheduled
+        .iter()
+        .filter(|(_, u)| **u == Unscheduled::NoOpening)
+        .map(|(n, _)| n.clone())
+        .collect();
+    (!names.is_empty()).then(|| Problem {
+        nodes: names.clone(),
+        ..Problem::new(
+            Severity::Blocks,
+            Kind::NoOpening,
+            format!(
+                "no maintenance opening within the look-ahead horizon for {} node(s): {}",
+                names.len(),
+                names.join(", ")
+            ),
+        )
+    })
+}
