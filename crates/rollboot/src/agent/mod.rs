@@ -260,31 +260,16 @@ impl<R: RebootMethod> Agent<'_, R> {
 
     /// Acts on the Node as `v` shows it: reports a lost token, or reboots for a new one.
     async fn act(&mut self, v: &NodeView) {
-        let node = self.node;
         self.unsettled = false;
-        let host_boot = self.method.boot_id(node);
-        let host_machine = self.method.machine_id(node);
+        let host_boot = self.method.boot_id(self.node);
+        let host_machine = self.method.machine_id(self.node);
         let host = HostSeen {
             boot_id: host_boot.as_deref(),
             machine_id: host_machine.as_deref(),
         };
         if let Some(token) = lost_token(v, host.boot_id, &self.acted, self.config, Utc::now()) {
-            // Fenced: a Node changed since (a new token, a reboot seen) is decided again.
-            let p = proto::fenced(
-                proto::patch(&[(proto::REBOOT_LOST, Some(token.clone()))], None),
-                &v.resource_version,
-            );
-            match self.patch(p, "reporting a lost reboot token").await {
-                Ok(()) => {
-                    let boot = host_boot.unwrap_or_default();
-                    tracing::warn!(node, token, boot_id = %boot, "an earlier agent acknowledged this token and the host did not reboot; reported it lost");
-                    self.events.publish_action(node, true, "RebootLost", &format!("ReportLost {token}"), format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
-                }
-                Err(e) => {
-                    tracing::warn!(node, token, error = %e, "could not report a lost reboot token; trying again on the next check");
-                    self.unsettled = true;
-                }
-            }
+            self.report_lost(v, &token, host_boot.unwrap_or_default())
+                .await;
             return;
         }
         let Some(token) = v.token_unacknowledged().map(str::to_string) else {
@@ -298,44 +283,88 @@ impl<R: RebootMethod> Agent<'_, R> {
             self.refused = None;
             return;
         }
-        let now = Utc::now();
-        let mut why = refusal(v, &token, true, host, self.config, now);
-        if why.is_none() {
-            why = match lock::read(&self.lock_ref).await {
-                Ok(r) => match &r.untrusted {
-                    Some(e) => Some((
-                        RefusalCause::LockUnreadable,
-                        format!("the maintenance lock's in-flight record cannot be read ({e})"),
-                    )),
-                    None => refusal(
-                        v,
-                        &token,
-                        r.entries.contains_key(node),
-                        host,
-                        self.config,
-                        now,
-                    ),
-                },
-                Err(e) => {
-                    tracing::warn!(node, error = %e, "reading the maintenance lock; trying again on the next check");
-                    self.unsettled = true;
-                    return;
-                }
-            };
-        }
+        let why = match self.judge(v, &token, host).await {
+            Some(why) => why,
+            // The lock could not be read: looked at again on the next check.
+            None => return,
+        };
         if let Some((cause, why)) = why {
             self.refuse(v, &token, cause, why).await;
             return;
         }
         self.refused = None;
-        // One token, one reboot: the ack is on the Node before anything happens. Fenced by the
-        // version the checks above were made on: a cordon lifted, a token withdrawn or replaced
-        // since makes it a 409, and the newer version (which the watch brings) is judged again.
-        // A refusal said earlier for this token no longer holds.
+        if self.acknowledge(v, &token).await {
+            self.reboot(&token).await;
+        }
+    }
+
+    /// Reports `token` lost (acknowledged by an earlier agent, the host still on boot `boot`),
+    /// fenced: a Node changed since (a new token, a reboot seen) is decided again.
+    async fn report_lost(&mut self, v: &NodeView, token: &str, boot: String) {
+        let node = self.node;
+        let p = proto::fenced(
+            proto::patch(&[(proto::REBOOT_LOST, Some(token.to_string()))], None),
+            &v.resource_version,
+        );
+        match self.patch(p, "reporting a lost reboot token").await {
+            Ok(()) => {
+                tracing::warn!(node, token, boot_id = %boot, "an earlier agent acknowledged this token and the host did not reboot; reported it lost");
+                self.events.publish_action(node, true, "RebootLost", &format!("ReportLost {token}"), format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
+            }
+            Err(e) => {
+                tracing::warn!(node, token, error = %e, "could not report a lost reboot token; trying again on the next check");
+                self.unsettled = true;
+            }
+        }
+    }
+
+    /// Why the agent will not act on `token`, if it will not: the checks of [`refusal`], then
+    /// the maintenance lock's record, read fresh. `None` when the lock could not be read (the
+    /// look is taken again on the next check).
+    async fn judge(
+        &mut self,
+        v: &NodeView,
+        token: &str,
+        host: HostSeen<'_>,
+    ) -> Option<Option<(RefusalCause, String)>> {
+        let now = Utc::now();
+        if let Some(why) = refusal(v, token, true, host, self.config, now) {
+            return Some(Some(why));
+        }
+        match lock::read(&self.lock_ref).await {
+            Ok(r) => Some(match &r.untrusted {
+                Some(e) => Some((
+                    RefusalCause::LockUnreadable,
+                    format!("the maintenance lock's in-flight record cannot be read ({e})"),
+                )),
+                None => refusal(
+                    v,
+                    token,
+                    r.entries.contains_key(self.node),
+                    host,
+                    self.config,
+                    now,
+                ),
+            }),
+            Err(e) => {
+                tracing::warn!(node = self.node, error = %e, "reading the maintenance lock; trying again on the next check");
+                self.unsettled = true;
+                None
+            }
+        }
+    }
+
+    /// Writes `reboot-ack` with `token`: one token, one reboot, the ack on the Node before
+    /// anything happens. Fenced by the version the checks were made on: a cordon lifted, a
+    /// token withdrawn or replaced since makes it a 409, and the newer version (which the watch
+    /// brings) is judged again. A refusal said earlier for this token no longer holds. Whether
+    /// it was written.
+    async fn acknowledge(&mut self, v: &NodeView, token: &str) -> bool {
+        let node = self.node;
         let ack = proto::fenced(
             proto::patch(
                 &[
-                    (proto::REBOOT_ACK, Some(token.clone())),
+                    (proto::REBOOT_ACK, Some(token.to_string())),
                     (proto::REBOOT_REFUSED, None),
                 ],
                 None,
@@ -343,7 +372,7 @@ impl<R: RebootMethod> Agent<'_, R> {
             &v.resource_version,
         );
         match self.patch(ack, "acknowledging the reboot token").await {
-            Ok(()) => {}
+            Ok(()) => true,
             Err(AgentError::Node {
                 source: kube::Error::Api(e),
                 ..
@@ -353,18 +382,24 @@ impl<R: RebootMethod> Agent<'_, R> {
                     token,
                     "the node changed since it was checked; deciding again from the newer version"
                 );
-                return;
+                false
             }
             Err(e) => {
                 tracing::warn!(node, token, error = %e, "could not acknowledge; not rebooting now, trying again on the next check");
                 self.unsettled = true;
-                return;
+                false
             }
         }
+    }
+
+    /// Reboots the host for the acknowledged `token`; a reboot command that fails is said on
+    /// the Node, for the controller to fail the node now rather than at its reboot timeout.
+    async fn reboot(&mut self, token: &str) {
+        let node = self.node;
         if self.acted.len() >= 8 {
             self.acted.remove(0);
         }
-        self.acted.push(token.clone());
+        self.acted.push(token.to_string());
         tracing::info!(node, token, "rebooting");
         self.events
             .publish(
@@ -374,14 +409,13 @@ impl<R: RebootMethod> Agent<'_, R> {
                 format!("agent acknowledged token {token} and is rebooting the host"),
             )
             .await;
-        if let Err(e) = self.method.reboot(node, &token).await {
+        if let Err(e) = self.method.reboot(node, token).await {
             tracing::error!(node, token, error = %e, "reboot failed");
             self.events
                 .publish(node, true, "RebootFailed", e.to_string())
                 .await;
-            // The token is spent and the host did not go down: said on the Node, for the
-            // controller to fail the node now rather than at its reboot timeout.
-            self.record_refusal(&token, RefusalCause::RebootCommandFailed, e.to_string())
+            // The token is spent and the host did not go down.
+            self.record_refusal(token, RefusalCause::RebootCommandFailed, e.to_string())
                 .await;
         }
     }

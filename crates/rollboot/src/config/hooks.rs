@@ -12,8 +12,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::notifications::SecretRef;
-use super::validate::Report;
 use super::Duration;
+use super::Report;
 
 /// Hooks at the phases of a node's cycle. Default: none; a phase with nothing configured
 /// costs no write and no wait.

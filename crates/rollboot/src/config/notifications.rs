@@ -13,8 +13,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::Report;
 use super::Duration;
+use super::Report;
 
 /// Notifications about the rollout, sent off the controller's step path (never holding a
 /// reboot). Default: no sink, nothing is sent.

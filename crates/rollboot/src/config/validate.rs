@@ -11,14 +11,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::{
-    BlackoutConfig, Concurrency, Config, Drain, Duration, Prometheus, Reboot, RebootMethod,
+    BlackoutConfig, Concurrency, Config, Drain, Duration, Prometheus, Reboot, RebootMethod, Report,
     WindowConfig,
 };
 use crate::selector::Selector;
 use crate::windows::{Blackout, Schedule, Window};
-
-/// Where a validator reports a problem: its key path, then what is wrong and what is allowed.
-pub(super) type Report<'a> = dyn FnMut(String, String) + 'a;
 
 /// Checks every rule the types cannot express and compiles the string fields. `report` gets
 /// each problem with its key path; checking goes on after a problem so all are reported.
