@@ -4,6 +4,9 @@
 #
 #   scripts/measure-agent-memory.sh [BINARY] [SECONDS] [NODES] [PODS_PER_NODE]
 #
+# BINARY may be the images' build (`cargo build --profile dist --no-default-features`): the
+# simulated cluster is then served by SIM_BIN (default target/release/rollboot).
+#
 # The agent runs from its own copy of the binary whose page cache is dropped first
 # (posix_fadvise DONTNEED), as on a node where nothing else runs that file: file-backed resident
 # pages then come from what the agent itself touches (plus the kernel's read-around), not from
@@ -20,6 +23,10 @@ set -euo pipefail
 
 target_dir=${CARGO_TARGET_DIR:-target}
 bin=${1:-$target_dir/release/rollboot}
+# An image's binary has no `rollboot simulate`: see above.
+if ! "$bin" simulate --help >/dev/null 2>&1; then
+    sim_bin=${SIM_BIN:-$target_dir/release/rollboot}
+fi
 secs=${2:-120}
 nodes=${3:-500}
 pods=${4:-30}
