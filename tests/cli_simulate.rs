@@ -95,7 +95,8 @@ fn a_halted_rollout_ends_the_run_at_once_and_says_why() {
     );
 }
 
-/// Every budget is `maxUnavailable: 0`: the first drain can never finish, and its failure at
+/// Every budget is `maxUnavailable: 0`, and the config says to wait for such a budget
+/// (`drain.whenBlocked.never: wait`): the first drain can never finish, and its failure at
 /// the drain's timeout would halt the rollout. The run ends as soon as a budget holds it,
 /// naming the budget, the pod and the node, and the exit code says it failed.
 #[test]
@@ -103,7 +104,7 @@ fn a_budget_that_can_never_allow_a_disruption_ends_the_run_naming_it() {
     let (code, r, err, took) = simulate_yaml(
         "nodes: 3\npdbShare: 1.0\npdbMaxUnavailable: 0\n",
         // The drain's 15m runs as 9 s at the time factor 0.01.
-        "drain: {timeout: 15m, evictUnreplicated: true, deleteEmptyDirData: true}\n",
+        "drain: {timeout: 15m, evictUnreplicated: true, deleteEmptyDirData: true, whenBlocked: {never: wait}}\n",
     );
     assert_eq!(code, 1, "{err}");
     assert_eq!(r["outcome"], "blocked", "{r}");
@@ -271,4 +272,28 @@ fn sigint(pid: u32) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// The same world with the default `drain.whenBlocked.never: fail`: the drain fails its node at
+/// the first refused eviction, naming the budget, instead of waiting out `drain.timeout` (9 s
+/// as run); the failure halts the rollout.
+#[test]
+fn a_budget_that_can_never_allow_a_disruption_fails_its_node_at_once_by_default() {
+    let (code, r, err, took) = simulate_yaml(
+        "nodes: 3\npdbShare: 1.0\npdbMaxUnavailable: 0\n",
+        "drain: {timeout: 15m, evictUnreplicated: true, deleteEmptyDirData: true}\n",
+    );
+    assert_eq!(r["outcome"], "halted", "code {code}: {err}\n{r}");
+    assert_eq!(r["failed"].as_array().map(Vec::len), Some(1), "{r}");
+    let why = r.to_string();
+    assert!(
+        why.contains("can never allow a disruption (maxUnavailable is 0)")
+            && why.contains("drain.whenBlocked.never is fail"),
+        "{why}"
+    );
+    assert_eq!(r["pdbViolations"], 0, "{r}");
+    assert!(
+        took < Duration::from_secs(9),
+        "the run took {took:?}: it waited for the drain's timeout"
+    );
 }

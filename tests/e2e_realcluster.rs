@@ -291,6 +291,12 @@ impl<'a> Suite<'a> {
         phase!(
             report,
             blocked,
+            "a budget that never allows",
+            s.never_allowing_budget(report)
+        );
+        phase!(
+            report,
+            blocked,
             "kube-apiserver stopped and killed mid-drain",
             s.apiserver_outages(report)
         );
@@ -1876,7 +1882,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 24] = [
+const CHECKS: [(&str, &str); 25] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -1900,6 +1906,7 @@ const CHECKS: [(&str, &str); 24] = [
     ("15", "an agent on the wrong host (reboot.hostBootIdFile another node's): no reboot command runs, reboot-refused with cause wrongHost and a RebootRefused Warning Event, the node fails within 10 s with the agent's reason (issue 22, items 3 and 4); after `rollboot retry` on its own host, one reboot"),
     ("16a", "the kube-apiserver stopped (SIGSTOP) for 20 s mid-drain, then continued: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
     ("16b", "the kube-apiserver killed (SIGKILL) mid-drain and started again: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
+    ("18", "a PodDisruptionBudget with maxUnavailable 0 over a pod of the node: the node fails within 10 s of its drain's start with a reason naming the budget and a BudgetNeverAllows Event, no reboot command (issue 24, drain.whenBlocked.never); once the budget is gone, `rollboot retry`: one reboot"),
     ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 

@@ -842,6 +842,137 @@ impl Suite<'_> {
         self.wrong_host(report, &node, &busiest).await
     }
 
+    /// Check 18: a PodDisruptionBudget with `maxUnavailable: 0` over a pod of `node` (a
+    /// Deployment of one pinned there): its drain fails at the first refused eviction, naming
+    /// the budget, with no reboot; once the budget is gone, `rollboot retry` reboots it once.
+    pub(crate) async fn never_allowing_budget(
+        &mut self,
+        report: &mut Report,
+    ) -> Result<(), String> {
+        let id = "18";
+        let node = self
+            .by_pods()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "node-3".into());
+        let dir = self.rb.join("frozen.yaml");
+        let manifest = format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: frozen, namespace: demo}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: frozen}}}}
+  template:
+    metadata: {{labels: {{app: frozen}}}}
+    spec:
+      nodeName: {node}
+      containers: [{{name: c, image: registry.k8s.io/pause:3.10}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: frozen, namespace: demo}}
+spec:
+  maxUnavailable: 0
+  selector: {{matchLabels: {{app: frozen}}}}
+"#
+        );
+        std::fs::write(&dir, manifest).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let admin = &self.cluster.admin;
+        let path = dir.to_string_lossy().into_owned();
+        let out = kubectl(admin, &["apply", "-f", &path]).await;
+        if !out.ok {
+            return Err(format!("kubectl apply {path}: {}", out.stderr));
+        }
+        let ready = kubectl(
+            admin,
+            &[
+                "-n",
+                "demo",
+                "rollout",
+                "status",
+                "deployment/frozen",
+                "--timeout=60s",
+            ],
+        )
+        .await;
+        if !ready.ok {
+            return Err(format!(
+                "deployment demo/frozen not ready: {}",
+                ready.stderr
+            ));
+        }
+        let before = self.counts(&node);
+        let t0 = self.flag(&node)?;
+        self.await_flag(&node, t0).await?;
+        let end = self.await_end(&node, t0, CYCLE_TIMEOUT).await;
+        let timeline = self
+            .obs
+            .with(|w| first_with(&w.node_since(&node, t0), STATE, "draining").map(|v| v.at));
+        let mut failures = Vec::new();
+        let mut notes = Vec::new();
+        match (&end, timeline) {
+            (Ok(End::Failed(failed, why)), Some(draining)) => {
+                let took = secs(draining, *failed);
+                notes.push(format!(
+                    "{node} draining at {}, failed {took:.2}s later: {why}",
+                    hms(draining)
+                ));
+                report.header.push(format!(
+                    "check 18: seconds from the drain's start to the node's failure for a budget that never allows: {took:.2} (drain.timeout before: the whole timeout)"
+                ));
+                if took > REFUSAL_BOUND.as_secs_f64() {
+                    failures.push(format!(
+                        "{node} failed {took:.1}s after it started draining, not within {}s",
+                        REFUSAL_BOUND.as_secs()
+                    ));
+                }
+                if !why.contains("PodDisruptionBudget demo/frozen can never allow a disruption") {
+                    failures.push(format!(
+                        "{node}'s failure reason does not name the budget demo/frozen: {why}"
+                    ));
+                }
+            }
+            (Ok(End::Failed(_, why)), None) => {
+                failures.push(format!("{node} failed without being seen draining: {why}"))
+            }
+            (Ok(End::Done(_)), _) => failures.push(format!(
+                "{node} ended done: its pod under demo/frozen (maxUnavailable 0) went"
+            )),
+            (Err(e), _) => failures.push(e.clone()),
+        }
+        let blocked = self.events(&node, "BudgetNeverAllows").await;
+        match blocked.first() {
+            Some((_, note)) => notes.push(format!("BudgetNeverAllows Event: {}", short(note, 200))),
+            None => failures.push(format!("no BudgetNeverAllows Event about {node}")),
+        }
+        if self.counts(&node) != before {
+            failures.push(format!(
+                "{node}: a reboot command ran although its drain failed"
+            ));
+        }
+        // Cleared as an operator would: the budget and its Deployment removed, then retry.
+        let out = kubectl(admin, &["delete", "-f", &path, "--wait=false"]).await;
+        if !out.ok {
+            failures.push(format!("kubectl delete {path}: {}", out.stderr));
+        }
+        if matches!(end, Ok(End::Failed(..))) {
+            self.struck.insert(node.clone());
+            let (said, after) = self.retry(&node).await?;
+            notes.push(format!("rollboot retry {node}: {said}"));
+            match after {
+                Some(End::Done(_)) => {
+                    self.struck.remove(&node);
+                    notes.push(format!("{node} then rebooted and ended done"))
+                }
+                other => failures.push(format!("{node} after rollboot retry: {other:?}")),
+            }
+            self.exactly(&node, before, 1, &mut failures, &mut notes);
+        }
+        report.check(id, title(id), failures, notes);
+        self.settle(&[node]).await
+    }
+
     /// Check 14b: `reboot-ack` garbled while `node` drains, before its token is issued.
     async fn unreadable_ack(&mut self, report: &mut Report, node: &str) -> Result<(), String> {
         let id = "14b";

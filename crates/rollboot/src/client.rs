@@ -41,7 +41,8 @@ pub(crate) struct Slim<K, S, T> {
     kind: std::marker::PhantomData<fn() -> K>,
 }
 
-/// Of an object's metadata, what a watch needs: name, namespace, uid and resourceVersion.
+/// Of an object's metadata, what a watch needs: name, namespace, uid, resourceVersion and
+/// generation (whether a budget's status reads its current spec).
 fn slim_metadata<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<kube::api::ObjectMeta, D::Error> {
@@ -52,6 +53,7 @@ fn slim_metadata<'de, D: serde::Deserializer<'de>>(
         namespace: Option<String>,
         uid: Option<String>,
         resource_version: Option<String>,
+        generation: Option<i64>,
     }
     let m = Meta::deserialize(d)?;
     Ok(kube::api::ObjectMeta {
@@ -59,6 +61,7 @@ fn slim_metadata<'de, D: serde::Deserializer<'de>>(
         namespace: m.namespace,
         uid: m.uid,
         resource_version: m.resource_version,
+        generation: m.generation,
         ..Default::default()
     })
 }

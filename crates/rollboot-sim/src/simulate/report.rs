@@ -17,7 +17,7 @@ use super::rehearse::Rehearsal;
 use super::Harness;
 use crate::sim::chaos::{FaultSchedule, Played};
 use crate::sim::Scenario;
-use rollboot::config::Config;
+use rollboot::config::{BlockCause, BlockPolicy, Config};
 use rollboot::node::{NodeState, NodeView};
 use rollboot::render::Render;
 
@@ -194,14 +194,20 @@ pub struct HeldBy {
 
 /// Whether the run can be decided now because a drain can never finish: a budget holding a
 /// pod of an in-flight node can never allow a disruption ([`rollboot::plan::never_allows`], as
-/// `rollboot plan` says it), the drain does not delete around budgets after its timeout, and
-/// that node's failure will halt the rollout (`failed` nodes already, `max_failures`). Pure.
+/// `rollboot plan` says it), the drain waits for it (`drain.whenBlocked.never: wait`; with
+/// `fail` the drain fails the node itself at the first refusal) and does not delete around
+/// budgets after its timeout, and that node's failure will halt the rollout (`failed` nodes
+/// already, `max_failures`). Pure.
 pub fn blocked_for_good(
     held: &[HeldBy],
     config: &rollboot::config::Config,
     failed: usize,
 ) -> Option<(Outcome, String)> {
-    if config.drain.force_delete_after_timeout || failed < config.failures.max_failures as usize {
+    let d = &config.drain;
+    if d.force_delete_after_timeout
+        || d.when_blocked.policy(BlockCause::Never, false) == BlockPolicy::Fail
+        || failed < config.failures.max_failures as usize
+    {
         return None;
     }
     held.iter().find_map(|h| {
@@ -1248,27 +1254,41 @@ mod tests {
             node: "n1".into(),
             pdb: pdb(spec),
         };
-        let cfg = |yaml: &str| rollboot::config::parse_str(yaml).unwrap();
+        // Only a drain that waits for such a budget is decided here: by default
+        // (`drain.whenBlocked.never: fail`) the drain fails the node itself at once.
+        let cfg = |yaml: &str| {
+            rollboot::config::parse_str(&format!("drain: {{whenBlocked: {{never: wait}}}}\n{yaml}"))
+                .unwrap()
+        };
         let never = [held(serde_json::json!({"maxUnavailable": 0}))];
-        let (o, why) = blocked_for_good(&never, &cfg("{}"), 0).unwrap();
+        let default = rollboot::config::parse_str("{}").unwrap();
+        assert_eq!(blocked_for_good(&never, &default, 0), None);
+        let (o, why) = blocked_for_good(&never, &cfg(""), 0).unwrap();
         assert_eq!(o, Outcome::Blocked);
         assert!(
             why.starts_with("blocked: PodDisruptionBudget shop/web can never allow a disruption (maxUnavailable is 0) and holds pod shop/web-1 on node n1"),
             "{why}"
         );
         let all_three = [held(serde_json::json!({"minAvailable": 3}))];
-        assert!(blocked_for_good(&all_three, &cfg("{}"), 0).is_some());
+        assert!(blocked_for_good(&all_three, &cfg(""), 0).is_some());
         // A budget that may allow one later, a failure the rollout survives, or a drain that
         // deletes around the budget at its timeout: the run goes on.
         let later = [held(serde_json::json!({"maxUnavailable": 1}))];
-        assert_eq!(blocked_for_good(&later, &cfg("{}"), 0), None);
+        assert_eq!(blocked_for_good(&later, &cfg(""), 0), None);
         assert_eq!(
             blocked_for_good(&never, &cfg("failures: {maxFailures: 1}"), 0),
             None
         );
         assert!(blocked_for_good(&never, &cfg("failures: {maxFailures: 1}"), 1).is_some());
         assert_eq!(
-            blocked_for_good(&never, &cfg("drain: {forceDeleteAfterTimeout: true}"), 0),
+            blocked_for_good(
+                &never,
+                &rollboot::config::parse_str(
+                    "drain: {forceDeleteAfterTimeout: true, whenBlocked: {never: wait}}"
+                )
+                .unwrap(),
+                0
+            ),
             None
         );
     }

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Serialize, Serializer};
 
-use super::{Config, Duration, NodeOrder, Problem, RebootMethod};
+use super::{BlockCause, BlockPolicy, Config, Duration, NodeOrder, Problem, RebootMethod};
 use crate::render::{instant, sorted_keys, Render};
 use crate::windows;
 
@@ -275,6 +275,20 @@ fn drain_and_reboot(out: &mut String, c: &Config) {
         } else {
             ""
         }
+    );
+    let when = |cause| match c
+        .drain
+        .when_blocked
+        .policy(cause, c.drain.force_delete_after_timeout)
+    {
+        BlockPolicy::Wait => "waits",
+        BlockPolicy::Fail => "fails at once",
+    };
+    let _ = writeln!(
+        out,
+        "blocked:      a budget at 0 now {}; a budget that never allows {}",
+        when(BlockCause::Budget),
+        when(BlockCause::Never)
     );
     let _ = writeln!(
         out,

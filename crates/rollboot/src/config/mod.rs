@@ -196,6 +196,9 @@ pub struct Drain {
     /// node is gone). Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settle: Option<Duration>,
+    /// What a drain does about an eviction a budget holds, per cause (`budget`: none allowed
+    /// now; `never`: the budget can never allow one).
+    pub when_blocked: WhenBlocked,
 }
 
 impl Default for Drain {
@@ -211,6 +214,81 @@ impl Default for Drain {
             pod_selector: String::new(),
             force_delete_after_timeout: false,
             settle: None,
+            when_blocked: WhenBlocked::default(),
+        }
+    }
+}
+
+/// Why an eviction is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BlockCause {
+    /// A budget that allows no disruption now, and may later.
+    Budget,
+    /// A budget that can never allow a disruption as it stands.
+    Never,
+}
+
+impl BlockCause {
+    /// The config key of its policy, under `drain.whenBlocked`.
+    pub fn key(self) -> &'static str {
+        match self {
+            BlockCause::Budget => "budget",
+            BlockCause::Never => "never",
+        }
+    }
+}
+
+impl std::fmt::Display for BlockCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// What a drain does about a held eviction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BlockPolicy {
+    /// Ask again until `drain.timeout`.
+    Wait,
+    /// Fail the node at once, naming the cause, the budget and the pod.
+    Fail,
+}
+
+/// `drain.whenBlocked`: a policy per cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WhenBlocked {
+    /// A budget at 0 now. Default `wait`.
+    pub budget: BlockPolicy,
+    /// A budget that can never allow a disruption. Default `fail`, or `wait` when
+    /// `drain.forceDeleteAfterTimeout` is set (its pods are then deleted at the timeout, as
+    /// before this key existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub never: Option<BlockPolicy>,
+}
+
+impl Default for WhenBlocked {
+    fn default() -> Self {
+        WhenBlocked {
+            budget: BlockPolicy::Wait,
+            never: None,
+        }
+    }
+}
+
+impl WhenBlocked {
+    /// The policy for `cause`, given whether `drain.forceDeleteAfterTimeout` is set: `never`
+    /// unset fails, unless the pods are to be force-deleted at the timeout (as before the key
+    /// was there).
+    pub fn policy(&self, cause: BlockCause, force_delete_after_timeout: bool) -> BlockPolicy {
+        match cause {
+            BlockCause::Budget => self.budget,
+            BlockCause::Never => self.never.unwrap_or(if force_delete_after_timeout {
+                BlockPolicy::Wait
+            } else {
+                BlockPolicy::Fail
+            }),
         }
     }
 }

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
+use super::blockers::Held;
 use super::pods::PodRef;
 use crate::lease::NotLeader;
 
@@ -52,6 +53,16 @@ pub enum DrainError {
         node: String,
         /// Pods not yet gone.
         pods: Vec<PodRef>,
+    },
+    /// An eviction a budget holds, under a `drain.whenBlocked` policy of `fail`.
+    #[error("node {node}: pod {pod} cannot be evicted: {}; drain.whenBlocked.{} is fail", .held.sentence(), .held.cause)]
+    Held {
+        /// Node.
+        node: String,
+        /// The pod whose eviction is held.
+        pod: PodRef,
+        /// The cause, the budget and why.
+        held: Box<Held>,
     },
     /// An API call failed.
     #[error("node {node}: {what}: {source}")]

@@ -11,6 +11,8 @@
 //!
 //! Its parts:
 //! - [`pods`]: what a drain does with each pod ([`classify`]), pure;
+//! - [`blockers`]: what holds an eviction (a budget at 0 now, one that never allows) and what
+//!   `drain.whenBlocked` says to do about it, pure;
 //! - [`phantom`]: reading a budget's `status.disruptedPods` for disruptions that are not
 //!   happening, pure;
 //! - [`api`]: the calls a drain makes ([`DrainApi`]) and how it fails ([`DrainError`]);
@@ -27,6 +29,7 @@
 //! last `wait`; see [`run`].
 
 pub mod api;
+pub mod blockers;
 pub mod kube_drain;
 pub mod phantom;
 pub mod pods;

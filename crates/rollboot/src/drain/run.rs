@@ -27,6 +27,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tokio::sync::OnceCell;
 
 use super::api::{DrainApi, DrainError, Evicted, Gone};
+use super::blockers::{cause_of, never_allows_now, Cause, Policy};
 use super::phantom::{phantom_disruptions, OwnEviction};
 use super::pods::{classify, controller_of, Disposition, PodRef};
 use crate::config::Drain;
@@ -88,6 +89,8 @@ struct Covering {
     name: String,
     /// `status.disruptedPods`.
     disrupted: BTreeMap<String, DateTime<Utc>>,
+    /// Why it can never allow a disruption, if it cannot ([`never_allows_now`]).
+    never: Option<String>,
 }
 
 /// How one pod's eviction ended.
@@ -215,15 +218,19 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
     pub async fn evict(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
         tracing::debug!(node = self.node, pods = pods.len(), "evicting");
         let this = &*self;
-        let results: Vec<Result<Eviction, DrainError>> =
-            futures::stream::iter(pods.iter().cloned())
-                .map(|pod| this.evict_one(pod))
-                .buffer_unordered(self.cfg.concurrent_evictions.max(1) as usize)
-                .collect()
-                .await;
+        let mut results = futures::stream::iter(pods.iter().cloned())
+            .map(|pod| this.evict_one(pod))
+            .buffer_unordered(self.cfg.concurrent_evictions.max(1) as usize);
+        // The first error ends the phase: a pod held under a policy of `fail` fails the node
+        // at once, with the other evictions still asking dropped (none of them is retried).
+        let mut done = Vec::new();
+        while let Some(r) = results.next().await {
+            done.push(r?);
+        }
+        drop(results);
         let mut stuck = Vec::new();
-        for r in results {
-            match r? {
+        for r in done {
+            match r {
                 Eviction::Accepted(p, at) => {
                     self.accepted.insert(p, at);
                 }
@@ -263,6 +270,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                         announced = true;
                         self.say_blocked(&pod, &message).await?;
                     }
+                    self.judge_held(&pod, &message).await?;
                     retry_after.unwrap_or(retry)
                 }
                 Evicted::ServerError(message) => {
@@ -295,6 +303,39 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             .event(Some(pod), true, "EvictionBlocked", note)
             .await;
         Ok(())
+    }
+
+    /// A refused eviction's cause ([`cause_of`]: a budget that never allows one, or one at 0
+    /// now) and its `drain.whenBlocked` policy: `fail` ends the drain with
+    /// [`DrainError::Held`], naming the pod, the budget and why; `wait` asks again.
+    async fn judge_held(&self, pod: &PodRef, message: &str) -> Result<(), DrainError> {
+        let budgets: Vec<(String, Option<String>)> = self
+            .covering_of(pod)
+            .await?
+            .into_iter()
+            .map(|b| (b.name, b.never))
+            .collect();
+        let held = cause_of(&budgets, message);
+        let cfg = self.cfg;
+        match cfg
+            .when_blocked
+            .policy(held.cause, cfg.force_delete_after_timeout)
+        {
+            Policy::Wait => Ok(()),
+            Policy::Fail => {
+                tracing::warn!(node = self.node, pod = %pod, cause = %held.cause, budget = %held.budget, why = %held.why, "an eviction is held and drain.whenBlocked says fail");
+                if held.cause == Cause::Never {
+                    self.api
+                        .event(Some(pod), true, "BudgetNeverAllows", format!("evicting pod {pod}: {}; the drain fails at once (drain.whenBlocked.never)", held.sentence()))
+                        .await;
+                }
+                Err(DrainError::Held {
+                    node: self.node.into(),
+                    pod: pod.clone(),
+                    held: Box::new(held),
+                })
+            }
+        }
     }
 
     /// The Event of an eviction the server failed (500): overlapping budgets, named, when the
@@ -541,6 +582,7 @@ fn covering_budget(namespace: &str, b: &PodDisruptionBudget) -> Covering {
                     .collect()
             })
             .unwrap_or_default(),
+        never: never_allows_now(b),
     }
 }
 

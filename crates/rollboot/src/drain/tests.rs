@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Pod, PodSpec, PodStatus, 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 
+use super::blockers::Cause;
 use super::*;
 use crate::config::Drain;
 use crate::lease::NotLeader;
@@ -150,6 +151,8 @@ struct Fake {
     odd_budget: bool,
     /// When set, `wait_gone` sees every pod go this long after it is called.
     exit_after: Mutex<Option<chrono::TimeDelta>>,
+    /// `web-pdb`'s `spec.maxUnavailable`, when it has one.
+    max_unavailable: Option<i32>,
 }
 
 impl Fake {
@@ -166,6 +169,7 @@ impl Fake {
             server_errors: Mutex::default(),
             odd_budget: false,
             exit_after: Mutex::default(),
+            max_unavailable: None,
         }
     }
 }
@@ -218,6 +222,9 @@ impl DrainApi for Fake {
                 match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
                 ..Default::default()
             }),
+            max_unavailable: self
+                .max_unavailable
+                .map(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int),
             ..Default::default()
         });
         let disrupted = self.disrupted.lock().unwrap().clone();
@@ -592,6 +599,112 @@ async fn evicting_past_an_exhausted_budget_waits_and_never_deletes() {
     assert!(
         api.deletions.lock().unwrap().is_empty(),
         "nothing is deleted around a budget"
+    );
+}
+
+/// Two pods under `web-pdb` with `maxUnavailable: 0`, every eviction refused.
+fn never_allowing() -> Fake {
+    Fake {
+        max_unavailable: Some(0),
+        ..Fake::new(
+            vec![
+                pod("web-1", Some("ReplicaSet")),
+                pod("web-2", Some("ReplicaSet")),
+            ],
+            u32::MAX,
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_budget_that_never_allows_fails_the_drain_at_its_first_refusal_naming_it() {
+    let api = never_allowing();
+    let started = std::time::Instant::now();
+    let err = drain_n1(&api, &cfg(), chrono::Duration::seconds(60), &ok)
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "failed after {:?}, not at once",
+        started.elapsed()
+    );
+    let text = err.to_string();
+    assert!(
+        matches!(&err, DrainError::Held { held, .. } if held.cause == Cause::Never && held.budget == "default/web-pdb"),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("PodDisruptionBudget default/web-pdb can never allow a disruption (maxUnavailable is 0)")
+            && text.contains("drain.whenBlocked.never is fail"),
+        "{text}"
+    );
+    let events = api.events.lock().unwrap().clone();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("BudgetNeverAllows") && e.contains("web-pdb")),
+        "{events:?}"
+    );
+    assert!(
+        api.deletions.lock().unwrap().is_empty(),
+        "nothing is deleted around a budget"
+    );
+}
+
+#[tokio::test]
+async fn a_budget_that_never_allows_is_waited_for_when_the_config_says_wait() {
+    let api = never_allowing();
+    let c = Drain {
+        when_blocked: crate::config::WhenBlocked {
+            never: Some(crate::config::BlockPolicy::Wait),
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::milliseconds(100), &ok)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, DrainError::Timeout { ref pods, .. } if pods.len() == 2),
+        "{err}"
+    );
+    // With forceDeleteAfterTimeout and `never` unset, the pods are deleted at the timeout, as
+    // before the key was there.
+    let api = never_allowing();
+    let c = Drain {
+        force_delete_after_timeout: true,
+        ..cfg()
+    };
+    drain_n1(&api, &c, chrono::Duration::milliseconds(100), &ok)
+        .await
+        .unwrap();
+    assert_eq!(api.deletions.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_budget_at_zero_now_fails_at_once_only_when_the_config_says_fail() {
+    // web-pdb has no spec that refuses for good: its refusals are `budget`, waited for by
+    // default (the other tests), failed at once here.
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], u32::MAX);
+    let c = Drain {
+        when_blocked: crate::config::WhenBlocked {
+            budget: crate::config::BlockPolicy::Fail,
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::seconds(60), &ok)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("PodDisruptionBudget default/web-pdb allows no disruption now (The disruption budget web-pdb needs 2 healthy pods")
+            && err.to_string().contains("drain.whenBlocked.budget is fail"),
+        "{err}"
+    );
+    assert_eq!(
+        api.evictions.lock().unwrap().len(),
+        1,
+        "asked once, not again"
     );
 }
 

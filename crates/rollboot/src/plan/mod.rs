@@ -23,7 +23,6 @@ use chrono::{DateTime, TimeDelta, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use crate::config::{Config, Duration};
@@ -380,38 +379,8 @@ fn budget_name(b: &PodDisruptionBudget) -> String {
     )
 }
 
-/// Why a budget can never allow a disruption of its `pods` pods, if it cannot: `maxUnavailable`
-/// 0 (or 0%), or `minAvailable` at or above the pods it selects (a percentage rounded up, as
-/// the disruption controller does).
-pub fn never_allows(b: &PodDisruptionBudget, pods: usize) -> Option<String> {
-    let spec = b.spec.as_ref()?;
-    let pods = pods as i64;
-    let scaled = |v: &IntOrString| match v {
-        IntOrString::Int(i) => Some(i64::from(*i)),
-        IntOrString::String(s) => {
-            let pct: i64 = s.strip_suffix('%')?.trim().parse().ok()?;
-            Some((pct * pods + 99) / 100)
-        }
-    };
-    let text = |v: &IntOrString| match v {
-        IntOrString::Int(i) => i.to_string(),
-        IntOrString::String(s) => s.clone(),
-    };
-    if let Some(m) = &spec.max_unavailable {
-        if scaled(m) == Some(0) {
-            return Some(format!("maxUnavailable is {}", text(m)));
-        }
-    }
-    if let Some(m) = &spec.min_available {
-        if scaled(m).is_some_and(|need| need >= pods) {
-            return Some(format!(
-                "minAvailable {} is at or above the {pods} pod(s) it selects",
-                text(m)
-            ));
-        }
-    }
-    None
-}
+/// Why a budget can never allow a disruption of its pods (the drain's own rule).
+pub use crate::drain::blockers::never_allows;
 
 /// Builds the plan from what the cluster says at `now`.
 pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<Utc>) -> Plan {

@@ -15,7 +15,7 @@ use super::{
     budget_name, labels, never_allows, pod_name, terminal, Cluster, Estimate, Kind, Options,
     PodPlan, Problem, Severity, Skipped, DEFAULT_GRACE_SECONDS,
 };
-use crate::config::Config;
+use crate::config::{BlockCause, BlockPolicy, Config};
 use crate::drain::{self, Disposition, Reason};
 use crate::node::{LastCycle, NodeView};
 
@@ -384,8 +384,9 @@ fn budget_problem(
         return Some(problem(
             Kind::BudgetNeverAllows,
             format!(
-                "node {node}: pod {name} is protected by PodDisruptionBudget {} that can never allow a disruption ({why})",
-                names[0]
+                "node {node}: pod {name} is protected by PodDisruptionBudget {} that can never allow a disruption ({why}); {}",
+                names[0],
+                held_outcome(config, BlockCause::Never)
             ),
         ));
     }
@@ -394,9 +395,32 @@ fn budget_problem(
         problem(
             Kind::BudgetAllowsNoneNow,
             format!(
-                "node {node}: pod {name} is protected by PodDisruptionBudget {} that allows no disruption now (status.disruptionsAllowed 0): its eviction waits, and the drain fails at drain.timeout {} unless the budget recovers",
-                names[0], config.drain.timeout
+                "node {node}: pod {name} is protected by PodDisruptionBudget {} that allows no disruption now (status.disruptionsAllowed 0); {}",
+                names[0],
+                held_outcome(config, BlockCause::Budget)
             ),
         )
     })
+}
+
+/// What the drain does about a pod held for `cause`, as `drain.whenBlocked` says.
+fn held_outcome(config: &Config, cause: BlockCause) -> String {
+    let d = &config.drain;
+    match (d.when_blocked.policy(cause, d.force_delete_after_timeout), cause) {
+        (BlockPolicy::Fail, _) => format!(
+            "drain.whenBlocked.{cause} is fail: the node fails at its first refused eviction"
+        ),
+        (BlockPolicy::Wait, BlockCause::Never) if d.force_delete_after_timeout => format!(
+            "drain.whenBlocked.{cause} is wait: the pod is deleted around its budget at drain.timeout {}",
+            d.timeout
+        ),
+        (BlockPolicy::Wait, BlockCause::Never) => format!(
+            "drain.whenBlocked.{cause} is wait: the drain fails at drain.timeout {}",
+            d.timeout
+        ),
+        (BlockPolicy::Wait, BlockCause::Budget) => format!(
+            "its eviction waits, and the drain fails at drain.timeout {} unless the budget recovers",
+            d.timeout
+        ),
+    }
 }

@@ -16,6 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
@@ -39,10 +40,13 @@ pub(super) struct Ready {
     ready_replicas: Option<i32>,
 }
 
-/// `spec.selector` of a budget.
+/// `spec.selector` of a budget, and its limits (whether it can ever allow a disruption).
 #[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct BudgetSpec {
     selector: Option<LabelSelector>,
+    max_unavailable: Option<IntOrString>,
+    min_available: Option<IntOrString>,
 }
 
 /// What the gate reads of a budget's `status`.
@@ -54,6 +58,65 @@ pub(super) struct BudgetStatus {
     #[serde(default)]
     desired_healthy: i32,
     disrupted_pods: Option<Disrupted>,
+    #[serde(default)]
+    expected_pods: i32,
+    #[serde(default)]
+    disruptions_allowed: i32,
+    observed_generation: Option<i64>,
+}
+
+/// What a budget that can never allow a disruption is judged from
+/// ([`crate::drain::blockers::never_allows_now`]), kept only for such a budget: the drain
+/// names it and fails at once (`drain.whenBlocked.never`), and the others cost a pointer.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct NeverAllows {
+    generation: Option<i64>,
+    max_unavailable: Option<IntOrString>,
+    min_available: Option<IntOrString>,
+    observed_generation: Option<i64>,
+    expected_pods: i32,
+    current_healthy: i32,
+    desired_healthy: i32,
+    disruptions_allowed: i32,
+}
+
+impl NeverAllows {
+    /// Writes these facts into `b` (a budget rebuilt from a watched object).
+    fn apply(&self, b: &mut PodDisruptionBudget) {
+        b.metadata.generation = self.generation;
+        let spec = b.spec.get_or_insert_with(Default::default);
+        spec.max_unavailable = self.max_unavailable.clone();
+        spec.min_available = self.min_available.clone();
+        let status = b.status.get_or_insert_with(Default::default);
+        status.observed_generation = self.observed_generation;
+        status.expected_pods = self.expected_pods;
+        status.current_healthy = self.current_healthy;
+        status.desired_healthy = self.desired_healthy;
+        status.disruptions_allowed = self.disruptions_allowed;
+    }
+}
+
+/// A watched budget's [`NeverAllows`], if it can never allow a disruption.
+pub(super) fn budget_never(p: &SlimBudget) -> Option<Box<NeverAllows>> {
+    let spec = p.spec.as_ref()?;
+    let st = p.status.clone().unwrap_or_default();
+    let facts = NeverAllows {
+        generation: p.metadata.generation,
+        max_unavailable: spec.max_unavailable.clone(),
+        min_available: spec.min_available.clone(),
+        observed_generation: st.observed_generation,
+        expected_pods: st.expected_pods,
+        current_healthy: st.current_healthy,
+        desired_healthy: st.desired_healthy,
+        disruptions_allowed: st.disruptions_allowed,
+    };
+    let mut b = PodDisruptionBudget::default();
+    facts.apply(&mut b);
+    crate::drain::blockers::never_allows_now(&b).map(|_| Box::new(facts))
+}
+
+fn never_budget<K>(_: &K) -> Option<Box<NeverAllows>> {
+    None
 }
 
 pub(super) type SlimBudget = Slim<PodDisruptionBudget, BudgetSpec, BudgetStatus>;
@@ -94,6 +157,8 @@ pub(super) struct Obj {
     pub(super) selector: Option<LabelSelector>,
     /// A budget's `status.disruptedPods` (the drain names a phantom disruption from it).
     pub(super) disrupted: BTreeMap<String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// A budget that can never allow a disruption: what says so.
+    pub(super) never: Option<Box<NeverAllows>>,
 }
 
 /// What a namespace's watch tells the gates following it, in order.
@@ -326,16 +391,35 @@ impl Hub {
                         budget_health,
                         budget_selector,
                         budget_disrupted,
+                        budget_never,
                     )
                     .await
                 }
                 GateKind::ReplicaSet => {
                     let health = replicas::<ReplicaSet>;
-                    follow(client, s, sh, health, no_selector, nothing_disrupted).await
+                    follow(
+                        client,
+                        s,
+                        sh,
+                        health,
+                        no_selector,
+                        nothing_disrupted,
+                        never_budget,
+                    )
+                    .await
                 }
                 GateKind::StatefulSet => {
                     let health = replicas::<StatefulSet>;
-                    follow(client, s, sh, health, no_selector, nothing_disrupted).await
+                    follow(
+                        client,
+                        s,
+                        sh,
+                        health,
+                        no_selector,
+                        nothing_disrupted,
+                        never_budget,
+                    )
+                    .await
                 }
             }
             tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
@@ -385,22 +469,28 @@ impl Hub {
                     return Some(
                         st.kept(&wanted)
                             .into_iter()
-                            .map(|o| PodDisruptionBudget {
-                                metadata: kube::api::ObjectMeta {
-                                    name: Some(o.name.clone()),
-                                    namespace: Some(namespace.to_string()),
-                                    ..Default::default()
-                                },
-                                spec: Some(PodDisruptionBudgetSpec {
-                                    selector: o.selector.clone(),
-                                    ..Default::default()
-                                }),
-                                status: (!o.disrupted.is_empty()).then(|| {
-                                    PodDisruptionBudgetStatus {
-                                        disrupted_pods: Some(o.disrupted.clone()),
+                            .map(|o| {
+                                let mut b = PodDisruptionBudget {
+                                    metadata: kube::api::ObjectMeta {
+                                        name: Some(o.name.clone()),
+                                        namespace: Some(namespace.to_string()),
                                         ..Default::default()
-                                    }
-                                }),
+                                    },
+                                    spec: Some(PodDisruptionBudgetSpec {
+                                        selector: o.selector.clone(),
+                                        ..Default::default()
+                                    }),
+                                    status: (!o.disrupted.is_empty()).then(|| {
+                                        PodDisruptionBudgetStatus {
+                                            disrupted_pods: Some(o.disrupted.clone()),
+                                            ..Default::default()
+                                        }
+                                    }),
+                                };
+                                if let Some(never) = &o.never {
+                                    never.apply(&mut b);
+                                }
+                                b
                             })
                             .collect(),
                     );
@@ -471,6 +561,7 @@ async fn follow<K>(
     health: fn(&K) -> Health,
     selector: fn(&K) -> Option<&LabelSelector>,
     disrupted: fn(&K) -> Disrupted,
+    never: fn(&K) -> Option<Box<NeverAllows>>,
 ) where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -489,6 +580,7 @@ async fn follow<K>(
             health: health(o),
             selector: selector(o).cloned(),
             disrupted: disrupted(o),
+            never: never(o),
         })
     };
     while let Some(ev) = events.next().await {

@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 
 use super::hub::{
-    budget_disrupted, budget_health, budget_selector, replicas, FeedEvent, FeedState, Obj,
-    SlimBudget, SlimReplicas,
+    budget_disrupted, budget_health, budget_never, budget_selector, replicas, FeedEvent, FeedState,
+    Obj, SlimBudget, SlimReplicas,
 };
 use super::record::{GateKind, GateRecord, GateState, Health, Stream, Update, Wanted};
 use super::waiting::Forwarder;
@@ -201,6 +201,7 @@ fn budget(name: &str, selector: LabelSelector) -> FeedEvent {
         },
         selector: Some(selector),
         disrupted: Default::default(),
+        never: None,
     }))
 }
 
@@ -358,6 +359,7 @@ fn a_gate_turns_down_budgets_as_the_full_match_does() {
                 },
                 selector,
                 disrupted: Default::default(),
+                never: None,
             };
             let full = fwd.wanted.wants(&o.name, o.selector.as_ref());
             assert_eq!(fwd.wants(&o), full, "{o:?} for {:?}", fwd.wanted);
@@ -377,6 +379,7 @@ fn obj(name: &str, ready: i32) -> FeedEvent {
         health: Health::Replicas { ready, want: 2 },
         selector: None,
         disrupted: Default::default(),
+        never: None,
     }))
 }
 
@@ -507,6 +510,29 @@ fn a_watched_object_is_read_for_what_the_gate_keeps() {
     let sel = budget_selector(&pdb).and_then(|s| s.match_labels.clone());
     assert_eq!(sel.unwrap()["app"], "web");
     assert_eq!(budget_disrupted(&pdb).len(), 1);
+    // At 0 now with one pod down: it may allow one later, nothing kept.
+    assert!(budget_never(&pdb).is_none());
+    // maxUnavailable 0 is kept with what says so, and a budget rebuilt for the drain from
+    // the watch says it the same way; minAvailable at its pods only with its spec seen.
+    let slim = |v: serde_json::Value| -> SlimBudget { serde_json::from_value(v).unwrap() };
+    let zero = slim(serde_json::json!({
+        "metadata": {"name": "z", "namespace": "a", "generation": 1},
+        "spec": {"maxUnavailable": 0}
+    }));
+    assert!(budget_never(&zero).is_some());
+    let all = |observed: i64| {
+        slim(serde_json::json!({
+            "metadata": {"name": "m", "namespace": "a", "generation": 2},
+            "spec": {"minAvailable": 3},
+            "status": {"observedGeneration": observed, "expectedPods": 3, "currentHealthy": 3,
+                "desiredHealthy": 3, "disruptionsAllowed": 0}
+        }))
+    };
+    assert!(budget_never(&all(2)).is_some());
+    assert!(
+        budget_never(&all(1)).is_none(),
+        "a status of an older spec is not judged"
+    );
     assert_eq!(
         <SlimBudget as kube::Resource>::plural(&()),
         "poddisruptionbudgets"

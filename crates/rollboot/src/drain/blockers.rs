@@ -1,0 +1,219 @@
+//! What holds a pod's eviction, by cause, and what the config says to do about each.
+//!
+//! Owns the rule that tells a budget that will clear ("slow": no disruption allowed now) from
+//! one that never will ("never": `maxUnavailable` 0, `minAvailable` at or above its pods, or a
+//! budget whose healthy pods are all it expects and still allows none), and the choice
+//! between waiting and failing ([`decide`]). Pure: it must never do I/O; the drain reads the
+//! budgets and acts on the answer, and `rollboot plan` says the same from its own read.
+
+pub use crate::config::{BlockCause as Cause, BlockPolicy as Policy, WhenBlocked};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// A held eviction: its cause, the budget, and why, in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Why it is held.
+    pub cause: Cause,
+    /// The budget holding it, `namespace/name`.
+    pub budget: String,
+    /// Why that budget holds it (for `never`, why it never allows; for `budget`, the
+    /// server's refusal).
+    pub why: String,
+}
+
+impl Held {
+    /// What holds the eviction, in words: "PodDisruptionBudget ns/b can never allow a
+    /// disruption (maxUnavailable is 0)".
+    pub fn sentence(&self) -> String {
+        let budget = if self.budget.is_empty() {
+            "a PodDisruptionBudget".to_string()
+        } else {
+            format!("PodDisruptionBudget {}", self.budget)
+        };
+        match self.cause {
+            Cause::Never => format!("{budget} can never allow a disruption ({})", self.why),
+            Cause::Budget => format!("{budget} allows no disruption now ({})", self.why),
+        }
+    }
+}
+
+/// The cause of a refused eviction (429) of a pod covered by `budgets` (each with its name and
+/// the reason it never allows a disruption, if it cannot; see [`never_allows_now`]): `never`
+/// when one of them never allows one, else `budget` (the first named, or none known). The
+/// server's `message` says why for a budget at 0.
+pub fn cause_of(budgets: &[(String, Option<String>)], message: &str) -> Held {
+    if let Some((name, Some(why))) = budgets.iter().find(|(_, never)| never.is_some()) {
+        return Held {
+            cause: Cause::Never,
+            budget: name.clone(),
+            why: why.clone(),
+        };
+    }
+    Held {
+        cause: Cause::Budget,
+        budget: budgets.first().map(|(n, _)| n.clone()).unwrap_or_default(),
+        why: message.to_string(),
+    }
+}
+
+/// Why a budget can never allow a disruption of its `pods` pods, if it cannot: `maxUnavailable`
+/// 0 (or 0%), or `minAvailable` at or above the pods it selects (a percentage rounded up, as
+/// the disruption controller does).
+pub fn never_allows(b: &PodDisruptionBudget, pods: usize) -> Option<String> {
+    let spec = b.spec.as_ref()?;
+    let pods = pods as i64;
+    let scaled = |v: &IntOrString| match v {
+        IntOrString::Int(i) => Some(i64::from(*i)),
+        IntOrString::String(s) => {
+            let pct: i64 = s.strip_suffix('%')?.trim().parse().ok()?;
+            Some((pct * pods + 99) / 100)
+        }
+    };
+    let text = |v: &IntOrString| match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    if let Some(m) = &spec.max_unavailable {
+        if scaled(m) == Some(0) {
+            return Some(format!("maxUnavailable is {}", text(m)));
+        }
+    }
+    if let Some(m) = &spec.min_available {
+        if scaled(m).is_some_and(|need| need >= pods) {
+            return Some(format!(
+                "minAvailable {} is at or above the {pods} pod(s) it selects",
+                text(m)
+            ));
+        }
+    }
+    None
+}
+
+/// [`never_allows`] from the budget alone, as a drain reads it: the pods it selects are its
+/// `status.expectedPods`, trusted only when the disruption controller has seen the budget's
+/// current spec (`observedGeneration`); without that, only `maxUnavailable` 0 is judged. A
+/// budget whose healthy pods are all it expects and that still allows none, its spec seen, is
+/// one too (what Gardener's drain calls misconfigured).
+pub fn never_allows_now(b: &PodDisruptionBudget) -> Option<String> {
+    let status = b.status.as_ref().filter(|s| {
+        s.observed_generation.is_some() && s.observed_generation == b.metadata.generation
+    });
+    let Some(s) = status else {
+        // Zero pods: only a spec that refuses whatever the count says anything.
+        return never_allows(b, i32::MAX as usize).filter(|why| why.starts_with("maxUnavailable"));
+    };
+    let expected = usize::try_from(s.expected_pods).unwrap_or(0);
+    if expected == 0 {
+        return None;
+    }
+    if let Some(why) = never_allows(b, expected) {
+        return Some(why);
+    }
+    (s.disruptions_allowed == 0 && s.current_healthy == s.expected_pods).then(|| {
+        format!(
+            "all {} pod(s) it expects are healthy and it still allows no disruption (desiredHealthy {})",
+            s.expected_pods, s.desired_healthy
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+
+    fn budget(
+        spec: serde_json::Value,
+        status: Option<(i64, i32, i32, i32, i32)>,
+    ) -> PodDisruptionBudget {
+        let mut b = PodDisruptionBudget::default();
+        b.metadata.generation = Some(2);
+        b.spec = Some(serde_json::from_value::<PodDisruptionBudgetSpec>(spec).unwrap());
+        b.status = status.map(|(observed, expected, healthy, desired, allowed)| {
+            PodDisruptionBudgetStatus {
+                observed_generation: Some(observed),
+                expected_pods: expected,
+                current_healthy: healthy,
+                desired_healthy: desired,
+                disruptions_allowed: allowed,
+                ..Default::default()
+            }
+        });
+        b
+    }
+
+    #[test]
+    fn a_budget_that_never_allows_is_told_from_one_at_zero_now() {
+        // maxUnavailable 0: never, whatever the status.
+        let zero = budget(serde_json::json!({"maxUnavailable": 0}), None);
+        assert_eq!(
+            never_allows_now(&zero).as_deref(),
+            Some("maxUnavailable is 0")
+        );
+        // minAvailable at its 3 expected pods, the spec seen: never.
+        let all = budget(
+            serde_json::json!({"minAvailable": 3}),
+            Some((2, 3, 3, 3, 0)),
+        );
+        assert!(never_allows_now(&all).unwrap().contains("minAvailable 3"));
+        // The same budget whose spec the disruption controller has not seen yet: not judged.
+        let unseen = budget(
+            serde_json::json!({"minAvailable": 3}),
+            Some((1, 3, 3, 3, 0)),
+        );
+        assert_eq!(never_allows_now(&unseen), None);
+        // maxUnavailable 1 with one pod already down: at 0 now, it clears.
+        let now = budget(
+            serde_json::json!({"maxUnavailable": 1}),
+            Some((2, 5, 4, 4, 0)),
+        );
+        assert_eq!(never_allows_now(&now), None);
+        // All healthy and still none allowed (a selector that also takes unmanaged pods, say).
+        let odd = budget(
+            serde_json::json!({"maxUnavailable": "10%"}),
+            Some((2, 5, 5, 5, 0)),
+        );
+        assert!(never_allows_now(&odd).unwrap().contains("all 5 pod(s)"));
+        // No pods expected: nothing to judge.
+        let empty = budget(
+            serde_json::json!({"minAvailable": 1}),
+            Some((2, 0, 0, 1, 0)),
+        );
+        assert_eq!(never_allows_now(&empty), None);
+    }
+
+    #[test]
+    fn the_cause_is_never_when_one_covering_budget_never_allows() {
+        let b = [
+            ("ns/a".to_string(), None),
+            ("ns/b".to_string(), Some("maxUnavailable is 0".to_string())),
+        ];
+        let held = cause_of(&b, "The disruption budget a needs 2 healthy pods");
+        assert_eq!(held.cause, Cause::Never);
+        assert_eq!(held.budget, "ns/b");
+        let slow = cause_of(&b[..1], "needs 2 healthy pods and has 2 currently");
+        assert_eq!(
+            (slow.cause, slow.budget.as_str(), slow.why.as_str()),
+            (
+                Cause::Budget,
+                "ns/a",
+                "needs 2 healthy pods and has 2 currently"
+            )
+        );
+    }
+
+    #[test]
+    fn never_fails_by_default_and_waits_when_force_delete_is_set() {
+        let d = WhenBlocked::default();
+        assert_eq!(d.policy(Cause::Never, false), Policy::Fail);
+        assert_eq!(d.policy(Cause::Never, true), Policy::Wait);
+        assert_eq!(d.policy(Cause::Budget, false), Policy::Wait);
+        let explicit = WhenBlocked {
+            budget: Policy::Fail,
+            never: Some(Policy::Fail),
+        };
+        assert_eq!(explicit.policy(Cause::Never, true), Policy::Fail);
+        assert_eq!(explicit.policy(Cause::Budget, false), Policy::Fail);
+    }
+}
