@@ -397,7 +397,7 @@ impl Metrics {
         head(
             s,
             "evictions_refused_total",
-            "Evictions refused: budget (429, a PodDisruptionBudget allows none now), server_error (5xx, usually overlapping budgets)",
+            "Evictions refused: budget (429, a PodDisruptionBudget allows none now), server_error (5xx, usually overlapping budgets), denied (400/403/422, an admission webhook or policy, or RBAC)",
             "counter",
         );
         for (r, v) in self.evictions_refused.lock().expect("metrics").iter() {

@@ -286,9 +286,12 @@ fn drain_and_reboot(out: &mut String, c: &Config) {
     };
     let _ = writeln!(
         out,
-        "blocked:      a budget at 0 now {}; a budget that never allows {}",
+        "blocked:      a budget at 0 now {}; a budget that never allows {}; an eviction denied 3 times {}; a pod terminating past its grace + {} {}",
         when(BlockCause::Budget),
-        when(BlockCause::Never)
+        when(BlockCause::Never),
+        when(BlockCause::Denied),
+        c.drain.stuck_after,
+        when(BlockCause::Stuck)
     );
     let _ = writeln!(
         out,

@@ -196,6 +196,9 @@ pub struct Drain {
     /// node is gone). Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settle: Option<Duration>,
+    /// How long past its grace period an evicted pod may still be terminating before it is
+    /// `stuck` (see `whenBlocked.stuck`). Default 2m.
+    pub stuck_after: Duration,
     /// What a drain does about an eviction a budget holds, per cause (`budget`: none allowed
     /// now; `never`: the budget can never allow one).
     pub when_blocked: WhenBlocked,
@@ -214,6 +217,7 @@ impl Default for Drain {
             pod_selector: String::new(),
             force_delete_after_timeout: false,
             settle: None,
+            stuck_after: Duration::from_mins(2),
             when_blocked: WhenBlocked::default(),
         }
     }
@@ -227,6 +231,11 @@ pub enum BlockCause {
     Budget,
     /// A budget that can never allow a disruption as it stands.
     Never,
+    /// The Eviction API denied it with the same answer several times in a row (an admission
+    /// webhook or policy, or RBAC).
+    Denied,
+    /// Its pod is still terminating past its grace period and `drain.stuckAfter`.
+    Stuck,
 }
 
 impl BlockCause {
@@ -235,6 +244,8 @@ impl BlockCause {
         match self {
             BlockCause::Budget => "budget",
             BlockCause::Never => "never",
+            BlockCause::Denied => "denied",
+            BlockCause::Stuck => "stuck",
         }
     }
 }
@@ -266,6 +277,12 @@ pub struct WhenBlocked {
     /// before this key existed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub never: Option<BlockPolicy>,
+    /// An eviction denied with the same answer (not a budget's 429) several times in a row.
+    /// Default `fail`.
+    pub denied: BlockPolicy,
+    /// A pod still terminating past its grace period and `drain.stuckAfter` (a finalizer
+    /// nobody removes, a kubelet that does not answer). Default `wait`.
+    pub stuck: BlockPolicy,
 }
 
 impl Default for WhenBlocked {
@@ -273,6 +290,8 @@ impl Default for WhenBlocked {
         WhenBlocked {
             budget: BlockPolicy::Wait,
             never: None,
+            denied: BlockPolicy::Fail,
+            stuck: BlockPolicy::Wait,
         }
     }
 }
@@ -289,6 +308,8 @@ impl WhenBlocked {
             } else {
                 BlockPolicy::Fail
             }),
+            BlockCause::Denied => self.denied,
+            BlockCause::Stuck => self.stuck,
         }
     }
 }

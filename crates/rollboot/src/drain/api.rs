@@ -33,6 +33,9 @@ pub enum Evicted {
     },
     /// 500: usually more than one budget covers the pod.
     ServerError(String),
+    /// 400, 403 or 422: denied by an admission webhook or policy (or by RBAC), with the
+    /// server's message.
+    Denied(String),
 }
 
 /// What can go wrong draining a node.
@@ -55,7 +58,7 @@ pub enum DrainError {
         pods: Vec<PodRef>,
     },
     /// An eviction a budget holds, under a `drain.whenBlocked` policy of `fail`.
-    #[error("node {node}: pod {pod} cannot be evicted: {}; drain.whenBlocked.{} is fail", .held.sentence(), .held.cause)]
+    #[error("node {node}: pod {pod} cannot be drained: {}; drain.whenBlocked.{} is fail", .held.sentence(), .held.cause)]
     Held {
         /// Node.
         node: String,

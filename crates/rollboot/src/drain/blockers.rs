@@ -22,6 +22,10 @@ pub struct Held {
     pub why: String,
 }
 
+/// How many denials in a row with the same answer make an eviction `denied`: one could be a
+/// webhook's passing state, three a rule.
+pub const DENIED_AFTER: u32 = 3;
+
 impl Held {
     /// What holds the eviction, in words: "PodDisruptionBudget ns/b can never allow a
     /// disruption (maxUnavailable is 0)".
@@ -34,6 +38,11 @@ impl Held {
         match self.cause {
             Cause::Never => format!("{budget} can never allow a disruption ({})", self.why),
             Cause::Budget => format!("{budget} allows no disruption now ({})", self.why),
+            Cause::Stuck => format!("it is still terminating {}", self.why),
+            Cause::Denied => format!(
+                "the Eviction API denied it {DENIED_AFTER} times in a row with the same answer ({})",
+                self.why
+            ),
         }
     }
 }
@@ -93,8 +102,11 @@ pub fn never_allows(b: &PodDisruptionBudget, pods: usize) -> Option<String> {
 /// [`never_allows`] from the budget alone, as a drain reads it: the pods it selects are its
 /// `status.expectedPods`, trusted only when the disruption controller has seen the budget's
 /// current spec (`observedGeneration`); without that, only `maxUnavailable` 0 is judged. A
-/// budget whose healthy pods are all it expects and that still allows none, its spec seen, is
-/// one too (what Gardener's drain calls misconfigured).
+/// budget with more healthy pods than it needs, no disruption under way, and still none
+/// allowed is one too (what Gardener's drain calls misconfigured: the disruption controller
+/// could not compute it, e.g. pods without a scalable controller under `maxUnavailable`). A
+/// disruption under way (`disruptedPods`: an eviction just accepted) explains an allowance of 0
+/// by itself, so it is never read as one.
 pub fn never_allows_now(b: &PodDisruptionBudget) -> Option<String> {
     let status = b.status.as_ref().filter(|s| {
         s.observed_generation.is_some() && s.observed_generation == b.metadata.generation
@@ -110,10 +122,13 @@ pub fn never_allows_now(b: &PodDisruptionBudget) -> Option<String> {
     if let Some(why) = never_allows(b, expected) {
         return Some(why);
     }
-    (s.disruptions_allowed == 0 && s.current_healthy == s.expected_pods).then(|| {
+    let disrupting = s.disrupted_pods.as_ref().is_some_and(|d| !d.is_empty());
+    let stuck_at_zero =
+        s.disruptions_allowed == 0 && s.current_healthy > s.desired_healthy && !disrupting;
+    stuck_at_zero.then(|| {
         format!(
-            "all {} pod(s) it expects are healthy and it still allows no disruption (desiredHealthy {})",
-            s.expected_pods, s.desired_healthy
+            "{} of its {} pod(s) are healthy, {} needed, no disruption under way, and it still allows none",
+            s.current_healthy, s.expected_pods, s.desired_healthy
         )
     })
 }
@@ -169,12 +184,29 @@ mod tests {
             Some((2, 5, 4, 4, 0)),
         );
         assert_eq!(never_allows_now(&now), None);
-        // All healthy and still none allowed (a selector that also takes unmanaged pods, say).
+        // More healthy than needed, nothing under way, and still none allowed (the disruption
+        // controller could not compute it): never.
         let odd = budget(
             serde_json::json!({"maxUnavailable": "10%"}),
-            Some((2, 5, 5, 5, 0)),
+            Some((2, 5, 5, 4, 0)),
         );
-        assert!(never_allows_now(&odd).unwrap().contains("all 5 pod(s)"));
+        assert!(never_allows_now(&odd)
+            .unwrap()
+            .contains("5 of its 5 pod(s) are healthy, 4 needed"));
+        // The same shape while an eviction just accepted is in disruptedPods (seen on a real
+        // kube-apiserver mid-drain: 8 healthy, 7 needed, 0 allowed): it clears, not never.
+        let mut busy = budget(
+            serde_json::json!({"maxUnavailable": 1}),
+            Some((2, 8, 8, 7, 0)),
+        );
+        busy.status.as_mut().unwrap().disrupted_pods = Some(
+            [(
+                "web-1".to_string(),
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+            )]
+            .into(),
+        );
+        assert_eq!(never_allows_now(&busy), None);
         // No pods expected: nothing to judge.
         let empty = budget(
             serde_json::json!({"minAvailable": 1}),
@@ -204,16 +236,22 @@ mod tests {
     }
 
     #[test]
-    fn never_fails_by_default_and_waits_when_force_delete_is_set() {
+    fn each_cause_has_its_policy_never_fails_by_default_and_waits_when_force_delete_is_set() {
         let d = WhenBlocked::default();
         assert_eq!(d.policy(Cause::Never, false), Policy::Fail);
         assert_eq!(d.policy(Cause::Never, true), Policy::Wait);
         assert_eq!(d.policy(Cause::Budget, false), Policy::Wait);
+        assert_eq!(d.policy(Cause::Denied, true), Policy::Fail);
+        assert_eq!(d.policy(Cause::Stuck, false), Policy::Wait);
         let explicit = WhenBlocked {
             budget: Policy::Fail,
             never: Some(Policy::Fail),
+            denied: Policy::Wait,
+            stuck: Policy::Fail,
         };
         assert_eq!(explicit.policy(Cause::Never, true), Policy::Fail);
         assert_eq!(explicit.policy(Cause::Budget, false), Policy::Fail);
+        assert_eq!(explicit.policy(Cause::Denied, false), Policy::Wait);
+        assert_eq!(explicit.policy(Cause::Stuck, false), Policy::Fail);
     }
 }

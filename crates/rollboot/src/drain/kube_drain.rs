@@ -135,6 +135,14 @@ impl DrainApi for KubeDrain {
                         .map(|s| Duration::from_secs(s.into())),
                 })
             }
+            // An admission webhook's denial is 400 unless it says another code, a validating
+            // admission policy's 422 or 403, RBAC's 403: the same answer every time it is asked.
+            Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 422) => {
+                if let Some(m) = &self.metrics {
+                    m.eviction_refused("denied");
+                }
+                Ok(Evicted::Denied(s.message.clone()))
+            }
             Err(kube::Error::Api(s)) if s.code >= 500 => {
                 if let Some(m) = &self.metrics {
                     m.eviction_refused("server_error");

@@ -27,7 +27,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tokio::sync::OnceCell;
 
 use super::api::{DrainApi, DrainError, Evicted, Gone};
-use super::blockers::{cause_of, never_allows_now, Cause, Policy};
+use super::blockers::{cause_of, never_allows_now, Cause, Held, Policy, DENIED_AFTER};
 use super::phantom::{phantom_disruptions, OwnEviction};
 use super::pods::{classify, controller_of, Disposition, PodRef};
 use crate::config::Drain;
@@ -251,6 +251,8 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
         let grace = self.cfg.grace_period.map(|g| g.as_millis() / 1000);
         let retry = self.cfg.eviction_retry_interval.to_std();
         let mut announced = false;
+        // The last denial's answer and how many times in a row it came.
+        let mut denied: Option<(String, u32)> = None;
         loop {
             (self.ensure)()?;
             self.own_state(&pod, Some(OwnEviction::InFlight));
@@ -275,6 +277,29 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                 }
                 Evicted::ServerError(message) => {
                     self.say_failed(&pod, &message).await?;
+                    retry
+                }
+                Evicted::Denied(message) => {
+                    let times = match denied.take() {
+                        Some((last, n)) if last == message => n + 1,
+                        _ => {
+                            let note =
+                                format!("evicting pod {pod} was denied: {message}; retrying");
+                            self.api
+                                .event(Some(&pod), true, "EvictionDenied", note)
+                                .await;
+                            1
+                        }
+                    };
+                    if times >= DENIED_AFTER {
+                        let held = Held {
+                            cause: Cause::Denied,
+                            budget: String::new(),
+                            why: message.clone(),
+                        };
+                        self.held(&pod, held).await?;
+                    }
+                    denied = Some((message, times));
                     retry
                 }
             };
@@ -315,7 +340,12 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             .into_iter()
             .map(|b| (b.name, b.never))
             .collect();
-        let held = cause_of(&budgets, message);
+        self.held(pod, cause_of(&budgets, message)).await
+    }
+
+    /// What `drain.whenBlocked` says of `held`: `fail` ends the drain with
+    /// [`DrainError::Held`] (and an Event for a budget that never allows), `wait` asks again.
+    async fn held(&self, pod: &PodRef, held: Held) -> Result<(), DrainError> {
         let cfg = self.cfg;
         match cfg
             .when_blocked
@@ -498,19 +528,58 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
 
     /// Waits until none of `pods` is on the node with the same UID, or the deadline; pods left
     /// then fail the drain with [`DrainError::Timeout`], or, with
-    /// `drain.forceDeleteAfterTimeout`, are deleted.
+    /// `drain.forceDeleteAfterTimeout`, are deleted. With `drain.whenBlocked.stuck: fail`, a
+    /// pod still there past its grace period and `drain.stuckAfter` fails the drain at once
+    /// ([`DrainError::Held`]).
     pub async fn wait(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
         tracing::debug!(
             node = self.node,
             evicted = self.evicted.len(),
             "evictions accepted; waiting for the pods to go"
         );
-        let Gone { left, seen_going } = self.api.wait_gone(self.node, pods, self.deadline).await?;
-        self.seen_going.extend(seen_going);
+        let cfg = self.cfg;
+        let fail_stuck = cfg
+            .when_blocked
+            .policy(Cause::Stuck, cfg.force_delete_after_timeout)
+            == Policy::Fail;
+        let mut waiting = pods.to_vec();
+        let left = loop {
+            // Watched until the deadline, or, when a stuck pod fails the drain, until the
+            // first of the waited pods would be stuck.
+            let until = match waiting.iter().filter_map(|p| self.stuck_at(p)).min() {
+                Some(first) if fail_stuck => first.min(self.deadline),
+                _ => self.deadline,
+            };
+            let Gone { left, seen_going } = self.api.wait_gone(self.node, &waiting, until).await?;
+            self.seen_going.extend(seen_going);
+            let now = Utc::now();
+            if fail_stuck {
+                if let Some((p, at)) = left
+                    .iter()
+                    .find_map(|p| Some((p, self.stuck_at(p)?)).filter(|(_, at)| *at <= now))
+                {
+                    let held = Held {
+                        cause: Cause::Stuck,
+                        budget: String::new(),
+                        why: format!(
+                            "{}s past its grace period and drain.stuckAfter {} (stuck since {})",
+                            (now - at).num_seconds(),
+                            cfg.stuck_after,
+                            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        ),
+                    };
+                    self.held(p, held).await?;
+                }
+            }
+            if left.is_empty() || now >= self.deadline {
+                break left;
+            }
+            waiting = left;
+        };
         if left.is_empty() {
             return Ok(());
         }
-        if !self.cfg.force_delete_after_timeout {
+        if !cfg.force_delete_after_timeout {
             return Err(DrainError::Timeout {
                 node: self.node.into(),
                 pods: left,
@@ -521,6 +590,35 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             self.api.delete(p).await?;
         }
         Ok(())
+    }
+
+    /// When `pod` counts as stuck: its eviction's acceptance plus its grace period (the
+    /// drain's, else the pod's own, else 30 s) for a pod this drain evicted, its
+    /// `deletionTimestamp` (the deletion plus the grace period) for one found terminating;
+    /// then `drain.stuckAfter`. `None` for a pod whose deletion was not seen begin.
+    fn stuck_at(&self, pod: &PodRef) -> Option<DateTime<Utc>> {
+        let after = self.cfg.stuck_after.to_chrono();
+        if let Some(accepted) = self.accepted.get(pod) {
+            let grace = match self.cfg.grace_period {
+                Some(g) => g.to_chrono(),
+                None => chrono::TimeDelta::seconds(
+                    self.found
+                        .to_evict
+                        .iter()
+                        .find(|p| PodRef::of(p) == *pod)
+                        .and_then(|p| p.spec.as_ref()?.termination_grace_period_seconds)
+                        .unwrap_or(30),
+                ),
+            };
+            return Some(*accepted + grace + after);
+        }
+        let p = self
+            .found
+            .terminating
+            .iter()
+            .find(|p| PodRef::of(p) == *pod)?;
+        let deleting = p.metadata.deletion_timestamp.as_ref()?;
+        Some(crate::time::from_jiff(deleting.0) + after)
     }
 
     /// What the drain did, for the health gate and the cycle's record.

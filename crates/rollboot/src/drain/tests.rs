@@ -153,6 +153,8 @@ struct Fake {
     exit_after: Mutex<Option<chrono::TimeDelta>>,
     /// `web-pdb`'s `spec.maxUnavailable`, when it has one.
     max_unavailable: Option<i32>,
+    /// Denials (400/403/422 messages) answered, first to last, before anything else.
+    denials: Mutex<Vec<String>>,
 }
 
 impl Fake {
@@ -170,6 +172,7 @@ impl Fake {
             odd_budget: false,
             exit_after: Mutex::default(),
             max_unavailable: None,
+            denials: Mutex::default(),
         }
     }
 }
@@ -183,6 +186,11 @@ impl DrainApi for Fake {
     }
     async fn evict(&self, pod: &PodRef, _: Option<i64>) -> Result<Evicted, DrainError> {
         self.evictions.lock().unwrap().push(pod.name.clone());
+        let mut denials = self.denials.lock().unwrap();
+        if !denials.is_empty() {
+            return Ok(Evicted::Denied(denials.remove(0)));
+        }
+        drop(denials);
         let mut errors = self.server_errors.lock().unwrap();
         if !errors.is_empty() {
             return Ok(Evicted::ServerError(errors.remove(0)));
@@ -706,6 +714,79 @@ async fn a_budget_at_zero_now_fails_at_once_only_when_the_config_says_fail() {
         1,
         "asked once, not again"
     );
+}
+
+const WEBHOOK: &str = "admission webhook \"drain-cleaner.example\" denied the request: move the partition leader first";
+
+#[tokio::test]
+async fn an_eviction_denied_the_same_way_three_times_fails_the_drain_naming_the_answer() {
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    *api.denials.lock().unwrap() = vec![WEBHOOK.to_string(); 10];
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(1),
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::seconds(60), &ok)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, DrainError::Held { held, .. } if held.cause == Cause::Denied),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("the Eviction API denied it 3 times in a row with the same answer")
+            && text.contains("move the partition leader first")
+            && text.contains("drain.whenBlocked.denied is fail"),
+        "{text}"
+    );
+    assert_eq!(api.evictions.lock().unwrap().len(), 3, "asked three times");
+    let events = api.events.lock().unwrap().clone();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("EvictionDenied"))
+            .count(),
+        1,
+        "one Event for the same answer: {events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_denial_that_changes_or_passes_is_not_denied_for_good() {
+    // Two different answers, then one of them twice more, then accepted: never three of the
+    // same in a row, so the drain goes on and ends.
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    *api.denials.lock().unwrap() = vec![
+        WEBHOOK.to_string(),
+        WEBHOOK.to_string(),
+        "admission webhook \"drain-cleaner.example\" denied the request: leader moving".into(),
+        WEBHOOK.to_string(),
+    ];
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(1),
+        ..cfg()
+    };
+    drain_n1(&api, &c, chrono::Duration::seconds(60), &ok)
+        .await
+        .unwrap();
+    assert_eq!(api.evictions.lock().unwrap().len(), 5);
+    // `denied: wait` asks again until the timeout instead.
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    *api.denials.lock().unwrap() = vec![WEBHOOK.to_string(); 1000];
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(1),
+        when_blocked: crate::config::WhenBlocked {
+            denied: crate::config::BlockPolicy::Wait,
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::milliseconds(200), &ok)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DrainError::Timeout { .. }), "{err}");
+    assert!(api.evictions.lock().unwrap().len() > 3);
 }
 
 #[tokio::test]

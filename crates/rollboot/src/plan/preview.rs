@@ -418,7 +418,7 @@ fn held_outcome(config: &Config, cause: BlockCause) -> String {
             "drain.whenBlocked.{cause} is wait: the drain fails at drain.timeout {}",
             d.timeout
         ),
-        (BlockPolicy::Wait, BlockCause::Budget) => format!(
+        (BlockPolicy::Wait, _) => format!(
             "its eviction waits, and the drain fails at drain.timeout {} unless the budget recovers",
             d.timeout
         ),

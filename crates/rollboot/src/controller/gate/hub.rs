@@ -112,6 +112,10 @@ pub(super) fn budget_never(p: &SlimBudget) -> Option<Box<NeverAllows>> {
     };
     let mut b = PodDisruptionBudget::default();
     facts.apply(&mut b);
+    // A disruption under way explains an allowance of 0: judged with it, as the drain does.
+    if let Some(status) = b.status.as_mut() {
+        status.disrupted_pods = st.disrupted_pods.clone();
+    }
     crate::drain::blockers::never_allows_now(&b).map(|_| Box::new(facts))
 }
 

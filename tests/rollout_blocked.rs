@@ -1,0 +1,194 @@
+//! What a drain does about evictions it cannot get, by cause (issue 24, `drain.whenBlocked`):
+//! an eviction the Eviction API denies with the same answer again and again (here a
+//! ValidatingAdmissionPolicy on `pods/eviction`, as a drain-cleaner webhook would) fails the
+//! node at once, naming the answer, instead of asking until `drain.timeout`; `denied: wait`
+//! keeps today's wait. Played on the simulator, which enforces the policy as kube-apiserver
+//! does (422), with the real controller and agents.
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use kube::api::{Api, PostParams};
+use rollboot::node::{NodeState, NodeView};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
+use serde_json::json;
+
+fn log() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+const GUARD: &str = "guarded: move the partition leader off this pod first";
+
+/// Three nodes, every eviction denied by a policy, rollboot running with `drain` keys added to
+/// its drain section, the first node flagged.
+async fn guarded(drain: &str) -> (Harness, String) {
+    log();
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    let config = sim_config(&format!(
+        "drain: {{evictionRetryInterval: 100ms{drain}}}\nnodes: {{order: name}}\n"
+    ))
+    .unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "guard-evictions"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["pods/eviction"],
+            }]},
+            "validations": [{"expression": "false", "message": GUARD}],
+        },
+    }))
+    .unwrap();
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": "guard-evictions"},
+        "spec": {"policyName": "guard-evictions", "validationActions": ["Deny"]},
+    }))
+    .unwrap();
+    let pp = PostParams::default();
+    Api::<ValidatingAdmissionPolicy>::all(h.client.clone())
+        .create(&pp, &policy)
+        .await
+        .unwrap();
+    Api::<ValidatingAdmissionPolicyBinding>::all(h.client.clone())
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+    let names = h.node_names().await.unwrap();
+    let first = names[0].clone();
+    h.start_rollout_flagged(std::slice::from_ref(&first))
+        .await
+        .unwrap();
+    (h, first)
+}
+
+async fn failed(h: &Harness, node: &str, within: Duration) -> NodeView {
+    let done = h
+        .wait_for(within, |ns| {
+            ns.iter()
+                .any(|n| n.name == node && n.state == Some(NodeState::Failed))
+        })
+        .await
+        .unwrap();
+    let view = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|n| n.name == node)
+        .unwrap();
+    assert!(done, "{node} did not fail within {within:?}: {view:?}");
+    view
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_denied_every_time_fails_the_node_at_once_naming_the_answer() {
+    // drain.timeout 10m as run: the node must fail long before it.
+    let (h, node) = guarded("").await;
+    let started = std::time::Instant::now();
+    let view = failed(&h, &node, Duration::from_secs(30)).await;
+    let reason = view.failure_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("the Eviction API denied it 3 times in a row with the same answer")
+            && reason.contains(GUARD)
+            && reason.contains("drain.whenBlocked.denied is fail"),
+        "{reason}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "failed after {:?}",
+        started.elapsed()
+    );
+    // Failed, not rebooted: no reboot token was ever issued.
+    assert!(view.reboot_token.is_none(), "{view:?}");
+    let events = h.events("EvictionDenied").await.unwrap();
+    assert!(events.iter().any(|e| e.contains(GUARD)), "{events:?}");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_denied_wait_the_drain_asks_until_its_timeout() {
+    let (h, node) = guarded(", timeout: 4s, whenBlocked: {denied: wait}").await;
+    let view = failed(&h, &node, Duration::from_secs(30)).await;
+    let reason = view.failure_reason.clone().unwrap_or_default();
+    assert!(reason.contains("drain timed out"), "{reason}");
+    h.shutdown().await;
+}
+
+/// A pod whose deletion a finalizer holds: evicted, it stays terminating. With
+/// `whenBlocked.stuck: fail` the node fails once it is past its grace period and
+/// `drain.stuckAfter`, naming the pod; by default (`wait`) the drain waits until its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_stuck_terminating_fails_the_node_once_past_its_grace_and_stuck_after() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{ListParams, Patch, PatchParams};
+    log();
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    let config = sim_config(
+        "drain: {gracePeriod: 1s, stuckAfter: 2s, whenBlocked: {stuck: fail}}\nnodes: {order: name}\n",
+    )
+    .unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    let node = names[0].clone();
+    let pods: Api<Pod> = Api::all(h.client.clone());
+    let on_node = pods
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+        .unwrap();
+    let held = on_node
+        .items
+        .iter()
+        .find(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "ReplicaSet")
+        })
+        .expect("a ReplicaSet pod on the node");
+    let (ns, name) = (
+        held.metadata.namespace.clone().unwrap(),
+        held.metadata.name.clone().unwrap(),
+    );
+    let api: Api<Pod> = Api::namespaced(h.client.clone(), &ns);
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    h.start_rollout_flagged(std::slice::from_ref(&node))
+        .await
+        .unwrap();
+    let view = failed(&h, &node, Duration::from_secs(40)).await;
+    let reason = view.failure_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "pod {ns}/{name} cannot be drained: it is still terminating"
+        )) && reason.contains("past its grace period and drain.stuckAfter 2s")
+            && reason.contains("drain.whenBlocked.stuck is fail"),
+        "{reason}"
+    );
+    assert!(view.reboot_token.is_none(), "{view:?}");
+    let release = json!({"metadata": {"finalizers": null}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    h.shutdown().await;
+}
