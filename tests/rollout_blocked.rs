@@ -28,8 +28,8 @@ fn log() {
 const GUARD: &str = "guarded: move the partition leader off this pod first";
 
 /// Three nodes, every eviction denied by a policy, rollboot running with `drain` keys added to
-/// its drain section, the first node flagged.
-async fn guarded(drain: &str) -> (Harness, String) {
+/// its drain section and `rest` (YAML) beside it, the first node flagged.
+async fn guarded(drain: &str, rest: &str) -> (Harness, String) {
     log();
     let sc = Scenario {
         nodes: 3,
@@ -37,7 +37,7 @@ async fn guarded(drain: &str) -> (Harness, String) {
         ..Scenario::default()
     };
     let config = sim_config(&format!(
-        "drain: {{evictionRetryInterval: 100ms{drain}}}\nnodes: {{order: name}}\n"
+        "drain: {{evictionRetryInterval: 100ms{drain}}}\nnodes: {{order: name}}\n{rest}"
     ))
     .unwrap();
     let mut h = Harness::start(sc, config).await.unwrap();
@@ -97,7 +97,7 @@ async fn failed(h: &Harness, node: &str, within: Duration) -> NodeView {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eviction_denied_every_time_fails_the_node_at_once_naming_the_answer() {
     // drain.timeout 10m as run: the node must fail long before it.
-    let (h, node) = guarded("").await;
+    let (h, node) = guarded("", "").await;
     let started = std::time::Instant::now();
     let view = failed(&h, &node, Duration::from_secs(30)).await;
     let reason = view.failure_reason.clone().unwrap_or_default();
@@ -121,7 +121,7 @@ async fn an_eviction_denied_every_time_fails_the_node_at_once_naming_the_answer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_denied_wait_the_drain_asks_until_its_timeout() {
-    let (h, node) = guarded(", timeout: 4s, whenBlocked: {denied: wait}").await;
+    let (h, node) = guarded(", timeout: 4s, whenBlocked: {denied: wait}", "").await;
     let view = failed(&h, &node, Duration::from_secs(30)).await;
     let reason = view.failure_reason.clone().unwrap_or_default();
     assert!(reason.contains("drain timed out"), "{reason}");
@@ -190,5 +190,62 @@ async fn a_pod_stuck_terminating_fails_the_node_once_past_its_grace_and_stuck_af
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&release))
         .await
         .unwrap();
+    h.shutdown().await;
+}
+
+/// `denied: quarantine`: the node fails at once and is labelled
+/// `rollboot.dev/quarantined=denied`; it stays cordoned with its pods although
+/// `failures.returnToService` uncordons other failed nodes whose host is up, and `status`
+/// says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_node_stays_cordoned_with_its_label_and_is_not_returned_to_service() {
+    let (h, node) = guarded(
+        ", whenBlocked: {denied: quarantine}",
+        "failures: {maxFailures: 1, returnToService: true}\n",
+    )
+    .await;
+    let view = failed(&h, &node, Duration::from_secs(30)).await;
+    let reason = view.failure_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("drain.whenBlocked.denied is quarantine"),
+        "{reason}"
+    );
+    assert_eq!(view.quarantined.as_deref(), Some("denied"), "{view:?}");
+    assert!(view.unschedulable, "a quarantined node stays cordoned");
+    // Its host is up and Ready all along: returnToService would have uncordoned a failed
+    // node within a pass or two.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|n| n.name == node)
+        .unwrap();
+    assert!(
+        later.unschedulable && later.quarantined.as_deref() == Some("denied") && later.ready,
+        "{later:?}"
+    );
+    h.shutdown().await;
+    // The control: `denied: fail` with the same config, and the failed node is back in
+    // service well within those 3 s.
+    let (h, node) = guarded(
+        ", whenBlocked: {denied: fail}",
+        "failures: {maxFailures: 1, returnToService: true}\n",
+    )
+    .await;
+    failed(&h, &node, Duration::from_secs(30)).await;
+    let started = std::time::Instant::now();
+    let back = h
+        .wait_for(Duration::from_secs(10), |ns| {
+            ns.iter().any(|n| n.name == node && !n.unschedulable)
+        })
+        .await
+        .unwrap();
+    assert!(
+        back && started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     h.shutdown().await;
 }

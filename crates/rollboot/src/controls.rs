@@ -362,8 +362,15 @@ pub fn plan_retry(n: &NodeView) -> Result<RetryPlan, Refusal> {
         ann.push((proto::CORDONED_BY, None));
     }
     let uncordons = ours && n.unschedulable;
+    // A quarantine ends with the failure it came with.
+    let labels: Vec<(String, Option<String>)> = n
+        .quarantined
+        .as_ref()
+        .map(|_| (proto::QUARANTINED.to_string(), None))
+        .into_iter()
+        .collect();
     Ok(RetryPlan {
-        patch: proto::patch(&ann, uncordons.then_some(false)),
+        patch: proto::with_labels(proto::patch(&ann, uncordons.then_some(false)), &labels),
         uncordons,
         stays_cordoned: n.unschedulable && !ours,
     })
@@ -920,6 +927,21 @@ mod tests {
             .as_object()
             .unwrap()
             .contains_key(proto::CORDONED_BY));
+    }
+
+    #[test]
+    fn retry_ends_a_quarantine_with_its_failure() {
+        let quarantined = NodeView {
+            quarantined: Some("denied".into()),
+            ..failed(Some("controller-0"), true)
+        };
+        let p = plan_retry(&quarantined).unwrap();
+        let labels = p.patch["metadata"]["labels"].as_object().unwrap();
+        assert_eq!(labels.get(proto::QUARANTINED), Some(&Value::Null));
+        assert!(p.uncordons);
+        // A node never quarantined: its labels are not touched.
+        let p = plan_retry(&failed(Some("controller-0"), true)).unwrap();
+        assert!(p.patch["metadata"].get("labels").is_none());
     }
 
     #[test]

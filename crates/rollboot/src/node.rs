@@ -29,6 +29,10 @@ pub const REBOOT_REQUESTED: &str = "rollboot.dev/reboot-requested";
 pub const REBOOT_REQUESTED_REASON: &str = "rollboot.dev/reboot-requested-reason";
 /// Operator, a label: never reboot this node.
 pub const EXCLUDE: &str = "rollboot.dev/exclude";
+/// Controller, a label: the node's drain was held for this cause (`budget`, `never`, `denied`,
+/// `stuck`) and `drain.whenBlocked` says quarantine: it stays cordoned with its pods, failed,
+/// until `rollboot retry` removes the label with the failure.
+pub const QUARANTINED: &str = "rollboot.dev/quarantined";
 /// Controller: the node's maintenance state.
 pub const STATE: &str = "rollboot.dev/state";
 /// Controller: when `state` was written.
@@ -370,6 +374,8 @@ pub struct NodeView {
     pub flagged_at: Option<DateTime<Utc>>,
     /// The `exclude` label is present (any value but `false`).
     pub excluded: bool,
+    /// The `quarantined` label's cause, when present.
+    pub quarantined: Option<String>,
     /// `state`, when it parses.
     pub state: Option<NodeState>,
     /// `state-since`.
@@ -698,6 +704,7 @@ impl NodeView {
                 .filter_map(|k| ann.get(*k).and_then(|v| time::parse_annotation(v)))
                 .min(),
             excluded: labels.get(EXCLUDE).is_some_and(|v| v != "false"),
+            quarantined: labels.get(QUARANTINED).cloned(),
             state: cycle.state,
             state_since: cycle.state_since,
             cordoned_by: get(CORDONED_BY),

@@ -283,6 +283,7 @@ fn drain_and_reboot(out: &mut String, c: &Config) {
     {
         BlockPolicy::Wait => "waits",
         BlockPolicy::Fail => "fails at once",
+        BlockPolicy::Quarantine => "quarantines at once",
     };
     let _ = writeln!(
         out,

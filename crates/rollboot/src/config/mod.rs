@@ -264,6 +264,10 @@ pub enum BlockPolicy {
     Wait,
     /// Fail the node at once, naming the cause, the budget and the pod.
     Fail,
+    /// Fail the node at once and label it `rollboot.dev/quarantined=<cause>`: it stays
+    /// cordoned with the pods it still has (never returned to service by
+    /// `failures.returnToService`), until `rollboot retry`.
+    Quarantine,
 }
 
 /// `drain.whenBlocked`: a policy per cause.

@@ -255,7 +255,7 @@ fn failed_holding<'a, 's>(s: &'s Snapshot<'a>) -> impl Iterator<Item = &'a NodeV
 
 /// The failed nodes `failures.returnToService` uncordons now: each [`holds_a_slot`], is out
 /// of the lock, and its host is up and Ready (no not-ready or unreachable taint): a node still
-/// down in a reboot, or not back, stays cordoned.
+/// down in a reboot, or not back, stays cordoned, and so does a quarantined one.
 pub fn returning_to_service<'a>(
     nodes: &[&'a NodeView],
     in_flight: &BTreeMap<String, LockEntry>,
@@ -268,7 +268,11 @@ pub fn returning_to_service<'a>(
         .iter()
         .copied()
         .filter(|n| {
-            holds_a_slot(n) && !in_flight.contains_key(&n.name) && n.ready && !n.not_ready_taint
+            holds_a_slot(n)
+                && n.quarantined.is_none()
+                && !in_flight.contains_key(&n.name)
+                && n.ready
+                && !n.not_ready_taint
         })
         .collect()
 }
@@ -1390,6 +1394,12 @@ mod tests {
             ..ready.clone()
         };
         assert!(back(&tainted, &on, &none).is_empty());
+        // Quarantined by its drain: it stays cordoned with its pods until `rollboot retry`.
+        let quarantined = NodeView {
+            quarantined: Some("never".into()),
+            ..ready.clone()
+        };
+        assert!(back(&quarantined, &on, &none).is_empty());
         // Not rollboot's cordon, or not freed from the lock yet.
         let theirs = NodeView {
             cordoned_by: None,

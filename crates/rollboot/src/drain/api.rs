@@ -58,7 +58,7 @@ pub enum DrainError {
         pods: Vec<PodRef>,
     },
     /// An eviction a budget holds, under a `drain.whenBlocked` policy of `fail`.
-    #[error("node {node}: pod {pod} cannot be drained: {}; drain.whenBlocked.{} is fail", .held.sentence(), .held.cause)]
+    #[error("node {node}: pod {pod} cannot be drained: {}; drain.whenBlocked.{} is {}", .held.sentence(), .held.cause, if *.quarantine { "quarantine: the node stays cordoned with its pods, labelled rollboot.dev/quarantined" } else { "fail" })]
     Held {
         /// Node.
         node: String,
@@ -66,6 +66,8 @@ pub enum DrainError {
         pod: PodRef,
         /// The cause, the budget and why.
         held: Box<Held>,
+        /// The policy is `quarantine`, not `fail`.
+        quarantine: bool,
     },
     /// An API call failed.
     #[error("node {node}: {what}: {source}")]

@@ -352,8 +352,8 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             .policy(held.cause, cfg.force_delete_after_timeout)
         {
             Policy::Wait => Ok(()),
-            Policy::Fail => {
-                tracing::warn!(node = self.node, pod = %pod, cause = %held.cause, budget = %held.budget, why = %held.why, "an eviction is held and drain.whenBlocked says fail");
+            policy @ (Policy::Fail | Policy::Quarantine) => {
+                tracing::warn!(node = self.node, pod = %pod, cause = %held.cause, budget = %held.budget, why = %held.why, "an eviction is held and drain.whenBlocked says fail or quarantine");
                 if held.cause == Cause::Never {
                     self.api
                         .event(Some(pod), true, "BudgetNeverAllows", format!("evicting pod {pod}: {}; the drain fails at once (drain.whenBlocked.never)", held.sentence()))
@@ -363,6 +363,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                     node: self.node.into(),
                     pod: pod.clone(),
                     held: Box::new(held),
+                    quarantine: policy == Policy::Quarantine,
                 })
             }
         }

@@ -410,6 +410,9 @@ fn held_outcome(config: &Config, cause: BlockCause) -> String {
         (BlockPolicy::Fail, _) => format!(
             "drain.whenBlocked.{cause} is fail: the node fails at its first refused eviction"
         ),
+        (BlockPolicy::Quarantine, _) => format!(
+            "drain.whenBlocked.{cause} is quarantine: at its first refused eviction the node fails and stays cordoned with its pods, labelled rollboot.dev/quarantined={cause}"
+        ),
         (BlockPolicy::Wait, BlockCause::Never) if d.force_delete_after_timeout => format!(
             "drain.whenBlocked.{cause} is wait: the pod is deleted around its budget at drain.timeout {}",
             d.timeout

@@ -200,6 +200,10 @@ pub struct NodeStatus {
     /// A failed node rollboot left cordoned: it takes one of `maxNodes`' slots (and of its
     /// group's) until an operator clears it or `failures.returnToService` uncordons it.
     pub holds_slot: bool,
+    /// The `rollboot.dev/quarantined` label's cause: the drain was held and the node stays
+    /// cordoned with its pods until `rollboot retry`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantined: Option<String>,
 }
 
 /// Counts over all nodes.
@@ -395,6 +399,7 @@ fn node_statuses(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Vec<
                 .clone()
                 .filter(|_| n.state == Some(NodeState::Failed)),
             holds_slot: decide::holds_a_slot(n) && !entries.contains_key(&n.name),
+            quarantined: n.quarantined.clone(),
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));

@@ -191,6 +191,11 @@ fn nodes(out: &mut String, nodes: &[NodeStatus]) {
             if n.holds_slot {
                 note.push("holds a maxNodes slot".to_string());
             }
+            if let Some(cause) = &n.quarantined {
+                note.push(format!(
+                    "quarantined ({cause}): stays cordoned until `rollboot retry`"
+                ));
+            }
             if let Some(r) = &n.failure_reason {
                 note.push(format!("failure: {r}"));
             }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::end::fail;
+use super::end::{fail, quarantine};
 use super::reboot::request_reboot;
 use crate::config::Phase;
 use crate::controller::context::Ctx;
@@ -71,8 +71,19 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
         // Logged where it happened; decided again from the newer version.
         Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
         Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
+            let quarantined = match &e {
+                DrainError::Held {
+                    held,
+                    quarantine: true,
+                    ..
+                } => Some(held.cause.key()),
+                _ => None,
+            };
             match ctx.still(&node, NodeState::Draining) {
-                Some(view) => match fail(ctx, &view, e.to_string()).await {
+                Some(view) => match match quarantined {
+                    Some(cause) => quarantine(ctx, &view, e.to_string(), cause).await,
+                    None => fail(ctx, &view, e.to_string()).await,
+                } {
                     Ok(()) | Err(Error::NotLeader(_)) => {}
                     Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
                     Err(e) => tracing::warn!(node, error = %e, "could not mark the node failed"),

@@ -81,7 +81,19 @@ pub(in crate::controller) async fn fail(
     reason: String,
 ) -> Result<(), Error> {
     let what = decide::failure_event_reason(view.state);
-    fail_as(ctx, view, reason, what).await
+    fail_as(ctx, view, reason, what, None).await
+}
+
+/// [`fail`], and the node labelled `rollboot.dev/quarantined=<cause>` in the same write: it
+/// stays cordoned with its pods (`failures.returnToService` leaves it) until `rollboot retry`.
+pub(in crate::controller) async fn quarantine(
+    ctx: &Ctx,
+    view: &NodeView,
+    reason: String,
+    cause: &str,
+) -> Result<(), Error> {
+    let what = decide::failure_event_reason(view.state);
+    fail_as(ctx, view, reason, what, Some(cause)).await
 }
 
 /// A hook held the node past its phase's timeout: [`fail`], said as a hook's failure.
@@ -92,20 +104,26 @@ pub(super) async fn fail_hook(
     reason: String,
 ) -> Result<(), Error> {
     ctx.metrics.hook_result(phase.metric_label(), "failed");
-    fail_as(ctx, view, reason, "HookFailed").await
+    fail_as(ctx, view, reason, "HookFailed", None).await
 }
 
-/// [`fail`] with the Event reason `what` (what failed).
+/// [`fail`] with the Event reason `what` (what failed), quarantined for a cause when given.
 async fn fail_as(
     ctx: &Ctx,
     view: &NodeView,
     reason: String,
     what: &'static str,
+    quarantined: Option<&str>,
 ) -> Result<(), Error> {
     let node = view.name.as_str();
     let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
-    patch_node(ctx, view, "marking it failed", proto::patch(&ann, None)).await?;
+    let label: Vec<(String, Option<String>)> = quarantined
+        .map(|c| (proto::QUARANTINED.to_string(), Some(c.to_string())))
+        .into_iter()
+        .collect();
+    let patch = proto::with_labels(proto::patch(&ann, None), &label);
+    patch_node(ctx, view, "marking it failed", patch).await?;
     let failed = ctx.failed_with(node);
     let outcome = decide::after_failure(failed, &ctx.config);
     tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
