@@ -234,7 +234,10 @@ async fn a_drain_that_times_out_fails_the_node_with_an_event_saying_the_drain_fa
         bare_pods: 0,
         ..scenario(3)
     };
-    let h = running(sc, "{drain: {timeout: 2s}}").await;
+    // `maxUnavailable: 0` can never allow one: waited for until the timeout only when
+    // `drain.whenBlocked.never` says wait (by default the node fails at the first refusal,
+    // tests/rollout_blocked.rs and tests/cli_simulate.rs).
+    let h = running(sc, "{drain: {timeout: 2s, whenBlocked: {never: wait}}}").await;
     let first = h.node_names().await.unwrap()[0].clone();
     h.flag(std::slice::from_ref(&first));
     let failed = the_one_failed_node(&h, "the node whose drain the budgets held").await;
@@ -273,7 +276,9 @@ async fn a_budget_allowing_no_disruption_holds_the_drain_until_it_is_relaxed() {
         bare_pods: 0,
         ..scenario(3)
     };
-    let h = running(sc, "").await;
+    // An operator holding drains with `maxUnavailable: 0` for a while: waited for under
+    // `drain.whenBlocked.never: wait` (the default fails the node at once).
+    let h = running(sc, "{drain: {whenBlocked: {never: wait}}}").await;
     let pods_before = h.cluster.world().pod_count();
     let first = h.node_names().await.unwrap()[0].clone();
     h.flag(std::slice::from_ref(&first));

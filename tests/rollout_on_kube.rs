@@ -271,7 +271,10 @@ async fn budgeted_rollout(per_node: usize, max_unavailable: i64) -> (Harness, Ve
         empty_dir_pods: 0,
         ..Scenario::default()
     };
-    rollout_all(sc, "drain: {timeout: 10m}").await
+    // `maxUnavailable: 0` is waited for (as an operator holding drains for a while), not
+    // failed at the first refusal as `drain.whenBlocked.never` does by default: these tests
+    // look at every refused eviction.
+    rollout_all(sc, "drain: {timeout: 10m, whenBlocked: {never: wait}}").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

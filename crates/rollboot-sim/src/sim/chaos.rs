@@ -66,6 +66,9 @@ pub enum Fault {
     /// Every PodDisruptionBudget allows no disruption (`maxUnavailable: 0`) until the fault
     /// ends.
     BlockBudgets,
+    /// A validating admission policy denies every eviction (422, the same answer each time, as
+    /// a drain-cleaner webhook that holds its pods), until the fault ends.
+    DenyEvictions,
     /// Pods take this long (simulated seconds) from binding to Ready, until the fault ends.
     #[serde(rename_all = "camelCase")]
     SlowPods {
@@ -91,6 +94,7 @@ impl Fault {
             Fault::DeleteNode => "deleteNode",
             Fault::DeleteLock => "deleteLock",
             Fault::BlockBudgets => "blockBudgets",
+            Fault::DenyEvictions => "denyEvictions",
             Fault::SlowPods { .. } => "slowPods",
         }
     }
@@ -264,7 +268,7 @@ fn draw_one(rng: &mut StdRng) -> TimedFault {
     let state = |rng: &mut StdRng, among: &[&str]| {
         Some(among[rng.random_range(0..among.len())].to_string())
     };
-    let (fault, for_seconds, when_state) = match rng.random_range(0..14) {
+    let (fault, for_seconds, when_state) = match rng.random_range(0..15) {
         0 => (
             Fault::ApiErrors {
                 error_rate: secs(rng, 0.1, 0.5),
@@ -315,6 +319,11 @@ fn draw_one(rng: &mut StdRng) -> TimedFault {
         ),
         11 => (Fault::DeleteLock, 0.0, state(rng, &STATES)),
         12 => (Fault::BlockBudgets, secs(rng, 2.0, 6.0), None),
+        13 => (
+            Fault::DenyEvictions,
+            secs(rng, 1.0, 5.0),
+            state(rng, &["draining"]),
+        ),
         _ => (
             Fault::SlowPods {
                 start_delay: secs(rng, 100.0, 500.0),
@@ -558,7 +567,7 @@ mod tests {
                 seen.insert(f.fault.name());
             }
         }
-        assert_eq!(seen.len(), 14, "{seen:?}");
+        assert_eq!(seen.len(), 15, "{seen:?}");
     }
 
     #[test]

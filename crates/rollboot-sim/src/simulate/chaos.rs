@@ -8,6 +8,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -145,6 +148,8 @@ pub struct Chaos {
     /// overlapping blocks restore the budgets once, when the last ends.
     blocked: Vec<(String, String, serde_json::Value)>,
     blocks: usize,
+    /// How many `denyEvictions` are on: the policy goes when the last ends.
+    denials: usize,
     start_delay: f64,
 }
 
@@ -159,6 +164,7 @@ impl Chaos {
             deleted: BTreeMap::new(),
             blocked: Vec::new(),
             blocks: 0,
+            denials: 0,
             start_delay: scenario.start_delay,
         }
     }
@@ -289,6 +295,21 @@ impl Chaos {
                 }
                 self.blocked = was;
             }
+            (Fault::DenyEvictions, _) => {
+                self.denials += 1;
+                if self.denials > 1 {
+                    return;
+                }
+                let pp = PostParams::default();
+                let (policy, binding) = eviction_denial();
+                let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+                let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+                let _ = retry("deny evictions", || policies.create(&pp, &policy)).await;
+                let _ = retry("bind the eviction denial", || {
+                    bindings.create(&pp, &binding)
+                })
+                .await;
+            }
             (Fault::SlowPods { start_delay }, _) => {
                 t.cluster().world().set_start_delay(*start_delay)
             }
@@ -364,6 +385,29 @@ impl Chaos {
                     let pp = PostParams::default();
                     let _ = retry("register the node again", || api.create(&pp, &node)).await;
                 }
+            }
+            Fault::DenyEvictions => {
+                self.denials = self.denials.saturating_sub(1);
+                if self.denials > 0 {
+                    return;
+                }
+                let dp = DeleteParams::default();
+                let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+                let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+                let _ = retry("allow evictions again", || async {
+                    match bindings.delete(DENIAL, &dp).await {
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        r => r.map(|_| ()),
+                    }
+                })
+                .await;
+                let _ = retry("remove the eviction denial", || async {
+                    match policies.delete(DENIAL, &dp).await {
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        r => r.map(|_| ()),
+                    }
+                })
+                .await;
             }
             Fault::BlockBudgets => {
                 self.blocks = self.blocks.saturating_sub(1);
@@ -489,6 +533,31 @@ where
             }
         }
     }
+}
+
+/// The name of `denyEvictions`' policy and binding.
+const DENIAL: &str = "chaos-deny-evictions";
+
+/// A validating admission policy denying every eviction, and its binding.
+fn eviction_denial() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
+    let policy = serde_json::from_value(json!({
+        "metadata": {"name": DENIAL},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["pods/eviction"],
+            }]},
+            "validations": [{"expression": "false", "message": "chaos: evictions are held by a drain cleaner"}],
+        },
+    }))
+    .expect("a valid policy");
+    let binding = serde_json::from_value(json!({
+        "metadata": {"name": DENIAL},
+        "spec": {"policyName": DENIAL, "validationActions": ["Deny"]},
+    }))
+    .expect("a valid binding");
+    (policy, binding)
 }
 
 #[cfg(test)]

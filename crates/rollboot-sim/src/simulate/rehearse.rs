@@ -81,6 +81,11 @@ const SCALED: &[Floor] = &[
         why: "",
     },
     Floor {
+        key: "drain.stuckAfter",
+        floor: Duration::from_millis(1),
+        why: "",
+    },
+    Floor {
         key: "drain.evictionRetryInterval",
         floor: Duration::from_millis(20),
         why: "each pod a budget holds is asked again on this period; below 20 ms the retries of a blocked drain crowd out the rest",
