@@ -83,15 +83,18 @@ async fn failed(h: &Harness, node: &str, within: Duration) -> NodeView {
         })
         .await
         .unwrap();
-    let view = h
-        .nodes()
+    let view = node_now(h, node).await;
+    assert!(done, "{node} did not fail within {within:?}: {view:?}");
+    view
+}
+
+async fn node_now(h: &Harness, node: &str) -> NodeView {
+    h.nodes()
         .await
         .unwrap()
         .into_iter()
         .find(|n| n.name == node)
-        .unwrap();
-    assert!(done, "{node} did not fail within {within:?}: {view:?}");
-    view
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,13 +218,7 @@ async fn a_quarantined_node_stays_cordoned_with_its_label_and_is_not_returned_to
     // Its host is up and Ready all along: returnToService would have uncordoned a failed
     // node within a pass or two.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let later = h
-        .nodes()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|n| n.name == node)
-        .unwrap();
+    let later = node_now(&h, &node).await;
     assert!(
         later.unschedulable && later.quarantined.as_deref() == Some("denied") && later.ready,
         "{later:?}"

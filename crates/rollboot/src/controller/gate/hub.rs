@@ -388,43 +388,16 @@ impl Hub {
             let (kind, ns) = s.clone();
             match kind {
                 GateKind::Budget => {
-                    follow(
-                        client,
-                        s,
-                        sh,
-                        budget_health,
-                        budget_selector,
-                        budget_disrupted,
-                        budget_never,
-                    )
-                    .await
+                    let keep = Keep {
+                        health: budget_health,
+                        selector: budget_selector,
+                        disrupted: budget_disrupted,
+                        never: budget_never,
+                    };
+                    follow(client, s, sh, keep).await
                 }
-                GateKind::ReplicaSet => {
-                    let health = replicas::<ReplicaSet>;
-                    follow(
-                        client,
-                        s,
-                        sh,
-                        health,
-                        no_selector,
-                        nothing_disrupted,
-                        never_budget,
-                    )
-                    .await
-                }
-                GateKind::StatefulSet => {
-                    let health = replicas::<StatefulSet>;
-                    follow(
-                        client,
-                        s,
-                        sh,
-                        health,
-                        no_selector,
-                        nothing_disrupted,
-                        never_budget,
-                    )
-                    .await
-                }
+                GateKind::ReplicaSet => follow(client, s, sh, keep_scale::<ReplicaSet>()).await,
+                GateKind::StatefulSet => follow(client, s, sh, keep_scale::<StatefulSet>()).await,
             }
             tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
         }));
@@ -556,17 +529,28 @@ fn nothing_disrupted<K>(_: &K) -> Disrupted {
     Disrupted::new()
 }
 
-/// Watches one kind in one namespace for every gate following `feed`, keeping of each object
-/// only its name, health and selector.
-async fn follow<K>(
-    client: Client,
-    stream: Stream,
-    feed: Arc<FeedShared>,
+/// What a watch keeps of each object of kind `K`, read by these functions.
+struct Keep<K> {
     health: fn(&K) -> Health,
     selector: fn(&K) -> Option<&LabelSelector>,
     disrupted: fn(&K) -> Disrupted,
     never: fn(&K) -> Option<Box<NeverAllows>>,
-) where
+}
+
+/// What a watch keeps of a ReplicaSet or StatefulSet: its replicas' health, nothing else.
+fn keep_scale<K>() -> Keep<SlimReplicas<K>> {
+    Keep {
+        health: replicas::<K>,
+        selector: no_selector,
+        disrupted: nothing_disrupted,
+        never: never_budget,
+    }
+}
+
+/// Watches one kind in one namespace for every gate following `feed`, keeping of each object
+/// only its name, health and selector.
+async fn follow<K>(client: Client, stream: Stream, feed: Arc<FeedShared>, keep: Keep<K>)
+where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
@@ -581,10 +565,10 @@ async fn follow<K>(
     let obj = |o: &K| {
         Arc::new(Obj {
             name: o.name_any(),
-            health: health(o),
-            selector: selector(o).cloned(),
-            disrupted: disrupted(o),
-            never: never(o),
+            health: (keep.health)(o),
+            selector: (keep.selector)(o).cloned(),
+            disrupted: (keep.disrupted)(o),
+            never: (keep.never)(o),
         })
     };
     while let Some(ev) = events.next().await {
