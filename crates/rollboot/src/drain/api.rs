@@ -15,6 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::blockers::Held;
 use super::pods::PodRef;
+use crate::config::BlockCause;
 use crate::lease::NotLeader;
 
 /// The answer to one eviction.
@@ -83,6 +84,20 @@ pub enum DrainError {
     /// Leadership was lost: stop at once.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),
+}
+
+impl DrainError {
+    /// The cause a held pod quarantines its node for (`drain.whenBlocked` says `quarantine`).
+    pub fn quarantined_for(&self) -> Option<BlockCause> {
+        match self {
+            DrainError::Held {
+                held,
+                quarantine: true,
+                ..
+            } => Some(held.cause),
+            _ => None,
+        }
+    }
 }
 
 /// The Kubernetes calls a drain needs.

@@ -547,9 +547,10 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
         let left = loop {
             // Watched until the deadline, or, when a stuck pod fails the drain, until the
             // first of the waited pods would be stuck.
-            let until = match waiting.iter().filter_map(|p| self.stuck_at(p)).min() {
-                Some(first) if fail_stuck => first.min(self.deadline),
-                _ => self.deadline,
+            let first_stuck = || waiting.iter().filter_map(|p| self.stuck_at(p)).min();
+            let until = match fail_stuck.then(first_stuck).flatten() {
+                Some(first) => first.min(self.deadline),
+                None => self.deadline,
             };
             let Gone { left, seen_going } = self.api.wait_gone(self.node, &waiting, until).await?;
             self.seen_going.extend(seen_going);

@@ -71,23 +71,20 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
         // Logged where it happened; decided again from the newer version.
         Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
         Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
-            let quarantined = match &e {
-                DrainError::Held {
-                    held,
-                    quarantine: true,
-                    ..
-                } => Some(held.cause.key()),
-                _ => None,
-            };
             match ctx.still(&node, NodeState::Draining) {
-                Some(view) => match match quarantined {
-                    Some(cause) => quarantine(ctx, &view, e.to_string(), cause).await,
-                    None => fail(ctx, &view, e.to_string()).await,
-                } {
-                    Ok(()) | Err(Error::NotLeader(_)) => {}
-                    Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
-                    Err(e) => tracing::warn!(node, error = %e, "could not mark the node failed"),
-                },
+                Some(view) => {
+                    let written = match e.quarantined_for() {
+                        Some(cause) => quarantine(ctx, &view, e.to_string(), cause.key()).await,
+                        None => fail(ctx, &view, e.to_string()).await,
+                    };
+                    match written {
+                        Ok(()) | Err(Error::NotLeader(_)) => {}
+                        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+                        Err(e) => {
+                            tracing::warn!(node, error = %e, "could not mark the node failed")
+                        }
+                    }
+                }
                 None => {
                     tracing::info!(node, error = %e, "drain ended, but the node is no longer draining; not marking it failed")
                 }
