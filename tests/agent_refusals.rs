@@ -12,14 +12,9 @@ use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::json;
 
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
 
 /// A cluster of 3 nodes with rollboot's config (the simulation's: a reboot timeout of 1m, so a
 /// failure "at once" is told from one at the timeout), nothing started yet.
@@ -40,14 +35,10 @@ async fn node(h: &Harness, name: &str) -> NodeView {
 /// Waits (at most `within`) until `name` is failed; returns its view and how long it took.
 async fn failed(h: &Harness, name: &str, within: Duration) -> (NodeView, Duration) {
     let t0 = Instant::now();
-    let ok = h
-        .wait_for(within, |ns| {
-            ns.iter()
-                .any(|n| n.name == name && n.state == Some(NodeState::Failed))
-        })
+    let (ok, v) = h
+        .wait_for_state(name, NodeState::Failed, within)
         .await
         .unwrap();
-    let v = node(h, name).await;
     assert!(ok, "{name} did not fail within {within:?}: {v:?}");
     (v, t0.elapsed())
 }

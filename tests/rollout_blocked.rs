@@ -16,14 +16,9 @@ use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::json;
 
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
 
 const GUARD: &str = "guarded: move the partition leader off this pod first";
 
@@ -76,25 +71,12 @@ async fn guarded(drain: &str, rest: &str) -> (Harness, String) {
 }
 
 async fn failed(h: &Harness, node: &str, within: Duration) -> NodeView {
-    let done = h
-        .wait_for(within, |ns| {
-            ns.iter()
-                .any(|n| n.name == node && n.state == Some(NodeState::Failed))
-        })
+    let (done, view) = h
+        .wait_for_state(node, NodeState::Failed, within)
         .await
         .unwrap();
-    let view = node_now(h, node).await;
     assert!(done, "{node} did not fail within {within:?}: {view:?}");
     view
-}
-
-async fn node_now(h: &Harness, node: &str) -> NodeView {
-    h.nodes()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|n| n.name == node)
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,7 +200,7 @@ async fn a_quarantined_node_stays_cordoned_with_its_label_and_is_not_returned_to
     // Its host is up and Ready all along: returnToService would have uncordoned a failed
     // node within a pass or two.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let later = node_now(&h, &node).await;
+    let later = h.node(&node).await.unwrap();
     assert!(
         later.unschedulable && later.quarantined.as_deref() == Some("denied") && later.ready,
         "{later:?}"

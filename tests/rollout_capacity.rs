@@ -13,14 +13,9 @@ use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::json;
 
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
 
 /// A failure that does not wait for the default timeouts: a host that never comes back from
 /// its reboot fails its node 3 s after the token.

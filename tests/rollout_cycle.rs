@@ -9,6 +9,10 @@ use rollboot::node::{NodeState, NodeView};
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{rollout, sim_config, Harness, RunOptions};
 
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
+
 const ZONE: &str = "topology.kubernetes.io/zone";
 
 fn scenario(nodes: usize) -> Scenario {
@@ -17,15 +21,6 @@ fn scenario(nodes: usize) -> Scenario {
         pods_per_node: 4,
         ..Scenario::default()
     }
-}
-
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
 }
 
 async fn running(sc: Scenario, overrides: &str) -> Harness {

@@ -12,14 +12,9 @@ mod slow_rollout;
 use rollboot_sim::simulate::Harness;
 use slow_rollout::slow_rollout_of_two;
 
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
 
 /// Flags two nodes, kills the leader as soon as the first is seen in `state`, and checks the
 /// rollout still completes safely. Returns the state the node was in when the leader died.

@@ -22,14 +22,9 @@ use serde_json::json;
 #[path = "common/slow_rollout.rs"]
 mod slow_rollout;
 
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
 
 fn scenario(nodes: usize) -> Scenario {
     Scenario {

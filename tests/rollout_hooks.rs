@@ -25,6 +25,10 @@ use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 use serde_json::{json, Value};
 
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
+
 /// How the receiver answers one hook.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -80,15 +84,6 @@ async fn receiver() -> (Receiver, String) {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (r, format!("http://{addr}"))
-}
-
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
 }
 
 /// A cluster of `nodes` with both controller replicas and every agent running `overrides`.

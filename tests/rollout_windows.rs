@@ -9,14 +9,9 @@ use chrono::{Timelike, Utc};
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 
-fn log() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("TLOG").unwrap_or("rollboot=info,rollboot_sim::sim=warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
 
 async fn running(overrides: &str) -> Harness {
     log();

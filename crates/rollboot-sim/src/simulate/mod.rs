@@ -573,6 +573,22 @@ impl Harness {
         }
     }
 
+    /// Polls (as [`Harness::wait_for`]) until node `name` is in `state` or `timeout` passes;
+    /// returns whether it got there, and the node as it is then.
+    pub async fn wait_for_state(
+        &self,
+        name: &str,
+        state: NodeState,
+        timeout: Duration,
+    ) -> anyhow::Result<(bool, NodeView)> {
+        let reached = self
+            .wait_for(timeout, |ns| {
+                ns.iter().any(|n| n.name == name && n.state == Some(state))
+            })
+            .await?;
+        Ok((reached, self.node(name).await?))
+    }
+
     /// The rollout is over for `flagged`: each is `done` (or `failed`) and not flagged.
     pub fn finished(nodes: &[NodeView], flagged: &BTreeSet<String>) -> bool {
         nodes.iter().filter(|n| flagged.contains(&n.name)).all(|n| {

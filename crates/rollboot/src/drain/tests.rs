@@ -63,6 +63,14 @@ fn cfg() -> Drain {
     Drain::default()
 }
 
+/// [`cfg`] asking again 1 ms after a refusal, for the tests that count refusals.
+fn quick() -> Drain {
+    Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(1),
+        ..cfg()
+    }
+}
+
 #[test]
 fn mirror_daemonset_and_deleting_pods_are_skipped() {
     let all = Selector::everything();
@@ -722,10 +730,7 @@ const WEBHOOK: &str = "admission webhook \"drain-cleaner.example\" denied the re
 async fn an_eviction_denied_the_same_way_three_times_fails_the_drain_naming_the_answer() {
     let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
     *api.denials.lock().unwrap() = vec![WEBHOOK.to_string(); 10];
-    let c = Drain {
-        eviction_retry_interval: crate::config::Duration::from_millis(1),
-        ..cfg()
-    };
+    let c = quick();
     let err = drain_n1(&api, &c, chrono::Duration::seconds(60), &ok)
         .await
         .unwrap_err();
@@ -763,10 +768,7 @@ async fn a_denial_that_changes_or_passes_is_not_denied_for_good() {
         "admission webhook \"drain-cleaner.example\" denied the request: leader moving".into(),
         WEBHOOK.to_string(),
     ];
-    let c = Drain {
-        eviction_retry_interval: crate::config::Duration::from_millis(1),
-        ..cfg()
-    };
+    let c = quick();
     drain_n1(&api, &c, chrono::Duration::seconds(60), &ok)
         .await
         .unwrap();
@@ -775,12 +777,11 @@ async fn a_denial_that_changes_or_passes_is_not_denied_for_good() {
     let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
     *api.denials.lock().unwrap() = vec![WEBHOOK.to_string(); 1000];
     let c = Drain {
-        eviction_retry_interval: crate::config::Duration::from_millis(1),
         when_blocked: crate::config::WhenBlocked {
             denied: crate::config::BlockPolicy::Wait,
             ..Default::default()
         },
-        ..cfg()
+        ..quick()
     };
     let err = drain_n1(&api, &c, chrono::Duration::milliseconds(200), &ok)
         .await
