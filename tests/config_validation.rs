@@ -314,3 +314,58 @@ fn a_file_over_one_mebibyte_is_refused_before_parsing() {
     let e = config::load_file(f.path()).unwrap_err();
     assert!(e.problems()[0].message.contains("1 MiB"), "{e}");
 }
+
+#[test]
+fn bad_drain_order_rules_and_volume_timeouts_are_named_by_key_and_line() {
+    let p = one_problem(
+        "drain:\n  order:\n    - {podSelector: app=osd, order: 10}\n    - {podSelector: app=job, behavior: whenever}\n",
+        "drain.order[1].behavior",
+        "unknown variant `whenever`",
+    );
+    assert_eq!(p.line, Some(4), "{p:?}");
+    assert!(p.message.contains("waitCompleted"), "{p:?}");
+    let p = one_problem(
+        "drain:\n  order:\n    - podSelector: app=osd\n    - podSelector: 'app in (a'\n      order: 2\n",
+        "drain.order[1].podSelector",
+        "app in (a",
+    );
+    assert_eq!(p.line, Some(4), "{p:?}");
+    let p = one_problem(
+        "drain:\n  order:\n    - namespaceSelector: '!!'\n",
+        "drain.order[0].namespaceSelector",
+        "",
+    );
+    assert_eq!(p.line, Some(3), "{p:?}");
+    let p = one_problem(
+        "drain:\n  order:\n    - {minPriority: 10, maxPriority: 1}\n",
+        "drain.order[0].minPriority",
+        "above maxPriority 1",
+    );
+    assert_eq!(p.line, Some(3), "{p:?}");
+    let p = one_problem(
+        "drain:\n  volumes:\n    detachTimeout: 0s\n",
+        "drain.volumes.detachTimeout",
+        "must be a positive duration",
+    );
+    assert_eq!(p.line, Some(3), "{p:?}");
+    one_problem(
+        "drain:\n  volumes: {waitForDettach: false}\n",
+        "drain.volumes.waitForDettach",
+        "unknown field",
+    );
+}
+
+#[test]
+fn drain_order_rules_and_volumes_load() {
+    let c = parse_str(
+        "drain:\n  order:\n    - {podSelector: app=osd, namespaceSelector: 'tier in (storage)', minPriority: 0, order: 100}\n    - {podSelector: app=job, behavior: waitCompleted}\n  volumes: {waitForDetach: false, detachTimeout: 90s}\n",
+    )
+    .unwrap();
+    assert_eq!(c.drain.order.len(), 2);
+    assert_eq!(c.drain.order[1].behavior, config::Behavior::WaitCompleted);
+    assert!(!c.drain.volumes.wait_for_detach);
+    assert_eq!(c.drain.volumes.detach_timeout.as_millis(), 90_000);
+    let d = parse_str("{}").unwrap();
+    assert!(d.drain.order.is_empty() && d.drain.volumes.wait_for_detach);
+    assert_eq!(d.drain.volumes.detach_timeout.as_millis(), 300_000);
+}

@@ -631,6 +631,13 @@ fn the_controller_may_do_exactly_what_the_controller_code_calls() {
         ("", "apps", "statefulsets", "watch", ""),
         ("", "policy", "poddisruptionbudgets", "list", ""),
         ("", "policy", "poddisruptionbudgets", "watch", ""),
+        // drain.order's namespaceSelector; drain.volumes' claims, volumes, CSI drivers and
+        // VolumeAttachments (drain/kube_drain.rs).
+        ("", "", "namespaces", "get", ""),
+        ("", "", "persistentvolumeclaims", "get", ""),
+        ("", "", "persistentvolumes", "get", ""),
+        ("", "storage.k8s.io", "csidrivers", "get", ""),
+        ("", "storage.k8s.io", "volumeattachments", "get", ""),
         (
             "rollboot-system",
             "coordination.k8s.io",

@@ -50,7 +50,10 @@
 //! 15 an agent on another node's host: refused as wrongHost, the node fails within 10 s;
 //! 16 the kube-apiserver stopped for 20 s (16a), killed and started again (16b), mid-drain: the
 //!   rollout completes, one reboot each, the budget kept, nothing left cordoned;
-//! 17 the lock and leader Leases deleted mid-reboot: one reboot, `done`, the rollout goes on.
+//! 17 the lock and leader Leases deleted mid-reboot: one reboot, `done`, the rollout goes on;
+//! 18 a budget with maxUnavailable 0: the node fails within seconds, naming it;
+//! 19 a StatefulSet pod's ReadWriteOnce CSI volume: the reboot asked only once its
+//!   VolumeAttachment on the node is gone, the moved pod Ready elsewhere with no Multi-Attach.
 //!
 //! Without `ROLLBOOT_REALCLUSTER_BIN` it prints one line and passes (see `e2e::setup`).
 //! `scripts/e2e-realcluster.sh` runs it; the README's "End-to-end on a real control plane"
@@ -293,6 +296,12 @@ impl<'a> Suite<'a> {
             blocked,
             "a budget that never allows",
             s.never_allowing_budget(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "a StatefulSet's volumes detached before the reboot",
+            s.volumes(report)
         );
         phase!(
             report,
@@ -1882,7 +1891,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 25] = [
+const CHECKS: [(&str, &str); 26] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -1907,6 +1916,7 @@ const CHECKS: [(&str, &str); 25] = [
     ("16a", "the kube-apiserver stopped (SIGSTOP) for 20 s mid-drain, then continued: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
     ("16b", "the kube-apiserver killed (SIGKILL) mid-drain and started again: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
     ("18", "a PodDisruptionBudget with maxUnavailable 0 over a pod of the node: the node fails within 10 s of its drain's start with a reason naming the budget and a BudgetNeverAllows Event, no reboot command (issue 24, drain.whenBlocked.never); once the budget is gone, `rollboot retry`: one reboot"),
+    ("19", "a StatefulSet pod with a ReadWriteOnce CSI volume (the real attach-detach controller's VolumeAttachment, the fake kubelet's attacher): its node's reboot is asked only after the VolumeAttachment of the evicted pod's volume on that node is gone; the moved pod is Ready on another node with no FailedAttachVolume Multi-Attach Event (issue 24, drain.volumes.waitForDetach)"),
     ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 

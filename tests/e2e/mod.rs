@@ -12,6 +12,8 @@
 //! - [`faults`]: the phases of issue 22's cases: annotations garbled or written backwards
 //!   mid-reboot, the lock and leader Leases deleted, tokens an agent refuses (an unreadable ack,
 //!   a wrong host), the kube-apiserver stopped and killed mid-drain.
+//! - [`volumes`]: issue 24's phase: a StatefulSet with ReadWriteOnce CSI volumes, the node of one
+//!   of its pods drained and rebooted only once the pod's VolumeAttachment is gone.
 //!
 //! None of this may talk to anything but the loopback control plane it started, nor change the
 //! recipe's files: the suite runs the recipe, except `fake-kubelet.py` and `rollboot-config.sh`,
@@ -23,3 +25,4 @@ pub mod faults;
 pub mod observe;
 pub mod report;
 pub mod setup;
+pub mod volumes;

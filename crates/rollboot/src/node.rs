@@ -479,6 +479,10 @@ pub struct LastCycle {
     /// the pods the drain saw go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_exit_seconds: Option<f64>,
+    /// Of the drain, the time spent waiting for the drained pods' volumes to detach
+    /// (`drain.volumes.waitForDetach`), when it waited for any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detach_seconds: Option<f64>,
 }
 
 impl LastCycle {
@@ -490,6 +494,7 @@ impl LastCycle {
         back: Option<DateTime<Utc>>,
         done: DateTime<Utc>,
         pod_exit_seconds: Option<f64>,
+        detach_seconds: Option<f64>,
     ) -> LastCycle {
         let between = |a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>| {
             let (a, b) = (a?, b?);
@@ -500,6 +505,9 @@ impl LastCycle {
             reboot_seconds: between(requested, back),
             gate_seconds: between(back, Some(done)),
             pod_exit_seconds: pod_exit_seconds
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| (s * 1000.0).round() / 1000.0),
+            detach_seconds: detach_seconds
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(|s| (s * 1000.0).round() / 1000.0),
         }
@@ -518,7 +526,8 @@ impl LastCycle {
         (ok(c.drain_seconds)
             && ok(c.reboot_seconds)
             && ok(c.gate_seconds)
-            && ok(c.pod_exit_seconds))
+            && ok(c.pod_exit_seconds)
+            && ok(c.detach_seconds))
         .then_some(c)
     }
 }
@@ -1441,6 +1450,7 @@ mod tests {
                     reboot_seconds: Some(95.0),
                     gate_seconds: Some(3.1),
                     pod_exit_seconds: None,
+                    detach_seconds: None,
                 }),
             }
         );
@@ -1451,6 +1461,7 @@ mod tests {
             time::parse_annotation("2026-03-02T09:59:55Z"),
             now,
             Some(2.345),
+            None,
         );
         assert_eq!(
             (
@@ -1476,6 +1487,7 @@ mod tests {
             time::parse_annotation("2026-03-02T09:00:00Z"),
             None,
             now,
+            None,
             None,
         );
         assert_eq!(odd, LastCycle::default());

@@ -202,6 +202,12 @@ pub struct Drain {
     /// What a drain does about an eviction a budget holds, per cause (`budget`: none allowed
     /// now; `never`: the budget can never allow one).
     pub when_blocked: WhenBlocked,
+    /// The order pods leave in: rules, the first that matches a pod giving its group and
+    /// behaviour. Empty: the default order (see [`OrderRule`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<OrderRule>,
+    /// Waiting for the drained pods' volumes to detach before the reboot.
+    pub volumes: Volumes,
 }
 
 impl Default for Drain {
@@ -219,6 +225,127 @@ impl Default for Drain {
             settle: None,
             stuck_after: Duration::from_mins(2),
             when_blocked: WhenBlocked::default(),
+            order: Vec::new(),
+            volumes: Volumes::default(),
+        }
+    }
+}
+
+/// One rule of `drain.order`: the pods it selects (all of its conditions hold), the group
+/// they go in and what the drain does with them. A pod takes the first rule that matches it;
+/// a pod no rule matches is in group 0 and is evicted. Groups run in ascending `order`: a
+/// group starts when every pod of the groups before it is gone or replaced (and, with
+/// `volumes.waitForDetach`, their volumes detached).
+///
+/// Without rules, the default order (KEP-4212's drain plan and Gardener's volume-aware drain):
+/// pods without volumes to detach, a group per priority, lowest first; then pods with such
+/// volumes, one at a time, lowest priority first; then the same two steps for the
+/// `system-cluster-critical` and `system-node-critical` pods (priority 2000000000 and up).
+#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrderRule {
+    /// Label selector of the pods. Absent: any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pod_selector: String,
+    /// Label selector of the pods' namespaces. Absent: any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace_selector: String,
+    /// Lowest `spec.priority` matched (a pod without one has 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_priority: Option<i32>,
+    /// Highest `spec.priority` matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i32>,
+    /// The group: lower goes first. Default 0.
+    #[serde(default)]
+    pub order: i32,
+    /// What the drain does with the pods. Default `drain`.
+    #[serde(default)]
+    pub behavior: Behavior,
+    /// The selectors, compiled by the loader.
+    #[serde(skip)]
+    compiled: Option<(Selector, Selector)>,
+}
+
+impl OrderRule {
+    /// Compiles the two selectors; the error names the key (`podSelector` or
+    /// `namespaceSelector`) and why.
+    pub fn compile(&mut self) -> Result<(), (&'static str, String)> {
+        let pods =
+            Selector::parse(&self.pod_selector).map_err(|e| ("podSelector", e.to_string()))?;
+        let namespaces = Selector::parse(&self.namespace_selector)
+            .map_err(|e| ("namespaceSelector", e.to_string()))?;
+        self.compiled = Some((pods, namespaces));
+        Ok(())
+    }
+
+    /// Whether the rule selects a pod with these labels and priority in a namespace with
+    /// these labels. An uncompiled rule (not from the loader) compiles its selectors here; one
+    /// that cannot be compiled matches nothing.
+    pub fn matches(
+        &self,
+        pod_labels: &std::collections::BTreeMap<String, String>,
+        priority: i32,
+        namespace_labels: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        let fresh;
+        let (pods, namespaces) = match &self.compiled {
+            Some(c) => c,
+            None => match (
+                Selector::parse(&self.pod_selector),
+                Selector::parse(&self.namespace_selector),
+            ) {
+                (Ok(p), Ok(n)) => {
+                    fresh = (p, n);
+                    &fresh
+                }
+                _ => return false,
+            },
+        };
+        self.min_priority.is_none_or(|m| priority >= m)
+            && self.max_priority.is_none_or(|m| priority <= m)
+            && pods.matches(pod_labels)
+            && namespaces.matches(namespace_labels)
+    }
+
+    /// Whether the rule reads namespaces' labels.
+    pub fn reads_namespaces(&self) -> bool {
+        !self.namespace_selector.trim().is_empty()
+    }
+}
+
+/// What a drain does with the pods of a `drain.order` rule.
+#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Behavior {
+    /// Evict them (the default).
+    #[default]
+    Drain,
+    /// Leave them on the node through the reboot.
+    Skip,
+    /// Do not evict them: wait, within `drain.timeout`, until they have terminated on their
+    /// own (a Job's pod finishing its run).
+    WaitCompleted,
+}
+
+/// `drain.volumes`: the wait for the drained pods' volumes to leave the node.
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Volumes {
+    /// Before the reboot is asked (and before the next group of `drain.order`), wait until no
+    /// ReadWriteOnce volume of the evicted pods is in the node's `status.volumesAttached` or
+    /// `status.volumesInUse` and no VolumeAttachment of the node for it is left. Default true.
+    pub wait_for_detach: bool,
+    /// Longest that wait, counted from when the group's pods are gone; past it the node
+    /// fails, naming the PersistentVolume and its VolumeAttachment. Default 5m.
+    pub detach_timeout: Duration,
+}
+
+impl Default for Volumes {
+    fn default() -> Self {
+        Volumes {
+            wait_for_detach: true,
+            detach_timeout: Duration::from_mins(5),
         }
     }
 }

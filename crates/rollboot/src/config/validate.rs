@@ -180,6 +180,11 @@ fn compile_selectors(config: &mut Config, report: &mut Report) {
             sel
         })
         .collect();
+    for (i, rule) in config.drain.order.iter_mut().enumerate() {
+        if let Err((key, why)) = rule.compile() {
+            report(format!("drain.order[{i}].{key}"), why);
+        }
+    }
 }
 
 /// `drain` (but `settle`, checked last by [`validate`]).
@@ -204,6 +209,21 @@ fn drain(d: &Drain, report: &mut Report) {
             );
         }
     }
+    for (i, rule) in d.order.iter().enumerate() {
+        if let (Some(min), Some(max)) = (rule.min_priority, rule.max_priority) {
+            if min > max {
+                report(
+                    format!("drain.order[{i}].minPriority"),
+                    format!("{min} is above maxPriority {max}: the rule would match no pod"),
+                );
+            }
+        }
+    }
+    positive(
+        "drain.volumes.detachTimeout",
+        d.volumes.detach_timeout,
+        report,
+    );
 }
 
 /// `reboot`: its timings, the sentinel, the host's files, and the reboot method.

@@ -10,11 +10,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::blockers::Held;
 use super::pods::PodRef;
+use super::volumes::NodeVolumes;
 use crate::config::BlockCause;
 use crate::lease::NotLeader;
 
@@ -69,6 +70,16 @@ pub enum DrainError {
         held: Box<Held>,
         /// The policy is `quarantine`, not `fail`.
         quarantine: bool,
+    },
+    /// Volumes of the drained pods still attached to the node past `drain.volumes.detachTimeout`.
+    #[error("node {node}: volumes still attached {}s after their pods were gone (drain.volumes.detachTimeout): {}", .after_seconds, .left.join("; "))]
+    Detach {
+        /// Node.
+        node: String,
+        /// Each volume left: the PersistentVolume, its VolumeAttachment and where it shows.
+        left: Vec<String>,
+        /// How long the drain waited.
+        after_seconds: i64,
     },
     /// An API call failed.
     #[error("node {node}: {what}: {source}")]
@@ -139,6 +150,36 @@ pub trait DrainApi: Send + Sync {
         reason: &str,
         note: String,
     ) -> impl Future<Output = ()> + Send;
+    /// The labels of namespace `name` (none when it does not exist).
+    fn namespace_labels(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, DrainError>> + Send;
+    /// The PersistentVolume bound to claim `namespace/claim` (`None`: no such claim, or not
+    /// bound, or no such volume).
+    fn claimed_volume(
+        &self,
+        namespace: &str,
+        claim: &str,
+    ) -> impl Future<Output = Result<Option<PersistentVolume>, DrainError>> + Send;
+    /// The CSIDriver `driver`'s `spec.attachRequired` (`None`: no such CSIDriver).
+    fn attach_required(
+        &self,
+        driver: &str,
+    ) -> impl Future<Output = Result<Option<bool>, DrainError>> + Send;
+    /// What `node`'s status says of its volumes, with the Node's resourceVersion; with
+    /// `after` (a resourceVersion), once the Node has changed since, or at `deadline`.
+    fn node_volumes(
+        &self,
+        node: &str,
+        after: Option<String>,
+        deadline: DateTime<Utc>,
+    ) -> impl Future<Output = Result<(NodeVolumes, String), DrainError>> + Send;
+    /// Which of the VolumeAttachments `names` exist.
+    fn attachments(
+        &self,
+        names: &[String],
+    ) -> impl Future<Output = Result<std::collections::BTreeSet<String>, DrainError>> + Send;
     /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
     /// Returns the pods still present, and when it saw each of the others go.
     fn wait_gone(

@@ -19,6 +19,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::api::{DrainApi, DrainError, Evicted, Gone};
 use super::pods::PodRef;
+use super::volumes::NodeVolumes;
 use crate::events::Recorder;
 use crate::selector::budget_may_select;
 
@@ -258,6 +259,134 @@ impl DrainApi for KubeDrain {
             }
             None => self.events.publish(&self.node, warning, reason, note).await,
         }
+    }
+
+    async fn namespace_labels(&self, name: &str) -> Result<BTreeMap<String, String>, DrainError> {
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(self.client.clone());
+        Ok(api
+            .get_opt(name)
+            .await
+            .map_err(self.err(format!("reading namespace {name}")))?
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default())
+    }
+
+    async fn claimed_volume(
+        &self,
+        namespace: &str,
+        claim: &str,
+    ) -> Result<Option<k8s_openapi::api::core::v1::PersistentVolume>, DrainError> {
+        let claims: kube::Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        let Some(bound) = claims
+            .get_opt(claim)
+            .await
+            .map_err(self.err(format!("reading PersistentVolumeClaim {namespace}/{claim}")))?
+            .and_then(|c| c.spec?.volume_name)
+            .filter(|v| !v.is_empty())
+        else {
+            return Ok(None);
+        };
+        let volumes: kube::Api<k8s_openapi::api::core::v1::PersistentVolume> =
+            kube::Api::all(self.client.clone());
+        volumes
+            .get_opt(&bound)
+            .await
+            .map_err(self.err(format!("reading PersistentVolume {bound}")))
+    }
+
+    async fn attach_required(&self, driver: &str) -> Result<Option<bool>, DrainError> {
+        let api: kube::Api<k8s_openapi::api::storage::v1::CSIDriver> =
+            kube::Api::all(self.client.clone());
+        Ok(api
+            .get_opt(driver)
+            .await
+            .map_err(self.err(format!("reading CSIDriver {driver}")))?
+            // Kubernetes' default for a CSIDriver that does not say.
+            .map(|d| d.spec.attach_required.unwrap_or(true)))
+    }
+
+    async fn node_volumes(
+        &self,
+        node: &str,
+        after: Option<String>,
+        deadline: DateTime<Utc>,
+    ) -> Result<(NodeVolumes, String), DrainError> {
+        use kube::runtime::watcher;
+        // Watched by name: the controller's RBAC lists and watches Nodes, and never gets one.
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(self.client.clone());
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={node}"));
+        let stream = watcher(api, cfg);
+        futures::pin_mut!(stream);
+        let read = |n: &k8s_openapi::api::core::v1::Node| {
+            let status = n.status.as_ref();
+            let volumes = NodeVolumes {
+                attached: status
+                    .and_then(|s| s.volumes_attached.as_ref())
+                    .map(|v| v.iter().map(|a| a.name.clone()).collect())
+                    .unwrap_or_default(),
+                in_use: status
+                    .and_then(|s| s.volumes_in_use.as_ref())
+                    .map(|v| v.iter().cloned().collect())
+                    .unwrap_or_default(),
+            };
+            (
+                volumes,
+                n.metadata.resource_version.clone().unwrap_or_default(),
+            )
+        };
+        let mut last = None;
+        let run = async {
+            while let Some(ev) = stream.try_next().await.map_err(|e| DrainError::Api {
+                node: node.into(),
+                what: "watching it for its volumes".into(),
+                source: kube::Error::Service(Box::new(e)),
+            })? {
+                let n = match ev {
+                    watcher::Event::InitApply(n) | watcher::Event::Apply(n) => n,
+                    _ => continue,
+                };
+                let seen = read(&n);
+                if after.as_deref() != Some(seen.1.as_str()) {
+                    return Ok(seen);
+                }
+                last = Some(seen);
+            }
+            Err(DrainError::Api {
+                node: node.into(),
+                what: "watching it for its volumes".into(),
+                source: kube::Error::Service("the watch ended".into()),
+            })
+        };
+        let until = (deadline - Utc::now()).to_std().unwrap_or_default();
+        match tokio::time::timeout(until, run).await {
+            Ok(r) => r,
+            // At the deadline: the node as last seen (unchanged since `after`); never seen, an
+            // error, never an empty status (that would read as "all detached").
+            Err(_) => last.ok_or_else(|| DrainError::Api {
+                node: node.into(),
+                what: "reading it for its volumes".into(),
+                source: kube::Error::Service("no answer before the deadline".into()),
+            }),
+        }
+    }
+
+    async fn attachments(&self, names: &[String]) -> Result<BTreeSet<String>, DrainError> {
+        let api: kube::Api<k8s_openapi::api::storage::v1::VolumeAttachment> =
+            kube::Api::all(self.client.clone());
+        let mut out = BTreeSet::new();
+        for name in names {
+            if api
+                .get_opt(name)
+                .await
+                .map_err(self.err(format!("reading VolumeAttachment {name}")))?
+                .is_some()
+            {
+                out.insert(name.clone());
+            }
+        }
+        Ok(out)
     }
 
     async fn wait_gone(

@@ -31,9 +31,11 @@
 pub mod api;
 pub mod blockers;
 pub mod kube_drain;
+pub mod order;
 pub mod phantom;
 pub mod pods;
 pub mod run;
+pub mod volumes;
 
 #[cfg(test)]
 mod tests;
@@ -41,5 +43,5 @@ mod tests;
 pub use api::{DrainApi, DrainError, Evicted, Gone};
 pub use kube_drain::{BudgetSource, KubeDrain};
 pub use phantom::{phantom_disruptions, OwnEviction, DISRUPTION_EXPIRY, OWN_EVICTION_SETTLING};
-pub use pods::{classify, controller_of, Disposition, PodRef, Reason};
-pub use run::{drain, median_exit_seconds, Drained, Found, NodeDrain};
+pub use pods::{claims_of, classify, controller_of, Disposition, PodRef, Reason};
+pub use run::{drain, median_exit_seconds, Drained, Found, NodeDrain, Part};

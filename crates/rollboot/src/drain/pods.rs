@@ -44,6 +44,9 @@ pub enum Reason {
     Unreplicated,
     /// Refused: it uses emptyDir data, and `drain.deleteEmptyDirData` is false.
     EmptyDir,
+    /// Skipped: a `drain.order` rule says `behavior: skip` (it stays on the node through the
+    /// reboot).
+    OrderSkip,
 }
 
 impl Reason {
@@ -61,6 +64,7 @@ impl Reason {
             Reason::EmptyDir => {
                 "uses emptyDir data that eviction would lose (drain.deleteEmptyDirData is false)"
             }
+            Reason::OrderSkip => "left on the node by drain.order (behavior: skip)",
         }
     }
 }
@@ -161,4 +165,21 @@ pub fn classify(
         return Disposition::Refuse(Reason::EmptyDir);
     }
     Disposition::Evict
+}
+
+/// The claims a pod's volumes use: its PersistentVolumeClaims, and the claims of its generic
+/// ephemeral volumes (named `<pod>-<volume>` by Kubernetes).
+pub fn claims_of(p: &Pod) -> Vec<String> {
+    let pod = p.metadata.name.as_deref().unwrap_or_default();
+    p.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(c), _) => Some(c.claim_name.clone()),
+            (None, Some(_)) => Some(format!("{pod}-{}", v.name)),
+            _ => None,
+        })
+        .collect()
 }

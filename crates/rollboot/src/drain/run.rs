@@ -28,8 +28,10 @@ use tokio::sync::OnceCell;
 
 use super::api::{DrainApi, DrainError, Evicted, Gone};
 use super::blockers::{cause_of, never_allows_now, Cause, Held, Policy, DENIED_AFTER};
+use super::order::{order, Member, Order};
 use super::phantom::{phantom_disruptions, OwnEviction};
-use super::pods::{classify, controller_of, Disposition, PodRef};
+use super::pods::{claims_of, classify, controller_of, Disposition, PodRef};
+use super::volumes::{attachment_of_unique, left, NotWaited, Volume, CSI_PREFIX};
 use crate::config::Drain;
 use crate::lease::NotLeader;
 use crate::selector::{budget_may_select, selector_problem, Selector};
@@ -46,13 +48,55 @@ pub async fn drain<A: DrainApi>(
 ) -> Result<Drained, DrainError> {
     let mut d = NodeDrain::new(api, node, cfg, deadline, ensure);
     d.select(pod_selector).await?;
-    let to_evict = d.found().to_evict_refs();
-    d.evict(&to_evict).await?;
-    // Pods found terminating (an earlier leader's evictions) are waited for with the evicted.
-    let mut waited = to_evict;
-    waited.extend(d.found().terminating_refs());
-    d.wait(&waited).await?;
+    d.read_volumes().await?;
+    let order = d.order().await?;
+    for step in &order.steps {
+        let started = Utc::now();
+        d.evict(&step.evict).await?;
+        // Pods found terminating (an earlier leader's evictions) are waited for with the
+        // evicted of their step.
+        let mut waited = step.evict.clone();
+        waited.extend(step.terminating.iter().cloned());
+        if !waited.is_empty() {
+            d.wait(&waited).await?;
+        }
+        if !step.await_completion.is_empty() {
+            d.await_completion(&step.await_completion).await?;
+        }
+        let gone = Utc::now();
+        if cfg.volumes.wait_for_detach {
+            d.wait_detached(step.pods(), gone).await?;
+        }
+        d.parts.push(Part {
+            label: step.label.clone(),
+            pods: step.pods().count(),
+            seconds: seconds(gone - started),
+            detach_seconds: seconds(Utc::now() - gone),
+        });
+    }
+    if cfg.volumes.wait_for_detach {
+        d.wait_leftovers().await?;
+    }
     Ok(d.drained())
+}
+
+/// A duration in seconds, to the millisecond.
+fn seconds(d: chrono::TimeDelta) -> f64 {
+    d.num_milliseconds().max(0) as f64 / 1000.0
+}
+
+/// One step of a finished drain, as the cycle's record and the simulator's report show it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Part {
+    /// The step ([`super::order::Step::label`]).
+    pub label: String,
+    /// Its pods.
+    pub pods: usize,
+    /// From its first eviction until its pods were gone, seconds.
+    pub seconds: f64,
+    /// The wait for their volumes to detach after that, seconds.
+    pub detach_seconds: f64,
 }
 
 /// What [`NodeDrain::select`] found on the node.
@@ -126,6 +170,22 @@ pub struct NodeDrain<'a, A> {
     accepted: BTreeMap<PodRef, DateTime<Utc>>,
     /// When [`NodeDrain::wait`] saw each pod go.
     seen_going: BTreeMap<PodRef, DateTime<Utc>>,
+    /// The volumes of each drained pod that the drain waits to see detached
+    /// ([`NodeDrain::read_volumes`]).
+    volumes: BTreeMap<PodRef, Vec<Volume>>,
+    /// What each claim read so far is bound to: (namespace, claim) to the volume's facts.
+    claims: BTreeMap<(String, String), Option<Claimed>>,
+    /// The steps done.
+    parts: Vec<Part>,
+}
+
+/// What a claim is bound to, as far as the drain's wait for volumes goes.
+#[derive(Clone, Debug)]
+struct Claimed {
+    /// The volume's unique name, for a CSI volume (empty otherwise).
+    unique: String,
+    /// The volume to wait for, or why not.
+    waited: Result<Volume, NotWaited>,
 }
 
 impl<'a, A: DrainApi> NodeDrain<'a, A> {
@@ -149,6 +209,9 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             evicted: Vec::new(),
             accepted: BTreeMap::new(),
             seen_going: BTreeMap::new(),
+            volumes: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            parts: Vec::new(),
         }
     }
 
@@ -623,6 +686,247 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
         Some(crate::time::from_jiff(deleting.0) + after)
     }
 
+    /// Finds the volumes of the drained pods that the drain waits to see detached: each
+    /// claim's PersistentVolume, when it is a CSI volume that is not shared and whose driver
+    /// attaches (see [`Volume::of_pv`]); the others are logged with the reason.
+    pub async fn read_volumes(&mut self) -> Result<(), DrainError> {
+        let pods: Vec<Pod> = self.found.drained().cloned().collect();
+        for p in &pods {
+            let pod = PodRef::of(p);
+            let mut waited = Vec::new();
+            for claim in claims_of(p) {
+                let Some(c) = self.claimed(&pod.namespace, &claim).await? else {
+                    continue;
+                };
+                match c.waited {
+                    Ok(v) => waited.push(v),
+                    Err(why) => {
+                        tracing::info!(node = self.node, pod = %pod, claim, why = why.text(), "not waiting for this volume to detach")
+                    }
+                }
+            }
+            if !waited.is_empty() {
+                self.volumes.insert(pod, waited);
+            }
+        }
+        Ok(())
+    }
+
+    /// What claim `namespace/claim` is bound to (read once per drain; `None`: not bound, or
+    /// no such claim or volume).
+    async fn claimed(
+        &mut self,
+        namespace: &str,
+        claim: &str,
+    ) -> Result<Option<Claimed>, DrainError> {
+        let key = (namespace.to_string(), claim.to_string());
+        if let Some(c) = self.claims.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = match self.api.claimed_volume(namespace, claim).await? {
+            None => None,
+            Some(pv) => {
+                let csi = pv.spec.as_ref().and_then(|s| s.csi.as_ref());
+                let attach = match csi {
+                    Some(csi) => self.api.attach_required(&csi.driver).await?,
+                    None => None,
+                };
+                Some(Claimed {
+                    unique: csi
+                        .map(|c| super::volumes::unique_name(&c.driver, &c.volume_handle))
+                        .unwrap_or_default(),
+                    waited: Volume::of_pv(&pv, attach, self.node),
+                })
+            }
+        };
+        self.claims.insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// The drain's steps: by `drain.order`'s rules (namespaces' labels read when a rule
+    /// selects by them), else the default order, from the volumes [`NodeDrain::read_volumes`]
+    /// found.
+    pub async fn order(&self) -> Result<Order, DrainError> {
+        let members: Vec<Member> = self
+            .found
+            .drained()
+            .map(|p| Member::of(p, self.volumes.contains_key(&PodRef::of(p))))
+            .collect();
+        let mut namespaces = BTreeMap::new();
+        if self.cfg.order.iter().any(|r| r.reads_namespaces()) {
+            for m in &members {
+                if !namespaces.contains_key(&m.pod.namespace) {
+                    let labels = self.api.namespace_labels(&m.pod.namespace).await?;
+                    namespaces.insert(m.pod.namespace.clone(), labels);
+                }
+            }
+        }
+        let o = order(&members, &self.cfg.order, &namespaces);
+        for p in &o.skipped {
+            tracing::info!(node = self.node, pod = %p, "left on the node (drain.order: skip)");
+        }
+        Ok(o)
+    }
+
+    /// Waits, within the drain's deadline, until each of `pods` has terminated on its own
+    /// (gone, or `Succeeded` or `Failed`): `waitCompleted` pods are not evicted.
+    pub async fn await_completion(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
+        let retry = self.cfg.eviction_retry_interval.to_std();
+        loop {
+            let now_on: Vec<PodRef> = self
+                .api
+                .list_pods(self.node)
+                .await?
+                .iter()
+                .filter(|p| {
+                    !matches!(
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+                })
+                .map(PodRef::of)
+                .filter(|p| pods.contains(p))
+                .collect();
+            if now_on.is_empty() {
+                return Ok(());
+            }
+            let left = (self.deadline - Utc::now()).to_std().unwrap_or_default();
+            if left.is_zero() {
+                return Err(DrainError::Timeout {
+                    node: self.node.into(),
+                    pods: now_on,
+                });
+            }
+            tokio::time::sleep(retry.min(left)).await;
+        }
+    }
+
+    /// Waits until the volumes of `pods` (gone at `gone`) have left the node: not in its
+    /// `volumesInUse` nor `volumesAttached`, and no VolumeAttachment of the node for them;
+    /// past `drain.volumes.detachTimeout`, [`DrainError::Detach`] names each one left.
+    pub async fn wait_detached<'p>(
+        &self,
+        pods: impl Iterator<Item = &'p PodRef>,
+        gone: DateTime<Utc>,
+    ) -> Result<(), DrainError> {
+        let wanted: BTreeSet<Volume> = pods
+            .filter_map(|p| self.volumes.get(p))
+            .flatten()
+            .cloned()
+            .collect();
+        self.wait_volumes(wanted, gone).await
+    }
+
+    /// The volumes of pods that are no longer on the node and were not waited for (a drain
+    /// resumed by a new leader after its predecessor evicted them): every CSI volume in the
+    /// node's `volumesAttached` that no pod now on the node uses, and that is not a shared
+    /// volume of a drained pod, is waited for as [`NodeDrain::wait_detached`] does.
+    pub async fn wait_leftovers(&mut self) -> Result<(), DrainError> {
+        let far = Utc::now() + chrono::TimeDelta::days(1);
+        let (status, _) = self.api.node_volumes(self.node, None, far).await?;
+        let attached: Vec<&String> = status
+            .attached
+            .iter()
+            .filter(|u| u.starts_with(CSI_PREFIX))
+            .collect();
+        if attached.is_empty() {
+            return Ok(());
+        }
+        let mut used = BTreeSet::new();
+        let on_node = self.api.list_pods(self.node).await?;
+        let drained: Vec<Pod> = self.found.drained().cloned().collect();
+        for p in on_node.iter().chain(&drained) {
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            let staying = on_node.iter().any(|q| PodRef::of(q) == PodRef::of(p));
+            for claim in claims_of(p) {
+                if let Some(c) = self.claimed(&ns, &claim).await? {
+                    // A pod still on the node keeps its volumes attached; a drained pod's
+                    // shared volume is not waited for.
+                    if staying || matches!(c.waited, Err(NotWaited::Shared)) {
+                        used.insert(c.unique);
+                    }
+                }
+            }
+        }
+        let wanted: BTreeSet<Volume> = attached
+            .into_iter()
+            .filter(|u| !used.contains(*u))
+            .filter_map(|u| {
+                Some(Volume {
+                    pv: format!("of unique name {u}"),
+                    attachment: attachment_of_unique(u, self.node)?,
+                    unique: u.clone(),
+                })
+            })
+            .collect();
+        if !wanted.is_empty() {
+            tracing::info!(
+                node = self.node,
+                volumes = wanted.len(),
+                "volumes attached that no pod on the node uses: waiting for them to detach"
+            );
+        }
+        self.wait_volumes(wanted, Utc::now()).await
+    }
+
+    /// Waits until `wanted` have left the node (see [`NodeDrain::wait_detached`]), the node
+    /// watched for its status and the VolumeAttachments read once the status is clear.
+    async fn wait_volumes(
+        &self,
+        wanted: BTreeSet<Volume>,
+        since: DateTime<Utc>,
+    ) -> Result<(), DrainError> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let deadline = since + self.cfg.volumes.detach_timeout.to_chrono();
+        // A detach takes seconds: looked at every second at most (the VolumeAttachments are
+        // read by name, one GET each).
+        let retry = self
+            .cfg
+            .eviction_retry_interval
+            .to_std()
+            .min(std::time::Duration::from_secs(1));
+        let names: Vec<String> = wanted.iter().map(|v| v.attachment.clone()).collect();
+        let mut after = None;
+        loop {
+            let (status, rv) = self
+                .api
+                .node_volumes(self.node, after.take(), deadline)
+                .await?;
+            let in_status = left(&wanted, &status, &BTreeSet::new());
+            // The attach-detach controller takes a volume out of `volumesAttached` when its
+            // detach starts (seen on kube-controller-manager v1.36), and the VolumeAttachment
+            // goes when the detach ends: only that says it is done, and it is read once the
+            // status is clear.
+            let still = if in_status.is_empty() {
+                let attachments = self.api.attachments(&names).await?;
+                left(&wanted, &status, &attachments)
+            } else {
+                in_status
+            };
+            if still.is_empty() {
+                tracing::debug!(node = self.node, volumes = wanted.len(), "volumes detached");
+                return Ok(());
+            }
+            let now = Utc::now();
+            if now >= deadline {
+                return Err(DrainError::Detach {
+                    node: self.node.into(),
+                    left: still.iter().map(|l| l.to_string()).collect(),
+                    after_seconds: (now - since).num_seconds(),
+                });
+            }
+            if still.iter().any(|l| l.where_ != ["VolumeAttachment"]) {
+                // In the node's status: the next change of the node says more.
+                after = Some(rv);
+            } else {
+                let pause = (deadline - now).to_std().unwrap_or_default().min(retry);
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+
     /// What the drain did, for the health gate and the cycle's record.
     pub fn drained(self) -> Drained {
         let pods = self
@@ -652,6 +956,8 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             evicted: self.evicted,
             pods,
             owners,
+            volumes: self.volumes.into_values().flatten().collect(),
+            parts: self.parts,
         }
     }
 }
@@ -716,4 +1022,8 @@ pub struct Drained {
     /// The median seconds from an accepted eviction to the pod's going (see
     /// [`median_exit_seconds`]).
     pub pod_exit_seconds: Option<f64>,
+    /// The volumes the drain saw detached.
+    pub volumes: Vec<Volume>,
+    /// Its steps, with their times.
+    pub parts: Vec<Part>,
 }

@@ -163,6 +163,14 @@ struct Fake {
     max_unavailable: Option<i32>,
     /// Denials (400/403/422 messages) answered, first to last, before anything else.
     denials: Mutex<Vec<String>>,
+    /// Claims (namespace/claim) and the PersistentVolume each is bound to.
+    claims: BTreeMap<String, k8s_openapi::api::core::v1::PersistentVolume>,
+    /// What `node_volumes` answers, first to last (the last one stays); empty: nothing attached.
+    node_status: Mutex<Vec<volumes::NodeVolumes>>,
+    /// The VolumeAttachments that exist.
+    attachments: Mutex<BTreeSet<String>>,
+    /// Every call that matters for the order, in order: `evict NAME`, `nodeVolumes`.
+    calls: Mutex<Vec<String>>,
 }
 
 impl Fake {
@@ -181,19 +189,34 @@ impl Fake {
             exit_after: Mutex::default(),
             max_unavailable: None,
             denials: Mutex::default(),
+            claims: BTreeMap::new(),
+            node_status: Mutex::default(),
+            attachments: Mutex::default(),
+            calls: Mutex::default(),
         }
     }
 }
 
 impl DrainApi for Fake {
     async fn list_pods(&self, _node: &str) -> Result<Vec<Pod>, DrainError> {
-        Ok(self.pods.clone())
+        // An evicted pod is gone (the fake's pods go at once).
+        let evicted = self.evictions.lock().unwrap().clone();
+        Ok(self
+            .pods
+            .iter()
+            .filter(|p| !evicted.contains(p.metadata.name.as_ref().unwrap()))
+            .cloned()
+            .collect())
     }
     async fn daemon_set_exists(&self, _: &str, _: &str) -> Result<bool, DrainError> {
         Ok(true)
     }
     async fn evict(&self, pod: &PodRef, _: Option<i64>) -> Result<Evicted, DrainError> {
         self.evictions.lock().unwrap().push(pod.name.clone());
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("evict {}", pod.name));
         let mut denials = self.denials.lock().unwrap();
         if !denials.is_empty() {
             return Ok(Evicted::Denied(denials.remove(0)));
@@ -284,6 +307,45 @@ impl DrainApi for Fake {
             .lock()
             .unwrap()
             .push(format!("{reason}: {note}"));
+    }
+    async fn namespace_labels(&self, name: &str) -> Result<BTreeMap<String, String>, DrainError> {
+        Ok(BTreeMap::from([("name".to_string(), name.to_string())]))
+    }
+    async fn claimed_volume(
+        &self,
+        namespace: &str,
+        claim: &str,
+    ) -> Result<Option<k8s_openapi::api::core::v1::PersistentVolume>, DrainError> {
+        Ok(self.claims.get(&format!("{namespace}/{claim}")).cloned())
+    }
+    async fn attach_required(&self, _: &str) -> Result<Option<bool>, DrainError> {
+        Ok(Some(true))
+    }
+    async fn node_volumes(
+        &self,
+        _: &str,
+        _: Option<String>,
+        _: DateTime<Utc>,
+    ) -> Result<(volumes::NodeVolumes, String), DrainError> {
+        let mut calls = self.calls.lock().unwrap();
+        calls.push("nodeVolumes".into());
+        let n = calls.len();
+        drop(calls);
+        let mut status = self.node_status.lock().unwrap();
+        let s = if status.len() > 1 {
+            status.remove(0)
+        } else {
+            status.first().cloned().unwrap_or_default()
+        };
+        Ok((s, n.to_string()))
+    }
+    async fn attachments(&self, names: &[String]) -> Result<BTreeSet<String>, DrainError> {
+        let exist = self.attachments.lock().unwrap();
+        Ok(names
+            .iter()
+            .filter(|n| exist.contains(*n))
+            .cloned()
+            .collect())
     }
     async fn wait_gone(
         &self,
@@ -826,4 +888,192 @@ async fn an_unreplicated_pod_fails_the_drain_before_any_eviction() {
         .unwrap_err();
     assert!(matches!(err, DrainError::Refused { .. }), "{err}");
     assert!(api.evictions.lock().unwrap().is_empty());
+}
+
+/// A StatefulSet-like pod `name` whose claim `data-NAME` is bound to a ReadWriteOnce CSI
+/// volume `pv-NAME`, with the fake answering for the claim.
+fn stateful(api: &mut Fake, name: &str, priority: i32) -> volumes::Volume {
+    let mut p = pod(name, Some("StatefulSet"));
+    let spec = p.spec.as_mut().unwrap();
+    spec.priority = Some(priority);
+    spec.volumes = Some(vec![Volume {
+        name: "data".into(),
+        persistent_volume_claim: Some(
+            k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                claim_name: format!("data-{name}"),
+                ..Default::default()
+            },
+        ),
+        ..Default::default()
+    }]);
+    let pv = k8s_openapi::api::core::v1::PersistentVolume {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("pv-{name}")),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::PersistentVolumeSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            csi: Some(k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
+                driver: "rwo.csi.example".into(),
+                volume_handle: format!("h-{name}"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let v = volumes::Volume::of_pv(&pv, Some(true), "n1").unwrap();
+    api.pods.push(p);
+    api.claims.insert(format!("default/data-{name}"), pv);
+    v
+}
+
+fn attached(vs: &[&volumes::Volume]) -> volumes::NodeVolumes {
+    let names: BTreeSet<String> = vs.iter().map(|v| v.unique.clone()).collect();
+    volumes::NodeVolumes {
+        attached: names.clone(),
+        in_use: names,
+    }
+}
+
+#[tokio::test]
+async fn the_default_order_evicts_pods_with_volumes_last_one_at_a_time_each_after_the_last_detached(
+) {
+    let mut api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    let db1 = stateful(&mut api, "db-1", 0);
+    let db0 = stateful(&mut api, "db-0", 0);
+    // db-0's volume shows for two reads after its pod is gone, then db-1's for one.
+    *api.node_status.lock().unwrap() = vec![
+        attached(&[&db0, &db1]),
+        attached(&[&db0, &db1]),
+        attached(&[&db1]),
+        attached(&[&db1]),
+        attached(&[]),
+    ];
+    let d = drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    assert_eq!(
+        *api.calls.lock().unwrap(),
+        [
+            "evict web-1",
+            "evict db-0",
+            "nodeVolumes",
+            "nodeVolumes",
+            "nodeVolumes",
+            "evict db-1",
+            "nodeVolumes",
+            "nodeVolumes",
+            // The last look, for volumes no pod on the node uses.
+            "nodeVolumes"
+        ]
+    );
+    let labels: Vec<&str> = d.parts.iter().map(|p| p.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "priority 0",
+            "volumes: default/db-0",
+            "volumes: default/db-1"
+        ]
+    );
+    assert_eq!(d.volumes.len(), 2);
+}
+
+#[tokio::test]
+async fn a_volume_still_attached_past_the_detach_timeout_fails_the_node_naming_it() {
+    let mut api = Fake::new(Vec::new(), 0);
+    let db = stateful(&mut api, "db-0", 0);
+    *api.node_status.lock().unwrap() = vec![volumes::NodeVolumes::default()];
+    // Out of the node's status, but its VolumeAttachment stays (an attacher that never
+    // finishes the detach).
+    api.attachments
+        .lock()
+        .unwrap()
+        .insert(db.attachment.clone());
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(5),
+        volumes: crate::config::Volumes {
+            detach_timeout: crate::config::Duration::from_millis(60),
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, DrainError::Detach { .. }), "{text}");
+    assert!(text.contains("PersistentVolume pv-db-0"), "{text}");
+    assert!(text.contains(&db.attachment), "{text}");
+    assert!(text.contains("drain.volumes.detachTimeout"), "{text}");
+}
+
+#[tokio::test]
+async fn without_wait_for_detach_the_drain_ends_when_the_pods_are_gone() {
+    let mut api = Fake::new(Vec::new(), 0);
+    let db = stateful(&mut api, "db-0", 0);
+    *api.node_status.lock().unwrap() = vec![attached(&[&db])];
+    let c = Drain {
+        volumes: crate::config::Volumes {
+            wait_for_detach: false,
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    assert_eq!(*api.calls.lock().unwrap(), ["evict db-0"]);
+}
+
+#[tokio::test]
+async fn a_resumed_drain_waits_for_volumes_no_pod_on_the_node_uses() {
+    // The previous leader evicted db-0; its volume is still attached: the new drain finds no
+    // pod to evict, and still waits for it.
+    let mut api = Fake::new(Vec::new(), 0);
+    let db = stateful(&mut api, "db-0", 0);
+    api.pods.clear();
+    *api.node_status.lock().unwrap() = vec![attached(&[&db]), attached(&[])];
+    drain_n1(&api, &cfg(), chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    assert_eq!(*api.calls.lock().unwrap(), ["nodeVolumes", "nodeVolumes"]);
+}
+
+#[tokio::test]
+async fn order_rules_run_groups_in_order_skip_and_wait_for_completion() {
+    let mut api = Fake::new(Vec::new(), 0);
+    for (name, app) in [
+        ("osd-0", "osd"),
+        ("web-1", "web"),
+        ("probe", "probe"),
+        ("job-1", "job"),
+    ] {
+        let mut p = pod(name, Some("ReplicaSet"));
+        p.metadata.labels = Some(BTreeMap::from([("app".to_string(), app.to_string())]));
+        api.pods.push(p);
+    }
+    let yaml = "order:\n- {podSelector: app=osd, order: 10}\n- {podSelector: app=probe, behavior: skip}\n- {podSelector: app=job, behavior: waitCompleted, order: 5}\n";
+    let c: Drain = yaml_serde::from_str(yaml).unwrap();
+    // The job's pod is done on its own (the fake's list says Succeeded).
+    let job = api
+        .pods
+        .iter_mut()
+        .find(|p| p.metadata.name.as_deref() == Some("job-1"))
+        .unwrap();
+    job.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    let d = drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    assert_eq!(*api.evictions.lock().unwrap(), ["web-1", "osd-0"]);
+    let labels: Vec<&str> = d.parts.iter().map(|p| p.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "order 0 no rule",
+            "order 5 drain.order[2]",
+            "order 10 drain.order[0]"
+        ]
+    );
 }

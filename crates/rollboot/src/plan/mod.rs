@@ -39,6 +39,11 @@ pub use schedule::Window;
 /// A pod's termination grace period when its spec says none (the API server's default).
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
 
+/// How long a step of a drain with volumes to detach is taken to wait for them when the node
+/// has no measured cycle: a CSI detach (unmount, the attach-detach controller, the driver's
+/// ControllerUnpublish) takes seconds to tens of seconds.
+pub const DEFAULT_DETACH_SECONDS: i64 = 30;
+
 /// What the cluster says, as read.
 #[derive(Clone, Debug, Default)]
 pub struct Cluster {
@@ -55,6 +60,11 @@ pub struct Cluster {
     /// What Prometheus answered for `blockers.prometheus` (the alerts that block, or why it
     /// could not be asked), with the URL asked; `None` when the config has no Prometheus.
     pub alerts: Option<(String, Result<Vec<String>, String>)>,
+    /// Each bound claim (namespace, name): the PersistentVolume a drain would wait to see
+    /// detached, or why it would not ([`crate::drain::volumes::Volume::of_pv`]).
+    pub claims: BTreeMap<(String, String), Result<String, crate::drain::volumes::NotWaited>>,
+    /// The labels of each namespace, read when a `drain.order` rule selects namespaces.
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// How long a reboot is taken to last when neither `--reboot-time` nor a measured cycle says.
@@ -157,6 +167,33 @@ pub struct NodePlan {
     pub window: Option<Window>,
     /// It would end after its opening closes (the controller lets it finish).
     pub overruns_window: bool,
+    /// Its drain's steps in order (`drain.order`, or the default order).
+    pub steps: Vec<PlanStep>,
+    /// The volumes its drain would wait to see detached.
+    pub volumes: Vec<PlanVolume>,
+}
+
+/// One step of a node's drain.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStep {
+    /// What the step is (`priority 0`, `volumes: ns/pod`, `order 10 drain.order[0]`).
+    pub label: String,
+    /// The pods evicted, `namespace/name`.
+    pub evict: Vec<String>,
+    /// The pods waited for until they end on their own (`waitCompleted`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub await_completion: Vec<String>,
+}
+
+/// A volume a node's drain would wait to see detached.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanVolume {
+    /// The pod, `namespace/name`.
+    pub pod: String,
+    /// Its PersistentVolume.
+    pub pv: String,
 }
 
 /// A pod the drain would evict.
@@ -201,6 +238,10 @@ pub struct Estimate {
     pub drain_seconds: i64,
     /// Where the drain figure comes from.
     pub drain_basis: String,
+    /// The part of the drain spent waiting for volumes to detach.
+    pub detach_seconds: i64,
+    /// Where the detach figure comes from.
+    pub detach_basis: String,
     /// The reboot (0 for a node predicted to fail).
     pub reboot_seconds: i64,
     /// Where the reboot figure comes from.
@@ -266,6 +307,8 @@ pub enum Kind {
     OverlappingBudgets,
     /// A pod outside `drain.podSelector`: not evicted, it goes down with the reboot.
     OutsidePodSelector,
+    /// A pod a `drain.order` rule says to skip: not evicted, it goes down with the reboot.
+    OrderSkip,
     /// `drain.forceDeleteAfterTimeout` would delete a pod around its budget.
     ForceDelete,
     /// A failed node rollboot left cordoned holds one of `maxNodes`' slots.
@@ -578,6 +621,8 @@ fn node_plans(
                 end: slot.map(|s| s.end),
                 window: slot.map(|s| s.window),
                 overruns_window: slot.is_some_and(|s| s.overruns_window),
+                steps: p.steps.clone(),
+                volumes: p.volumes.clone(),
             }
         })
         .collect();

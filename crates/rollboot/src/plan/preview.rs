@@ -13,10 +13,11 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use super::estimate::Measured;
 use super::{
     budget_name, labels, never_allows, pod_name, terminal, Cluster, Estimate, Kind, Options,
-    PodPlan, Problem, Severity, Skipped, DEFAULT_GRACE_SECONDS,
+    PlanStep, PlanVolume, PodPlan, Problem, Severity, Skipped, DEFAULT_DETACH_SECONDS,
+    DEFAULT_GRACE_SECONDS,
 };
 use crate::config::{BlockCause, BlockPolicy, Config};
-use crate::drain::{self, Disposition, Reason};
+use crate::drain::{self, Disposition, PodRef, Reason};
 use crate::node::{LastCycle, NodeView};
 
 /// The cluster's pods by node, and its budgets by namespace with the live pods each selects.
@@ -119,6 +120,10 @@ pub(super) struct Preview {
     pub(super) estimate: Estimate,
     /// Its drain is predicted to fail.
     pub(super) fails: bool,
+    /// Its drain's steps.
+    pub(super) steps: Vec<PlanStep>,
+    /// The volumes its drain would wait to see detached.
+    pub(super) volumes: Vec<PlanVolume>,
 }
 
 /// A preview under way: the pods sorted so far.
@@ -132,6 +137,14 @@ struct Sorting {
     held: bool,
     /// The longest grace period of the pods to evict, and that pod.
     longest: Option<(i64, String)>,
+    /// The drain's steps ([`Sorting::order`]).
+    steps: Vec<PlanStep>,
+    /// The volumes it would wait for.
+    volumes: Vec<PlanVolume>,
+    /// The steps that wait for volumes to detach.
+    detach_waits: i64,
+    /// The sum over the steps of each one's longest grace period.
+    stepped_grace: Option<i64>,
 }
 
 /// Previews the drain of `view` and estimates its duration.
@@ -145,6 +158,7 @@ pub(super) fn preview(
 ) -> Preview {
     let node = view.name.as_str();
     let mut sorting = Sorting::default();
+    let mut to_evict = Vec::new();
     for p in index.pods(node) {
         let name = pod_name(p);
         let ds_exists = match (drain::controller_of(p), p.metadata.namespace.as_deref()) {
@@ -156,9 +170,13 @@ pub(super) fn preview(
         match drain::classify(p, &config.drain, config.drain_pod_selector(), ds_exists) {
             Disposition::Skip(reason) => sorting.skip(node, name, reason),
             Disposition::Refuse(reason) => sorting.refuse(node, name, reason),
-            Disposition::Evict => sorting.evict(node, p, name, index, config),
+            Disposition::Evict => {
+                sorting.evict(node, p, name, index, config);
+                to_evict.push(*p);
+            }
         }
     }
+    sorting.order(node, &to_evict, cluster, config);
     sorting.finish(view, config, opts, measured)
 }
 
@@ -254,6 +272,83 @@ impl Sorting {
         });
     }
 
+    /// The drain's steps, as the drain orders them ([`drain::order::order`]), from the pods
+    /// to evict and the volumes of their claims; a pod a rule skips leaves the evicted for
+    /// the skipped (with a warning), a pod a rule waits for leaves them for its step.
+    fn order(&mut self, node: &str, pods: &[&Pod], cluster: &Cluster, config: &Config) {
+        let volumes_of = |p: &Pod| -> Vec<String> {
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            drain::claims_of(p)
+                .into_iter()
+                .filter_map(|c| cluster.claims.get(&(ns.clone(), c))?.clone().ok())
+                .collect()
+        };
+        let mut members = Vec::new();
+        for p in pods {
+            let pvs = volumes_of(p);
+            for pv in &pvs {
+                self.volumes.push(PlanVolume {
+                    pod: pod_name(p),
+                    pv: pv.clone(),
+                });
+            }
+            members.push(drain::order::Member::of(p, !pvs.is_empty()));
+        }
+        let with_volumes: Vec<PodRef> = members
+            .iter()
+            .filter(|m| m.volumes)
+            .map(|m| m.pod.clone())
+            .collect();
+        let o = drain::order::order(&members, &config.drain.order, &cluster.namespaces);
+        let grace: BTreeMap<String, i64> = self
+            .evict
+            .iter()
+            .map(|p| (p.pod.clone(), p.grace_seconds))
+            .collect();
+        let mut stepped = None::<i64>;
+        for s in &o.steps {
+            let evict: Vec<String> = s.evict.iter().map(|p| p.to_string()).collect();
+            let longest = evict.iter().filter_map(|p| grace.get(p)).max().copied();
+            if let Some(g) = longest {
+                stepped = Some(stepped.unwrap_or(0) + g);
+            }
+            if s.pods().any(|p| with_volumes.contains(p)) {
+                self.detach_waits += 1;
+            }
+            self.steps.push(PlanStep {
+                label: s.label.clone(),
+                evict,
+                await_completion: s.await_completion.iter().map(|p| p.to_string()).collect(),
+            });
+        }
+        self.stepped_grace = stepped;
+        let not_evicted: Vec<String> = o
+            .skipped
+            .iter()
+            .chain(o.steps.iter().flat_map(|s| &s.await_completion))
+            .map(|p| p.to_string())
+            .collect();
+        self.evict.retain(|p| !not_evicted.contains(&p.pod));
+        for p in &o.skipped {
+            let name = p.to_string();
+            self.problems.push(
+                Problem::new(
+                    Severity::Warns,
+                    Kind::OrderSkip,
+                    format!(
+                        "node {node}: pod {name} is {}: it goes down with the reboot without an eviction (its budget is not asked)",
+                        Reason::OrderSkip.text()
+                    ),
+                )
+                .on(node, &name),
+            );
+            self.skip.push(Skipped {
+                pod: name,
+                reason: Reason::OrderSkip,
+            });
+        }
+    }
+
     /// The preview, with the node's estimate: drain, then reboot and gate unless it fails.
     fn finish(
         self,
@@ -265,6 +360,7 @@ impl Sorting {
         let cfg = &config.drain;
         let refused = !self.refuse.is_empty();
         let (drain_seconds, drain_basis) = self.drain_estimate(view, config);
+        let (detach_seconds, detach_basis) = self.detach_estimate(view, config);
         let fails = refused || (self.held && !cfg.force_delete_after_timeout);
         let (reboot, gate) = measured.reboot_and_gate(Some(view), opts);
         let (reboot_seconds, gate_seconds) = if fails {
@@ -277,9 +373,13 @@ impl Sorting {
             skip: self.skip,
             refuse: self.refuse,
             problems: self.problems,
+            steps: self.steps,
+            volumes: self.volumes,
             estimate: Estimate {
                 drain_seconds,
                 drain_basis,
+                detach_seconds,
+                detach_basis,
                 reboot_seconds,
                 reboot_basis: reboot.basis,
                 gate_seconds,
@@ -306,6 +406,18 @@ impl Sorting {
             (
                 timeout,
                 format!("drain.timeout {}: a budget holds an eviction", cfg.timeout),
+            )
+        } else if self.steps.len() > 1 || self.detach_waits > 0 {
+            // Steps run one after another, each as long as its longest grace period, then the
+            // wait for its volumes.
+            let (detach, _) = self.detach_estimate(view, config);
+            let g = self.stepped_grace.unwrap_or(0);
+            (
+                (g + detach).min(timeout + detach),
+                format!(
+                    "{} steps, each its longest grace period ({g}s in all), and {detach}s waiting for volumes to detach",
+                    self.steps.len()
+                ),
             )
         } else {
             match &self.longest {
@@ -349,6 +461,35 @@ impl Sorting {
                 ),
             ),
             _ => (seconds, basis),
+        }
+    }
+}
+
+impl Sorting {
+    /// The wait for volumes to detach in the node's drain: as measured on its last cycle,
+    /// else [`DEFAULT_DETACH_SECONDS`] per step with volumes; none without
+    /// `drain.volumes.waitForDetach` or volumes.
+    fn detach_estimate(&self, view: &NodeView, config: &Config) -> (i64, String) {
+        if !config.drain.volumes.wait_for_detach {
+            return (0, "drain.volumes.waitForDetach is false".into());
+        }
+        if self.detach_waits == 0 {
+            return (0, "no volume to detach".into());
+        }
+        match view
+            .history
+            .last_cycle
+            .as_ref()
+            .and_then(|c| c.detach_seconds)
+        {
+            Some(d) => (d.round() as i64, "measured on its last cycle".into()),
+            None => (
+                self.detach_waits * DEFAULT_DETACH_SECONDS,
+                format!(
+                    "{} step(s) with volumes, {DEFAULT_DETACH_SECONDS}s each (no measured cycle)",
+                    self.detach_waits
+                ),
+            ),
         }
     }
 }

@@ -58,7 +58,7 @@ pub async fn fetch(
         "the PodDisruptionBudgets",
     )
     .await?;
-    let api: Api<DaemonSet> = Api::all(client);
+    let api: Api<DaemonSet> = Api::all(client.clone());
     let mut daemon_sets = std::collections::BTreeSet::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
@@ -91,6 +91,17 @@ pub async fn fetch(
         }
         None => None,
     };
+    let claims = claims(&client, &server).await?;
+    let mut namespaces = std::collections::BTreeMap::new();
+    if config.drain.order.iter().any(|r| r.reads_namespaces()) {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        for n in list_all(&api, &server, "the Namespaces").await? {
+            namespaces.insert(
+                n.metadata.name.unwrap_or_default(),
+                n.metadata.labels.unwrap_or_default(),
+            );
+        }
+    }
     Ok(Cluster {
         lock: snapshot.lock,
         nodes: snapshot.nodes,
@@ -98,5 +109,77 @@ pub async fn fetch(
         budgets,
         daemon_sets,
         alerts,
+        claims,
+        namespaces,
     })
+}
+
+/// Each bound claim and what a drain would make of its volume: the PersistentVolumeClaims,
+/// PersistentVolumes and CSIDrivers, each a paged list. A server that serves none of them
+/// (404) has no volumes to wait for.
+async fn claims(
+    client: &kube::Client,
+    server: &str,
+) -> Result<
+    std::collections::BTreeMap<(String, String), Result<String, crate::drain::volumes::NotWaited>>,
+    FetchError,
+> {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::CSIDriver;
+    use std::collections::BTreeMap;
+    fn absent_is_empty<T>(r: Result<Vec<T>, FetchError>) -> Result<Vec<T>, FetchError> {
+        match r {
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            r => r,
+        }
+    }
+    let claims: Vec<PersistentVolumeClaim> = absent_is_empty(
+        list_all(
+            &Api::all(client.clone()),
+            server,
+            "the PersistentVolumeClaims",
+        )
+        .await,
+    )?;
+    if claims.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let volumes: BTreeMap<String, PersistentVolume> = absent_is_empty(
+        list_all::<PersistentVolume>(&Api::all(client.clone()), server, "the PersistentVolumes")
+            .await,
+    )?
+    .into_iter()
+    .map(|v: PersistentVolume| (v.metadata.name.clone().unwrap_or_default(), v))
+    .collect();
+    let drivers: BTreeMap<String, bool> = absent_is_empty(
+        list_all::<CSIDriver>(&Api::all(client.clone()), server, "the CSIDrivers").await,
+    )?
+    .into_iter()
+    .map(|d: CSIDriver| {
+        (
+            d.metadata.name.unwrap_or_default(),
+            d.spec.attach_required.unwrap_or(true),
+        )
+    })
+    .collect();
+    Ok(claims
+        .into_iter()
+        .filter_map(|c| {
+            let bound = c.spec.as_ref()?.volume_name.clone()?;
+            let key = (c.metadata.namespace?, c.metadata.name?);
+            let waited = match volumes.get(&bound) {
+                None => Err(crate::drain::volumes::NotWaited::Unbound),
+                Some(pv) => {
+                    let driver = pv
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.csi.as_ref())
+                        .map(|c| c.driver.as_str());
+                    let attach = driver.and_then(|d| drivers.get(d).copied());
+                    crate::drain::volumes::Volume::of_pv(pv, attach, "").map(|v| v.pv)
+                }
+            };
+            Some((key, waited))
+        })
+        .collect())
 }

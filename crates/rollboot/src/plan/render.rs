@@ -229,4 +229,31 @@ fn node(out: &mut String, p: &Plan, n: &NodePlan) {
     for s in &n.skip {
         let _ = writeln!(out, "  leave {} ({})", s.pod, s.reason);
     }
+    // The order, when there is more than one step to it.
+    if n.steps.len() > 1 || !n.volumes.is_empty() {
+        for (i, s) in n.steps.iter().enumerate() {
+            let mut pods = s.evict.join(", ");
+            if !s.await_completion.is_empty() {
+                if !pods.is_empty() {
+                    pods.push_str("; ");
+                }
+                pods.push_str(&format!(
+                    "wait for {} to end",
+                    s.await_completion.join(", ")
+                ));
+            }
+            let _ = writeln!(out, "  step {} ({}): {pods}", i + 1, s.label);
+        }
+    }
+    for v in &n.volumes {
+        let _ = writeln!(out, "  volume {} of {}: waited for to detach", v.pv, v.pod);
+    }
+    if e.detach_seconds > 0 {
+        let _ = writeln!(
+            out,
+            "  detach {}: {}",
+            secs(e.detach_seconds),
+            e.detach_basis
+        );
+    }
 }

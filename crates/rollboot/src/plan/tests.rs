@@ -555,3 +555,115 @@ fn a_failed_node_rollboot_left_cordoned_is_named_as_holding_a_slot() {
         .expect("named");
     assert_eq!(held.severity, Severity::Warns);
 }
+
+/// `pod` with a claim `data-NAME`.
+fn stateful_pod(name: &str, node: &str) -> Pod {
+    let mut p = pod("db", name, node, Some("StatefulSet"), json!({"app": "db"}));
+    p.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(json!({
+        "name": "data", "persistentVolumeClaim": {"claimName": format!("data-{name}")}
+    }))
+    .unwrap()]);
+    p
+}
+
+#[test]
+fn the_plan_shows_the_drains_steps_its_volumes_and_the_predicted_detach_wait() {
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z")],
+        pods: vec![
+            stateful_pod("db-0", "a"),
+            pod(
+                "app",
+                "web-1",
+                "a",
+                Some("ReplicaSet"),
+                json!({"app": "web"}),
+            ),
+            // A shared volume: not waited for.
+            stateful_pod("files-0", "a"),
+        ],
+        claims: BTreeMap::from([
+            (("db".into(), "data-db-0".into()), Ok("pvc-1".into())),
+            (
+                ("db".into(), "data-files-0".into()),
+                Err(crate::drain::volumes::NotWaited::Shared),
+            ),
+        ]),
+        ..Default::default()
+    };
+    let now = t("2026-01-02T00:00:00Z");
+    let p = build(&cluster, &cfg("{}"), &Options::default(), now);
+    let n = &p.nodes[0];
+    let steps: Vec<(&str, Vec<&str>)> = n
+        .steps
+        .iter()
+        .map(|s| {
+            (
+                s.label.as_str(),
+                s.evict.iter().map(|x| x.as_str()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("priority 0", vec!["app/web-1", "db/files-0"]),
+            ("volumes: db/db-0", vec!["db/db-0"])
+        ]
+    );
+    assert_eq!(n.volumes.len(), 1);
+    assert_eq!(
+        (n.volumes[0].pod.as_str(), n.volumes[0].pv.as_str()),
+        ("db/db-0", "pvc-1")
+    );
+    assert_eq!(n.estimate.detach_seconds, DEFAULT_DETACH_SECONDS);
+    // Two steps of 30 s grace each, and the detach wait.
+    assert_eq!(n.estimate.drain_seconds, 30 + 30 + DEFAULT_DETACH_SECONDS);
+    let text = crate::render::Render::text(&p);
+    assert!(
+        text.contains("step 2 (volumes: db/db-0): db/db-0"),
+        "{text}"
+    );
+    assert!(text.contains("volume pvc-1 of db/db-0"), "{text}");
+
+    // Without waitForDetach, no wait is predicted.
+    let p = build(
+        &cluster,
+        &cfg("drain: {volumes: {waitForDetach: false}}"),
+        &Options::default(),
+        now,
+    );
+    assert_eq!(p.nodes[0].estimate.detach_seconds, 0);
+}
+
+#[test]
+fn a_pod_an_order_rule_skips_is_left_with_a_warning_and_not_evicted() {
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z")],
+        pods: vec![
+            pod(
+                "app",
+                "web-1",
+                "a",
+                Some("ReplicaSet"),
+                json!({"app": "web"}),
+            ),
+            pod(
+                "mon",
+                "agent-1",
+                "a",
+                Some("ReplicaSet"),
+                json!({"app": "agent"}),
+            ),
+        ],
+        ..Default::default()
+    };
+    let c = cfg("drain: {order: [{podSelector: app=agent, behavior: skip}]}");
+    let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
+    let n = &p.nodes[0];
+    assert_eq!(n.evict.len(), 1);
+    assert_eq!(n.evict[0].pod, "app/web-1");
+    assert_eq!(n.skip.len(), 1);
+    assert_eq!(n.skip[0].reason, Reason::OrderSkip);
+    assert!(kinds(&p).contains(&(Kind::OrderSkip, Some("a"), Some("mon/agent-1"))));
+}

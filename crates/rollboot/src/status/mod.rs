@@ -534,6 +534,11 @@ pub struct FetchError {
 }
 
 impl FetchError {
+    /// The server answered 404: it does not serve that kind.
+    pub fn is_not_found(&self) -> bool {
+        matches!(&self.source, kube::Error::Api(s) if s.code == 404)
+    }
+
     /// Wraps an API error met reading `object` from `server`.
     pub fn reading(
         server: &str,

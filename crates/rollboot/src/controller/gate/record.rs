@@ -32,6 +32,11 @@ pub struct GateRecord {
     /// the drain's end to `done`, into the node's [`crate::node::LastCycle`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_exit_ms: Option<u64>,
+    /// Not read by the gate either: the drain's wait for volumes to detach (milliseconds,
+    /// the sum of its steps'), carried into the node's [`crate::node::LastCycle`]; absent when
+    /// it waited for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detach_ms: Option<u64>,
 }
 
 impl GateRecord {

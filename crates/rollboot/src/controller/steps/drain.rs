@@ -110,6 +110,9 @@ async fn drain_then_request(
         return Ok(());
     };
     ctx.metrics.evicted(drained.evicted.len());
+    for part in &drained.parts {
+        tracing::info!(node, step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
+    }
     let gate = gate_record(drained);
     // Decided now, from the node as it is now (the drain may have taken minutes): still
     // draining, as far as this replica knows; anything newer makes the write a 409.
@@ -194,6 +197,10 @@ fn gate_record(drained: Drained) -> GateRecord {
         pod_exit_ms: drained
             .pod_exit_seconds
             .map(|s| (s * 1000.0).round() as u64),
+        detach_ms: (!drained.volumes.is_empty()).then(|| {
+            let s: f64 = drained.parts.iter().map(|p| p.detach_seconds).sum();
+            (s * 1000.0).round() as u64
+        }),
     }
 }
 

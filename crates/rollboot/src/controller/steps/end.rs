@@ -33,10 +33,11 @@ pub(in crate::controller) async fn finish(ctx: &Ctx, view: &NodeView) -> Result<
     let back = view
         .state_since
         .filter(|_| view.state == Some(NodeState::Verifying));
-    let pod_exit = GateRecord::read(view.health_gate.as_deref())
-        .and_then(|g| g.pod_exit_ms)
-        .map(|ms| ms as f64 / 1000.0);
-    let cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit);
+    let gate = GateRecord::read(view.health_gate.as_deref());
+    let seconds = |ms: Option<u64>| ms.map(|ms| ms as f64 / 1000.0);
+    let pod_exit = seconds(gate.as_ref().and_then(|g| g.pod_exit_ms));
+    let detach = seconds(gate.as_ref().and_then(|g| g.detach_ms));
+    let cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit, detach);
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
