@@ -61,6 +61,7 @@ pub mod store;
 pub mod strategy;
 pub mod table;
 pub mod validation;
+pub mod volumes;
 pub mod world;
 
 use std::net::SocketAddr;
