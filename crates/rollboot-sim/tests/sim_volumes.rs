@@ -361,18 +361,9 @@ async fn a_reboot_with_a_volume_attached_is_counted_and_keeps_it_attached_until_
     let (_, handle, node) = volume_of(c).await;
     let unique = format!("kubernetes.io/csi/{DRIVER}^{handle}");
     let name = va_name(&handle, &node);
+    // Asked with the pod still running there (the reboot kills it; its kubelet, down, cannot
+    // unmount): a break.
     cordon(c, &node).await;
-    let (code, _) = common::http(
-        c.addr(),
-        "test",
-        Method::DELETE,
-        POD,
-        "application/json",
-        "",
-    )
-    .await;
-    assert_eq!(code, 200);
-    // Asked before the volume is detached: a break.
     c.world().reboot(&node, "t-1");
     let inv = c.invariants();
     assert_eq!(inv.reboots_with_attached_volumes.len(), 1, "{inv:?}");
@@ -390,11 +381,11 @@ async fn a_reboot_with_a_volume_attached_is_counted_and_keeps_it_attached_until_
     let (code, va) = get(c, &va_path(&name)).await;
     assert_eq!(code, 200);
     let (_, n) = get(c, &format!("/api/v1/nodes/{node}")).await;
-    if !ready(&n) {
-        assert!(va["metadata"]["deletionTimestamp"].is_null(), "{va}");
-        let (attached, _) = node_status(c, &node).await;
-        assert_eq!(attached, vec![unique.clone()]);
-    }
+    assert!(!ready(&n), "rebootTime is 300 ms");
+    assert!(va["metadata"]["deletionTimestamp"].is_null(), "{va}");
+    let (attached, in_use) = node_status(c, &node).await;
+    assert_eq!(attached, vec![unique.clone()]);
+    assert_eq!(in_use, vec![unique.clone()]);
     // Up again: unmounted, detached after detachSeconds, and the pod runs elsewhere.
     eventually!(5, "the VolumeAttachment to be gone", {
         let (code, _) = get(c, &va_path(&name)).await;
@@ -408,5 +399,52 @@ async fn a_reboot_with_a_volume_attached_is_counted_and_keeps_it_attached_until_
         let (_, p) = get(c, POD).await;
         ready(&p).then_some(())
     });
+    cluster.shutdown().await;
+}
+
+/// `nodeCriticalShare` puts the last Deployments' pods at system-node-critical; all others
+/// have priority 0, and Pod admission gives a created pod its class's priority.
+#[tokio::test]
+async fn node_critical_pods_have_the_system_priority() {
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 2,
+        replicas: 2,
+        node_critical_share: 0.5,
+        ..tiny()
+    };
+    let cluster = Cluster::start(sc).await.unwrap();
+    let c = &cluster;
+    let (_, pods) = get(c, "/api/v1/pods").await;
+    let mut priorities: Vec<(String, i64)> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["labels"]["app"].as_str().unwrap().to_string(),
+                p["spec"]["priority"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    priorities.sort();
+    assert_eq!(
+        priorities,
+        vec![
+            ("app-0".to_string(), 0),
+            ("app-0".to_string(), 0),
+            ("app-1".to_string(), 2_000_001_000),
+            ("app-1".to_string(), 2_000_001_000),
+        ]
+    );
+    let (code, p) = call(
+        c,
+        Method::POST,
+        "/api/v1/namespaces/default/pods",
+        r#"{"metadata":{"name":"crit"},"spec":{"priorityClassName":"system-node-critical","containers":[{"name":"a","image":"x:1"}]}}"#,
+    )
+    .await;
+    assert_eq!(code, 201, "{p}");
+    assert_eq!(p["spec"]["priority"], 2_000_001_000);
     cluster.shutdown().await;
 }

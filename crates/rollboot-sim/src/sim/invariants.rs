@@ -3,8 +3,9 @@
 //! Owns the records of PDB violations caused by admitted evictions, deletions or reboots, the
 //! largest number of nodes cordoned or NotReady at once, nodes rebooted twice for one
 //! request token, reboots of nodes not cordoned or not drained, nodes out at once per group,
-//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready, and how
-//! long budgets held evictions (for the rehearsal's report). It must never influence the cluster: it only observes.
+//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready,
+//! reboots asked while volumes of evicted pods were still attached, how long pods waited on a
+//! Multi-Attach error, and how long budgets held evictions (for the rehearsal's report). It must never influence the cluster: it only observes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
