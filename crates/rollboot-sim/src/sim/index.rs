@@ -62,6 +62,11 @@ pub struct Index {
     /// DaemonSet) on every change of one of its pods: read from here, its JSON is parsed
     /// only when it is to be written.
     pub workload: Option<Box<Workload>>,
+    /// The claim names of a pod's `persistentVolumeClaim` volumes (empty for other kinds).
+    pub claims: Vec<String>,
+    /// The PersistentVolume a claim is bound to (`spec.volumeName`), or a VolumeAttachment's
+    /// (`spec.source.persistentVolumeName`).
+    pub volume: Option<String>,
 }
 
 /// The numbers of a workload controller the world and the budgets read.
@@ -166,6 +171,16 @@ impl Index {
                 .filter(|_| value["kind"] == "Node"),
             deletion_grace: md["deletionGracePeriodSeconds"].as_i64(),
             workload: Workload::of(value),
+            claims: if value["kind"] == "Pod" {
+                super::volumes::pod_claims(value)
+            } else {
+                Vec::new()
+            },
+            volume: match value["kind"].as_str() {
+                Some("PersistentVolumeClaim") => s(&value["spec"]["volumeName"]),
+                Some("VolumeAttachment") => s(&value["spec"]["source"]["persistentVolumeName"]),
+                _ => None,
+            },
         }
     }
 

@@ -3,8 +3,9 @@
 //! Owns the records of PDB violations caused by admitted evictions, deletions or reboots, the
 //! largest number of nodes cordoned or NotReady at once, nodes rebooted twice for one
 //! request token, reboots of nodes not cordoned or not drained, nodes out at once per group,
-//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready, and how
-//! long budgets held evictions (for the rehearsal's report). It must never influence the cluster: it only observes.
+//! and nodes uncordoned while the node-lifecycle controller still counted them as not ready,
+//! reboots asked while volumes of evicted pods were still attached, how long pods waited on a
+//! Multi-Attach error, and how long budgets held evictions (for the rehearsal's report). It must never influence the cluster: it only observes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -73,7 +74,41 @@ pub struct InvariantReport {
     pub max_cordoned_by_rollboot: usize,
     /// The same per value of the group label: never above `maxNodesPerGroup`.
     pub max_cordoned_by_rollboot_by_group: BTreeMap<String, usize>,
+    /// Reboots asked while a volume of a pod evicted from the node was still attached there
+    /// (its VolumeAttachment to the node exists, or its unique name is in the node's
+    /// `volumesAttached`).
+    pub reboots_with_attached_volumes: Vec<AttachedReboot>,
+    /// Pods that got a Multi-Attach Event: simulated seconds from the first one until their
+    /// volume was attached to their new node.
+    pub multi_attach_wait_seconds: MultiAttachWait,
 }
+
+/// A reboot asked while volumes of pods evicted from the node were still attached to it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedReboot {
+    /// The node.
+    pub node: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// The unique names (`kubernetes.io/csi/<driver>^<handle>`) still attached.
+    pub volumes: Vec<String>,
+}
+
+/// Waits of pods for a volume held by another node (Multi-Attach), simulated seconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MultiAttachWait {
+    /// Pods whose wait ended (their volume attached on their node).
+    pub pods: usize,
+    /// Sum of the waits.
+    pub total: f64,
+    /// Longest wait.
+    pub max: f64,
+}
+
+// `MultiAttachWait` holds floats; the report compares them only as a whole.
+impl Eq for MultiAttachWait {}
 
 /// A reboot of a node that was not ready for it.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -96,6 +131,7 @@ impl InvariantReport {
             && self.repeated_reboots.is_empty()
             && self.uncordoned_while_not_ready.is_empty()
             && self.unsafe_reboots.is_empty()
+            && self.reboots_with_attached_volumes.is_empty()
     }
 }
 
@@ -111,6 +147,8 @@ struct State {
     /// Every budget hold: (budget, pod, first refusal, eviction), and the open one per pod.
     holds: Vec<(String, String, Instant, Option<Instant>)>,
     open_holds: BTreeMap<String, usize>,
+    /// Open Multi-Attach waits by pod uid: when the first Event was recorded.
+    multi_attach: BTreeMap<String, Instant>,
 }
 
 /// How long a budget held one pod's eviction: from the first 429 to the eviction admitted (or
@@ -234,6 +272,40 @@ impl Invariants {
             uncordoned,
             pods,
         });
+    }
+
+    /// Records a reboot asked while `volumes` were still attached to `node`.
+    pub fn reboot_with_attached_volumes(&self, node: &str, volumes: Vec<String>) {
+        self.lock()
+            .report
+            .reboots_with_attached_volumes
+            .push(AttachedReboot {
+                node: node.to_string(),
+                at: timestamp(Utc::now()),
+                volumes,
+            });
+    }
+
+    /// Notes the first Multi-Attach Event of the pod with `uid`.
+    pub fn multi_attach_started(&self, uid: &str) {
+        self.lock()
+            .multi_attach
+            .entry(uid.to_string())
+            .or_insert_with(Instant::now);
+    }
+
+    /// Ends the pod's Multi-Attach wait, if one is open: its volume is attached to its node.
+    /// `time_factor` turns real seconds into simulated ones.
+    pub fn multi_attach_ended(&self, uid: &str, time_factor: f64) {
+        let mut s = self.lock();
+        let Some(from) = s.multi_attach.remove(uid) else {
+            return;
+        };
+        let secs = from.elapsed().as_secs_f64() / time_factor.max(f64::MIN_POSITIVE);
+        let w = &mut s.report.multi_attach_wait_seconds;
+        w.pods += 1;
+        w.total += secs;
+        w.max = w.max.max(secs);
     }
 
     /// Records an uncordon of `node` while it carried a not-ready/unreachable taint.

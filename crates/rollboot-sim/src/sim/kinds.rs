@@ -83,11 +83,23 @@ pub enum Kind {
     ValidatingAdmissionPolicy,
     /// admissionregistration.k8s.io/v1 validatingadmissionpolicybindings
     ValidatingAdmissionPolicyBinding,
+    /// core/v1 persistentvolumes (the world's provisioner creates them for its claims)
+    PersistentVolume,
+    /// core/v1 persistentvolumeclaims (the world's StatefulSet controller creates them from
+    /// `volumeClaimTemplates`)
+    PersistentVolumeClaim,
+    /// storage.k8s.io/v1 storageclasses (stored only: the world provisions its own class)
+    StorageClass,
+    /// storage.k8s.io/v1 csidrivers (the world's attach/detach controller reads `attachRequired`)
+    CsiDriver,
+    /// storage.k8s.io/v1 volumeattachments (the world's attach/detach controller and CSI
+    /// attacher write them)
+    VolumeAttachment,
 }
 
 impl Kind {
     /// Every served kind.
-    pub const ALL: [Kind; 21] = [
+    pub const ALL: [Kind; 26] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -109,10 +121,15 @@ impl Kind {
         Kind::PriorityClass,
         Kind::ValidatingAdmissionPolicy,
         Kind::ValidatingAdmissionPolicyBinding,
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
+        Kind::StorageClass,
+        Kind::CsiDriver,
+        Kind::VolumeAttachment,
     ];
 
     /// The served API groups ("" for core), each with version v1.
-    pub const GROUPS: [&'static str; 8] = [
+    pub const GROUPS: [&'static str; 9] = [
         "",
         "apps",
         "events.k8s.io",
@@ -121,6 +138,7 @@ impl Kind {
         "rbac.authorization.k8s.io",
         "scheduling.k8s.io",
         "admissionregistration.k8s.io",
+        "storage.k8s.io",
     ];
 
     /// API group ("" for core).
@@ -132,7 +150,10 @@ impl Kind {
             | Kind::Event
             | Kind::ServiceAccount
             | Kind::ConfigMap
-            | Kind::Service => "",
+            | Kind::Service
+            | Kind::PersistentVolume
+            | Kind::PersistentVolumeClaim => "",
+            Kind::StorageClass | Kind::CsiDriver | Kind::VolumeAttachment => "storage.k8s.io",
             Kind::EventV1 => "events.k8s.io",
             Kind::Lease => "coordination.k8s.io",
             Kind::Pdb => "policy",
@@ -157,6 +178,7 @@ impl Kind {
             "rbac.authorization.k8s.io" => "rbac.authorization.k8s.io/v1",
             "scheduling.k8s.io" => "scheduling.k8s.io/v1",
             "admissionregistration.k8s.io" => "admissionregistration.k8s.io/v1",
+            "storage.k8s.io" => "storage.k8s.io/v1",
             _ => "apps/v1",
         }
     }
@@ -184,6 +206,11 @@ impl Kind {
             Kind::PriorityClass => "priorityclasses",
             Kind::ValidatingAdmissionPolicy => "validatingadmissionpolicies",
             Kind::ValidatingAdmissionPolicyBinding => "validatingadmissionpolicybindings",
+            Kind::PersistentVolume => "persistentvolumes",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaims",
+            Kind::StorageClass => "storageclasses",
+            Kind::CsiDriver => "csidrivers",
+            Kind::VolumeAttachment => "volumeattachments",
         }
     }
 
@@ -210,6 +237,11 @@ impl Kind {
             Kind::PriorityClass => "PriorityClass",
             Kind::ValidatingAdmissionPolicy => "ValidatingAdmissionPolicy",
             Kind::ValidatingAdmissionPolicyBinding => "ValidatingAdmissionPolicyBinding",
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::StorageClass => "StorageClass",
+            Kind::CsiDriver => "CSIDriver",
+            Kind::VolumeAttachment => "VolumeAttachment",
         }
     }
 
@@ -263,6 +295,10 @@ impl Kind {
                 | Kind::PriorityClass
                 | Kind::ValidatingAdmissionPolicy
                 | Kind::ValidatingAdmissionPolicyBinding
+                | Kind::PersistentVolume
+                | Kind::StorageClass
+                | Kind::CsiDriver
+                | Kind::VolumeAttachment
         )
     }
 
@@ -278,7 +314,10 @@ impl Kind {
         match self {
             Kind::Node => &["status"],
             Kind::Pod => &["status", "eviction"],
-            Kind::Pdb => &["status"],
+            Kind::Pdb
+            | Kind::PersistentVolume
+            | Kind::PersistentVolumeClaim
+            | Kind::VolumeAttachment => &["status"],
             _ => &[],
         }
     }
@@ -297,6 +336,9 @@ impl Kind {
                 | Kind::Service
                 | Kind::ValidatingAdmissionPolicy
                 | Kind::Namespace
+                | Kind::PersistentVolume
+                | Kind::PersistentVolumeClaim
+                | Kind::VolumeAttachment
         )
     }
 
@@ -345,6 +387,13 @@ impl Kind {
             Kind::ValidatingAdmissionPolicyBinding => roundtrip::<
                 a::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
             >(self, value),
+            Kind::PersistentVolume => roundtrip::<a::core::v1::PersistentVolume>(self, value),
+            Kind::PersistentVolumeClaim => {
+                roundtrip::<a::core::v1::PersistentVolumeClaim>(self, value)
+            }
+            Kind::StorageClass => roundtrip::<a::storage::v1::StorageClass>(self, value),
+            Kind::CsiDriver => roundtrip::<a::storage::v1::CSIDriver>(self, value),
+            Kind::VolumeAttachment => roundtrip::<a::storage::v1::VolumeAttachment>(self, value),
         }
     }
 

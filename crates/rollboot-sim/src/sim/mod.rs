@@ -34,7 +34,11 @@
 //! and bindings, PriorityClass): other kinds (`kubectl create service`) and field numbers
 //! outside the table are refused with a 400 naming them, where kube-apiserver decodes them
 //! (and skips a field number it does not know); CBOR bodies are answered 415, as by
-//! kube-apiserver v1.36 with its alpha CBOR gate off.
+//! kube-apiserver v1.36 with its alpha CBOR gate off. PersistentVolumes, PersistentVolumeClaims,
+//! StorageClasses, CSIDrivers and VolumeAttachments are served with their scheme defaults (no
+//! protobuf bodies, no kind-specific table columns, no spec validation); the world's claims
+//! and volumes carry no `pvc-protection`/`pv-protection` finalizers, and nothing deletes a
+//! claim (no retention policy) or reclaims a volume.
 
 pub mod admission;
 pub mod api;
@@ -61,6 +65,7 @@ pub mod store;
 pub mod strategy;
 pub mod table;
 pub mod validation;
+pub mod volumes;
 pub mod world;
 
 use std::net::SocketAddr;

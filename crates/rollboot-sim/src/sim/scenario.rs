@@ -57,6 +57,21 @@ pub struct Scenario {
     pub time_factor: f64,
     /// Seed of every random choice.
     pub seed: u64,
+    /// StatefulSets get `volumeClaimTemplates` (one ReadWriteOnce claim `data` of StorageClass
+    /// `rollboot-sim-rwo`, CSI driver `rwo.csi.rollboot.dev` with `attachRequired: true`): each
+    /// pod's claim `data-<pod>` is bound to a PersistentVolume, attached to the pod's node
+    /// through a VolumeAttachment, and detached once the pod is gone.
+    pub stateful_volumes: bool,
+    /// Seconds the CSI attacher takes to attach a volume (VolumeAttachment created to
+    /// `status.attached: true`); a pod with volumes starts after both this and `startDelay`.
+    pub attach_seconds: f64,
+    /// Seconds the CSI attacher takes to detach a volume (VolumeAttachment deleted to gone);
+    /// none passes while the node is down in a reboot.
+    pub detach_seconds: f64,
+    /// Share (0..=1) of Deployments whose pods run at `priorityClassName:
+    /// system-node-critical` (priority 2000001000), the last ones built; all other pods have
+    /// priority 0, as Pod admission gives a pod without a class.
+    pub node_critical_share: f64,
     /// A fault schedule played during the rollout (`rollboot simulate`, `--serve`): written
     /// here by hand, or drawn by `--chaos SEED`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,6 +102,10 @@ impl Default for Scenario {
             start_delay: 2.0,
             time_factor: 0.01,
             seed: 1,
+            stateful_volumes: false,
+            attach_seconds: 2.0,
+            detach_seconds: 3.0,
+            node_critical_share: 0.0,
             faults: None,
         }
     }
@@ -144,6 +163,18 @@ impl Scenario {
             (
                 secs(self.start_delay),
                 "startDelay: a number of seconds >= 0",
+            ),
+            (
+                secs(self.attach_seconds),
+                "attachSeconds: a number of seconds >= 0",
+            ),
+            (
+                secs(self.detach_seconds),
+                "detachSeconds: a number of seconds >= 0",
+            ),
+            (
+                (0.0..=1.0).contains(&self.node_critical_share),
+                "nodeCriticalShare: a share in 0..=1",
             ),
             (
                 self.time_factor.is_finite() && self.time_factor > 0.0,

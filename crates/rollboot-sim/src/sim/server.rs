@@ -93,6 +93,7 @@ fn discovery(path: &str) -> Option<&'static str> {
         "/apis/events.k8s.io/v1" => include_str!("discovery/events-v1.json"),
         "/apis/rbac.authorization.k8s.io/v1" => include_str!("discovery/rbac-v1.json"),
         "/apis/scheduling.k8s.io/v1" => include_str!("discovery/scheduling-v1.json"),
+        "/apis/storage.k8s.io/v1" => include_str!("discovery/storage-v1.json"),
         "/apis/admissionregistration.k8s.io/v1" => {
             include_str!("discovery/admissionregistration-v1.json")
         }

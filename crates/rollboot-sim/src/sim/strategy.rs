@@ -50,6 +50,39 @@ pub fn apply_defaults(kind: Kind, v: &mut Value) {
 pub fn default_fields(kind: Kind, v: &mut Value) {
     match kind {
         Kind::Pod => default_pod(v),
+        // SetDefaults_PersistentVolume, _PersistentVolumeClaim(Spec), _StorageClass, _CSIDriver
+        // (SELinuxMountReadWriteOncePod is on by default in v1.36).
+        Kind::PersistentVolume => {
+            set_if_null(&mut v["status"], "phase", json!("Pending"));
+            set_if_null(
+                &mut v["spec"],
+                "persistentVolumeReclaimPolicy",
+                json!("Retain"),
+            );
+            set_if_null(&mut v["spec"], "volumeMode", json!("Filesystem"));
+        }
+        Kind::PersistentVolumeClaim => {
+            set_if_null(&mut v["status"], "phase", json!("Pending"));
+            set_if_null(&mut v["spec"], "volumeMode", json!("Filesystem"));
+        }
+        Kind::StorageClass => {
+            set_if_null(v, "reclaimPolicy", json!("Delete"));
+            set_if_null(v, "volumeBindingMode", json!("Immediate"));
+        }
+        Kind::CsiDriver => {
+            let spec = &mut v["spec"];
+            for (k, d) in [
+                ("attachRequired", json!(true)),
+                ("podInfoOnMount", json!(false)),
+                ("storageCapacity", json!(false)),
+                ("fsGroupPolicy", json!("ReadWriteOnceWithFSType")),
+                ("volumeLifecycleModes", json!(["Persistent"])),
+                ("requiresRepublish", json!(false)),
+                ("seLinuxMount", json!(false)),
+            ] {
+                set_if_null(spec, k, d);
+            }
+        }
         Kind::Deployment => default_deployment(v),
         Kind::Namespace => {
             let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
@@ -192,12 +225,22 @@ fn default_pod(v: &mut Value) {
 
 /// What admission and the registry add to a new Pod: its service account, priority, the
 /// tolerations of the not-ready and unreachable taints, phase and QoS class.
+/// The value of the built-in PriorityClass `system-node-critical`.
+pub const SYSTEM_NODE_CRITICAL: i64 = 2_000_001_000;
+
 fn admit_pod(v: &mut Value) {
     let spec = &mut v["spec"];
     set_if_null(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
     set_if_null(spec, "serviceAccount", sa);
-    set_if_null(spec, "priority", json!(0));
+    // The Priority admission plugin: the value of the class named (the two system classes it
+    // knows itself), 0 without one (no globalDefault class here).
+    let priority = match spec["priorityClassName"].as_str() {
+        Some("system-node-critical") => SYSTEM_NODE_CRITICAL,
+        Some("system-cluster-critical") => SYSTEM_NODE_CRITICAL - 1000,
+        _ => 0,
+    };
+    set_if_null(spec, "priority", json!(priority));
     set_if_null(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     for taint in [
         "node.kubernetes.io/not-ready",

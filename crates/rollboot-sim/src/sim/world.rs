@@ -6,6 +6,18 @@
 //! scaled by the scenario's time factor. It writes through the same store as API clients. It
 //! must never bypass the store or keep state a restart of the world could not rebuild from it
 //! (besides timers in flight).
+//!
+//! With volumes (`statefulVolumes`), it plays the StatefulSet controller's claims, a CSI
+//! provisioner binding each claim to a new PersistentVolume at once, the attach/detach
+//! controller with its CSI attacher (a VolumeAttachment per volume and node, attached after
+//! `attachSeconds`, then listed in the Node's `volumesAttached`; a Multi-Attach Event for a pod
+//! whose exclusive volume is still attached elsewhere), and the kubelet's side (`volumesInUse`
+//! once attached, a pod Ready only once its volumes are; unmounted when its containers exit).
+//! Detaching waits until the volume has left `volumesInUse`: the attach/detach controller takes
+//! it out of `volumesAttached`, deletes the VolumeAttachment, whose attacher finalizer goes
+//! `detachSeconds` later, not while the node is down in a reboot. Its per-volume state is
+//! indexed by claim and by volume (`claim_users`, `va_by_pv`), so a world without volumes pays
+//! one emptiness check per pod event.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -24,6 +36,7 @@ use super::meta::timestamp;
 use super::scenario::{Placement, Scenario};
 use super::server::Shared;
 use super::store::{EventType, Inner, StoreEvent};
+use super::volumes::{self, PvInfo};
 
 const APP_LABEL: &str = "app";
 
@@ -37,6 +50,11 @@ enum Msg {
     Untaint(String),
     /// A new start delay for pods (simulated seconds).
     StartDelay(f64),
+    /// The CSI attacher has attached the VolumeAttachment (name, uid).
+    Attach(String, String),
+    /// The CSI attacher has detached the VolumeAttachment (name), if its node has not been
+    /// down since the detach began (the node's reboot count then).
+    Detach(String, u64),
 }
 
 /// The taint keys kube-controller-manager's node-lifecycle controller manages here.
@@ -56,6 +74,7 @@ impl World {
     pub fn reboot(&self, node: &str, token: &str) {
         self.shared.invariants.reboot_requested(node, token);
         self.check_drained(node);
+        self.check_detached(node);
         let _ = self.tx.send(Msg::Reboot(node.to_string()));
     }
 
@@ -79,6 +98,53 @@ impl World {
         drop(inner);
         if uncordoned || !pods.is_empty() {
             self.shared.invariants.unsafe_reboot(node, uncordoned, pods);
+        }
+    }
+
+    /// Records a reboot of a node to which volumes of pods evicted from it are still attached
+    /// (a VolumeAttachment to it, or a name in its `volumesAttached`); the volumes of the pods
+    /// that stay (DaemonSet and mirror pods) do not count.
+    fn check_detached(&self, node: &str) {
+        let inner = self.shared.store.lock();
+        let Some(n) = inner.get(Kind::Node, node) else {
+            return;
+        };
+        let mut vols: BTreeSet<String> = volumes::attached_names(&n.value()).into_iter().collect();
+        for va in inner.range(Kind::VolumeAttachment, None, None) {
+            if va.idx.node_name.as_deref() == Some(node) {
+                if let Some(u) = va
+                    .idx
+                    .volume
+                    .as_deref()
+                    .and_then(|pv| pv_unique(&inner, pv))
+                {
+                    vols.insert(u);
+                }
+            }
+        }
+        if vols.is_empty() {
+            return;
+        }
+        for p in inner.pods_on(node) {
+            let stays = matches!(
+                p.idx.owner.as_ref().map(|o| o.0.as_str()),
+                Some("DaemonSet" | "Node")
+            );
+            if stays {
+                for c in &p.idx.claims {
+                    if let Some(u) =
+                        claim_pv(&inner, &p.idx.namespace, c).and_then(|pv| pv_unique(&inner, &pv))
+                    {
+                        vols.remove(&u);
+                    }
+                }
+            }
+        }
+        drop(inner);
+        if !vols.is_empty() {
+            self.shared
+                .invariants
+                .reboot_with_attached_volumes(node, vols.into_iter().collect());
         }
     }
 
@@ -133,6 +199,116 @@ fn uid(rng: &mut SmallRng) -> String {
         rand_hex(rng, 3),
         rand_hex(rng, 12)
     )
+}
+
+/// The PersistentVolume a claim (`namespace`, name) is bound to.
+fn claim_pv(inner: &Inner, namespace: &str, claim: &str) -> Option<String> {
+    inner
+        .get(Kind::PersistentVolumeClaim, &key_of(namespace, claim))?
+        .idx
+        .volume
+        .clone()
+}
+
+/// The unique name of a CSI PersistentVolume.
+fn pv_unique(inner: &Inner, pv: &str) -> Option<String> {
+    PvInfo::of(&inner.get(Kind::PersistentVolume, pv)?.value()).map(|i| i.unique())
+}
+
+/// The unique names of a pod's volumes that must be attached to its node, if all of them are
+/// (their VolumeAttachment to it says attached and is not being deleted); `None` while one is
+/// not, or a claim is not bound.
+fn volumes_ready(inner: &Inner, pod: &Index) -> Option<Vec<String>> {
+    let node = pod.node_name.as_deref()?;
+    let mut out = Vec::new();
+    for c in &pod.claims {
+        let pv = claim_pv(inner, &pod.namespace, c)?;
+        let Some(info) = PvInfo::of(&inner.get(Kind::PersistentVolume, &pv)?.value()) else {
+            continue;
+        };
+        if !volumes::attach_required(inner, &info.driver) {
+            continue;
+        }
+        let va = inner.get(Kind::VolumeAttachment, &info.attachment(node))?;
+        if va.idx.deleting || va.value()["status"]["attached"] != true {
+            return None;
+        }
+        out.push(info.unique());
+    }
+    Some(out)
+}
+
+/// The kubelet unmounts the volumes of `pod` (its containers exited): out of its node's
+/// `volumesInUse`, unless another pod there still uses the claim.
+fn unmount(inner: &mut Inner, pod: &Index) {
+    let Some(node) = pod.node_name.as_deref() else {
+        return;
+    };
+    let key = pod.key();
+    let mut gone = Vec::new();
+    for c in &pod.claims {
+        let shared = inner
+            .pods_on(node)
+            .any(|e| e.idx.key() != key && !e.idx.deleting && e.idx.claims.contains(c));
+        if !shared {
+            if let Some(u) = claim_pv(inner, &pod.namespace, c).and_then(|pv| pv_unique(inner, &pv))
+            {
+                gone.push(u);
+            }
+        }
+    }
+    let Some(n) = inner.get(Kind::Node, node) else {
+        return;
+    };
+    let mut v = n.value();
+    let mut changed = false;
+    for u in gone {
+        changed |= volumes::set_in_use(&mut v, &u, false);
+    }
+    if changed {
+        inner.put(Kind::Node, v);
+    }
+}
+
+/// The provisioner of the world's driver: binds an unbound claim of its StorageClass to a new
+/// PersistentVolume (`pvc-<claim uid>`) at once.
+fn provision_claim(inner: &mut Inner, key: &str, rng: &mut SmallRng) {
+    let Some(c) = inner.get(Kind::PersistentVolumeClaim, key).cloned() else {
+        return;
+    };
+    if c.idx.volume.is_some() || c.idx.deleting {
+        return;
+    }
+    let cv = c.value();
+    let class = cv["spec"]["storageClassName"].as_str();
+    let ours = class == Some(volumes::STORAGE_CLASS)
+        || class
+            .and_then(|n| inner.get(Kind::StorageClass, n))
+            .is_some_and(|sc| sc.value()["provisioner"] == volumes::DRIVER);
+    if !ours {
+        return;
+    }
+    let (pv, claim) = volumes::provision(&cv, &uid(rng), &timestamp(Utc::now()));
+    if api::insert(inner, Kind::PersistentVolume, pv).is_ok() {
+        inner.put(Kind::PersistentVolumeClaim, claim);
+    }
+}
+
+/// A pod created by a controller gets its template's priority class, and the priority Pod
+/// admission gives it (only the system classes are known here).
+fn template_priority(pod: &mut Value, controller: &Value) {
+    if let Some(c) = controller["spec"]["template"]["spec"]["priorityClassName"].as_str() {
+        pod["spec"]["priorityClassName"] = json!(c);
+        pod["spec"]["priority"] = json!(class_priority(c));
+    }
+}
+
+fn class_priority(class: &str) -> i64 {
+    match class {
+        "system-node-critical" => super::strategy::SYSTEM_NODE_CRITICAL,
+        "system-cluster-critical" => super::strategy::SYSTEM_NODE_CRITICAL - 1000,
+        _ => 0,
+    }
 }
 
 fn suffix(rng: &mut SmallRng) -> String {
@@ -317,7 +493,13 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
         let rs_name = format!("{name}-{hash}");
         let rs_uid = uid(&mut rng);
         let labels = json!({APP_LABEL: name, "pod-template-hash": hash});
-        let template = json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}});
+        let mut template = json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}});
+        // The last `nodeCriticalShare` of the Deployments.
+        let critical = sc.node_critical_share > 0.0
+            && ((deployments - d) as f64 - 0.5) / deployments as f64 <= sc.node_critical_share;
+        if critical {
+            template["spec"]["priorityClassName"] = json!("system-node-critical");
+        }
         inner.put(Kind::Deployment, json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": ns, "uid": dep_uid, "creationTimestamp": now, "generation": 1, "labels": {APP_LABEL: name}},
             "spec": {"replicas": count, "selector": {"matchLabels": {APP_LABEL: name}}, "template": template},
@@ -347,7 +529,11 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 mirror: false,
                 daemon: false,
             };
-            let v = from_template(&mut template, &p, &mut rng);
+            let mut v = from_template(&mut template, &p, &mut rng);
+            if critical {
+                v["spec"]["priorityClassName"] = json!("system-node-critical");
+                v["spec"]["priority"] = json!(super::strategy::SYSTEM_NODE_CRITICAL);
+            }
             inner.put(Kind::Pod, v);
         }
         if (d as f64 + 0.5) / deployments as f64 <= sc.pdb_share || (sc.pdb_share >= 1.0) {
@@ -357,6 +543,14 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
             let e = inner.put(Kind::Pdb, v);
             refresh_pdb(&mut inner, &e.idx.key());
         }
+    }
+    // Volumes attached per node at the start: `volumesAttached` and `volumesInUse`.
+    let mut node_volumes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if sc.stateful_volumes && sc.stateful_sets > 0 {
+        let v = volumes::csi_driver_object(&uid(&mut rng), &now);
+        inner.put(Kind::CsiDriver, v);
+        let v = volumes::storage_class_object(&uid(&mut rng), &now);
+        inner.put(Kind::StorageClass, v);
     }
     for d in 0..sc.stateful_sets {
         let ns = &namespaces[4 + d % sc.namespaces.max(1)];
@@ -373,6 +567,20 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 "revisionHistoryLimit": 10, "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}},
             "status": {"observedGeneration": 1, "replicas": count, "readyReplicas": count, "currentReplicas": count, "updatedReplicas": count,
                 "availableReplicas": count, "currentRevision": revision, "updateRevision": revision, "collisionCount": 0}}));
+        let ss_key = key_of(ns, &name);
+        if sc.stateful_volumes {
+            if let Some(e) = inner.get(Kind::StatefulSet, &ss_key) {
+                let mut v = e.value();
+                v["spec"]["volumeClaimTemplates"] = volumes::claim_templates();
+                v["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] =
+                    json!([{"name": volumes::CLAIM_TEMPLATE, "mountPath": "/data"}]);
+                inner.put(Kind::StatefulSet, v);
+            }
+        }
+        let ssv = inner
+            .get(Kind::StatefulSet, &ss_key)
+            .map(|e| e.value())
+            .unwrap_or_default();
         let mut template = None;
         let mut taken = Vec::with_capacity(count);
         for i in 0..count {
@@ -391,9 +599,43 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
                 mirror: false,
                 daemon: false,
             };
-            let v = from_template(&mut template, &p, &mut rng);
+            let mut v = from_template(&mut template, &p, &mut rng);
+            if sc.stateful_volumes {
+                let templates = &ssv["spec"]["volumeClaimTemplates"];
+                for t in templates.as_array().into_iter().flatten() {
+                    let mut claim =
+                        volumes::claim_from_template(t, &ssv, &p.name, &uid(&mut rng), &now);
+                    claim["metadata"]["resourceVersion"] = json!(inner.revision() + 1);
+                    let (pv, claim) = volumes::provision(&claim, &uid(&mut rng), &now);
+                    let info = PvInfo::of(&pv).expect("a CSI volume");
+                    let pv_name = pv["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    inner.put(Kind::PersistentVolumeClaim, claim);
+                    inner.put(Kind::PersistentVolume, pv);
+                    let mut va =
+                        volumes::attachment_object(&info, &pv_name, node, &uid(&mut rng), &now);
+                    va["metadata"]["finalizers"] =
+                        json!([volumes::attacher_finalizer(volumes::DRIVER)]);
+                    va["status"]["attached"] = json!(true);
+                    inner.put(Kind::VolumeAttachment, va);
+                    node_volumes
+                        .entry(node.clone())
+                        .or_default()
+                        .push(info.unique());
+                }
+                volumes::add_claim_volumes(&mut v, templates, &p.name);
+            }
             inner.put(Kind::Pod, v);
         }
+    }
+    for (node, vols) in node_volumes {
+        let Some(mut v) = inner.get(Kind::Node, &node).map(|e| e.value()) else {
+            continue;
+        };
+        for u in vols {
+            volumes::set_attached(&mut v, &u, true);
+            volumes::set_in_use(&mut v, &u, true);
+        }
+        inner.put(Kind::Node, v);
     }
     for d in 0..sc.daemon_sets {
         let name = format!("node-agent-{d}");
@@ -690,6 +932,21 @@ struct Runner {
     host_boot: HashMap<String, String>,
     /// Nodes Ready again whose NoExecute not-ready taint waits for the next monitor pass.
     untaint_pending: BTreeSet<String>,
+    /// The pods (keys) of each claim (`namespace/name`) that mounts it.
+    claim_users: HashMap<String, BTreeSet<String>>,
+    /// The VolumeAttachments (names) of each PersistentVolume.
+    va_by_pv: HashMap<String, BTreeSet<String>>,
+    /// PersistentVolumes whose attachments the attach/detach controller looks at next flush.
+    dirty_pvs: BTreeSet<String>,
+    /// Hosts down in a reboot (NotReady until up again): their kubelet writes nothing, and no
+    /// detach of their volumes progresses.
+    down: HashSet<String>,
+    /// Times each host went down: a detach begun before is done again once it is up.
+    downs: HashMap<String, u64>,
+    /// Pods past their start delay that wait for their volumes (key, uid).
+    awaiting: BTreeMap<String, String>,
+    /// Pods (uid) that got the Multi-Attach Event: one each, as the controller reports it once.
+    multi_attach_reported: HashSet<String>,
 }
 
 /// Starts the world task; returns its handle.
@@ -720,6 +977,13 @@ pub fn start(
         rebooting: BTreeSet::new(),
         host_boot: HashMap::new(),
         untaint_pending: BTreeSet::new(),
+        claim_users: HashMap::new(),
+        va_by_pv: HashMap::new(),
+        dirty_pvs: BTreeSet::new(),
+        down: HashSet::new(),
+        downs: HashMap::new(),
+        awaiting: BTreeMap::new(),
+        multi_attach_reported: HashSet::new(),
     };
     let task = tokio::spawn(async move { r.run(events, rx).await });
     (world, task)
@@ -770,6 +1034,29 @@ impl Runner {
             .range(Kind::Namespace, None, None)
             .map(|e| e.idx.name.clone())
             .collect();
+        self.claim_users.clear();
+        self.va_by_pv.clear();
+        for p in &pods {
+            for c in &p.claims {
+                self.claim_users
+                    .entry(key_of(&p.namespace, c))
+                    .or_default()
+                    .insert(p.key());
+            }
+        }
+        for va in inner.range(Kind::VolumeAttachment, None, None) {
+            if let Some(pv) = &va.idx.volume {
+                self.va_by_pv
+                    .entry(pv.clone())
+                    .or_default()
+                    .insert(va.idx.name.clone());
+            }
+        }
+        self.dirty_pvs.extend(
+            inner
+                .range(Kind::PersistentVolume, None, None)
+                .map(|e| e.idx.name.clone()),
+        );
         drop(inner);
         for p in &pods {
             if let Some(n) = &p.node_name {
@@ -821,6 +1108,10 @@ impl Runner {
                         }
                         _ => {}
                     }
+                }
+                let had_claims = ev.prev.as_ref().is_some_and(|p| !p.claims.is_empty());
+                if had_claims || !idx.claims.is_empty() {
+                    self.pod_volumes(ev);
                 }
                 if ev.typ == EventType::Deleted {
                     self.pod_gone(idx);
@@ -877,7 +1168,261 @@ impl Runner {
             Kind::StatefulSet if ev.typ != EventType::Deleted => {
                 self.reconcile_ss(&idx.namespace, &idx.name)
             }
+            Kind::PersistentVolumeClaim => {
+                if ev.typ != EventType::Deleted {
+                    let mut inner = self.shared.store.lock();
+                    provision_claim(&mut inner, &idx.key(), &mut self.rng);
+                }
+                self.dirty_pvs.extend(idx.volume.clone());
+            }
+            Kind::PersistentVolume => {
+                self.dirty_pvs.insert(idx.name.clone());
+            }
+            Kind::VolumeAttachment => {
+                let before = ev.prev.as_ref().and_then(|p| p.volume.clone());
+                if let Some(pv) = before {
+                    if let Some(set) = self.va_by_pv.get_mut(&pv) {
+                        set.remove(&idx.name);
+                        if set.is_empty() {
+                            self.va_by_pv.remove(&pv);
+                        }
+                    }
+                    self.dirty_pvs.insert(pv);
+                }
+                if let Some(pv) = &idx.volume {
+                    if ev.typ != EventType::Deleted {
+                        self.va_by_pv
+                            .entry(pv.clone())
+                            .or_default()
+                            .insert(idx.name.clone());
+                    }
+                    self.dirty_pvs.insert(pv.clone());
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// A pod with claims changed: who mounts each claim, and its volumes to look at.
+    fn pod_volumes(&mut self, ev: &StoreEvent) {
+        let idx = &ev.entry.idx;
+        let key = idx.key();
+        if let Some(p) = &ev.prev {
+            for c in &p.claims {
+                let ck = key_of(&p.namespace, c);
+                if let Some(set) = self.claim_users.get_mut(&ck) {
+                    set.remove(&key);
+                    if set.is_empty() {
+                        self.claim_users.remove(&ck);
+                    }
+                }
+            }
+        }
+        if ev.typ != EventType::Deleted {
+            for c in &idx.claims {
+                self.claim_users
+                    .entry(key_of(&idx.namespace, c))
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        let inner = self.shared.store.lock();
+        let claims = ev.prev.iter().flat_map(|p| p.claims.iter());
+        for c in claims.chain(idx.claims.iter()) {
+            if let Some(pv) = claim_pv(&inner, &idx.namespace, c) {
+                self.dirty_pvs.insert(pv);
+            }
+        }
+    }
+
+    /// The attach/detach controller and the CSI attacher for one PersistentVolume: attach it
+    /// to the nodes of the pods that mount it, report a Multi-Attach error for a pod whose
+    /// exclusive volume is attached elsewhere, detach it from nodes no pod wants it on once it
+    /// is unmounted there (not while the node is down).
+    fn reconcile_pv(&mut self, pv_name: &str) {
+        let shared = self.shared.clone();
+        let mut inner = shared.store.lock();
+        let Some(pv) = inner.get(Kind::PersistentVolume, pv_name).cloned() else {
+            return;
+        };
+        let Some(info) = PvInfo::of(&pv.value()) else {
+            return;
+        };
+        if !volumes::attach_required(&inner, &info.driver) {
+            return;
+        }
+        let unique = info.unique();
+        // The nodes that want it: those of its claim's pods that are bound and not finished.
+        let mut wanted: BTreeMap<String, Vec<Arc<Index>>> = BTreeMap::new();
+        if let Some(claim) = &info.claim {
+            for k in self.claim_users.get(claim).into_iter().flatten() {
+                let Some(p) = inner.get(Kind::Pod, k) else {
+                    continue;
+                };
+                let finished = matches!(p.idx.phase.as_deref(), Some("Succeeded" | "Failed"));
+                if let (Some(n), false) = (&p.idx.node_name, finished) {
+                    wanted.entry(n.clone()).or_default().push(p.idx.clone());
+                }
+            }
+        }
+        let vas: Vec<Arc<Index>> = self
+            .va_by_pv
+            .get(pv_name)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| inner.get(Kind::VolumeAttachment, n))
+            .map(|e| e.idx.clone())
+            .collect();
+        let now = timestamp(Utc::now());
+        let mut holders: Vec<String> = Vec::new();
+        for va in &vas {
+            let Some(node) = va.node_name.clone() else {
+                continue;
+            };
+            holders.push(node.clone());
+            if wanted.contains_key(&node) {
+                continue;
+            }
+            if va.deleting {
+                self.arm_detach(&va.name, &node);
+                continue;
+            }
+            if self.down.contains(&node) {
+                continue;
+            }
+            if let Some(n) = inner.get(Kind::Node, &node) {
+                let mut nv = n.value();
+                // The kubelet unmounts a volume no pod of its node uses any more (a pod
+                // deleted at once, a node back from a reboot).
+                if volumes::set_in_use(&mut nv, &unique, false) {
+                    inner.put(Kind::Node, nv.clone());
+                }
+                // The controller marks it detached in the Node before it detaches.
+                if volumes::set_attached(&mut nv, &unique, false) {
+                    inner.put(Kind::Node, nv);
+                }
+            }
+            let Some(e) = inner.get(Kind::VolumeAttachment, &va.name) else {
+                continue;
+            };
+            let mut v = e.value();
+            v["metadata"]["deletionTimestamp"] = json!(now);
+            v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if v["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+            {
+                inner.put(Kind::VolumeAttachment, v);
+                self.arm_detach(&va.name, &node);
+            } else {
+                inner.remove(Kind::VolumeAttachment, &va.name, v);
+            }
+        }
+        for (node, pods) in &wanted {
+            if holders.contains(node) {
+                continue;
+            }
+            if info.exclusive && !holders.is_empty() {
+                for p in pods {
+                    if !self.multi_attach_reported.insert(p.uid.clone()) {
+                        continue;
+                    }
+                    let elsewhere: Vec<&str> = wanted
+                        .iter()
+                        .filter(|(n, _)| *n != node)
+                        .flat_map(|(_, ps)| ps.iter())
+                        .filter(|o| o.namespace == p.namespace)
+                        .map(|o| o.name.as_str())
+                        .collect();
+                    let others = wanted
+                        .iter()
+                        .filter(|(n, _)| *n != node)
+                        .flat_map(|(_, ps)| ps.iter())
+                        .filter(|o| o.namespace != p.namespace)
+                        .count();
+                    let suffix = match (elsewhere.is_empty(), others) {
+                        (true, 0) => "Volume is already exclusively attached to one node and can't be attached to another".to_string(),
+                        (true, n) => format!("Volume is already used by {n} pod(s) in different namespaces"),
+                        (false, 0) => format!("Volume is already used by pod(s) {}", elsewhere.join(", ")),
+                        (false, n) => format!("Volume is already used by pod(s) {} and {n} pod(s) in different namespaces", elsewhere.join(", ")),
+                    };
+                    let message = format!("Multi-Attach error for volume \"{pv_name}\" {suffix}");
+                    adc_event(&mut inner, p, volumes::FAILED_ATTACH, &message);
+                    self.shared.invariants.multi_attach_started(&p.uid);
+                }
+                continue;
+            }
+            let v = volumes::attachment_object(&info, pv_name, node, &uid(&mut self.rng), &now);
+            let Ok(e) = api::insert(&mut inner, Kind::VolumeAttachment, v) else {
+                continue;
+            };
+            holders.push(node.clone());
+            // The external attacher puts its finalizer on before it attaches.
+            let mut v = e.value();
+            v["metadata"]["finalizers"] = json!([volumes::attacher_finalizer(&info.driver)]);
+            let e = inner.put(Kind::VolumeAttachment, v);
+            let key = (format!("va/{}", e.idx.name), "attach".to_string());
+            if self.timers.insert(key) {
+                self.later(
+                    self.sc.scaled(self.sc.attach_seconds),
+                    Msg::Attach(e.idx.name.clone(), e.idx.uid.clone()),
+                );
+            }
+        }
+    }
+
+    /// Starts the CSI attacher's detach of a VolumeAttachment being deleted, unless under way.
+    fn arm_detach(&mut self, name: &str, node: &str) {
+        if self.timers.insert((format!("va/{name}"), "detach".into())) {
+            let downs = self.downs.get(node).copied().unwrap_or(0);
+            self.later(
+                self.sc.scaled(self.sc.detach_seconds),
+                Msg::Detach(name.to_string(), downs),
+            );
+        }
+    }
+
+    /// A host back from a reboot: its kubelet reports in use only the volumes of the pods it
+    /// runs, and the detaches its going down interrupted begin again.
+    fn volumes_back(&mut self, node: &str) {
+        let mut inner = self.shared.store.lock();
+        let vas: Vec<Arc<Index>> = inner
+            .range(Kind::VolumeAttachment, None, None)
+            .filter(|e| e.idx.node_name.as_deref() == Some(node))
+            .map(|e| e.idx.clone())
+            .collect();
+        let Some(n) = inner.get(Kind::Node, node) else {
+            return;
+        };
+        let mut v = n.value();
+        let used: HashSet<String> = inner
+            .pods_on(node)
+            .flat_map(|p| {
+                p.idx
+                    .claims
+                    .iter()
+                    .filter_map(|c| claim_pv(&inner, &p.idx.namespace, c))
+                    .collect::<Vec<_>>()
+            })
+            .filter_map(|pv| pv_unique(&inner, &pv))
+            .collect();
+        let mut changed = false;
+        for u in volumes::in_use(&v) {
+            if !used.contains(&u) {
+                changed |= volumes::set_in_use(&mut v, &u, false);
+            }
+        }
+        if changed {
+            inner.put(Kind::Node, v);
+        }
+        drop(inner);
+        for va in vas {
+            if va.deleting {
+                self.timers
+                    .remove(&(format!("va/{}", va.name), "detach".into()));
+                self.arm_detach(&va.name, node);
+            }
+            self.dirty_pvs.extend(va.volume.clone());
         }
     }
 
@@ -1005,7 +1550,8 @@ impl Runner {
                     mirror: false,
                     daemon: true,
                 };
-                let v = pod_object(&spec, &mut self.rng);
+                let mut v = pod_object(&spec, &mut self.rng);
+                template_priority(&mut v, &dsv);
                 let _ = api::insert(&mut inner, Kind::Pod, v);
             }
             _ => {}
@@ -1043,7 +1589,8 @@ impl Runner {
                 mirror: false,
                 daemon: false,
             };
-            let v = pod_object(&spec, &mut self.rng);
+            let mut v = pod_object(&spec, &mut self.rng);
+            template_priority(&mut v, &rsv);
             let _ = api::insert(&mut inner, Kind::Pod, v);
         }
     }
@@ -1057,10 +1604,22 @@ impl Runner {
         let ssv = ss.value();
         let want = wanted_pods(&ss.idx);
         let mut inner = self.shared.store.lock();
+        let templates = ssv["spec"]["volumeClaimTemplates"].clone();
         for i in 0..want {
             let pod = format!("{name}-{i}");
             if inner.get(Kind::Pod, &key_of(ns, &pod)).is_some() {
                 continue;
+            }
+            // Its claims first, kept from an earlier pod of that name when they exist.
+            for t in templates.as_array().into_iter().flatten() {
+                let now = timestamp(Utc::now());
+                let claim = volumes::claim_from_template(t, &ssv, &pod, &uid(&mut self.rng), &now);
+                let ckey = key_of(ns, claim["metadata"]["name"].as_str().unwrap_or(""));
+                if inner.get(Kind::PersistentVolumeClaim, &ckey).is_none()
+                    && api::insert(&mut inner, Kind::PersistentVolumeClaim, claim).is_ok()
+                {
+                    provision_claim(&mut inner, &ckey, &mut self.rng);
+                }
             }
             let spec = PodSpec {
                 name: pod,
@@ -1074,7 +1633,9 @@ impl Runner {
                 mirror: false,
                 daemon: false,
             };
-            let v = pod_object(&spec, &mut self.rng);
+            let mut v = pod_object(&spec, &mut self.rng);
+            volumes::add_claim_volumes(&mut v, &templates, &spec.name);
+            template_priority(&mut v, &ssv);
             let _ = api::insert(&mut inner, Kind::Pod, v);
         }
     }
@@ -1138,23 +1699,10 @@ impl Runner {
         match msg {
             Msg::Start(key, uid) => {
                 self.timers.remove(&(key.clone(), "start".into()));
-                let mut inner = self.shared.store.lock();
-                let Some(p) = inner.get(Kind::Pod, &key).cloned() else {
-                    return;
-                };
-                let node_ready = p
-                    .idx
-                    .node_name
-                    .as_ref()
-                    .and_then(|n| inner.get(Kind::Node, n))
-                    .is_some_and(|n| n.idx.ready);
-                if p.idx.uid != uid || p.idx.deleting || !node_ready {
-                    return;
-                }
-                let mut v = p.value();
-                v["status"] = running_status(&timestamp(Utc::now()), true);
-                inner.put(Kind::Pod, v);
+                self.start_pod(key, uid);
             }
+            Msg::Attach(name, uid) => self.attached(&name, &uid),
+            Msg::Detach(name, downs) => self.detached(&name, downs),
             Msg::Remove(key, uid) => {
                 self.timers.remove(&(key.clone(), "remove".into()));
                 let mut inner = self.shared.store.lock();
@@ -1171,6 +1719,10 @@ impl Runner {
                 {
                     return;
                 }
+                // Its containers exited: the kubelet unmounts its volumes, then the pod goes.
+                if !p.idx.claims.is_empty() {
+                    unmount(&mut inner, &p.idx);
+                }
                 v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
                 inner.remove(Kind::Pod, &key, v);
             }
@@ -1181,6 +1733,8 @@ impl Runner {
                 self.later(self.sc.scaled(self.sc.reboot_delay), Msg::RebootDown(node));
             }
             Msg::RebootDown(node) => {
+                self.down.insert(node.clone());
+                *self.downs.entry(node.clone()).or_default() += 1;
                 let mut inner = self.shared.store.lock();
                 // The host goes down and comes up again whether or not its Node exists.
                 let Some(n) = inner.get(Kind::Node, &node).cloned() else {
@@ -1249,7 +1803,137 @@ impl Runner {
                 set_node_ready(&mut v, true);
                 v["status"]["nodeInfo"]["bootID"] = json!(boot);
                 inner.put(Kind::Node, v);
+                drop(inner);
+                self.down.remove(&node);
+                self.volumes_back(&node);
             }
+        }
+    }
+
+    /// The kubelet starts a pod past its start delay, once its volumes are attached (until
+    /// then it waits in `awaiting`), and reports them in use first.
+    fn start_pod(&mut self, key: String, uid: String) {
+        let mut inner = self.shared.store.lock();
+        let Some(p) = inner.get(Kind::Pod, &key).cloned() else {
+            self.awaiting.remove(&key);
+            return;
+        };
+        let node_ready = p
+            .idx
+            .node_name
+            .as_ref()
+            .and_then(|n| inner.get(Kind::Node, n))
+            .is_some_and(|n| n.idx.ready);
+        if p.idx.uid != uid || p.idx.deleting || !node_ready {
+            self.awaiting.remove(&key);
+            return;
+        }
+        if !p.idx.claims.is_empty() {
+            let Some(uniques) = volumes_ready(&inner, &p.idx) else {
+                self.awaiting.insert(key, uid);
+                return;
+            };
+            let node = p.idx.node_name.clone().unwrap_or_default();
+            if let Some(n) = inner.get(Kind::Node, &node) {
+                let mut nv = n.value();
+                let mut changed = false;
+                for u in &uniques {
+                    changed |= volumes::set_in_use(&mut nv, u, true);
+                }
+                if changed {
+                    inner.put(Kind::Node, nv);
+                }
+            }
+        }
+        self.awaiting.remove(&key);
+        if p.idx.phase.as_deref() != Some("Pending") {
+            return;
+        }
+        let mut v = p.value();
+        v["status"] = running_status(&timestamp(Utc::now()), true);
+        inner.put(Kind::Pod, v);
+    }
+
+    /// The CSI attacher attached a VolumeAttachment: the controller lists the volume in the
+    /// Node's `volumesAttached`, and the node's pods waiting for it start.
+    fn attached(&mut self, name: &str, uid: &str) {
+        self.timers.remove(&(format!("va/{name}"), "attach".into()));
+        let mut inner = self.shared.store.lock();
+        let Some(va) = inner.get(Kind::VolumeAttachment, name).cloned() else {
+            return;
+        };
+        if va.idx.uid != uid || va.idx.deleting {
+            return;
+        }
+        let mut v = va.value();
+        v["status"]["attached"] = json!(true);
+        inner.put(Kind::VolumeAttachment, v);
+        let node = va.idx.node_name.clone().unwrap_or_default();
+        let pv = va.idx.volume.clone().unwrap_or_default();
+        let Some(info) = inner
+            .get(Kind::PersistentVolume, &pv)
+            .and_then(|e| PvInfo::of(&e.value()))
+        else {
+            return;
+        };
+        if let Some(n) = inner.get(Kind::Node, &node) {
+            let mut nv = n.value();
+            if volumes::set_attached(&mut nv, &info.unique(), true) {
+                inner.put(Kind::Node, nv);
+            }
+        }
+        let users: Vec<Arc<Index>> = info
+            .claim
+            .as_ref()
+            .and_then(|c| self.claim_users.get(c))
+            .into_iter()
+            .flatten()
+            .filter_map(|k| inner.get(Kind::Pod, k))
+            .filter(|p| p.idx.node_name.as_deref() == Some(node.as_str()))
+            .map(|p| p.idx.clone())
+            .collect();
+        drop(inner);
+        for p in users {
+            self.shared
+                .invariants
+                .multi_attach_ended(&p.uid, self.sc.time_factor);
+            if let Some(uid) = self.awaiting.get(&p.key()).cloned() {
+                self.start_pod(p.key(), uid);
+            }
+        }
+    }
+
+    /// The CSI attacher detached a VolumeAttachment being deleted: its finalizer goes, and the
+    /// object with it. A detach its node's going down interrupted is done again once it is up.
+    fn detached(&mut self, name: &str, downs: u64) {
+        let key = (format!("va/{name}"), "detach".to_string());
+        let mut inner = self.shared.store.lock();
+        let Some(va) = inner.get(Kind::VolumeAttachment, name).cloned() else {
+            self.timers.remove(&key);
+            return;
+        };
+        let node = va.idx.node_name.clone().unwrap_or_default();
+        if self.downs.get(&node).copied().unwrap_or(0) != downs {
+            return;
+        }
+        self.timers.remove(&key);
+        if self.down.contains(&node) || !va.idx.deleting {
+            return;
+        }
+        let mut v = va.value();
+        let finalizer = volumes::attacher_finalizer(v["spec"]["attacher"].as_str().unwrap_or(""));
+        let left: Vec<Value> = v["metadata"]["finalizers"]
+            .as_array()
+            .map(|f| f.iter().filter(|x| **x != finalizer).cloned().collect())
+            .unwrap_or_default();
+        if left.is_empty() {
+            if let Some(md) = v["metadata"].as_object_mut() {
+                md.remove("finalizers");
+            }
+            inner.remove(Kind::VolumeAttachment, name, v);
+        } else {
+            v["metadata"]["finalizers"] = Value::Array(left);
+            inner.put(Kind::VolumeAttachment, v);
         }
     }
 
@@ -1283,6 +1967,9 @@ impl Runner {
     }
 
     fn flush(&mut self) {
+        while let Some(pv) = self.dirty_pvs.pop_first() {
+            self.reconcile_pv(&pv);
+        }
         if !self.dirty_ss.is_empty() || !self.dirty_rs.is_empty() {
             let ss = std::mem::take(&mut self.dirty_ss);
             let rs = std::mem::take(&mut self.dirty_rs);
@@ -1328,6 +2015,27 @@ impl Runner {
                 refresh_pdb(&mut inner, &k);
             }
         }
+    }
+}
+
+/// An Event of the attach/detach controller about `pod`, as its recorder writes it.
+fn adc_event(inner: &mut Inner, pod: &Index, reason: &str, message: &str) {
+    let t = Utc::now();
+    let now = timestamp(t);
+    let body = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{}.{:x}", pod.name, t.timestamp_nanos_opt().unwrap_or(0)),
+            "namespace": pod.namespace},
+        "involvedObject": {"kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+            "uid": pod.uid, "apiVersion": "v1", "resourceVersion": pod.rv.to_string()},
+        "reason": reason, "message": message,
+        "source": {"component": volumes::ADC_COMPONENT},
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1, "type": "Warning",
+        "eventTime": null, "reportingComponent": volumes::ADC_COMPONENT, "reportingInstance": ""});
+    match api::prepare_create(Kind::Event, &pod.namespace, body) {
+        Ok(v) => {
+            let _ = api::insert(inner, Kind::Event, v);
+        }
+        Err(e) => tracing::warn!("the attach/detach controller's Event was refused: {e:?}"),
     }
 }
 

@@ -408,6 +408,12 @@ pub struct Report {
     pub max_cordoned_by_rollboot_by_group: BTreeMap<String, usize>,
     /// Reboots of a node that was schedulable or still ran pods the drain evicts.
     pub unsafe_reboots: Vec<String>,
+    /// Reboots asked while a volume of a pod evicted from the node was still attached to it
+    /// (its VolumeAttachment there, or in the node's `volumesAttached`): a sentence each.
+    pub reboots_with_attached_volumes: Vec<String>,
+    /// Pods that waited for a volume still attached to another node (a Multi-Attach Event):
+    /// simulated seconds from their first such Event to the volume attached on their node.
+    pub multi_attach_wait_seconds: crate::sim::invariants::MultiAttachWait,
     /// Cycles started (a node's first `cordoning`) outside the maintenance windows.
     pub starts_outside_windows: Vec<String>,
     /// Nodes cordoned at the end without a `failed` record saying why.
@@ -546,6 +552,19 @@ impl Report {
                 String::new()
             }
         );
+        let _ = writeln!(
+            s,
+            "  reboots with volumes attached {}",
+            self.reboots_with_attached_volumes.len()
+        );
+        let w = &self.multi_attach_wait_seconds;
+        if w.pods > 0 {
+            let _ = writeln!(
+                s,
+                "  multi-attach waits       {} pods, {:.1} s in all, {:.1} s at most",
+                w.pods, w.total, w.max
+            );
+        }
         let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
         let _ = writeln!(
             s,
@@ -884,6 +903,14 @@ pub async fn report(
         }
     }
     breaks.extend(capacity_breaks(&inv, &nodes, &failed, config));
+    let reboots_with_attached_volumes: Vec<String> = inv
+        .reboots_with_attached_volumes
+        .iter()
+        .map(|r| format!("{} at {}: {}", r.node, r.at, r.volumes.join(", ")))
+        .collect();
+    for r in &reboots_with_attached_volumes {
+        breaks.push(format!("reboot with volumes still attached: {r}"));
+    }
     for s in &starts_outside {
         breaks.push(format!(
             "cycle started outside the maintenance windows: {s}"
@@ -989,6 +1016,8 @@ pub async fn report(
         max_cordoned_by_rollboot: inv.max_cordoned_by_rollboot,
         max_cordoned_by_rollboot_by_group: inv.max_cordoned_by_rollboot_by_group,
         unsafe_reboots,
+        reboots_with_attached_volumes,
+        multi_attach_wait_seconds: inv.multi_attach_wait_seconds.clone(),
         starts_outside_windows: starts_outside,
         cordoned_at_end,
         faults: seen.faults,

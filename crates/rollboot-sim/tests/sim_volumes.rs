@@ -1,0 +1,450 @@
+//! The simulated cluster's volumes: PersistentVolume(Claim)s, StorageClasses, CSIDrivers and
+//! VolumeAttachments served like kube-apiserver, and the world's StatefulSet controller,
+//! provisioner, attach/detach controller, CSI attacher and kubelets handling them.
+
+mod common;
+
+use axum::http::Method;
+use rollboot_sim::sim::{Cluster, Scenario};
+use serde_json::{json, Value};
+
+async fn call(c: &Cluster, method: Method, path: &str, body: &str) -> (u16, Value) {
+    let (code, text) = common::http(c.addr(), "test", method, path, "application/json", body).await;
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn get(c: &Cluster, path: &str) -> (u16, Value) {
+    call(c, Method::GET, path, "").await
+}
+
+fn tiny() -> Scenario {
+    Scenario {
+        nodes: 2,
+        pods_per_node: 1,
+        replicas: 1,
+        bare_pods: 0,
+        mirror_pods: 0,
+        empty_dir_pods: 0,
+        daemon_sets: 0,
+        time_factor: 0.01,
+        ..Scenario::default()
+    }
+}
+
+/// GETs of missing objects of the volume kinds answer kube-apiserver's 404 Status.
+#[tokio::test]
+async fn missing_volume_objects_answer_kube_apiservers_404() {
+    let cluster = Cluster::start(tiny()).await.unwrap();
+    let c = &cluster;
+    for (path, name, group, kind) in [
+        (
+            "/api/v1/persistentvolumes/pv-x",
+            "pv-x",
+            "",
+            "persistentvolumes",
+        ),
+        (
+            "/api/v1/namespaces/default/persistentvolumeclaims/data-x",
+            "data-x",
+            "",
+            "persistentvolumeclaims",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/csidrivers/x.csi.example.com",
+            "x.csi.example.com",
+            "storage.k8s.io",
+            "csidrivers",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/storageclasses/fast",
+            "fast",
+            "storage.k8s.io",
+            "storageclasses",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/volumeattachments/csi-0123",
+            "csi-0123",
+            "storage.k8s.io",
+            "volumeattachments",
+        ),
+    ] {
+        let (code, st) = get(c, path).await;
+        assert_eq!(code, 404, "{path}");
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut details = json!({"name": name, "kind": kind});
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        assert_eq!(
+            st,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("{qualified} \"{name}\" not found"), "reason": "NotFound",
+                "details": details, "code": 404}),
+            "{path}"
+        );
+    }
+    // Created through the API, defaulted as the scheme defaults them.
+    let (code, d) = call(
+        c,
+        Method::POST,
+        "/apis/storage.k8s.io/v1/csidrivers",
+        r#"{"apiVersion":"storage.k8s.io/v1","kind":"CSIDriver","metadata":{"name":"x.csi.example.com"},"spec":{}}"#,
+    )
+    .await;
+    assert_eq!(code, 201, "{d}");
+    assert_eq!(d["spec"]["attachRequired"], true);
+    assert_eq!(d["spec"]["volumeLifecycleModes"], json!(["Persistent"]));
+    let (code, l) = get(c, "/apis/storage.k8s.io/v1/volumeattachments").await;
+    assert_eq!(code, 200);
+    assert_eq!(l["kind"], "VolumeAttachmentList");
+    assert_eq!(l["apiVersion"], "storage.k8s.io/v1");
+    assert!(l["metadata"]["resourceVersion"].is_string());
+    cluster.shutdown().await;
+}
+
+/// Polls `$body` (an expression yielding `Option<T>`) every 10 ms until it is `Some`, or fails
+/// after `$secs` seconds naming `$what`.
+macro_rules! eventually {
+    ($secs:expr, $what:expr, $body:expr) => {{
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs($secs);
+        loop {
+            if let Some(v) = $body {
+                break v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {}",
+                $what
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }};
+}
+
+/// One StatefulSet of one pod with a volume on two nodes; 1 simulated s = 50 ms.
+fn stateful() -> Scenario {
+    Scenario {
+        nodes: 2,
+        pods_per_node: 0,
+        replicas: 1,
+        stateful_sets: 1,
+        stateful_volumes: true,
+        daemon_sets: 0,
+        bare_pods: 0,
+        mirror_pods: 0,
+        empty_dir_pods: 0,
+        grace_seconds: 2,
+        attach_seconds: 2.0,
+        detach_seconds: 4.0,
+        reboot_time: 6.0,
+        time_factor: 0.05,
+        ..Scenario::default()
+    }
+}
+
+const POD: &str = "/api/v1/namespaces/apps-0/pods/db-0-0";
+const DRIVER: &str = "rwo.csi.rollboot.dev";
+
+/// kube's csi_attacher name, computed here on its own.
+fn va_name(handle: &str, node: &str) -> String {
+    let d = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{handle}{DRIVER}{node}").as_bytes(),
+    );
+    let hex: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("csi-{hex}")
+}
+
+fn va_path(name: &str) -> String {
+    format!("/apis/storage.k8s.io/v1/volumeattachments/{name}")
+}
+
+fn ready(p: &Value) -> bool {
+    p["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v["name"].as_str().or(v.as_str()).unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pod's claim, volume, handle and node.
+async fn volume_of(c: &Cluster) -> (String, String, String) {
+    let (code, pvc) = get(
+        c,
+        "/api/v1/namespaces/apps-0/persistentvolumeclaims/data-db-0-0",
+    )
+    .await;
+    assert_eq!(code, 200, "{pvc}");
+    assert_eq!(pvc["status"]["phase"], "Bound");
+    assert_eq!(pvc["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(pvc["spec"]["storageClassName"], "rollboot-sim-rwo");
+    let pv_name = pvc["spec"]["volumeName"].as_str().unwrap().to_string();
+    assert_eq!(
+        pv_name,
+        format!("pvc-{}", pvc["metadata"]["uid"].as_str().unwrap())
+    );
+    let (code, pv) = get(c, &format!("/api/v1/persistentvolumes/{pv_name}")).await;
+    assert_eq!(code, 200);
+    assert_eq!(pv["spec"]["csi"]["driver"], DRIVER);
+    assert_eq!(pv["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(pv["spec"]["claimRef"]["name"], "data-db-0-0");
+    assert_eq!(pv["status"]["phase"], "Bound");
+    let handle = pv["spec"]["csi"]["volumeHandle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, pod) = get(c, POD).await;
+    assert_eq!(
+        pod["spec"]["volumes"][0],
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0-0"}})
+    );
+    let node = pod["spec"]["nodeName"].as_str().unwrap().to_string();
+    (pv_name, handle, node)
+}
+
+async fn node_status(c: &Cluster, node: &str) -> (Vec<String>, Vec<String>) {
+    let (_, n) = get(c, &format!("/api/v1/nodes/{node}")).await;
+    (
+        names(&n["status"]["volumesAttached"]),
+        names(&n["status"]["volumesInUse"]),
+    )
+}
+
+async fn cordon(c: &Cluster, node: &str) {
+    let (code, _) = common::http(
+        c.addr(),
+        "test",
+        Method::PATCH,
+        &format!("/api/v1/nodes/{node}"),
+        "application/merge-patch+json",
+        r#"{"spec":{"unschedulable":true}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn a_stateful_pods_volume_is_attached_detached_and_multi_attach_waits() {
+    let cluster = Cluster::start(stateful()).await.unwrap();
+    let c = &cluster;
+    let (pv, handle, node) = volume_of(c).await;
+    let unique = format!("kubernetes.io/csi/{DRIVER}^{handle}");
+    let name = va_name(&handle, &node);
+    let (code, va) = get(c, &va_path(&name)).await;
+    assert_eq!(code, 200, "{va}");
+    assert_eq!(va["apiVersion"], "storage.k8s.io/v1");
+    assert_eq!(va["kind"], "VolumeAttachment");
+    assert_eq!(
+        va["spec"],
+        json!({"attacher": DRIVER, "nodeName": node, "source": {"persistentVolumeName": pv}})
+    );
+    assert_eq!(va["status"]["attached"], true);
+    assert!(va["metadata"]["resourceVersion"].is_string());
+    let (attached, in_use) = node_status(c, &node).await;
+    assert_eq!(attached, vec![unique.clone()]);
+    assert_eq!(in_use, vec![unique.clone()]);
+    let (_, n) = get(c, &format!("/api/v1/nodes/{node}")).await;
+    assert_eq!(
+        n["status"]["volumesAttached"],
+        json!([{"name": unique, "devicePath": ""}])
+    );
+
+    // The pod goes; its replacement can only land on the other node.
+    cordon(c, &node).await;
+    let (code, _) = common::http(
+        c.addr(),
+        "test",
+        Method::DELETE,
+        POD,
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    eventually!(5, "the kubelet to unmount the volume", {
+        let (_, in_use) = node_status(c, &node).await;
+        in_use.is_empty().then_some(())
+    });
+    // Detaching takes detachSeconds: the VolumeAttachment is deleted, held by its finalizer.
+    let (code, va) = get(c, &va_path(&name)).await;
+    assert_eq!(code, 200, "detached before detachSeconds");
+    let deleting = eventually!(5, "the VolumeAttachment to be deleted", {
+        let (code, va) = get(c, &va_path(&name)).await;
+        (code != 200 || !va["metadata"]["deletionTimestamp"].is_null()).then_some(code)
+    });
+    assert_eq!(deleting, 200, "{va}");
+    let (_, va) = get(c, &va_path(&name)).await;
+    assert_eq!(
+        va["metadata"]["finalizers"],
+        json!(["external-attacher/rwo-csi-rollboot-dev"])
+    );
+    let (attached, _) = node_status(c, &node).await;
+    assert!(attached.is_empty(), "{attached:?}");
+    // The replacement waits on the other node with a Multi-Attach Event.
+    let other = if node == "node-0000" {
+        "node-0001"
+    } else {
+        "node-0000"
+    };
+    let (_, replacement) = get(c, POD).await;
+    assert!(!ready(&replacement), "{replacement}");
+    let (code, st) = eventually!(5, "the VolumeAttachment to be gone", {
+        let (code, st) = get(c, &va_path(&name)).await;
+        (code == 404).then_some((code, st))
+    });
+    assert_eq!(code, 404);
+    assert_eq!(
+        st["message"],
+        format!("volumeattachments.storage.k8s.io \"{name}\" not found")
+    );
+    assert_eq!(st["details"]["group"], "storage.k8s.io");
+    let pod = eventually!(5, "the replacement to be Ready", {
+        let (_, p) = get(c, POD).await;
+        ready(&p).then_some(p)
+    });
+    assert_eq!(pod["spec"]["nodeName"], other);
+    let (code, va) = get(c, &va_path(&va_name(&handle, other))).await;
+    assert_eq!(code, 200);
+    assert_eq!(va["status"]["attached"], true);
+    let (attached, in_use) = node_status(c, other).await;
+    assert_eq!((attached, in_use), (vec![unique.clone()], vec![unique]));
+    // The same claim and volume.
+    let (_, pvc) = get(
+        c,
+        "/api/v1/namespaces/apps-0/persistentvolumeclaims/data-db-0-0",
+    )
+    .await;
+    assert_eq!(pvc["spec"]["volumeName"], pv);
+    let (_, events) = get(
+        c,
+        "/api/v1/namespaces/apps-0/events?fieldSelector=reason%3DFailedAttachVolume",
+    )
+    .await;
+    let events = events["items"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0];
+    assert_eq!(e["type"], "Warning");
+    assert_eq!(e["involvedObject"]["name"], "db-0-0");
+    assert_eq!(e["involvedObject"]["uid"], pod["metadata"]["uid"]);
+    assert_eq!(e["source"]["component"], "attachdetach-controller");
+    assert_eq!(
+        e["message"],
+        format!("Multi-Attach error for volume \"{pv}\" Volume is already exclusively attached to one node and can't be attached to another")
+    );
+    let inv = c.invariants();
+    assert_eq!(inv.multi_attach_wait_seconds.pods, 1);
+    assert!(inv.multi_attach_wait_seconds.max > 0.0);
+    assert!(inv.reboots_with_attached_volumes.is_empty());
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reboot_with_a_volume_attached_is_counted_and_keeps_it_attached_until_up() {
+    let cluster = Cluster::start(stateful()).await.unwrap();
+    let c = &cluster;
+    let (_, handle, node) = volume_of(c).await;
+    let unique = format!("kubernetes.io/csi/{DRIVER}^{handle}");
+    let name = va_name(&handle, &node);
+    // Asked with the pod still running there (the reboot kills it; its kubelet, down, cannot
+    // unmount): a break.
+    cordon(c, &node).await;
+    c.world().reboot(&node, "t-1");
+    let inv = c.invariants();
+    assert_eq!(inv.reboots_with_attached_volumes.len(), 1, "{inv:?}");
+    assert_eq!(
+        inv.reboots_with_attached_volumes[0].volumes,
+        vec![unique.clone()]
+    );
+    assert!(!inv.clean());
+    // Down: the volume stays attached while the host is down.
+    eventually!(5, "the node to go NotReady", {
+        let (_, n) = get(c, &format!("/api/v1/nodes/{node}")).await;
+        (!ready(&n)).then_some(())
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let (code, va) = get(c, &va_path(&name)).await;
+    assert_eq!(code, 200);
+    let (_, n) = get(c, &format!("/api/v1/nodes/{node}")).await;
+    assert!(!ready(&n), "rebootTime is 300 ms");
+    assert!(va["metadata"]["deletionTimestamp"].is_null(), "{va}");
+    let (attached, in_use) = node_status(c, &node).await;
+    assert_eq!(attached, vec![unique.clone()]);
+    assert_eq!(in_use, vec![unique.clone()]);
+    // Up again: unmounted, detached after detachSeconds, and the pod runs elsewhere.
+    eventually!(5, "the VolumeAttachment to be gone", {
+        let (code, _) = get(c, &va_path(&name)).await;
+        (code == 404).then_some(())
+    });
+    let (_, n) = get(c, &format!("/api/v1/nodes/{node}")).await;
+    assert!(ready(&n), "detached while the node was down");
+    let (attached, in_use) = node_status(c, &node).await;
+    assert!(attached.is_empty() && in_use.is_empty());
+    eventually!(5, "the replacement to be Ready", {
+        let (_, p) = get(c, POD).await;
+        ready(&p).then_some(())
+    });
+    cluster.shutdown().await;
+}
+
+/// `nodeCriticalShare` puts the last Deployments' pods at system-node-critical; all others
+/// have priority 0, and Pod admission gives a created pod its class's priority.
+#[tokio::test]
+async fn node_critical_pods_have_the_system_priority() {
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 2,
+        replicas: 2,
+        node_critical_share: 0.5,
+        ..tiny()
+    };
+    let cluster = Cluster::start(sc).await.unwrap();
+    let c = &cluster;
+    let (_, pods) = get(c, "/api/v1/pods").await;
+    let mut priorities: Vec<(String, i64)> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["labels"]["app"].as_str().unwrap().to_string(),
+                p["spec"]["priority"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    priorities.sort();
+    assert_eq!(
+        priorities,
+        vec![
+            ("app-0".to_string(), 0),
+            ("app-0".to_string(), 0),
+            ("app-1".to_string(), 2_000_001_000),
+            ("app-1".to_string(), 2_000_001_000),
+        ]
+    );
+    let (code, p) = call(
+        c,
+        Method::POST,
+        "/api/v1/namespaces/default/pods",
+        r#"{"metadata":{"name":"crit"},"spec":{"priorityClassName":"system-node-critical","containers":[{"name":"a","image":"x:1"}]}}"#,
+    )
+    .await;
+    assert_eq!(code, 201, "{p}");
+    assert_eq!(p["spec"]["priority"], 2_000_001_000);
+    cluster.shutdown().await;
+}
