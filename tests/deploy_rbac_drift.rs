@@ -2,8 +2,10 @@
 //! `deploy/` (and the agent admission policy), the controller replicas and the agents each
 //! presenting the token of their ServiceAccount. (a) nothing is forbidden and the rollout
 //! completes; (b) every grant of the controller's and the agent's roles (verb × resource ×
-//! resourceName) allowed at least one call. The world has a StatefulSet, so the health gate's
-//! list and watch of StatefulSets are among those calls. An operator pauses twice and one node is
+//! resourceName) allowed at least one call. The world has a StatefulSet with a ReadWriteOnce CSI
+//! volume per pod, so the health gate's list and watch of StatefulSets and the drain's reads of
+//! claims, volumes, CSI drivers and VolumeAttachments are among those calls, and its config a
+//! `drain.order` rule selecting namespaces (their labels read). An operator pauses twice and one node is
 //! rebooted twice, so the Events about the lock and about a Node repeat (kube's recorder then
 //! PATCHes them into a series) and the `patch` of Events is among those calls too. `deploy/optional/force-delete-rbac.yaml` is opt-in
 //! and not part of the base, so it is not loaded here.
@@ -87,9 +89,16 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
         nodes: 4,
         pods_per_node: 4,
         stateful_sets: 1,
+        stateful_volumes: true,
         ..Scenario::default()
     };
-    let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
+    // A drain.order rule that selects namespaces (get namespaces); the StatefulSet's volumes
+    // (get claims, volumes, CSI drivers, VolumeAttachments; the node watched by name).
+    let config = sim_config(
+        "drain: {order: [{namespaceSelector: 'kubernetes.io/metadata.name=kube-system', order: 5}]}",
+    )
+    .unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
     let names = h.node_names().await.unwrap();
     let mut identities = HashMap::new();
     for i in 0..2 {

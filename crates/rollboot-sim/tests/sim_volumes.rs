@@ -201,6 +201,13 @@ async fn volume_of(c: &Cluster) -> (String, String, String) {
     );
     let (code, pv) = get(c, &format!("/api/v1/persistentvolumes/{pv_name}")).await;
     assert_eq!(code, 200);
+    // Each object reads as its Kubernetes type (the wire's types: a resourceVersion a string).
+    let typed: Result<k8s_openapi::api::core::v1::PersistentVolume, _> =
+        serde_json::from_value(pv.clone());
+    assert!(typed.is_ok(), "{typed:?}: {pv}");
+    let typed: Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, _> =
+        serde_json::from_value(pvc.clone());
+    assert!(typed.is_ok(), "{typed:?}: {pvc}");
     assert_eq!(pv["spec"]["csi"]["driver"], DRIVER);
     assert_eq!(pv["spec"]["accessModes"], json!(["ReadWriteOnce"]));
     assert_eq!(pv["spec"]["claimRef"]["name"], "data-db-0-0");
@@ -255,6 +262,9 @@ async fn a_stateful_pods_volume_is_attached_detached_and_multi_attach_waits() {
         json!({"attacher": DRIVER, "nodeName": node, "source": {"persistentVolumeName": pv}})
     );
     assert_eq!(va["status"]["attached"], true);
+    let typed: Result<k8s_openapi::api::storage::v1::VolumeAttachment, _> =
+        serde_json::from_value(va.clone());
+    assert!(typed.is_ok(), "{typed:?}: {va}");
     assert!(va["metadata"]["resourceVersion"].is_string());
     let (attached, in_use) = node_status(c, &node).await;
     assert_eq!(attached, vec![unique.clone()]);

@@ -159,6 +159,11 @@ pub fn provision(claim: &Value, uid: &str, now: &str) -> (Value, Value) {
     let handle = format!("vol-{cuid}");
     let storage = claim["spec"]["resources"]["requests"]["storage"].clone();
     let modes = claim["spec"]["accessModes"].clone();
+    // A resourceVersion is a string on the wire, whatever the claim in hand holds.
+    let claim_rv = match &claim["metadata"]["resourceVersion"] {
+        Value::Number(n) => json!(n.to_string()),
+        v => v.clone(),
+    };
     let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": name, "uid": uid, "creationTimestamp": now,
             "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER,
@@ -169,7 +174,7 @@ pub fn provision(claim: &Value, uid: &str, now: &str) -> (Value, Value) {
             "volumeMode": "Filesystem",
             "claimRef": {"kind": "PersistentVolumeClaim", "namespace": claim["metadata"]["namespace"],
                 "name": claim["metadata"]["name"], "uid": cuid, "apiVersion": "v1",
-                "resourceVersion": claim["metadata"]["resourceVersion"]},
+                "resourceVersion": claim_rv},
             "csi": {"driver": DRIVER, "volumeHandle": handle, "fsType": "ext4"}},
         "status": {"phase": "Bound"}});
     let mut c = claim.clone();
