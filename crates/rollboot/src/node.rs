@@ -59,6 +59,11 @@ pub const REBOOT_ATTEMPT: &str = "rollboot.dev/reboot-attempt";
 pub const FAILURE_REASON: &str = "rollboot.dev/failure-reason";
 /// Controller: what the health gate must see healthy again (JSON, written with `rebooting`).
 pub const HEALTH_GATE: &str = "rollboot.dev/health-gate";
+/// Controller: the volumes a drain waits to see detached (JSON list of `{pv, unique,
+/// attachment}`), written before the pods using them are evicted, so that a drain resumed by
+/// another leader waits for them too (once a detach has begun, only their VolumeAttachments
+/// show them). Removed with `done`.
+pub const DRAIN_VOLUMES: &str = "rollboot.dev/drain-volumes";
 /// Controller, history: when the node's last reboot cycle ended `done` (RFC 3339).
 pub const LAST_REBOOT: &str = "rollboot.dev/last-reboot";
 /// Controller, history: the boot ID before the last reboot rollboot verified.
@@ -483,7 +488,27 @@ pub struct LastCycle {
     /// (`drain.volumes.waitForDetach`), when it waited for any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detach_seconds: Option<f64>,
+    /// The drain's steps, in order, each with its time and its wait for volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drain_parts: Vec<DrainPart>,
 }
+
+/// One step of a finished drain, as the cycle's record and the simulator's report show it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainPart {
+    /// The step ([`crate::drain::order::Step::label`]).
+    pub label: String,
+    /// Its pods.
+    pub pods: usize,
+    /// From its first eviction until its pods were gone, seconds.
+    pub seconds: f64,
+    /// The wait for their volumes to detach after that, seconds.
+    pub detach_seconds: f64,
+}
+
+// Its seconds come from clock differences, never NaN: equality is total.
+impl Eq for DrainPart {}
 
 impl LastCycle {
     /// The parts of a cycle that started at `start`, asked for its reboot at `requested`, was
@@ -510,6 +535,7 @@ impl LastCycle {
             detach_seconds: detach_seconds
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(|s| (s * 1000.0).round() / 1000.0),
+            drain_parts: Vec::new(),
         }
     }
 
@@ -1451,6 +1477,7 @@ mod tests {
                     gate_seconds: Some(3.1),
                     pod_exit_seconds: None,
                     detach_seconds: None,
+                    drain_parts: Vec::new(),
                 }),
             }
         );

@@ -75,6 +75,13 @@ pub enum Fault {
         /// Start delay, simulated seconds.
         start_delay: f64,
     },
+    /// Volumes take this long (simulated seconds) to detach, for the detaches that begin
+    /// until the fault ends (a slow CSI driver).
+    #[serde(rename_all = "camelCase")]
+    SlowDetach {
+        /// Detach time, simulated seconds.
+        detach_seconds: f64,
+    },
 }
 
 impl Fault {
@@ -96,6 +103,7 @@ impl Fault {
             Fault::BlockBudgets => "blockBudgets",
             Fault::DenyEvictions => "denyEvictions",
             Fault::SlowPods { .. } => "slowPods",
+            Fault::SlowDetach { .. } => "slowDetach",
         }
     }
 
@@ -252,6 +260,14 @@ impl FaultSchedule {
                     return Err(format!(
                         "{}: must be a number of seconds >= 0",
                         at("fault.slowPods.startDelay")
+                    ));
+                }
+                Fault::SlowDetach { detach_seconds }
+                    if !(detach_seconds.is_finite() && *detach_seconds >= 0.0) =>
+                {
+                    return Err(format!(
+                        "{}: must be a number of seconds >= 0",
+                        at("fault.slowDetach.detachSeconds")
                     ));
                 }
                 _ => {}

@@ -172,7 +172,7 @@ impl Index {
             deletion_grace: md["deletionGracePeriodSeconds"].as_i64(),
             workload: Workload::of(value),
             claims: if value["kind"] == "Pod" {
-                super::volumes::pod_claims(value)
+                pod_claims(value)
             } else {
                 Vec::new()
             },
@@ -258,4 +258,17 @@ pub fn label_selector(sel: &Value) -> Option<Selector> {
         }
     }
     Selector::parse(&clauses.join(",")).ok()
+}
+
+/// The claim names of a pod's `persistentVolumeClaim` volumes.
+pub fn pod_claims(pod: &Value) -> Vec<String> {
+    pod["spec"]["volumes"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v["persistentVolumeClaim"]["claimName"].as_str())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }

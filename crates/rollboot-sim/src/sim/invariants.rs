@@ -78,8 +78,10 @@ pub struct InvariantReport {
     /// (its VolumeAttachment to the node exists, or its unique name is in the node's
     /// `volumesAttached`).
     pub reboots_with_attached_volumes: Vec<AttachedReboot>,
-    /// Pods that got a Multi-Attach Event: simulated seconds from the first one until their
-    /// volume was attached to their new node.
+    /// Pods that waited for their ReadWriteOnce volume to leave another node (a Multi-Attach
+    /// Event while it was still attached there; none while a detach was under way, as the
+    /// controller): simulated seconds from the first time the controller found it held until it
+    /// was attached to their node.
     pub multi_attach_wait_seconds: MultiAttachWait,
 }
 

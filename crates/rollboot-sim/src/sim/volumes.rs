@@ -200,19 +200,6 @@ pub fn attachment_object(info: &PvInfo, pv: &str, node: &str, uid: &str, now: &s
         "status": {"attached": false}})
 }
 
-/// The claim names of a pod's `persistentVolumeClaim` volumes.
-pub fn pod_claims(pod: &Value) -> Vec<String> {
-    pod["spec"]["volumes"]
-        .as_array()
-        .map(|vs| {
-            vs.iter()
-                .filter_map(|v| v["persistentVolumeClaim"]["claimName"].as_str())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Adds the StatefulSet controller's claim volumes to a pod (`updateStorage`): one
 /// `persistentVolumeClaim` volume per template, named as the template, replacing a volume of
 /// that name.

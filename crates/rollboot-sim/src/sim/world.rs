@@ -50,6 +50,8 @@ enum Msg {
     Untaint(String),
     /// A new start delay for pods (simulated seconds).
     StartDelay(f64),
+    /// A new detach time for volumes (simulated seconds), for detaches that begin from now.
+    DetachDelay(f64),
     /// The CSI attacher has attached the VolumeAttachment (name, uid).
     Attach(String, String),
     /// The CSI attacher has detached the VolumeAttachment (name), if its node has not been
@@ -151,6 +153,12 @@ impl World {
     /// Pods take `secs` simulated seconds from binding to Ready from now on.
     pub fn set_start_delay(&self, secs: f64) {
         let _ = self.tx.send(Msg::StartDelay(secs));
+    }
+
+    /// Volumes whose detach begins from now on take `secs` simulated seconds to detach (a
+    /// slow CSI driver, a storage backend under load).
+    pub fn set_detach_delay(&self, secs: f64) {
+        let _ = self.tx.send(Msg::DetachDelay(secs));
     }
 
     /// Nodes in the store.
@@ -1323,8 +1331,14 @@ impl Runner {
                 continue;
             }
             if info.exclusive && !holders.is_empty() {
+                // The controller reports a Multi-Attach error only while the volume is attached
+                // elsewhere and not being detached there (seen on kube-controller-manager
+                // v1.36: a replacement that waits for a detach under way gets no Event); the
+                // wait is measured either way.
+                let detaching = vas.iter().all(|va| va.deleting);
                 for p in pods {
-                    if !self.multi_attach_reported.insert(p.uid.clone()) {
+                    self.shared.invariants.multi_attach_started(&p.uid);
+                    if detaching || !self.multi_attach_reported.insert(p.uid.clone()) {
                         continue;
                     }
                     let elsewhere: Vec<&str> = wanted
@@ -1348,7 +1362,6 @@ impl Runner {
                     };
                     let message = format!("Multi-Attach error for volume \"{pv_name}\" {suffix}");
                     adc_event(&mut inner, p, volumes::FAILED_ATTACH, &message);
-                    self.shared.invariants.multi_attach_started(&p.uid);
                 }
                 continue;
             }
@@ -1727,6 +1740,7 @@ impl Runner {
                 inner.remove(Kind::Pod, &key, v);
             }
             Msg::StartDelay(secs) => self.sc.start_delay = secs,
+            Msg::DetachDelay(secs) => self.sc.detach_seconds = secs,
             Msg::Reboot(node) => {
                 self.rebooting.insert(node.clone());
                 self.loads.set_fits(&node, false);

@@ -45,12 +45,13 @@ pub struct Setup {
 /// in three, a window of 40 s every minute one time in five, and `maxFailures` equal to the
 /// host faults drawn (so a rollout goes on past the nodes they fail) except one time in four
 /// (so halting is exercised too), and `failures.returnToService` one time in two (a failed node
-/// otherwise holds its slot: with maxNodes 1 the rollout then waits for an operator). The same
-/// seed draws the same setup.
+/// otherwise holds its slot: with maxNodes 1 the rollout then waits for an operator), and two
+/// StatefulSets with a ReadWriteOnce volume per pod one time in two (half of those with a
+/// `slowDetach` fault while a node drains). The same seed draws the same setup.
 pub fn setup(seed: u64) -> Setup {
     // Another stream than the schedule's, so that changing one draw leaves the other alone.
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_c4a0_5000_0000);
-    let schedule = FaultSchedule::draw(seed);
+    let mut schedule = FaultSchedule::draw(seed);
     let nodes = rng.random_range(3..=6);
     let pods_per_node = rng.random_range(2..=4);
     let max_nodes = rng.random_range(1..=2);
@@ -68,6 +69,21 @@ pub fn setup(seed: u64) -> Setup {
     };
     // Drawn last: the draws before it stay what they were for every seed.
     let return_to_service = rng.random_ratio(1, 2);
+    // Drawn after it, for the same reason: StatefulSets with a ReadWriteOnce volume per pod
+    // one seed in two, and with them, one time in two, a slow detach while a node drains.
+    let stateful = rng.random_ratio(1, 2);
+    if stateful && rng.random_ratio(1, 2) {
+        schedule.faults.push(crate::sim::chaos::TimedFault {
+            at: rng.random_range(0.0..8.0),
+            when_state: Some("draining".into()),
+            node: None,
+            for_seconds: rng.random_range(1.0..5.0),
+            fault: Fault::SlowDetach {
+                detach_seconds: rng.random_range(20.0..200.0),
+            },
+        });
+        schedule.faults.sort_by(|a, b| a.at.total_cmp(&b.at));
+    }
     let mut o = format!(
         "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}, returnToService: {return_to_service}}}\n",
         if grouped {
@@ -87,6 +103,8 @@ pub fn setup(seed: u64) -> Setup {
             reboot_time: 150.0,
             seed,
             faults: Some(schedule),
+            stateful_sets: if stateful { 2 } else { 0 },
+            stateful_volumes: stateful,
             ..Scenario::default()
         },
         config_overrides: o,
@@ -151,6 +169,7 @@ pub struct Chaos {
     /// How many `denyEvictions` are on: the policy goes when the last ends.
     denials: usize,
     start_delay: f64,
+    detach_seconds: f64,
 }
 
 impl Chaos {
@@ -166,6 +185,7 @@ impl Chaos {
             blocks: 0,
             denials: 0,
             start_delay: scenario.start_delay,
+            detach_seconds: scenario.detach_seconds,
         }
     }
 
@@ -313,6 +333,9 @@ impl Chaos {
             (Fault::SlowPods { start_delay }, _) => {
                 t.cluster().world().set_start_delay(*start_delay)
             }
+            (Fault::SlowDetach { detach_seconds }, _) => {
+                t.cluster().world().set_detach_delay(*detach_seconds)
+            }
             (f, _) if f.needs_processes() => match t {
                 Target::Harness(h) => self.begin_in_processes(h, index, f, target, length),
                 Target::Served { .. } => tracing::warn!(
@@ -422,6 +445,7 @@ impl Chaos {
                 }
             }
             Fault::SlowPods { .. } => t.cluster().world().set_start_delay(self.start_delay),
+            Fault::SlowDetach { .. } => t.cluster().world().set_detach_delay(self.detach_seconds),
             f if f.needs_processes() => {
                 if let Target::Harness(h) = t {
                     self.end_in_processes(h, index, f, target).await;
@@ -572,7 +596,28 @@ mod tests {
             let c = super::super::sim_config(&s.config_overrides)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             assert!((1..=2).contains(&c.concurrency.max_nodes));
-            assert_eq!(s.scenario.faults, Some(FaultSchedule::draw(seed)));
+            // The seed's schedule, and a slowDetach only in a world with volumes.
+            let mut played = s.scenario.faults.clone().unwrap();
+            let slow = played
+                .faults
+                .iter()
+                .filter(|f| matches!(f.fault, Fault::SlowDetach { .. }))
+                .count();
+            assert!(
+                slow <= usize::from(s.scenario.stateful_volumes),
+                "seed {seed}"
+            );
+            played
+                .faults
+                .retain(|f| !matches!(f.fault, Fault::SlowDetach { .. }));
+            assert_eq!(played, FaultSchedule::draw(seed));
         }
+        let volumes = (0..100)
+            .filter(|s| setup(*s).scenario.stateful_volumes)
+            .count();
+        assert!(
+            (30..=70).contains(&volumes),
+            "{volumes} seeds of 100 with volumes"
+        );
     }
 }

@@ -773,14 +773,18 @@ impl Drop for NodeWatch {
 
 /// Each flagged node's irreducible time in real seconds, from the pods on it before the
 /// rollout: the longest grace period among those its drain evicts (not DaemonSet or mirror
-/// pods; none: nothing to wait for), the reboot and readiness.
+/// pods; none: nothing to wait for), the reboot and readiness. A pod with a claim, under
+/// `drain.volumes.waitForDetach` and the default order, goes after the others, one at a time,
+/// each its grace period and the scenario's detach time.
 async fn irreducible_times(
     h: &Harness,
     scenario: &Scenario,
     flagged: &BTreeSet<String>,
 ) -> anyhow::Result<BTreeMap<String, f64>> {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(h.client.clone());
+    let one_at_a_time = h.config.drain.volumes.wait_for_detach && h.config.drain.order.is_empty();
     let mut grace: BTreeMap<String, f64> = flagged.iter().map(|n| (n.clone(), 0.0)).collect();
+    let mut stateful: BTreeMap<String, f64> = BTreeMap::new();
     for p in pods.list(&Default::default()).await?.items {
         let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_ref()) else {
             continue;
@@ -789,18 +793,26 @@ async fn irreducible_times(
             p.metadata.owner_references.iter().flatten().any(|o| {
                 o.controller == Some(true) && matches!(o.kind.as_str(), "DaemonSet" | "Node")
             });
-        if let (Some(g), false) = (grace.get_mut(node), kept) {
-            let secs = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-                .unwrap_or(30);
-            *g = g.max(secs as f64);
+        let Some(g) = grace.get_mut(node).filter(|_| !kept) else {
+            continue;
+        };
+        let secs = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30) as f64;
+        if one_at_a_time && !rollboot::drain::claims_of(&p).is_empty() {
+            *stateful.entry(node.clone()).or_default() += secs + scenario.detach_seconds;
+        } else {
+            *g = g.max(secs);
         }
     }
     Ok(grace
         .into_iter()
-        .map(|(n, g)| (n, report::per_node_seconds(scenario, g)))
+        .map(|(n, g)| {
+            let after = stateful.get(&n).copied().unwrap_or_default();
+            (n, report::per_node_seconds(scenario, g + after))
+        })
         .collect())
 }
 

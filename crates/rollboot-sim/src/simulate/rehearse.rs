@@ -95,6 +95,11 @@ const SCALED: &[Floor] = &[
         floor: Duration::from_millis(1),
         why: "",
     },
+    Floor {
+        key: "drain.volumes.detachTimeout",
+        floor: Duration::from_millis(1),
+        why: "",
+    },
 ];
 
 /// Duration settings kept as written, and why.

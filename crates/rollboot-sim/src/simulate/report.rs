@@ -411,8 +411,9 @@ pub struct Report {
     /// Reboots asked while a volume of a pod evicted from the node was still attached to it
     /// (its VolumeAttachment there, or in the node's `volumesAttached`): a sentence each.
     pub reboots_with_attached_volumes: Vec<String>,
-    /// Pods that waited for a volume still attached to another node (a Multi-Attach Event):
-    /// simulated seconds from their first such Event to the volume attached on their node.
+    /// Pods that waited for their volume to leave another node (a Multi-Attach Event while it
+    /// was still attached there, or a detach under way): simulated seconds from the first time
+    /// the attach-detach controller found it held to the volume attached on their node.
     pub multi_attach_wait_seconds: crate::sim::invariants::MultiAttachWait,
     /// Cycles started (a node's first `cordoning`) outside the maintenance windows.
     pub starts_outside_windows: Vec<String>,
@@ -425,6 +426,16 @@ pub struct Report {
     /// [`CycleParts`]); absent when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cycle_parts: Option<CycleParts>,
+    /// The drains' steps over the flagged nodes' last cycles, by kind of step (the default
+    /// order's one-pod steps with volumes counted together): how many, their pods, their time
+    /// and their wait for volumes to detach.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drain_parts: Vec<DrainParts>,
+    /// Pods whose eviction was held, by cause (`drain.whenBlocked`'s keys), from rollboot's
+    /// Events (one per pod held: EvictionBlocked for a budget at 0 now, BudgetNeverAllows,
+    /// EvictionDenied) and the nodes failed for a stuck pod.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub blocked_by_cause: BTreeMap<String, usize>,
     /// Every invariant broken, a sentence each (empty when all held).
     pub invariant_breaks: Vec<String>,
     /// No invariant broke, and the run ended as it must: without faults, every flagged node
@@ -528,6 +539,21 @@ impl Report {
 
     /// What the invariant watch recorded: budgets, nodes out, cordons, reboots, failures.
     fn safety_text(&self, s: &mut String) {
+        for d in &self.drain_parts {
+            let _ = writeln!(
+                s,
+                "  drain step               {}: {} step(s), {} pod(s), {:.2} s; volumes detached in {:.2} s ({:.2} s at most)",
+                d.step, d.steps, d.pods, d.seconds, d.detach_seconds, d.detach_max_seconds
+            );
+        }
+        if !self.blocked_by_cause.is_empty() {
+            let causes: Vec<String> = self
+                .blocked_by_cause
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            let _ = writeln!(s, "  evictions held by cause  {}", causes.join(", "));
+        }
         let _ = writeln!(s, "  PDB violations           {}", self.pdb_violations);
         let _ = writeln!(
             s,
@@ -772,6 +798,55 @@ impl CycleParts {
     }
 }
 
+/// One kind of drain step, summed over the flagged nodes' last cycles.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainParts {
+    /// The step's label (`priority 0`, `volumes (one pod per step)`, `order 10 drain.order[0]`).
+    pub step: String,
+    /// Steps of that kind.
+    pub steps: usize,
+    /// Their pods.
+    pub pods: usize,
+    /// Their time from the first eviction to the pods gone, real seconds in all.
+    pub seconds: f64,
+    /// Their waits for volumes to detach, real seconds in all.
+    pub detach_seconds: f64,
+    /// The longest of those waits.
+    pub detach_max_seconds: f64,
+}
+
+impl DrainParts {
+    /// The steps of `parts` summed by kind, in the order first seen.
+    pub fn of<'a>(parts: impl Iterator<Item = &'a rollboot::node::DrainPart>) -> Vec<DrainParts> {
+        let mut out: Vec<DrainParts> = Vec::new();
+        for p in parts {
+            // "volumes: ns/pod" (and "critical, volumes: ns/pod"): a step per pod.
+            let step = match p.label.split_once("volumes: ") {
+                Some((before, _)) => format!("{before}volumes (one pod per step)"),
+                None => p.label.clone(),
+            };
+            let i = match out.iter().position(|d| d.step == step) {
+                Some(i) => i,
+                None => {
+                    out.push(DrainParts {
+                        step,
+                        ..DrainParts::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            let d = &mut out[i];
+            d.steps += 1;
+            d.pods += p.pods;
+            d.seconds += p.seconds;
+            d.detach_seconds += p.detach_seconds;
+            d.detach_max_seconds = d.detach_max_seconds.max(p.detach_seconds);
+        }
+        out
+    }
+}
+
 /// Builds the report of a decided (or stuck) rollout.
 pub async fn report(
     h: &Harness,
@@ -926,6 +1001,35 @@ pub async fn report(
     }
     let cycle_parts =
         CycleParts::measure(&nodes, flagged, &seen.starts, &seen.irreducible, makespan_s);
+    let drain_parts = DrainParts::of(
+        nodes
+            .iter()
+            .filter(|n| flagged.contains(&n.name))
+            .filter_map(|n| n.history.last_cycle.as_ref())
+            .flat_map(|c| &c.drain_parts),
+    );
+    let mut blocked_by_cause = BTreeMap::new();
+    for (cause, reason) in [
+        ("budget", "EvictionBlocked"),
+        ("never", "BudgetNeverAllows"),
+        ("denied", "EvictionDenied"),
+    ] {
+        let n = h.events(reason).await?.len();
+        if n > 0 {
+            blocked_by_cause.insert(cause.to_string(), n);
+        }
+    }
+    let stuck = nodes
+        .iter()
+        .filter(|n| {
+            n.failure_reason
+                .as_deref()
+                .is_some_and(|r| r.contains("drain.whenBlocked.stuck"))
+        })
+        .count();
+    if stuck > 0 {
+        blocked_by_cause.insert("stuck".to_string(), stuck);
+    }
     let (outcome, outcome_reason) = seen.outcome;
     // The bound counts every flagged node: against a run that did not reboot them all, the
     // difference means nothing.
@@ -1022,6 +1126,8 @@ pub async fn report(
         cordoned_at_end,
         faults: seen.faults,
         cycle_parts,
+        drain_parts,
+        blocked_by_cause,
         invariant_breaks: breaks,
         ok,
     })

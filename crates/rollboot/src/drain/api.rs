@@ -175,6 +175,14 @@ pub trait DrainApi: Send + Sync {
         after: Option<String>,
         deadline: DateTime<Utc>,
     ) -> impl Future<Output = Result<(NodeVolumes, String), DrainError>> + Send;
+    /// Adds `volumes` to the Node's record of the volumes its drain waits for
+    /// ([`crate::node::DRAIN_VOLUMES`], `recorded` being what it holds now), before the pods
+    /// using them are evicted.
+    fn record_volumes(
+        &self,
+        node: &str,
+        volumes: &std::collections::BTreeSet<super::volumes::Volume>,
+    ) -> impl Future<Output = Result<(), DrainError>> + Send;
     /// Which of the VolumeAttachments `names` exist.
     fn attachments(
         &self,

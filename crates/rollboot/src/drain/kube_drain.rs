@@ -319,57 +319,62 @@ impl DrainApi for KubeDrain {
         let cfg = watcher::Config::default().fields(&format!("metadata.name={node}"));
         let stream = watcher(api, cfg);
         futures::pin_mut!(stream);
-        let read = |n: &k8s_openapi::api::core::v1::Node| {
-            let status = n.status.as_ref();
-            let volumes = NodeVolumes {
-                attached: status
-                    .and_then(|s| s.volumes_attached.as_ref())
-                    .map(|v| v.iter().map(|a| a.name.clone()).collect())
-                    .unwrap_or_default(),
-                in_use: status
-                    .and_then(|s| s.volumes_in_use.as_ref())
-                    .map(|v| v.iter().cloned().collect())
-                    .unwrap_or_default(),
-            };
-            (
-                volumes,
-                n.metadata.resource_version.clone().unwrap_or_default(),
-            )
+        let failed = |e: Option<watcher::Error>| DrainError::Api {
+            node: node.into(),
+            what: "watching it for its volumes".into(),
+            source: match e {
+                Some(e) => kube::Error::Service(Box::new(e)),
+                None => kube::Error::Service("the watch ended".into()),
+            },
         };
-        let mut last = None;
-        let run = async {
-            while let Some(ev) = stream.try_next().await.map_err(|e| DrainError::Api {
-                node: node.into(),
-                what: "watching it for its volumes".into(),
-                source: kube::Error::Service(Box::new(e)),
-            })? {
-                let n = match ev {
-                    watcher::Event::InitApply(n) | watcher::Event::Apply(n) => n,
-                    _ => continue,
-                };
-                let seen = read(&n);
-                if after.as_deref() != Some(seen.1.as_str()) {
-                    return Ok(seen);
+        let mut next = async || -> Result<(NodeVolumes, String), DrainError> {
+            while let Some(ev) = stream.try_next().await.map_err(|e| failed(Some(e)))? {
+                if let watcher::Event::InitApply(n) | watcher::Event::Apply(n) = ev {
+                    return Ok(read_volumes(&n));
                 }
-                last = Some(seen);
             }
-            Err(DrainError::Api {
-                node: node.into(),
-                what: "watching it for its volumes".into(),
-                source: kube::Error::Service("the watch ended".into()),
-            })
+            Err(failed(None))
         };
-        let until = (deadline - Utc::now()).to_std().unwrap_or_default();
-        match tokio::time::timeout(until, run).await {
-            Ok(r) => r,
-            // At the deadline: the node as last seen (unchanged since `after`); never seen, an
-            // error, never an empty status (that would read as "all detached").
-            Err(_) => last.ok_or_else(|| DrainError::Api {
+        // The node as it is now, whatever the deadline (a drain past it fails on what it
+        // reads, never on having read nothing); then, when it is as `after` saw it, its next
+        // change until the deadline.
+        let now = tokio::time::timeout(std::time::Duration::from_secs(60), next())
+            .await
+            .map_err(|_| DrainError::Api {
                 node: node.into(),
                 what: "reading it for its volumes".into(),
-                source: kube::Error::Service("no answer before the deadline".into()),
-            }),
+                source: kube::Error::Service("no answer in 60 s".into()),
+            })??;
+        if after.as_deref() != Some(now.1.as_str()) {
+            return Ok(now);
         }
+        let until = (deadline - Utc::now()).to_std().unwrap_or_default();
+        match tokio::time::timeout(until, next()).await {
+            Ok(r) => r,
+            Err(_) => Ok(now),
+        }
+    }
+
+    async fn record_volumes(
+        &self,
+        node: &str,
+        volumes: &BTreeSet<super::volumes::Volume>,
+    ) -> Result<(), DrainError> {
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(self.client.clone());
+        let p = serde_json::json!({"metadata": {"annotations": {
+            crate::node::DRAIN_VOLUMES: super::volumes::record(volumes)
+        }}});
+        api.patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&p),
+        )
+        .await
+        .map_err(self.err(format!(
+            "recording the volumes its drain waits for ({})",
+            crate::node::DRAIN_VOLUMES
+        )))?;
+        Ok(())
     }
 
     async fn attachments(&self, names: &[String]) -> Result<BTreeSet<String>, DrainError> {
@@ -456,4 +461,30 @@ impl DrainApi for KubeDrain {
         };
         Ok(Gone { left, seen_going })
     }
+}
+
+/// What a Node says of its volumes, with its resourceVersion.
+fn read_volumes(n: &k8s_openapi::api::core::v1::Node) -> (NodeVolumes, String) {
+    let status = n.status.as_ref();
+    let volumes = NodeVolumes {
+        attached: status
+            .and_then(|s| s.volumes_attached.as_ref())
+            .map(|v| v.iter().map(|a| a.name.clone()).collect())
+            .unwrap_or_default(),
+        in_use: status
+            .and_then(|s| s.volumes_in_use.as_ref())
+            .map(|v| v.iter().cloned().collect())
+            .unwrap_or_default(),
+        recorded: super::volumes::read_record(
+            n.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::node::DRAIN_VOLUMES))
+                .map(String::as_str),
+        ),
+    };
+    (
+        volumes,
+        n.metadata.resource_version.clone().unwrap_or_default(),
+    )
 }

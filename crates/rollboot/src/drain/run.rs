@@ -52,6 +52,9 @@ pub async fn drain<A: DrainApi>(
     let order = d.order().await?;
     for step in &order.steps {
         let started = Utc::now();
+        if cfg.volumes.wait_for_detach {
+            d.record_volumes(step.pods()).await?;
+        }
         d.evict(&step.evict).await?;
         // Pods found terminating (an earlier leader's evictions) are waited for with the
         // evicted of their step.
@@ -85,19 +88,8 @@ fn seconds(d: chrono::TimeDelta) -> f64 {
     d.num_milliseconds().max(0) as f64 / 1000.0
 }
 
-/// One step of a finished drain, as the cycle's record and the simulator's report show it.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Part {
-    /// The step ([`super::order::Step::label`]).
-    pub label: String,
-    /// Its pods.
-    pub pods: usize,
-    /// From its first eviction until its pods were gone, seconds.
-    pub seconds: f64,
-    /// The wait for their volumes to detach after that, seconds.
-    pub detach_seconds: f64,
-}
+/// One step of a finished drain (the cycle's record keeps them).
+pub use crate::node::DrainPart as Part;
 
 /// What [`NodeDrain::select`] found on the node.
 #[derive(Clone, Debug, Default)]
@@ -177,6 +169,9 @@ pub struct NodeDrain<'a, A> {
     claims: BTreeMap<(String, String), Option<Claimed>>,
     /// The steps done.
     parts: Vec<Part>,
+    /// The Node's record of the volumes its drain waits for ([`crate::node::DRAIN_VOLUMES`]),
+    /// as last read or written.
+    recorded: BTreeSet<Volume>,
 }
 
 /// What a claim is bound to, as far as the drain's wait for volumes goes.
@@ -212,6 +207,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             volumes: BTreeMap::new(),
             claims: BTreeMap::new(),
             parts: Vec::new(),
+            recorded: BTreeSet::new(),
         }
     }
 
@@ -768,6 +764,39 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
         Ok(o)
     }
 
+    /// Adds the volumes of `pods` to the Node's record of those its drain waits for, before
+    /// they are evicted (a drain resumed by another leader reads it; see
+    /// [`NodeDrain::wait_leftovers`]); nothing is written when they are in it already.
+    pub async fn record_volumes<'p>(
+        &mut self,
+        pods: impl Iterator<Item = &'p PodRef>,
+    ) -> Result<(), DrainError> {
+        let more: Vec<Volume> = pods
+            .filter_map(|p| self.volumes.get(p))
+            .flatten()
+            .filter(|v| !self.recorded.contains(*v))
+            .cloned()
+            .collect();
+        if more.is_empty() {
+            return Ok(());
+        }
+        if self.recorded.is_empty() {
+            let far = Utc::now() + chrono::TimeDelta::days(1);
+            self.recorded = self
+                .api
+                .node_volumes(self.node, None, far)
+                .await?
+                .0
+                .recorded;
+        }
+        let mut all = self.recorded.clone();
+        all.extend(more);
+        (self.ensure)()?;
+        self.api.record_volumes(self.node, &all).await?;
+        self.recorded = all;
+        Ok(())
+    }
+
     /// Waits, within the drain's deadline, until each of `pods` has terminated on its own
     /// (gone, or `Succeeded` or `Failed`): `waitCompleted` pods are not evicted.
     pub async fn await_completion(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
@@ -818,9 +847,11 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
     }
 
     /// The volumes of pods that are no longer on the node and were not waited for (a drain
-    /// resumed by a new leader after its predecessor evicted them): every CSI volume in the
-    /// node's `volumesAttached` that no pod now on the node uses, and that is not a shared
-    /// volume of a drained pod, is waited for as [`NodeDrain::wait_detached`] does.
+    /// resumed by a new leader after its predecessor evicted them): those the Node's record
+    /// names ([`crate::node::DRAIN_VOLUMES`]: once a detach has begun, only the
+    /// VolumeAttachment shows it), and every CSI volume in its `volumesAttached`, that no pod
+    /// now on the node uses and that is not a shared volume of a drained pod, are waited for as
+    /// [`NodeDrain::wait_detached`] does.
     pub async fn wait_leftovers(&mut self) -> Result<(), DrainError> {
         let far = Utc::now() + chrono::TimeDelta::days(1);
         let (status, _) = self.api.node_volumes(self.node, None, far).await?;
@@ -829,7 +860,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             .iter()
             .filter(|u| u.starts_with(CSI_PREFIX))
             .collect();
-        if attached.is_empty() {
+        if attached.is_empty() && status.recorded.is_empty() {
             return Ok(());
         }
         let mut used = BTreeSet::new();
@@ -848,7 +879,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                 }
             }
         }
-        let wanted: BTreeSet<Volume> = attached
+        let mut wanted: BTreeSet<Volume> = attached
             .into_iter()
             .filter(|u| !used.contains(*u))
             .filter_map(|u| {
@@ -859,12 +890,13 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                 })
             })
             .collect();
+        // A recorded volume replaces the same one found in the status (its PV named).
+        for v in status.recorded.iter().filter(|v| !used.contains(&v.unique)) {
+            wanted.retain(|w| w.unique != v.unique);
+            wanted.insert(v.clone());
+        }
         if !wanted.is_empty() {
-            tracing::info!(
-                node = self.node,
-                volumes = wanted.len(),
-                "volumes attached that no pod on the node uses: waiting for them to detach"
-            );
+            tracing::info!(node = self.node, volumes = wanted.len(), "volumes attached or recorded that no pod on the node uses: waiting for them to detach");
         }
         self.wait_volumes(wanted, Utc::now()).await
     }

@@ -169,8 +169,11 @@ struct Fake {
     node_status: Mutex<Vec<volumes::NodeVolumes>>,
     /// The VolumeAttachments that exist.
     attachments: Mutex<BTreeSet<String>>,
-    /// Every call that matters for the order, in order: `evict NAME`, `nodeVolumes`.
+    /// Every call that matters for the order, in order: `evict NAME`, `nodeVolumes`,
+    /// `record N` (the volumes in the Node's record after the write).
     calls: Mutex<Vec<String>>,
+    /// The Node's record of the volumes its drain waits for.
+    recorded: Mutex<BTreeSet<volumes::Volume>>,
 }
 
 impl Fake {
@@ -193,6 +196,7 @@ impl Fake {
             node_status: Mutex::default(),
             attachments: Mutex::default(),
             calls: Mutex::default(),
+            recorded: Mutex::default(),
         }
     }
 }
@@ -332,12 +336,25 @@ impl DrainApi for Fake {
         let n = calls.len();
         drop(calls);
         let mut status = self.node_status.lock().unwrap();
-        let s = if status.len() > 1 {
+        let mut s = if status.len() > 1 {
             status.remove(0)
         } else {
             status.first().cloned().unwrap_or_default()
         };
+        s.recorded = self.recorded.lock().unwrap().clone();
         Ok((s, n.to_string()))
+    }
+    async fn record_volumes(
+        &self,
+        _: &str,
+        volumes: &BTreeSet<volumes::Volume>,
+    ) -> Result<(), DrainError> {
+        *self.recorded.lock().unwrap() = volumes.clone();
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("record {}", volumes.len()));
+        Ok(())
     }
     async fn attachments(&self, names: &[String]) -> Result<BTreeSet<String>, DrainError> {
         let exist = self.attachments.lock().unwrap();
@@ -933,6 +950,7 @@ fn attached(vs: &[&volumes::Volume]) -> volumes::NodeVolumes {
     volumes::NodeVolumes {
         attached: names.clone(),
         in_use: names,
+        ..Default::default()
     }
 }
 
@@ -942,8 +960,10 @@ async fn the_default_order_evicts_pods_with_volumes_last_one_at_a_time_each_afte
     let mut api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
     let db1 = stateful(&mut api, "db-1", 0);
     let db0 = stateful(&mut api, "db-0", 0);
-    // db-0's volume shows for two reads after its pod is gone, then db-1's for one.
+    // The first read is the Node's record's; then db-0's volume shows for two reads after
+    // its pod is gone, then db-1's for one.
     *api.node_status.lock().unwrap() = vec![
+        attached(&[&db0, &db1]),
         attached(&[&db0, &db1]),
         attached(&[&db0, &db1]),
         attached(&[&db1]),
@@ -957,14 +977,20 @@ async fn the_default_order_evicts_pods_with_volumes_last_one_at_a_time_each_afte
         *api.calls.lock().unwrap(),
         [
             "evict web-1",
+            // The Node's record read, then written with db-0's volume, before its eviction.
+            "nodeVolumes",
+            "record 1",
             "evict db-0",
             "nodeVolumes",
             "nodeVolumes",
             "nodeVolumes",
+            "record 2",
             "evict db-1",
             "nodeVolumes",
             "nodeVolumes",
-            // The last look, for volumes no pod on the node uses.
+            // The last look, for volumes no pod on the node uses: the two recorded, looked
+            // at once more (gone).
+            "nodeVolumes",
             "nodeVolumes"
         ]
     );
@@ -1039,6 +1065,37 @@ async fn a_resumed_drain_waits_for_volumes_no_pod_on_the_node_uses() {
         .await
         .unwrap();
     assert_eq!(*api.calls.lock().unwrap(), ["nodeVolumes", "nodeVolumes"]);
+}
+
+#[tokio::test]
+async fn a_resumed_drain_waits_for_the_recorded_volumes_whose_detach_has_begun() {
+    // The previous leader recorded db-0's volume and evicted the pod; the detach has begun:
+    // out of the node's status, only its VolumeAttachment is left. The new drain waits for it.
+    let mut api = Fake::new(Vec::new(), 0);
+    let db = stateful(&mut api, "db-0", 0);
+    api.pods.clear();
+    api.recorded.lock().unwrap().insert(db.clone());
+    api.attachments
+        .lock()
+        .unwrap()
+        .insert(db.attachment.clone());
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(5),
+        volumes: crate::config::Volumes {
+            detach_timeout: crate::config::Duration::from_millis(60),
+            ..Default::default()
+        },
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(&db.attachment), "{err}");
+    // Once it is gone, the drain ends.
+    api.attachments.lock().unwrap().clear();
+    drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -18,7 +18,9 @@ use k8s_openapi::api::core::v1::PersistentVolume;
 pub const CSI_PREFIX: &str = "kubernetes.io/csi/";
 
 /// A volume a drain waits to see detached.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
     /// The PersistentVolume's name.
@@ -114,6 +116,20 @@ pub struct NodeVolumes {
     pub attached: BTreeSet<String>,
     /// `status.volumesInUse`.
     pub in_use: BTreeSet<String>,
+    /// The volumes a drain recorded it waits for ([`crate::node::DRAIN_VOLUMES`]); an
+    /// unreadable record reads as none.
+    pub recorded: BTreeSet<Volume>,
+}
+
+/// The text of the record of `volumes` ([`crate::node::DRAIN_VOLUMES`]).
+pub fn record(volumes: &BTreeSet<Volume>) -> String {
+    serde_json::to_string(volumes).expect("volumes serialize")
+}
+
+/// The volumes of a record's text (none when it cannot be read).
+pub fn read_record(text: Option<&str>) -> BTreeSet<Volume> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
 }
 
 /// One volume not yet detached, and where it still shows.
@@ -230,7 +246,10 @@ mod tests {
         let mut node = NodeVolumes {
             attached: BTreeSet::from([v.unique.clone()]),
             in_use: BTreeSet::from([v.unique.clone()]),
+            ..Default::default()
         };
+        assert_eq!(read_record(Some(&record(&wanted))), wanted);
+        assert!(read_record(Some("garbled")).is_empty());
         let vas = BTreeSet::from([v.attachment.clone()]);
         let l = left(&wanted, &node, &vas);
         assert_eq!(

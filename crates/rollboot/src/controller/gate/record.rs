@@ -37,6 +37,10 @@ pub struct GateRecord {
     /// it waited for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detach_ms: Option<u64>,
+    /// Not read by the gate: the drain's steps, carried into the node's
+    /// [`crate::node::LastCycle`] likewise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drain_parts: Vec<crate::node::DrainPart>,
 }
 
 impl GateRecord {

@@ -201,6 +201,7 @@ fn gate_record(drained: Drained) -> GateRecord {
             let s: f64 = drained.parts.iter().map(|p| p.detach_seconds).sum();
             (s * 1000.0).round() as u64
         }),
+        drain_parts: drained.parts,
     }
 }
 

@@ -37,7 +37,8 @@ pub(in crate::controller) async fn finish(ctx: &Ctx, view: &NodeView) -> Result<
     let seconds = |ms: Option<u64>| ms.map(|ms| ms as f64 / 1000.0);
     let pod_exit = seconds(gate.as_ref().and_then(|g| g.pod_exit_ms));
     let detach = seconds(gate.as_ref().and_then(|g| g.detach_ms));
-    let cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit, detach);
+    let mut cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit, detach);
+    cycle.drain_parts = gate.map(|g| g.drain_parts).unwrap_or_default();
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
@@ -50,6 +51,7 @@ pub(in crate::controller) async fn finish(ctx: &Ctx, view: &NodeView) -> Result<
         proto::REBOOT_REQUESTED,
         proto::REBOOT_REQUESTED_REASON,
         proto::HEALTH_GATE,
+        proto::DRAIN_VOLUMES,
         proto::BOOT_ID_BEFORE,
     ] {
         ann.push((k, None));
