@@ -17,15 +17,15 @@ use rollboot_sim::simulate::{sim_config, Harness};
 mod test_log;
 use test_log::log;
 
-/// Four nodes, two StatefulSets of three pods with a ReadWriteOnce volume each, detaches of
+/// Eight nodes, three StatefulSets of three pods with a ReadWriteOnce volume each, detaches of
 /// `detach` simulated seconds, rollboot with `drain` keys added to its drain section; every
 /// node flagged.
 async fn stateful(detach: f64, drain: &str) -> (Harness, Vec<String>) {
     log();
     let sc = Scenario {
-        nodes: 4,
+        nodes: 8,
         pods_per_node: 1,
-        stateful_sets: 2,
+        stateful_sets: 3,
         stateful_volumes: true,
         detach_seconds: detach,
         bare_pods: 0,
@@ -85,6 +85,23 @@ async fn without_wait_for_detach_a_reboot_with_a_volume_attached_breaks_the_inva
         !inv.reboots_with_attached_volumes.is_empty(),
         "with waitForDetach false and 3 s detaches, a reboot should have come before one ended"
     );
+    // The attach-detach controller writes the Node's status as the pods go, right when the
+    // drain asks for the reboot: a request refused with 409 is made again with the drain's
+    // record (the health gate's pods, the drain's steps), not by a second drain that finds
+    // nothing to evict and hands the gate nothing to wait for.
+    for n in &names {
+        let cycle = h
+            .node(n)
+            .await
+            .unwrap()
+            .history
+            .last_cycle
+            .unwrap_or_default();
+        assert!(
+            cycle.pod_exit_seconds.is_some() && !cycle.drain_parts.is_empty(),
+            "{n}'s last cycle lost its drain's record: {cycle:?}"
+        );
+    }
     h.shutdown().await;
 }
 

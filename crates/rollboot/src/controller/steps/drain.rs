@@ -115,25 +115,38 @@ async fn drain_then_request(
     }
     let gate = gate_record(drained);
     // Decided now, from the node as it is now (the drain may have taken minutes): still
-    // draining, as far as this replica knows; anything newer makes the write a 409.
-    let Some(view) = ctx.still(node, NodeState::Draining) else {
-        tracing::info!(
-            node,
-            "drained, but the node is no longer draining; not requesting the reboot"
-        );
-        return Ok(());
-    };
-    if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
-        return begin_after_drain(ctx, &view, &gate).await;
+    // draining, as far as this replica knows; anything newer makes the write a 409. A 409
+    // (the kubelet or the attach-detach controller wrote the Node's status meanwhile: it does
+    // when the drained pods' volumes leave) is decided again from the newer version, with this
+    // drain's record: a drain run again would find no pod to evict and hand the health gate
+    // nothing to wait for.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(view) = ctx.still(node, NodeState::Draining) else {
+            tracing::info!(
+                node,
+                "drained, but the node is no longer draining; not requesting the reboot"
+            );
+            return Ok(());
+        };
+        let written = if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
+            begin_after_drain(ctx, &view, &gate).await
+        } else {
+            request_reboot(
+                ctx,
+                &view,
+                boot_id,
+                Some(serde_json::to_string(&gate).expect("gate record")),
+                1,
+            )
+            .await
+        };
+        match written {
+            Err(Error::Conflict { rv, .. }) if attempt < 5 => ctx.await_newer(node, &rv).await,
+            r => return r,
+        }
     }
-    request_reboot(
-        ctx,
-        &view,
-        boot_id,
-        Some(serde_json::to_string(&gate).expect("gate record")),
-        1,
-    )
-    .await
 }
 
 /// Runs the drain of `node` until it ends, or until the node is uncordoned (`None`): a node
