@@ -773,16 +773,23 @@ impl Drop for NodeWatch {
 
 /// Each flagged node's irreducible time in real seconds, from the pods on it before the
 /// rollout: the longest grace period among those its drain evicts (not DaemonSet or mirror
-/// pods; none: nothing to wait for), the reboot and readiness. A pod with a claim, under
-/// `drain.volumes.waitForDetach` and the default order, goes after the others, one at a time,
-/// each its grace period and the scenario's detach time.
+/// pods; none: nothing to wait for), the reboot and readiness. A pod with a claim, under the
+/// default order, goes after the others, one at a time, each its grace period and, with
+/// `drain.volumes.waitForDetach`, the scenario's detach time.
 async fn irreducible_times(
     h: &Harness,
     scenario: &Scenario,
     flagged: &BTreeSet<String>,
 ) -> anyhow::Result<BTreeMap<String, f64>> {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(h.client.clone());
-    let one_at_a_time = h.config.drain.volumes.wait_for_detach && h.config.drain.order.is_empty();
+    // The default order takes the pods with claims one at a time, each with its wait for
+    // the detach when the drain waits for it.
+    let one_at_a_time = h.config.drain.order.is_empty();
+    let detach = if h.config.drain.volumes.wait_for_detach {
+        scenario.detach_seconds
+    } else {
+        0.0
+    };
     let mut grace: BTreeMap<String, f64> = flagged.iter().map(|n| (n.clone(), 0.0)).collect();
     let mut stateful: BTreeMap<String, f64> = BTreeMap::new();
     for p in pods.list(&Default::default()).await?.items {
@@ -802,7 +809,7 @@ async fn irreducible_times(
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30) as f64;
         if one_at_a_time && !rollboot::drain::claims_of(&p).is_empty() {
-            *stateful.entry(node.clone()).or_default() += secs + scenario.detach_seconds;
+            *stateful.entry(node.clone()).or_default() += secs + detach;
         } else {
             *g = g.max(secs);
         }
