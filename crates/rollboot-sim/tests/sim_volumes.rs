@@ -458,3 +458,47 @@ async fn node_critical_pods_have_the_system_priority() {
     assert_eq!(p["spec"]["priority"], 2_000_001_000);
     cluster.shutdown().await;
 }
+
+/// A Node registered again while one of its volumes detaches (its object deleted and created
+/// with the status it had, the volume in `volumesAttached`): once detached, the controller's
+/// status leaves it out, as kube-controller-manager's status updater writes what it knows
+/// attached. (Found by the chaos campaign: a drain waited for a volume the Node listed forever.)
+#[tokio::test]
+async fn a_node_registered_again_during_a_detach_ends_without_the_volume() {
+    let cluster = Cluster::start(stateful()).await.unwrap();
+    let c = &cluster;
+    let (_, handle, node) = volume_of(c).await;
+    let unique = format!("kubernetes.io/csi/{DRIVER}^{handle}");
+    let name = va_name(&handle, &node);
+    let (_, before) = get(c, &format!("/api/v1/nodes/{node}")).await;
+    cordon(c, &node).await;
+    let (code, _) = call(c, Method::DELETE, POD, "").await;
+    assert_eq!(code, 200);
+    eventually!(5, "the detach to begin", {
+        let (code, va) = get(c, &va_path(&name)).await;
+        (code == 200 && !va["metadata"]["deletionTimestamp"].is_null()).then_some(())
+    });
+    // The Node goes and comes back with the status it had: the volume listed as attached.
+    let path = format!("/api/v1/nodes/{node}");
+    let (code, _) = call(c, Method::DELETE, &path, "").await;
+    assert_eq!(code, 200);
+    let mut again = before.clone();
+    for k in [
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "managedFields",
+    ] {
+        again["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    let (code, created) = call(c, Method::POST, "/api/v1/nodes", &again.to_string()).await;
+    assert_eq!(code, 201, "{created}");
+    eventually!(5, "the VolumeAttachment to go", {
+        let (code, _) = get(c, &va_path(&name)).await;
+        (code == 404).then_some(())
+    });
+    eventually!(2, "the Node's volumesAttached without it", {
+        let (attached, _) = node_status(c, &node).await;
+        (!attached.contains(&unique)).then_some(())
+    });
+}

@@ -1944,7 +1944,25 @@ impl Runner {
             if let Some(md) = v["metadata"].as_object_mut() {
                 md.remove("finalizers");
             }
+            let pv = v["spec"]["source"]["persistentVolumeName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             inner.remove(Kind::VolumeAttachment, name, v);
+            // The controller's status updater writes the Node's `volumesAttached` from what it
+            // knows attached: once detached, the volume is not in it, whatever was written
+            // meanwhile (a Node registered again while the detach went on lists what was
+            // attached then).
+            let unique = inner
+                .get(Kind::PersistentVolume, &pv)
+                .and_then(|e| PvInfo::of(&e.value()))
+                .map(|i| i.unique());
+            if let (Some(unique), Some(n)) = (unique, inner.get(Kind::Node, &node)) {
+                let mut nv = n.value();
+                if volumes::set_attached(&mut nv, &unique, false) {
+                    inner.put(Kind::Node, nv);
+                }
+            }
         } else {
             v["metadata"]["finalizers"] = Value::Array(left);
             inner.put(Kind::VolumeAttachment, v);
