@@ -1131,6 +1131,11 @@ impl Runner {
             Kind::Node => {
                 if ev.typ == EventType::Added {
                     self.kubelet_registers(&idx.name);
+                    // A kubelet registering reports in use only the volumes of the pods it
+                    // runs, whatever the creator wrote (a Node deleted and created again with
+                    // its old status listed its drained pods' volumes forever), and the
+                    // detaches its Node's deletion interrupted go on.
+                    self.volumes_back(&idx.name);
                 }
                 if ev.typ != EventType::Deleted {
                     if ev.prev.as_ref().is_some_and(|p| p.unschedulable)

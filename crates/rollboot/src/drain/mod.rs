@@ -6,7 +6,9 @@
 //! Event naming the overlapping budgets; 404 is success), and the wait until every evicted pod
 //! is gone or replaced (same name, new UID). It must never delete a pod around a
 //! PodDisruptionBudget unless `drain.forceDeleteAfterTimeout` says so, never list pods beyond
-//! the node being drained, and never act without re-checking leadership first. The Kubernetes
+//! the node being drained, and never act without re-checking leadership first. Before a reboot
+//! it waits for the drained pods' volumes to leave the node (`drain.volumes`), reading only that
+//! node and those volumes' objects by name. The Kubernetes
 //! calls sit behind [`DrainApi`] so the logic is tested without HTTP.
 //!
 //! Its parts:
@@ -18,15 +20,14 @@
 //! - [`api`]: the calls a drain makes ([`DrainApi`]) and how it fails ([`DrainError`]);
 //! - [`run`]: one drain as a value, [`NodeDrain`], with a method per phase;
 //! - [`kube_drain`]: [`DrainApi`] over a kube client ([`KubeDrain`]), and [`BudgetSource`], the one
-//!   thing it asks of the controller (the budgets of a namespace, from a shared watch).
+//!   thing it asks of the controller (the budgets of a namespace, from a shared watch);
+//! - [`order`]: the order pods leave in (`drain.order`, or the default order), pure;
+//! - [`volumes`]: which volumes of a drained pod are waited for and what is left of them, pure.
 //!
 //! A drain runs its phases in order ([`drain`]): [`NodeDrain::select`] lists and classifies
-//! the node's pods, [`NodeDrain::evict`] evicts a set of them, [`NodeDrain::wait`] waits for a
-//! set of them to be gone, and [`NodeDrain::drained`] says what was done. `evict` and `wait`
-//! take the pods they act on, and record what they did in the value, so a drain that goes by
-//! groups of pods calls them once per group, and a phase of its own (waiting for the volumes
-//! of the evicted pods to detach, say) is one more method called between them or after the
-//! last `wait`; see [`run`].
+//! the node's pods, the drain's steps ([`order`]) each evict a set of them
+//! ([`NodeDrain::evict`]), wait for it to go ([`NodeDrain::wait`]) and for its volumes to detach
+//! ([`NodeDrain::wait_detached`]), and [`NodeDrain::drained`] says what was done; see [`run`].
 
 pub mod api;
 pub mod blockers;

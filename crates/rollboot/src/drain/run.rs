@@ -10,12 +10,15 @@
 //! must never delete around a budget unless configured, and never evict or delete without
 //! `ensure` (the leadership check) right before.
 //!
-//! Adding a phase: the value keeps what the drain found ([`Found`]) and has done (the pods it
-//! evicted, when each eviction was accepted, when each pod was seen going), and `evict` and
-//! `wait` each take the pods they act on. A drain by ordered groups of pods runs
-//! `evict(group)` then `wait(group)` for each group in turn; a phase after the pods are gone
-//! (waiting for their volumes to detach) is a method called after the last `wait`, reading
-//! what the value recorded; [`drain`] is where the phases are put in order.
+//! The phases run in steps ([`drain`]): after [`NodeDrain::select`],
+//! [`NodeDrain::read_volumes`] finds the drained pods' volumes to wait for and
+//! [`NodeDrain::order`] cuts the pods into steps ([`super::order`]); each step records its
+//! volumes on the Node ([`NodeDrain::record_volumes`]), evicts, waits for its pods to go (and
+//! for its `waitCompleted` pods to end, [`NodeDrain::await_completion`]), then for its volumes to
+//! detach ([`NodeDrain::wait_detached`]); [`NodeDrain::wait_leftovers`] last waits for volumes
+//! a predecessor's evictions left attached. The value keeps what the drain found ([`Found`]) and
+//! has done (the pods it evicted, when each eviction was accepted, when each pod was seen going,
+//! each step's times), so a phase reads what the ones before it recorded.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;

@@ -945,6 +945,18 @@ fn stateful(api: &mut Fake, name: &str, priority: i32) -> volumes::Volume {
     v
 }
 
+/// [`cfg`] looking at volumes every 5 ms, and failing a detach after 60 ms.
+fn quick_detach() -> Drain {
+    Drain {
+        eviction_retry_interval: crate::config::Duration::from_millis(5),
+        volumes: crate::config::Volumes {
+            detach_timeout: crate::config::Duration::from_millis(60),
+            ..Default::default()
+        },
+        ..cfg()
+    }
+}
+
 fn attached(vs: &[&volumes::Volume]) -> volumes::NodeVolumes {
     let names: BTreeSet<String> = vs.iter().map(|v| v.unique.clone()).collect();
     volumes::NodeVolumes {
@@ -1017,14 +1029,7 @@ async fn a_volume_still_attached_past_the_detach_timeout_fails_the_node_naming_i
         .lock()
         .unwrap()
         .insert(db.attachment.clone());
-    let c = Drain {
-        eviction_retry_interval: crate::config::Duration::from_millis(5),
-        volumes: crate::config::Volumes {
-            detach_timeout: crate::config::Duration::from_millis(60),
-            ..Default::default()
-        },
-        ..cfg()
-    };
+    let c = quick_detach();
     let err = drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
         .await
         .unwrap_err();
@@ -1079,14 +1084,7 @@ async fn a_resumed_drain_waits_for_the_recorded_volumes_whose_detach_has_begun()
         .lock()
         .unwrap()
         .insert(db.attachment.clone());
-    let c = Drain {
-        eviction_retry_interval: crate::config::Duration::from_millis(5),
-        volumes: crate::config::Volumes {
-            detach_timeout: crate::config::Duration::from_millis(60),
-            ..Default::default()
-        },
-        ..cfg()
-    };
+    let c = quick_detach();
     let err = drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
         .await
         .unwrap_err();
