@@ -506,4 +506,13 @@ async fn a_node_registered_again_during_a_detach_ends_without_the_volume() {
             (!attached.contains(&unique) && !in_use.contains(&unique)).then_some(())
         }
     );
+    // Created again once more with that old status, the detach long over: neither list keeps it.
+    let (code, _) = call(c, Method::DELETE, &path, "").await;
+    assert_eq!(code, 200);
+    let (code, created) = call(c, Method::POST, "/api/v1/nodes", &again.to_string()).await;
+    assert_eq!(code, 201, "{created}");
+    eventually!(2, "the Node created again without the detached volume", {
+        let (attached, in_use) = node_status(c, &node).await;
+        (!attached.contains(&unique) && !in_use.contains(&unique)).then_some(())
+    });
 }

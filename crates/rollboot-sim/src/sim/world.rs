@@ -1430,6 +1430,19 @@ impl Runner {
                 changed |= volumes::set_in_use(&mut v, &u, false);
             }
         }
+        // The controller's status lists what it knows attached: a volume whose
+        // VolumeAttachment to this node is gone is not (a Node created again with an old
+        // status listed one detached meanwhile).
+        let held: HashSet<String> = vas
+            .iter()
+            .filter_map(|va| va.volume.as_deref())
+            .filter_map(|pv| pv_unique(&inner, pv))
+            .collect();
+        for u in volumes::attached_names(&v) {
+            if !held.contains(&u) {
+                changed |= volumes::set_attached(&mut v, &u, false);
+            }
+        }
         if changed {
             inner.put(Kind::Node, v);
         }
