@@ -163,11 +163,7 @@ async fn each_finished_cycle_records_how_long_its_parts_took() {
         // acceptance when its answer arrives, after the server began the pod's grace period:
         // on a loaded machine that is milliseconds late (0.195 s measured for 0.2 s).
         let exit = c.pod_exit_seconds.expect("the drain saw its last pod go");
-        assert!(
-            exit >= 20.0 * tf * 0.9,
-            "{}: pods exit in {exit} s",
-            n.name
-        );
+        assert!(exit >= 20.0 * tf * 0.9, "{}: pods exit in {exit} s", n.name);
         assert!(
             drain >= exit && drain + reboot + gate <= elapsed,
             "{}: {c:?} within a test of {elapsed} s",

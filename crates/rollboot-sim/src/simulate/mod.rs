@@ -1187,8 +1187,10 @@ pub fn main(args: Options) -> anyhow::Result<ExitCode> {
     if let Some(r) = args.reboot_time {
         sc.reboot_time = r;
     }
-    if let Some(seed) = args.chaos {
-        sc.faults = Some(crate::sim::chaos::FaultSchedule::draw(seed));
+    // The seed's schedule as its setup drew it (with the faults the setup adds to the
+    // schedule's draw, such as a slow detach in a world with volumes), over a scenario file's.
+    if let Some(s) = &setup {
+        sc.faults = s.scenario.faults.clone();
     }
     let flagged = match args.flagged.as_str() {
         "all" => None,
