@@ -70,7 +70,13 @@ impl Suite<'_> {
         let t0 = self.flag(&node)?;
         self.await_flag(&node, t0).await?;
         let end = self.await_cycle(&node, t0, CYCLE_TIMEOUT).await;
-        watch.abort();
+        // When the watch saw the VolumeAttachment go (it ends then); `None` while it has not.
+        let deleted_at = if watch.is_finished() {
+            watch.await.ok().flatten()
+        } else {
+            watch.abort();
+            None
+        };
         let gone = vas
             .get_opt(&attachment)
             .await
@@ -88,7 +94,6 @@ impl Suite<'_> {
                 })
                 .map(|v| v.at)
         });
-        let deleted_at = self.attachment_gone_at(&attachment).await;
         match (&end, requested, deleted_at) {
             (Err(e), _, _) => failures.push(format!("{node}'s cycle: {e}")),
             (Ok(_), None, _) => failures.push(format!("{node} was never seen `rebooting`")),
@@ -222,19 +227,10 @@ impl Suite<'_> {
             "{NS}/{POD} not Ready on another node than {old} within 120s (last: {last})"
         ))
     }
-
-    /// When the watch saw VolumeAttachment `name` go (see [`watch_attachment`]).
-    async fn attachment_gone_at(&self, name: &str) -> Option<DateTime<Utc>> {
-        GONE.lock().unwrap().get(name).copied()
-    }
 }
 
-/// When each watched VolumeAttachment was seen deleted.
-static GONE: std::sync::Mutex<std::collections::BTreeMap<String, DateTime<Utc>>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// Watches VolumeAttachment `name` (admin) and records when it is deleted.
-async fn watch_attachment(api: kube::Api<VolumeAttachment>, name: String) {
+/// Watches VolumeAttachment `name` (admin) until it is deleted, and says when.
+async fn watch_attachment(api: kube::Api<VolumeAttachment>, name: String) -> Option<DateTime<Utc>> {
     use kube::runtime::watcher;
     let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher(api, cfg);
@@ -243,10 +239,9 @@ async fn watch_attachment(api: kube::Api<VolumeAttachment>, name: String) {
     while let Ok(Some(ev)) = stream.try_next().await {
         match ev {
             watcher::Event::InitApply(_) | watcher::Event::Apply(_) => seen = true,
-            watcher::Event::Delete(_) if seen => {
-                GONE.lock().unwrap().insert(name.clone(), Utc::now());
-            }
+            watcher::Event::Delete(_) if seen => return Some(Utc::now()),
             _ => {}
         }
     }
+    None
 }
