@@ -348,6 +348,12 @@ fn bad_drain_order_rules_and_volume_timeouts_are_named_by_key_and_line() {
         "must be a positive duration",
     );
     assert_eq!(p.line, Some(3), "{p:?}");
+    let p = one_problem(
+        "drain:\n  volumes:\n    waitForReattach: true\n    reattachTimeout: 0s\n",
+        "drain.volumes.reattachTimeout",
+        "must be a positive duration",
+    );
+    assert_eq!(p.line, Some(4), "{p:?}");
     one_problem(
         "drain:\n  volumes: {waitForDettach: false}\n",
         "drain.volumes.waitForDettach",
@@ -358,9 +364,11 @@ fn bad_drain_order_rules_and_volume_timeouts_are_named_by_key_and_line() {
 #[test]
 fn drain_order_rules_and_volumes_load() {
     let c = parse_str(
-        "drain:\n  order:\n    - {podSelector: app=osd, namespaceSelector: 'tier in (storage)', minPriority: 0, order: 100}\n    - {podSelector: app=job, behavior: waitCompleted}\n  volumes: {waitForDetach: false, detachTimeout: 90s}\n",
+        "drain:\n  order:\n    - {podSelector: app=osd, namespaceSelector: 'tier in (storage)', minPriority: 0, order: 100}\n    - {podSelector: app=job, behavior: waitCompleted}\n  volumes: {waitForDetach: false, detachTimeout: 90s, waitForReattach: true, reattachTimeout: 2m}\n",
     )
     .unwrap();
+    assert!(c.drain.volumes.wait_for_reattach);
+    assert_eq!(c.drain.volumes.reattach_timeout.as_millis(), 120_000);
     assert_eq!(c.drain.order.len(), 2);
     assert_eq!(c.drain.order[1].behavior, config::Behavior::WaitCompleted);
     assert!(!c.drain.volumes.wait_for_detach);
@@ -368,4 +376,6 @@ fn drain_order_rules_and_volumes_load() {
     let d = parse_str("{}").unwrap();
     assert!(d.drain.order.is_empty() && d.drain.volumes.wait_for_detach);
     assert_eq!(d.drain.volumes.detach_timeout.as_millis(), 300_000);
+    assert!(!d.drain.volumes.wait_for_reattach);
+    assert_eq!(d.drain.volumes.reattach_timeout.as_millis(), 90_000);
 }

@@ -4,7 +4,8 @@
 //! completes; (b) every grant of the controller's and the agent's roles (verb × resource ×
 //! resourceName) allowed at least one call. The world has a StatefulSet with a ReadWriteOnce CSI
 //! volume per pod, so the health gate's list and watch of StatefulSets and the drain's reads of
-//! claims, volumes, CSI drivers and VolumeAttachments are among those calls, and its config a
+//! claims, volumes, CSI drivers and VolumeAttachments (and the health gate's wait for the moved
+//! volumes to be attached again) are among those calls, and its config a
 //! `drain.order` rule selecting namespaces (their labels read). An operator pauses twice and one node is
 //! rebooted twice, so the Events about the lock and about a Node repeat (kube's recorder then
 //! PATCHes them into a series) and the `patch` of Events is among those calls too. `deploy/optional/force-delete-rbac.yaml` is opt-in
@@ -93,9 +94,10 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
         ..Scenario::default()
     };
     // A drain.order rule that selects namespaces (get namespaces); the StatefulSet's volumes
-    // (get claims, volumes, CSI drivers, VolumeAttachments; the node watched by name).
+    // (get claims, volumes, CSI drivers, VolumeAttachments; the node watched by name), and
+    // their reattach (the namespace's pods listed by labels, the replacement's VolumeAttachment).
     let config = sim_config(
-        "drain: {order: [{namespaceSelector: 'kubernetes.io/metadata.name=kube-system', order: 5}]}",
+        "drain: {order: [{namespaceSelector: 'kubernetes.io/metadata.name=kube-system', order: 5}], volumes: {waitForReattach: true}}",
     )
     .unwrap();
     let mut h = Harness::start(sc, config).await.unwrap();

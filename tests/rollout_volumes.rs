@@ -4,12 +4,18 @@
 //! `volumesInUse` as the real ones do, with the real controller and agents. With
 //! `waitForDetach` (the default) no reboot is asked while such a volume is attached; without it
 //! the simulator's invariant breaks, which shows it can; a detach that never ends fails the node
-//! at `detachTimeout`, naming the volume.
+//! at `detachTimeout`, naming the volume. With `waitForReattach`, a node is done only once its
+//! moved volume is attached where the pod's replacement runs, and a timeout there only warns.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, PostParams};
+use rollboot::drain::volumes::attachment_name;
 use rollboot::node::NodeState;
+use rollboot_sim::sim::volumes::STORAGE_CLASS;
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 
@@ -132,6 +138,156 @@ async fn a_detach_that_does_not_end_fails_the_node_at_the_timeout_naming_the_vol
         0,
         "{} rebooted although it failed",
         v.name
+    );
+    h.shutdown().await;
+}
+
+/// Three nodes with no workload but one pod `solo` (no controller) on the first, mounting a
+/// ReadWriteOnce claim of the simulator's CSI driver; attaches of `attach` simulated seconds.
+/// rollboot evicts unreplicated pods and waits for reattach (`reattach` adds to the volumes
+/// section). Returns the harness, the nodes, and the claim's PersistentVolume.
+async fn solo(attach: f64, reattach: &str) -> (Harness, Vec<String>, String) {
+    log();
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 0,
+        stateful_sets: 0,
+        bare_pods: 0,
+        attach_seconds: attach,
+        ..Scenario::default()
+    };
+    let config = sim_config(&format!(
+        "drain: {{evictionRetryInterval: 100ms, evictUnreplicated: true, volumes: {{waitForReattach: true{reattach}}}}}"
+    ))
+    .unwrap();
+    let h = Harness::start(sc, config).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(h.client.clone(), "default");
+    claims
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "solo-data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": STORAGE_CLASS,
+                    "resources": {"requests": {"storage": "1Gi"}}},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut pv = None;
+    for _ in 0..100 {
+        pv = claims
+            .get("solo-data")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.volume_name);
+        if pv.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pv = pv.expect("the claim was not bound");
+    create_solo(&h, &names[0]).await;
+    (h, names, pv)
+}
+
+/// Creates the pod `solo` on `node`, mounting claim `solo-data`.
+async fn create_solo(h: &Harness, node: &str) {
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "solo", "labels": {"app": "solo"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x:1"}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "solo-data"}}]},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+/// Whether the VolumeAttachment of `pv` on `node` says attached.
+async fn attached_on(h: &Harness, pv: &str, node: &str) -> bool {
+    let pvs: Api<PersistentVolume> = Api::all(h.client.clone());
+    let csi = pvs.get(pv).await.unwrap().spec.unwrap().csi.unwrap();
+    let name = attachment_name(&csi.volume_handle, &csi.driver, node);
+    let vas: Api<VolumeAttachment> = Api::all(h.client.clone());
+    vas.get_opt(&name)
+        .await
+        .unwrap()
+        .and_then(|v| v.status)
+        .is_some_and(|s| s.attached)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_for_reattach_a_node_is_done_only_once_its_moved_volume_is_attached_again() {
+    // Attaches of 400 simulated seconds: 4 s here, far longer than the node's reboot.
+    let (mut h, names, pv) = solo(400.0, "").await;
+    let (a, b) = (names[0].clone(), names[1].clone());
+    for _ in 0..200 {
+        if attached_on(&h, &pv, &a).await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(attached_on(&h, &pv, &a).await, "never attached on {a}");
+    h.start_rollout_flagged(std::slice::from_ref(&a))
+        .await
+        .unwrap();
+    // The pod's replacement, as an operator (or an operator's controller) would make it, on
+    // another node once the pod is gone.
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+    let mut gone = false;
+    for _ in 0..600 {
+        if pods.get_opt("solo").await.unwrap().is_none() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "solo was not evicted");
+    create_solo(&h, &b).await;
+    let (done, view) = h
+        .wait_for_state(&a, NodeState::Done, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(done, "{a} is not done: {view:?}");
+    assert!(
+        attached_on(&h, &pv, &b).await,
+        "{a} was done before {pv} was attached on {b}, where solo's replacement runs"
+    );
+    let cycle = view.history.last_cycle.unwrap_or_default();
+    assert!(cycle.reattach_seconds.is_some(), "{cycle:?}");
+    assert!(cycle.not_reattached.is_empty(), "{cycle:?}");
+    assert!(h.events("VolumeNotReattached").await.unwrap().is_empty());
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_not_reattached_by_the_timeout_is_a_warning_and_the_node_goes_on() {
+    // No replacement is ever made.
+    let (mut h, names, pv) = solo(2.0, ", reattachTimeout: 1s").await;
+    let a = names[0].clone();
+    h.start_rollout_flagged(std::slice::from_ref(&a))
+        .await
+        .unwrap();
+    let (done, view) = h
+        .wait_for_state(&a, NodeState::Done, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(done, "{a} is not done: {view:?}");
+    let cycle = view.history.last_cycle.unwrap_or_default();
+    assert_eq!(cycle.not_reattached, vec![pv.clone()], "{cycle:?}");
+    assert_eq!(cycle.reattach_seconds, None);
+    let notes = h.events("VolumeNotReattached").await.unwrap();
+    assert!(
+        notes.iter().any(|n| n.contains(&pv)
+            && n.contains("no pod mounts its claim default/solo-data")
+            && n.contains("reattachTimeout")),
+        "{notes:?}"
     );
     h.shutdown().await;
 }

@@ -37,6 +37,10 @@ drain:
   evictUnreplicated: false
   podSelector: ""
   forceDeleteAfterTimeout: false
+  volumes:
+    waitForDetach: true
+    waitForReattach: true
+    reattachTimeout: 60s
 healthGate:
   timeout: 3m
 blockers:

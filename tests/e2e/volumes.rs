@@ -126,6 +126,27 @@ impl Suite<'_> {
             Ok(on) => notes.push(format!("{NS}/{POD} Ready again on {on}")),
             Err(e) => failures.push(e),
         }
+        // drain.volumes.waitForReattach: the cycle's end waited until the volume was attached
+        // where the moved pod runs (the VolumeAttachment the real attach-detach controller
+        // named for that node), and says so in the node's last cycle.
+        let cycle = self.obs.with(|w| {
+            w.node_since(&node, t0)
+                .iter()
+                .rev()
+                .find(|v| v.rollboot.get("rollboot.dev/state").map(String::as_str) == Some("done"))
+                .and_then(|v| v.rollboot.get("rollboot.dev/last-cycle").cloned())
+        });
+        match cycle.as_deref().map(serde_json::from_str::<serde_json::Value>) {
+            Some(Ok(c)) if c["reattachSeconds"].is_number() && c.get("notReattached").is_none() => {
+                notes.push(format!(
+                    "volume attached where the moved pod runs {}s after the health gate began (drain.volumes.waitForReattach)",
+                    c["reattachSeconds"]
+                ))
+            }
+            other => failures.push(format!(
+                "{node}'s last cycle does not say its moved volume was attached again: {other:?}"
+            )),
+        }
         let multi = kubectl(
             &admin,
             &[

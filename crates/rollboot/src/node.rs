@@ -491,6 +491,15 @@ pub struct LastCycle {
     /// The drain's steps, in order, each with its time and its wait for volumes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drain_parts: Vec<DrainPart>,
+    /// With `drain.volumes.waitForReattach`: from the health gate's start until every volume
+    /// that moved with the evicted pods was attached where their replacements run (absent when
+    /// none moved, or when the wait timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reattach_seconds: Option<f64>,
+    /// The PersistentVolumes not seen attached where their pods' replacements run within
+    /// `drain.volumes.reattachTimeout` (a warning: the node went on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_reattached: Vec<String>,
 }
 
 /// One step of a finished drain, as the cycle's record and the simulator's report show it.
@@ -536,6 +545,8 @@ impl LastCycle {
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(|s| (s * 1000.0).round() / 1000.0),
             drain_parts: Vec::new(),
+            reattach_seconds: None,
+            not_reattached: Vec::new(),
         }
     }
 
@@ -553,7 +564,8 @@ impl LastCycle {
             && ok(c.reboot_seconds)
             && ok(c.gate_seconds)
             && ok(c.pod_exit_seconds)
-            && ok(c.detach_seconds))
+            && ok(c.detach_seconds)
+            && ok(c.reattach_seconds))
         .then_some(c)
     }
 }
@@ -1477,7 +1489,7 @@ mod tests {
                     gate_seconds: Some(3.1),
                     pod_exit_seconds: None,
                     detach_seconds: None,
-                    drain_parts: Vec::new(),
+                    ..LastCycle::default()
                 }),
             }
         );

@@ -100,6 +100,11 @@ const SCALED: &[Floor] = &[
         floor: Duration::from_millis(1),
         why: "",
     },
+    Floor {
+        key: "drain.volumes.reattachTimeout",
+        floor: Duration::from_millis(1),
+        why: "",
+    },
 ];
 
 /// Duration settings kept as written, and why.

@@ -339,6 +339,13 @@ pub struct Volumes {
     /// Longest that wait, counted from when the group's pods are gone; past it the node
     /// fails, naming the PersistentVolume and its VolumeAttachment. Default 5m.
     pub detach_timeout: Duration,
+    /// After the reboot, the health gate also waits until each such volume is attached where
+    /// the replacement of its pod runs (a VolumeAttachment with `status.attached`). Default
+    /// false.
+    pub wait_for_reattach: bool,
+    /// Longest that wait, counted from when the health gate starts; past it the node is done
+    /// anyway, with a `VolumeNotReattached` warning naming each volume. Default 90s.
+    pub reattach_timeout: Duration,
 }
 
 impl Default for Volumes {
@@ -346,6 +353,8 @@ impl Default for Volumes {
         Volumes {
             wait_for_detach: true,
             detach_timeout: Duration::from_mins(5),
+            wait_for_reattach: false,
+            reattach_timeout: Duration::from_secs(90),
         }
     }
 }

@@ -224,6 +224,11 @@ fn drain(d: &Drain, report: &mut Report) {
         d.volumes.detach_timeout,
         report,
     );
+    positive(
+        "drain.volumes.reattachTimeout",
+        d.volumes.reattach_timeout,
+        report,
+    );
 }
 
 /// `reboot`: its timings, the sentinel, the host's files, and the reboot method.

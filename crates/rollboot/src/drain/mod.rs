@@ -46,3 +46,4 @@ pub use kube_drain::{BudgetSource, KubeDrain};
 pub use phantom::{phantom_disruptions, OwnEviction, DISRUPTION_EXPIRY, OWN_EVICTION_SETTLING};
 pub use pods::{claims_of, classify, controller_of, Disposition, PodRef, Reason};
 pub use run::{drain, median_exit_seconds, Drained, Found, NodeDrain, Part};
+pub use volumes::Moved;

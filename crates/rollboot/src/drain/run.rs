@@ -34,7 +34,7 @@ use super::blockers::{cause_of, never_allows_now, Cause, Held, Policy, DENIED_AF
 use super::order::{order, Member, Order};
 use super::phantom::{phantom_disruptions, OwnEviction};
 use super::pods::{claims_of, classify, controller_of, Disposition, PodRef};
-use super::volumes::{attachment_of_unique, left, NotWaited, Volume, CSI_PREFIX};
+use super::volumes::{attachment_of_unique, left, Moved, NotWaited, Volume, CSI_PREFIX};
 use crate::config::Drain;
 use crate::lease::NotLeader;
 use crate::selector::{budget_may_select, selector_problem, Selector};
@@ -83,7 +83,17 @@ pub async fn drain<A: DrainApi>(
     if cfg.volumes.wait_for_detach {
         d.wait_leftovers().await?;
     }
-    Ok(d.drained())
+    // The volumes that moved with their pods: those of the pods the steps saw go (a skipped
+    // pod keeps its volume where it is).
+    let gone: BTreeSet<&PodRef> = order.steps.iter().flat_map(|s| s.pods()).collect();
+    let moved = std::mem::take(&mut d.moved)
+        .into_iter()
+        .filter(|(p, _)| gone.contains(p))
+        .flat_map(|(_, m)| m)
+        .collect();
+    let mut drained = d.drained();
+    drained.moved = moved;
+    Ok(drained)
 }
 
 /// A duration in seconds, to the millisecond.
@@ -168,6 +178,9 @@ pub struct NodeDrain<'a, A> {
     /// The volumes of each drained pod that the drain waits to see detached
     /// ([`NodeDrain::read_volumes`]).
     volumes: BTreeMap<PodRef, Vec<Volume>>,
+    /// The same volumes with the claim and pod they were used through, for the health gate's
+    /// wait for them to be attached again ([`Drained::moved`]).
+    moved: BTreeMap<PodRef, Vec<Moved>>,
     /// What each claim read so far is bound to: (namespace, claim) to the volume's facts.
     claims: BTreeMap<(String, String), Option<Claimed>>,
     /// The steps done.
@@ -208,6 +221,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             accepted: BTreeMap::new(),
             seen_going: BTreeMap::new(),
             volumes: BTreeMap::new(),
+            moved: BTreeMap::new(),
             claims: BTreeMap::new(),
             parts: Vec::new(),
             recorded: BTreeSet::new(),
@@ -698,7 +712,17 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                     continue;
                 };
                 match c.waited {
-                    Ok(v) => waited.push(v),
+                    Ok(v) => {
+                        self.moved.entry(pod.clone()).or_default().push(Moved {
+                            pv: v.pv.clone(),
+                            unique: v.unique.clone(),
+                            namespace: pod.namespace.clone(),
+                            claim: claim.clone(),
+                            pod: pod.name.clone(),
+                            labels: p.metadata.labels.clone().unwrap_or_default(),
+                        });
+                        waited.push(v)
+                    }
                     Err(why) => {
                         tracing::info!(node = self.node, pod = %pod, claim, why = why.text(), "not waiting for this volume to detach")
                     }
@@ -992,6 +1016,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             pods,
             owners,
             volumes: self.volumes.into_values().flatten().collect(),
+            moved: Vec::new(),
             parts: self.parts,
         }
     }
@@ -1059,6 +1084,10 @@ pub struct Drained {
     pub pod_exit_seconds: Option<f64>,
     /// The volumes the drain saw detached.
     pub volumes: Vec<Volume>,
+    /// The volumes of the pods its steps saw go, with the claim and pod they were used
+    /// through: where the replacements have them attached is what
+    /// `drain.volumes.waitForReattach` waits for.
+    pub moved: Vec<Moved>,
     /// Its steps, with their times.
     pub parts: Vec<Part>,
 }

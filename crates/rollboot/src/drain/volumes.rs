@@ -31,6 +31,27 @@ pub struct Volume {
     pub attachment: String,
 }
 
+/// A volume a drained pod used, as the health gate needs it to find where the pod's
+/// replacement has it attached (`drain.volumes.waitForReattach`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Moved {
+    /// The PersistentVolume's name.
+    pub pv: String,
+    /// Its unique name (from which its VolumeAttachment's name on any node follows).
+    pub unique: String,
+    /// The namespace of the pod and its claim.
+    pub namespace: String,
+    /// The claim the pod mounted it through.
+    pub claim: String,
+    /// The drained pod's name (a StatefulSet's replacement has the same).
+    pub pod: String,
+    /// The drained pod's labels (a replacement of another controller has the same, less the
+    /// ones that name one pod).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
 /// Why a volume of a drained pod is not waited for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NotWaited {

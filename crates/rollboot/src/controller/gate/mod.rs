@@ -10,11 +10,14 @@
 //!   node; a watch keeps of each object only its name, health and selector (its initial list
 //!   paged); the drain reads the budgets it names from them too;
 //! - [`waiting`]: [`Gate`], which feeds a [`GateState`] from the hub's watches and waits; a
-//!   gate is woken only by changes to what it waits for.
+//!   gate is woken only by changes to what it waits for;
+//! - [`reattach`]: the pure part of the wait for the moved volumes to be attached where the
+//!   evicted pods' replacements run (`drain.volumes.waitForReattach`), a wait that only warns.
 //!
 //! It never writes: finishing or failing the node is the caller's.
 
 pub mod hub;
+pub mod reattach;
 pub mod record;
 pub mod waiting;
 

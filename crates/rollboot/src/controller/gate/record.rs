@@ -41,6 +41,10 @@ pub struct GateRecord {
     /// [`crate::node::LastCycle`] likewise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drain_parts: Vec<crate::node::DrainPart>,
+    /// The volumes that moved with the evicted pods, which the gate waits to see attached
+    /// where their replacements run (`drain.volumes.waitForReattach`; empty without it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reattach: Vec<crate::drain::Moved>,
 }
 
 impl GateRecord {

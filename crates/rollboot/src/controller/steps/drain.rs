@@ -113,7 +113,7 @@ async fn drain_then_request(
     for part in &drained.parts {
         tracing::info!(node, step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
     }
-    let gate = gate_record(drained);
+    let gate = gate_record(drained, ctx.config.drain.volumes.wait_for_reattach);
     // Decided now, from the node as it is now (the drain may have taken minutes): still
     // draining, as far as this replica knows; anything newer makes the write a 409. A 409
     // (the kubelet or the attach-detach controller wrote the Node's status meanwhile: it does
@@ -201,8 +201,9 @@ async fn drain_while_cordoned(
     }
 }
 
-/// What the health gate waits for after this drain, and the drain's measured pod exit time.
-fn gate_record(drained: Drained) -> GateRecord {
+/// What the health gate waits for after this drain (the volumes that moved only when it waits
+/// for them, `reattach`), and the drain's measured pod exit time.
+fn gate_record(drained: Drained, reattach: bool) -> GateRecord {
     GateRecord {
         budgets: Vec::new(),
         pods: drained.pods.into_iter().collect(),
@@ -215,6 +216,7 @@ fn gate_record(drained: Drained) -> GateRecord {
             (s * 1000.0).round() as u64
         }),
         drain_parts: drained.parts,
+        reattach: if reattach { drained.moved } else { Vec::new() },
     }
 }
 

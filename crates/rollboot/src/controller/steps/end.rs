@@ -15,9 +15,25 @@ use crate::controller::gate::GateRecord;
 use crate::controller::writes::{free, patch_node};
 use crate::node::{self as proto, NodeState, NodeView, Token};
 
-/// Writes `state: done` with the cycle's history and the flags cleared, says so, and frees
-/// the slot (unless afterDone hooks come first: then the next pass frees it).
-pub(in crate::controller) async fn finish(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+/// How the health gate's wait for the moved volumes to be attached again ended
+/// (`drain.volumes.waitForReattach`).
+#[derive(Clone, Debug, Default)]
+pub(in crate::controller) struct Reattached {
+    /// From the gate's start until every volume was attached where its pod's replacement
+    /// runs; `None` when the wait timed out.
+    pub seconds: Option<f64>,
+    /// The PersistentVolumes not seen attached by the timeout.
+    pub late: Vec<String>,
+}
+
+/// Writes `state: done` with the cycle's history (and how the wait for moved volumes ended,
+/// `reattached`) and the flags cleared, says so, and frees the slot (unless afterDone hooks
+/// come first: then the next pass frees it).
+pub(in crate::controller) async fn finish(
+    ctx: &Ctx,
+    view: &NodeView,
+    reattached: Option<&Reattached>,
+) -> Result<(), Error> {
     let node = view.name.as_str();
     let now = Utc::now();
     let mut ann = proto::state_annotations(NodeState::Done, now);
@@ -39,6 +55,10 @@ pub(in crate::controller) async fn finish(ctx: &Ctx, view: &NodeView) -> Result<
     let detach = seconds(gate.as_ref().and_then(|g| g.detach_ms));
     let mut cycle = proto::LastCycle::measure(start, requested, back, now, pod_exit, detach);
     cycle.drain_parts = gate.map(|g| g.drain_parts).unwrap_or_default();
+    if let Some(r) = reattached {
+        cycle.reattach_seconds = r.seconds;
+        cycle.not_reattached = r.late.clone();
+    }
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
