@@ -40,7 +40,7 @@ for size in $sim_sizes; do
     printf 'concurrency: {maxNodes: %s}\ndrain: {timeout: 6h, evictUnreplicated: true, deleteEmptyDirData: true}\nreboot: {timeout: 6h}\nhealthGate: {timeout: 6h}\n' \
         "$max" >"$dir/config.yaml"
     /usr/bin/time -f '%U %S %M' -o "$dir/time" "$bin" simulate --nodes "$nodes" \
-        --pods-per-node "$pods" --config "$dir/config.yaml" --report json \
+        --pods-per-node "$pods" --config "$dir/config.yaml" --output json \
         >"$dir/report.json" 2>"$dir/log" || true
     python3 - "$dir" "$nodes" "$pods" "$max" <<'PY'
 import json, sys

@@ -13,9 +13,9 @@ printf 'concurrency: {maxNodes: 100}\ndrain: {evictUnreplicated: true, deleteEmp
 nice -n 10 "$ROLLBOOT" simulate --serve --nodes 5000 --pods-per-node 29 --kubeconfig-out big.kubeconfig > serve.log 2>&1 &
 SP=$!
 for _ in $(seq 1 300); do grep -q '^kubeconfig:' serve.log && break; sleep 1; done
-KUBECONFIG=big.kubeconfig nice -n 10 "$ROLLBOOT" simulate --from-cluster --snapshot-out big-snap.json --flagged 0 --report json > take.json
+KUBECONFIG=big.kubeconfig nice -n 10 "$ROLLBOOT" simulate --from-cluster --snapshot-out big-snap.json --flagged 0 --output json > take.json
 kill -INT "$SP"; wait "$SP" || true
 /usr/bin/time -v nice -n 10 "$ROLLBOOT" simulate --snapshot big-snap.json --config big.yaml \
-  "${tf[@]}" --report json > big-report.json 2> big.err || true
+  "${tf[@]}" --output json > big-report.json 2> big.err || true
 grep -E 'Elapsed|Maximum resident' big.err
 python3 -c 'import json; r = json.load(open("big-report.json")); print("outcome", r["outcome"], "|", r["rebootedOnce"], "of", r["flagged"], "rebooted |", "makespan for real", round(r["makespanRealSeconds"]), "s at time factor", r["timeFactor"], "| PDB violations", r["pdbViolations"])'

@@ -5,12 +5,13 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     #[cfg(not(target_os = "linux"))]
     allocator_options();
-    let cli = cli::Cli::parse();
+    let cli = match cli::parse() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     #[cfg(feature = "simulate")]
     if matches!(cli.command, cli::Command::Simulate(_)) {
         // A rehearsal runs the cluster, the controllers and every agent in one process: speed

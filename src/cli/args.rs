@@ -41,13 +41,39 @@ pub enum Output {
     Json,
 }
 
+/// Which cluster a subcommand talks to.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl From<ClusterArgs> for rollboot::client::Target {
+    fn from(a: ClusterArgs) -> Self {
+        rollboot::client::Target {
+            kubeconfig: a.kubeconfig,
+            context: a.context,
+        }
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a config file and print the next maintenance openings.
+    ///
+    /// Exit 0 valid, 2 invalid (every problem with its key, line and column).
+    #[command(group(clap::ArgGroup::new("input").required(true).args(["file", "config"])))]
     CheckConfig {
-        /// The YAML config file.
-        file: PathBuf,
+        /// The YAML config file (or `--config FILE`).
+        file: Option<PathBuf>,
+        /// The YAML config file, as the other subcommands take it.
+        #[arg(long, value_name = "FILE", conflicts_with = "file")]
+        config: Option<PathBuf>,
         /// Compute openings from this instant (RFC 3339) instead of now.
         #[arg(long, value_parser = parse_instant)]
         from: Option<DateTime<Utc>>,
@@ -55,7 +81,7 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         next: usize,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Run a controller replica (leader election, maintenance lock, reboot cycle).
@@ -66,6 +92,8 @@ pub enum Command {
         /// This replica's identity in the leader Lease (default: the host name).
         #[arg(long, env = "POD_NAME")]
         identity: Option<String>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Address of `/metrics`, `/healthz` and `/readyz`.
         #[arg(long, default_value = "0.0.0.0:8080")]
         metrics_addr: std::net::SocketAddr,
@@ -78,6 +106,8 @@ pub enum Command {
         /// The node this agent runs on.
         #[arg(long, env = "NODE_NAME")]
         node_name: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Address of `/metrics` and `/healthz` (default: not served).
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
@@ -90,8 +120,10 @@ pub enum Command {
         /// The YAML config file (the controller's: Lease names, windows, failures).
         #[arg(long)]
         config: PathBuf,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Predict the rollout: which nodes, in which order and when, what each drain evicts, and
@@ -104,11 +136,13 @@ pub enum Command {
         /// The YAML config file (the controller's).
         #[arg(long)]
         config: PathBuf,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Plan a rollout of every node the selector matches, not only the flagged ones.
         #[arg(long)]
         all: bool,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
         /// How long one reboot takes, from the request until the node is back and Ready
         /// (default: as rollboot measured on each node's last cycle, else the median of the
@@ -138,6 +172,8 @@ pub enum Command {
         /// The YAML config file (the controller's: the lock Lease's name).
         #[arg(long)]
         config: PathBuf,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Why, shown by `rollboot status`.
         #[arg(long)]
         reason: Option<String>,
@@ -145,7 +181,7 @@ pub enum Command {
         #[arg(long)]
         by: Option<String>,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Resume rollboot: release the maintenance lock taken by `rollboot pause`.
@@ -156,35 +192,49 @@ pub enum Command {
         /// The YAML config file (the controller's).
         #[arg(long)]
         config: PathBuf,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Release the lock whoever holds it (the nodes it records in flight are kept).
         #[arg(long)]
         force: bool,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Clear a failed node (its state, failure reason and what its cycle left) so the
     /// controller takes it again from the start; uncordon it if rollboot cordoned it.
     ///
-    /// Exit 0 cleared, 1 cluster error (or no such node), 3 refused: the node is not failed.
+    /// Exit 0 cleared, 1 cluster error (or no such node), 2 invalid config, 3 refused: the node
+    /// is not failed.
     Retry {
         /// The node.
         node: String,
+        /// The controller's config: its lock and leader Leases, read to say whether anything
+        /// stands in the way (default: the default names).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Flag a node for a reboot (`rollboot.dev/reboot-requested`, dated now: oldest flag first).
     ///
-    /// Exit 0 requested (or already), 1 cluster error (or no such node).
+    /// Exit 0 requested (or already), 1 cluster error (or no such node), 2 invalid config.
     Request {
         /// The node.
         node: String,
+        /// The controller's config (as for `retry`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
         /// Why, shown by `rollboot status`.
         #[arg(long)]
         reason: Option<String>,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = Output::Text)]
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
 }
@@ -248,9 +298,9 @@ pub struct SimulateArgs {
     /// rollboot config for the controller and agents (default: fast settings for simulation).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
-    /// Report format.
-    #[arg(long, value_enum, default_value_t = Output::Text)]
-    pub report: Output,
+    /// Report format (`--report` is an older name of it).
+    #[arg(short = 'o', long, alias = "report", value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     /// Keep the controllers and agents running at least this long (e.g. `60s`), then report
     /// the API requests per minute: with `--flagged 0`, the idle traffic.
     #[arg(long)]
@@ -273,6 +323,9 @@ pub struct SimulateArgs {
     /// (reboot, start and taint delays, time factor); its world size is not used.
     #[arg(long, conflicts_with_all = ["snapshot", "chaos", "serve"])]
     pub from_cluster: bool,
+    /// With `--from-cluster`: the cluster to read.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// With `--from-cluster`: also write the snapshot to FILE (to rehearse it elsewhere).
     #[arg(long, value_name = "FILE", requires = "from_cluster")]
     pub snapshot_out: Option<std::path::PathBuf>,
@@ -300,7 +353,8 @@ impl From<SimulateArgs> for rollboot_sim::simulate::Options {
             flagged: a.flagged,
             reboot_time: a.reboot_time,
             config: a.config,
-            report: a.report.into(),
+            report: a.output.into(),
+            target: a.cluster.into(),
             idle_for: a.idle_for,
             chaos: a.chaos,
             rollout: a.rollout,

@@ -3,9 +3,11 @@
 //! Owns what the user sees on the terminal: one function per subcommand, which calls the
 //! library and prints the report it builds with [`render`] (text or JSON from the same value).
 //! Decisions and the reports' contents live in the library modules; this module must never
-//! lay a report out itself. Exit codes: 0 success, 1 failure (a cluster error names the API
-//! server and the object), 2 invalid config or usage, 3 (`plan`) the rollout would be blocked
-//! or fail, (`pause`, `resume`, `retry`, `request`) the command refused, saying why.
+//! lay a report out itself. Exit codes, the same for every subcommand (README, "Exit codes"):
+//! 0 success; 1 a runtime or cluster error (naming the API server and the object); 2 an
+//! invalid config; 3 refused or blocked (`plan`: the rollout would be blocked or fail a node;
+//! `pause`, `resume`, `retry`: the command refused, saying why); 64 a usage error (the command
+//! line itself, as sysexits' EX_USAGE).
 
 mod args;
 
@@ -18,6 +20,7 @@ use chrono::{DateTime, Utc};
 
 pub use args::{Cli, Command, LogFormat, Output};
 
+use rollboot::client::Target;
 use rollboot::config::check::{Checked, Invalid};
 use rollboot::config::{self, Config, ConfigError};
 use rollboot::controls::{Control, Failure};
@@ -32,6 +35,24 @@ pub const EXIT_WOULD_NOT_PROCEED: u8 = 3;
 /// Exit code of the operator's controls when they refuse (the message says why).
 pub const EXIT_REFUSED: u8 = 3;
 
+/// Exit code of a command line that does not parse (sysexits' EX_USAGE).
+pub const EXIT_USAGE: u8 = 64;
+
+/// Parses the command line: `--help` and `--version` print and exit 0; a command line that
+/// does not parse prints clap's message and exits [`EXIT_USAGE`] (clap's own 2 is the code of
+/// an invalid config here).
+pub fn parse() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    use clap::Parser;
+    Cli::try_parse().map_err(|e| {
+        let _ = e.print();
+        match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+            _ => ExitCode::from(EXIT_USAGE),
+        }
+    })
+}
+
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(
@@ -41,23 +62,35 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::CheckConfig {
             file,
+            config,
             from,
             next,
             output,
-        } => check_config(&file, from.unwrap_or_else(Utc::now), next, output),
+        } => {
+            // clap requires one of the two.
+            let file = file.or(config).unwrap_or_default();
+            check_config(&file, from.unwrap_or_else(Utc::now), next, output)
+        }
         Command::Controller {
             config,
             identity,
+            cluster,
             metrics_addr,
-        } => controller(config, identity, metrics_addr),
+        } => controller(config, identity, cluster.into(), metrics_addr),
         Command::Agent {
             config,
             node_name,
+            cluster,
             metrics_addr,
-        } => agent(&config, node_name, metrics_addr),
-        Command::Status { config, output } => status(&config, output),
+        } => agent(&config, node_name, cluster.into(), metrics_addr),
+        Command::Status {
+            config,
+            cluster,
+            output,
+        } => status(&config, &cluster.into(), output),
         Command::Plan {
             config,
+            cluster,
             all,
             output,
             reboot_time,
@@ -70,27 +103,69 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 reboot_time,
                 gate_time,
             };
-            plan(&config, opts, at, prometheus_url.as_deref(), output)
+            plan(
+                &config,
+                &cluster.into(),
+                opts,
+                at,
+                prometheus_url.as_deref(),
+                output,
+            )
         }
         #[cfg(feature = "simulate")]
         Command::Simulate(args) => rollboot_sim::simulate::main((*args).into()),
         Command::Pause {
             config,
+            cluster,
             reason,
             by,
             output,
-        } => pause(&config, by, reason, output),
+        } => pause(&config, &cluster.into(), by, reason, output),
         Command::Resume {
             config,
+            cluster,
             force,
             output,
-        } => resume(&config, force, output),
-        Command::Retry { node, output } => control(Control::Retry { node }, output),
+        } => resume(&config, &cluster.into(), force, output),
+        Command::Retry {
+            node,
+            config,
+            cluster,
+            output,
+        } => {
+            let Some(config) = load_optional(config.as_deref())? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            control(Control::Retry { config, node }, &cluster.into(), output)
+        }
         Command::Request {
             node,
+            config,
+            cluster,
             reason,
             output,
-        } => control(Control::Request { node, reason }, output),
+        } => {
+            let Some(config) = load_optional(config.as_deref())? else {
+                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+            };
+            control(
+                Control::Request {
+                    config,
+                    node,
+                    reason,
+                },
+                &cluster.into(),
+                output,
+            )
+        }
+    }
+}
+
+/// The config of `file` (its problems said on stderr, `None`), or the defaults without one.
+fn load_optional(file: Option<&Path>) -> anyhow::Result<Option<Config>> {
+    match file {
+        Some(f) => load_or_report(f),
+        None => Ok(Some(Config::default())),
     }
 }
 
@@ -154,6 +229,7 @@ fn check_config(
 fn controller(
     file: PathBuf,
     identity: Option<String>,
+    target: Target,
     metrics_addr: SocketAddr,
 ) -> anyhow::Result<ExitCode> {
     let Some(config) = load_or_report(&file)? else {
@@ -170,7 +246,7 @@ fn controller(
                     "cannot serve /metrics, /healthz and /readyz on {metrics_addr} (--metrics-addr): {e}"
                 )
             })?;
-        let mut kube_config = kube::Config::infer().await?;
+        let mut kube_config = target.config().await?;
         rollboot::client::identify(&mut kube_config, "controller");
         let metrics = std::sync::Arc::new(rollboot::metrics::Metrics::default());
         let served = metrics.clone();
@@ -196,6 +272,7 @@ fn controller(
 fn agent(
     file: &Path,
     node_name: String,
+    target: Target,
     metrics_addr: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
     let Some(config) = load_or_report(file)? else {
@@ -204,7 +281,7 @@ fn agent(
     // The agent watches one Node and checks one sentinel: a single thread does it, and
     // it runs on every node, so its memory counts (issue 4: under 15 MiB resident).
     current_thread_runtime()?.block_on(async move {
-        let mut kube_config = kube::Config::infer().await?;
+        let mut kube_config = target.config().await?;
         rollboot::client::identify(&mut kube_config, "agent");
         let client = kube::Client::try_from(kube_config)?;
         let config = std::sync::Arc::new(config);
@@ -254,12 +331,12 @@ fn agent(
 }
 
 /// `rollboot status`: reads the cluster and prints the report.
-fn status(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
+fn status(file: &Path, target: &Target, output: Output) -> anyhow::Result<ExitCode> {
     let Some(config) = load_or_report(file)? else {
         return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
     };
     current_thread_runtime()?.block_on(async {
-        let kube_config = match one_shot_config("status").await {
+        let kube_config = match one_shot_config(target, "status").await {
             Ok(c) => c,
             Err(e) => return Ok(cluster_error(e)),
         };
@@ -278,6 +355,7 @@ fn status(file: &Path, output: Output) -> anyhow::Result<ExitCode> {
 /// `rollboot plan`: reads the cluster and prints the plan; exit 3 when it would not proceed.
 fn plan(
     file: &Path,
+    target: &Target,
     opts: rollboot::plan::Options,
     at: Option<DateTime<Utc>>,
     prometheus_url: Option<&str>,
@@ -287,7 +365,7 @@ fn plan(
         return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
     };
     current_thread_runtime()?.block_on(async {
-        let kube_config = match one_shot_config("plan").await {
+        let kube_config = match one_shot_config(target, "plan").await {
             Ok(c) => c,
             Err(e) => return Ok(cluster_error(e)),
         };
@@ -312,6 +390,7 @@ fn plan(
 /// `rollboot pause`: by `--by`, else the user's name.
 fn pause(
     file: &Path,
+    target: &Target,
     by: Option<String>,
     reason: Option<String>,
     output: Output,
@@ -330,24 +409,25 @@ fn pause(
             who,
             reason,
         },
+        target,
         output,
     )
 }
 
 /// `rollboot resume`.
-fn resume(file: &Path, force: bool, output: Output) -> anyhow::Result<ExitCode> {
+fn resume(file: &Path, target: &Target, force: bool, output: Output) -> anyhow::Result<ExitCode> {
     let Some(config) = load_or_report(file)? else {
         return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
     };
-    control(Control::Resume { config, force }, output)
+    control(Control::Resume { config, force }, target, output)
 }
 
 /// Runs one of the operator's controls with the current kubeconfig, as `rollboot/<version>
 /// (operator)`, and prints its report: exit 0 done, 1 cluster error, 3 refused (the failure's
 /// JSON on stdout with `--output json`, and its line on stderr either way).
-fn control(c: Control, output: Output) -> anyhow::Result<ExitCode> {
+fn control(c: Control, target: &Target, output: Output) -> anyhow::Result<ExitCode> {
     current_thread_runtime()?.block_on(async move {
-        let kube_config = match one_shot_config("operator").await {
+        let kube_config = match one_shot_config(target, "operator").await {
             Ok(c) => c,
             Err(e) => return Ok(cluster_error(e)),
         };
@@ -366,7 +446,7 @@ fn control(c: Control, output: Output) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
-                let failure = Failure::new(c.command(), &e);
+                let failure = Failure::new(&c, &e);
                 if output == Output::Json {
                     print(&failure, output)?;
                 }
@@ -381,12 +461,10 @@ fn control(c: Control, output: Output) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// A kube config for a person's one-shot read: the current kubeconfig, identified as
-/// `component`, failing in seconds on a hung API server (not after kube's 295 s).
-async fn one_shot_config(component: &str) -> Result<kube::Config, String> {
-    let mut kube_config = kube::Config::infer().await.map_err(|e| {
-        format!("no Kubernetes API server configured (kubeconfig or in-cluster): {e}")
-    })?;
+/// A kube config for a person's one-shot read: `target`'s, identified as `component`, failing
+/// in seconds on a hung API server (not after kube's 295 s).
+async fn one_shot_config(target: &Target, component: &str) -> Result<kube::Config, String> {
+    let mut kube_config = target.config().await.map_err(|e| e.to_string())?;
     rollboot::client::identify(&mut kube_config, component);
     let limit = std::time::Duration::from_secs(30);
     kube_config.connect_timeout = Some(limit);

@@ -4,7 +4,8 @@
 //! writes it into its audit log and takes the part before the first `/` as the field manager of
 //! every write, so without it an operator cannot tell rollboot's requests (or fields) from any
 //! other client's. Also how a list or watch reads only what its reader keeps of each object
-//! ([`Slim`]). It must never talk to the API itself.
+//! ([`Slim`]). And which cluster a command talks to ([`Target`]: `--kubeconfig`, `--context`).
+//! It must never talk to the API itself.
 
 use http::header::{HeaderValue, USER_AGENT};
 use serde::Deserialize;
@@ -21,6 +22,69 @@ pub fn identify(config: &mut kube::Config, component: &str) {
     let value = HeaderValue::from_str(&user_agent(component))
         .expect("a User-Agent of ASCII letters, digits and punctuation");
     config.headers.push((USER_AGENT, value));
+}
+
+/// Which cluster a command talks to: the kubeconfig file and context the command line names
+/// (`--kubeconfig`, `--context`), else kube's usual search (`KUBECONFIG`, `~/.kube/config`,
+/// then the in-cluster service account).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Target {
+    /// `--kubeconfig`: this file only.
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// `--context`: this context of the kubeconfig instead of its current one.
+    pub context: Option<String>,
+}
+
+/// A [`Target`] that cannot be made into a client config, naming the file or context.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// No kubeconfig and not in a cluster.
+    #[error("no Kubernetes API server configured (kubeconfig or in-cluster): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    /// The kubeconfig file (named), or the context in it, does not give a config.
+    #[error("kubeconfig {file}{context}: {source}")]
+    Kubeconfig {
+        /// The file (`KUBECONFIG` or `~/.kube/config` when none was named).
+        file: String,
+        /// `, context NAME` when one was named.
+        context: String,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+}
+
+impl Target {
+    /// The client config of this target, not yet identified (see [`identify`]).
+    pub async fn config(&self) -> Result<kube::Config, TargetError> {
+        let options = kube::config::KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let named = |source| TargetError::Kubeconfig {
+            file: match &self.kubeconfig {
+                Some(p) => p.display().to_string(),
+                None => "(KUBECONFIG or ~/.kube/config)".into(),
+            },
+            context: match &self.context {
+                Some(c) => format!(", context {c}"),
+                None => String::new(),
+            },
+            source,
+        };
+        match &self.kubeconfig {
+            Some(path) => {
+                let file = kube::config::Kubeconfig::read_from(path).map_err(named)?;
+                kube::Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(named)
+            }
+            None if self.context.is_some() => {
+                kube::Config::from_kubeconfig(&options).await.map_err(named)
+            }
+            None => kube::Config::infer().await.map_err(TargetError::Infer),
+        }
+    }
 }
 
 /// An object of a list or watch, read for what its reader keeps of it: name, namespace, uid and

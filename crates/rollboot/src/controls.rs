@@ -98,23 +98,29 @@ impl Render for Report {
 }
 
 /// A control that did nothing: refused (exit 3) or failed (exit 1). Its JSON is the
-/// `--output json` object (keys in alphabetical order, as always printed); its text is the
-/// line said on stderr.
+/// `--output json` object, with the keys of a [`Report`] (`notes` empty); its text is the line
+/// said on stderr.
 #[derive(Clone, Debug, Serialize)]
 pub struct Failure {
     /// `pause`, `resume`, `retry` or `request`.
     pub command: &'static str,
-    /// Why, naming the object.
-    pub message: String,
     /// `refused` or `error`.
     pub outcome: &'static str,
+    /// The object the command wrote or looked at (`Lease ns/name`, `Node name`).
+    pub object: String,
+    /// Why, naming the object.
+    pub message: String,
+    /// None: a command that did nothing has nothing that follows from it.
+    pub notes: Vec<String>,
 }
 
 impl Failure {
-    /// `command` ended with `e`.
-    pub fn new(command: &'static str, e: &ControlError) -> Failure {
+    /// `control` ended with `e`.
+    pub fn new(control: &Control, e: &ControlError) -> Failure {
         Failure {
-            command,
+            command: control.command(),
+            object: control.object(),
+            notes: Vec::new(),
             message: e.to_string(),
             outcome: if matches!(e, ControlError::Refused(_)) {
                 "refused"
@@ -157,11 +163,16 @@ pub enum Control {
     },
     /// `rollboot retry NODE`.
     Retry {
+        /// The controller's config (its lock and leader Leases, for what follows); the
+        /// defaults' without `--config`.
+        config: Config,
         /// The node.
         node: String,
     },
     /// `rollboot request NODE`.
     Request {
+        /// The controller's config (as for `retry`).
+        config: Config,
         /// The node.
         node: String,
         /// Why.
@@ -189,11 +200,111 @@ impl Control {
                 reason,
             } => pause(client, server, config, who, reason.as_deref()).await,
             Control::Resume { config, force } => resume(client, server, config, *force).await,
-            Control::Retry { node } => retry(client, server, node).await,
-            Control::Request { node, reason } => {
-                request(client, server, node, reason.as_deref()).await
+            Control::Retry { config, node } => {
+                let mut r = retry(client, server, node).await?;
+                r.notes.extend(who_acts_now(client, config, node).await);
+                Ok(r)
+            }
+            Control::Request {
+                config,
+                node,
+                reason,
+            } => {
+                let mut r = request(client, server, node, reason.as_deref()).await?;
+                r.notes.extend(who_acts_now(client, config, node).await);
+                Ok(r)
             }
         }
+    }
+
+    /// The object the command writes or looks at, as its report names it.
+    pub fn object(&self) -> String {
+        match self {
+            Control::Pause { config, .. } | Control::Resume { config, .. } => {
+                format!("Lease {}/{}", config.lock.namespace, config.lock.name)
+            }
+            Control::Retry { node, .. } | Control::Request { node, .. } => format!("Node {node}"),
+        }
+    }
+}
+
+/// Whether anything will act on a node just retried or requested, from the config's lock and
+/// leader Leases: one note each when something stands in the way (rollboot paused, the lock
+/// held by another tool, no controller leading); what cannot be read is said, not failed on.
+async fn who_acts_now(client: &kube::Client, config: &Config, node: &str) -> Vec<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &config.lock.namespace);
+    let lock = leases.get_opt(&config.lock.name).await;
+    let leader_leases: Api<Lease> = Api::namespaced(client.clone(), &config.leader.namespace);
+    let leader = leader_leases.get_opt(&config.leader.name).await;
+    let mut notes = Vec::new();
+    match lock {
+        Ok(l) => notes.extend(lock_notes(
+            &LockRecord::from_lease(l),
+            &crate::lock::lock_owner(config),
+            &format!("{}/{}", config.lock.namespace, config.lock.name),
+            node,
+        )),
+        Err(e) => notes.push(format!(
+            "the maintenance lock Lease {}/{} could not be read: {e}",
+            config.lock.namespace, config.lock.name
+        )),
+    }
+    match leader {
+        Ok(l) => notes.extend(leader_note(
+            l.as_ref(),
+            &format!("{}/{}", config.leader.namespace, config.leader.name),
+            Utc::now(),
+        )),
+        Err(e) => notes.push(format!(
+            "the leader Lease {}/{} could not be read: {e}",
+            config.leader.namespace, config.leader.name
+        )),
+    }
+    notes
+}
+
+/// What the lock `name` says of a node just retried or requested (pure).
+pub fn lock_notes(record: &LockRecord, ours: &str, name: &str, node: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(p) = &record.pause {
+        notes.push(format!(
+            "rollboot is paused (by {}): nothing new starts until `rollboot resume`",
+            p.by
+        ));
+    } else if let Some(h) = record.foreign_holder(ours) {
+        notes.push(format!(
+            "the maintenance lock {name} is held by `{h}`: rollboot starts nothing new while another tool holds it"
+        ));
+    }
+    if record.entries.contains_key(node) {
+        notes.push(format!(
+            "{node} is still listed in the maintenance lock {name}: the controller frees or resumes its slot on its next pass"
+        ));
+    }
+    notes
+}
+
+/// What the leader Lease `name` says: a note when no controller leads now (pure).
+pub fn leader_note(lease: Option<&Lease>, name: &str, now: DateTime<Utc>) -> Option<String> {
+    let spec = lease.and_then(|l| l.spec.as_ref());
+    let holder = spec
+        .and_then(|s| s.holder_identity.as_deref())
+        .filter(|h| !h.is_empty());
+    let renewed = spec
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| time::from_jiff(t.0));
+    let duration = spec
+        .and_then(|s| s.lease_duration_seconds)
+        .unwrap_or(15)
+        .max(1);
+    match (holder, renewed) {
+        (Some(_), Some(r)) if now - r <= chrono::Duration::seconds(duration.into()) => None,
+        (Some(h), _) => Some(format!(
+            "the leader Lease {name} names `{h}`, but it has not renewed it within its {duration}s: no controller may be running to act on it"
+        )),
+        (None, _) => Some(format!(
+            "no controller holds the leader Lease {name}: nothing acts on it until one runs"
+        )),
     }
 }
 
@@ -478,18 +589,21 @@ impl LockTarget {
     /// Writes `l` as decided from `record`: a replace carrying the resourceVersion read, or a
     /// create when there was no Lease. `Ok(None)` on a conflict (decide again).
     async fn write(&self, record: &LockRecord, l: Lease) -> Result<Option<Lease>, ControlError> {
-        let written = match &record.lease {
-            Some(_) => self.lease.replace(&l).await,
-            None => self.lease.create(l).await,
+        let replacing = record.lease.is_some();
+        let written = if replacing {
+            self.lease.replace(&l).await
+        } else {
+            self.lease.create(l).await
         };
         match written {
             Ok(l) => Ok(Some(l)),
             Err(LeaseError::Conflict { .. }) => Ok(None),
-            // Deleted since it was read: read again (then created).
+            // Deleted since it was read: read again (then created). A create's 404 is the
+            // namespace's: said as the API server says it, not retried as a conflict.
             Err(LeaseError::Api {
                 source: kube::Error::Api(s),
                 ..
-            }) if s.code == 404 => Ok(None),
+            }) if s.code == 404 && replacing => Ok(None),
             Err(e) => Err(lease_err(&self.server, &self.object, e)),
         }
     }

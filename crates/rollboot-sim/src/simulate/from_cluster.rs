@@ -293,12 +293,10 @@ pub async fn read(client: &kube::Client, server: &str) -> Result<Snapshot, Fetch
     })
 }
 
-/// Reads the cluster of the current kubeconfig (identified as `simulate`, failing in seconds
-/// on a hung API server).
-pub async fn read_current() -> anyhow::Result<Snapshot> {
-    let mut kc = kube::Config::infer().await.map_err(|e| {
-        anyhow::anyhow!("no Kubernetes API server configured (kubeconfig or in-cluster): {e}")
-    })?;
+/// Reads the cluster of `target` (identified as `simulate`, failing in seconds on a hung API
+/// server).
+pub async fn read_current(target: &rollboot::client::Target) -> anyhow::Result<Snapshot> {
+    let mut kc = target.config().await?;
     rollboot::client::identify(&mut kc, "simulate");
     let limit = std::time::Duration::from_secs(30);
     kc.connect_timeout = Some(limit);

@@ -66,6 +66,8 @@ pub struct Options {
     /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
     /// (reboot, start and taint delays, time factor); its world size is not used.
     pub from_cluster: bool,
+    /// With `--from-cluster`: the cluster to read (`--kubeconfig`, `--context`).
+    pub target: rollboot::client::Target,
     /// With `--from-cluster`: also write the snapshot to FILE (to rehearse it elsewhere).
     pub snapshot_out: Option<std::path::PathBuf>,
     /// Rehearse on the snapshot in FILE (written by `--snapshot-out`).
@@ -1338,7 +1340,7 @@ async fn snapshot_of(args: &Options) -> anyhow::Result<Option<crate::sim::snapsh
     if !args.from_cluster {
         return Ok(None);
     }
-    let snap = from_cluster::read_current().await?;
+    let snap = from_cluster::read_current(&args.target).await?;
     snap.check()
         .map_err(|e| anyhow::anyhow!("the snapshot of {}: {e}", snap.source))?;
     if let Some(f) = &args.snapshot_out {
