@@ -164,6 +164,12 @@ pub enum Command {
     /// Run the real controller and agents against an embedded simulated cluster.
     #[cfg(feature = "simulate")]
     Simulate(Box<SimulateArgs>),
+    /// Turn another reboot tool's settings into a rollboot config.
+    Migrate {
+        /// The tool.
+        #[command(subcommand)]
+        from: MigrateFrom,
+    },
     /// Pause rollboot: take the maintenance lock as the operator, recording who, when and why.
     ///
     /// Nothing new starts while paused; the nodes in flight finish their cycle. Exit 0 paused
@@ -234,6 +240,33 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
         /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+/// The tools `rollboot migrate` reads.
+#[derive(Debug, Subcommand)]
+pub enum MigrateFrom {
+    /// A kured DaemonSet manifest (as kured-ds.yaml or its Helm chart renders it) or a flag
+    /// list: the config on stdout (YAML that check-config accepts), and on stderr, for every
+    /// flag not carried over, why.
+    ///
+    /// Exit 0, 2 when kured would refuse the input (naming the flag) or the manifest has no
+    /// kured DaemonSet, 1 when the file cannot be read.
+    Kured {
+        /// The manifest (`-` for standard input).
+        file: Option<PathBuf>,
+        /// kured's flags, as on its command line (`--reboot-days=mon,tue --start-time=2:00`);
+        /// after the manifest's when both are given.
+        #[arg(
+            long,
+            value_name = "FLAGS",
+            required_unless_present = "file",
+            allow_hyphen_values = true
+        )]
+        flags: Option<String>,
+        /// Output format: the YAML config (notes on stderr), or `{config, notes}`.
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 
-pub use args::{Cli, Command, LogFormat, Output};
+pub use args::{Cli, Command, LogFormat, MigrateFrom, Output};
 
 use rollboot::client::Target;
 use rollboot::config::check::{Checked, Invalid};
@@ -114,6 +114,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "simulate")]
         Command::Simulate(args) => rollboot_sim::simulate::main((*args).into()),
+        Command::Migrate {
+            from:
+                MigrateFrom::Kured {
+                    file,
+                    flags,
+                    output,
+                },
+        } => migrate_kured(file.as_deref(), flags.as_deref(), output),
         Command::Pause {
             config,
             cluster,
@@ -159,6 +167,60 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )
         }
     }
+}
+
+/// `rollboot migrate kured`: the config on stdout (YAML, or `{config, notes}` as JSON), the
+/// notes on stderr with text; exit 2 when kured would refuse the input, 1 when a file cannot
+/// be read.
+fn migrate_kured(
+    file: Option<&Path>,
+    flags: Option<&str>,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    use rollboot::migrate::kured;
+    let manifest = match file {
+        None => None,
+        Some(p) if p == Path::new("-") => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| anyhow::anyhow!("reading the manifest from standard input: {e}"))?;
+            Some((text, "-".to_string()))
+        }
+        Some(p) => Some((
+            std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?,
+            p.display().to_string(),
+        )),
+    };
+    let m = match kured::migrate_inputs(
+        manifest.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
+        flags,
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Json => {
+            serde_json::to_writer_pretty(&mut out, &m)?;
+            writeln!(out)?;
+        }
+        Output::Text => {
+            writeln!(
+                out,
+                "# rollboot config migrated from kured (`rollboot migrate kured`): check it with\n\
+                 # `rollboot check-config FILE`; what was not carried over is said on stderr."
+            )?;
+            out.write_all(m.yaml().as_bytes())?;
+            for n in &m.notes {
+                eprintln!("note: {}: {}", n.flag, n.note);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The config of `file` (its problems said on stderr, `None`), or the defaults without one.

@@ -35,6 +35,7 @@ pub mod hooks;
 pub mod lease;
 pub mod lock;
 pub mod metrics;
+pub mod migrate;
 pub mod node;
 pub mod notify;
 pub mod plan;
