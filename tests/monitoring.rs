@@ -278,7 +278,7 @@ fn rendered() -> String {
     for outcome in ["sent", "failed", "timeout", "dropped"] {
         m.notification("ops-slack", "nodeDone", outcome);
     }
-    m.hook_result("before-drain", "allowed");
+    m.hook_result("beforeDrain", "allowed");
     let mut g = RolloutGauges::default();
     g.node_state_since
         .insert("node-1".into(), ("draining", 1_767_225_600.0));

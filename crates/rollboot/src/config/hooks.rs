@@ -63,23 +63,14 @@ impl Phase {
         Phase::AfterDone,
     ];
 
-    /// The config key (and the word in the webhook body and the Node's record).
+    /// The config key (and the word in the webhook body, the Node's record and the `phase`
+    /// label of `rollboot_hook_results_total`: one name for a phase everywhere).
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::BeforeDrain => "beforeDrain",
             Phase::AfterDrain => "afterDrain",
             Phase::AfterReboot => "afterReboot",
             Phase::AfterDone => "afterDone",
-        }
-    }
-
-    /// The `phase` label of `rollboot_hook_results_total`.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            Phase::BeforeDrain => "before-drain",
-            Phase::AfterDrain => "after-drain",
-            Phase::AfterReboot => "after-reboot",
-            Phase::AfterDone => "after-done",
         }
     }
 }

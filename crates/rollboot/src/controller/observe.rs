@@ -154,6 +154,9 @@ impl Observer {
             in_flight: record.entries.len(),
             blockers: &texts,
             window_closed: blockers.iter().any(|b| matches!(b, Blocker::WindowClosed)),
+            halted: blockers
+                .iter()
+                .any(|b| matches!(b, Blocker::TooManyFailures { .. })),
         };
         let due = self
             .tracker

@@ -147,7 +147,7 @@ impl Firer {
     pub fn fire(&self, phase: Phase, w: Webhook, mut body: Body) {
         let Ok(permit) = self.limit.clone().try_acquire_owned() else {
             tracing::warn!(node = %body.node, phase = %phase, hook = %w.name, "fire-and-forget webhook dropped: {FIRE_LIMIT} sends already under way");
-            self.metrics.hook_result(phase.metric_label(), "dropped");
+            self.metrics.hook_result(phase.as_str(), "dropped");
             return;
         };
         let metrics = self.metrics.clone();
@@ -157,7 +157,7 @@ impl Firer {
                 body.attempt = attempt;
                 body.time = crate::time::annotation(Utc::now());
                 let o = post(&w, &body).await;
-                metrics.hook_result(phase.metric_label(), o.metric_label());
+                metrics.hook_result(phase.as_str(), o.metric_label());
                 if o.yes() {
                     tracing::info!(node = %body.node, phase = %phase, hook = %w.name, attempt, "webhook sent");
                     return;

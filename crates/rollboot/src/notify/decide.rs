@@ -64,6 +64,8 @@ pub struct Pass<'a> {
     pub blockers: &'a [String],
     /// A closed window (or a blackout) is among the blockers.
     pub window_closed: bool,
+    /// The rollout is halted (`failures.maxFailures`): a window opening starts nothing.
+    pub halted: bool,
 }
 
 /// How a node's cycle ended.
@@ -102,7 +104,8 @@ pub struct Tracker {
 
 impl Tracker {
     /// A pass: returns `blocked` once per blocked spell that lasts `blocked_after`, and
-    /// `windowOpened` when a window is seen open after being seen closed, with work waiting.
+    /// `windowOpened` when a window is seen open after being seen closed, with work waiting
+    /// and the rollout not halted (an opening that starts nothing is not news).
     pub fn pass(&mut self, p: &Pass<'_>, blocked_after: chrono::Duration) -> Vec<Notice> {
         let mut out = Vec::new();
         self.pending = p.pending;
@@ -111,7 +114,7 @@ impl Tracker {
             Some(_) if p.in_flight == 0 && p.pending == 0 => self.rollout = Some(false),
             Some(_) => {}
         }
-        if self.window_open == Some(false) && p.window_open && p.pending > 0 {
+        if self.window_open == Some(false) && p.window_open && p.pending > 0 && !p.halted {
             let mut n = Notice::new(NotifyEvent::WindowOpened, p.now).with("pending", p.pending);
             if let Some(end) = p.window_end {
                 n = n.with("windowEnd", crate::time::annotation(end));
@@ -335,6 +338,7 @@ mod tests {
             in_flight,
             blockers: b,
             window_closed: !open,
+            halted: false,
         }
     }
 
@@ -430,6 +434,11 @@ mod tests {
         assert!(tr
             .pass(&pass("2026-01-03T02:00:00Z", true, 0, 0, &[]), HOUR)
             .is_empty());
+        // Closed then open while the rollout is halted: it starts nothing, nothing to say.
+        tr.pass(&pass("2026-01-03T05:00:00Z", false, 2, 0, &[]), HOUR);
+        let mut halted = pass("2026-01-04T02:00:00Z", true, 2, 0, &[]);
+        halted.halted = true;
+        assert!(tr.pass(&halted, HOUR).is_empty());
     }
 
     #[test]

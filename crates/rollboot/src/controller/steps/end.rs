@@ -126,7 +126,7 @@ pub(super) async fn fail_hook(
     phase: Phase,
     reason: String,
 ) -> Result<(), Error> {
-    ctx.metrics.hook_result(phase.metric_label(), "failed");
+    ctx.metrics.hook_result(phase.as_str(), "failed");
     fail_as(ctx, view, reason, "HookFailed", None).await
 }
 

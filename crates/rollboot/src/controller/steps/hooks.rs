@@ -102,7 +102,7 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
         p,
     )
     .await?;
-    ctx.metrics.hook_result(phase.metric_label(), "passed");
+    ctx.metrics.hook_result(phase.as_str(), "passed");
     tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase passed");
     Ok(())
 }
@@ -169,7 +169,7 @@ impl Call {
         } = self;
         let outcome = crate::hooks::call::post(&self.webhook, body).await;
         ctx.metrics
-            .hook_result(phase.metric_label(), outcome.metric_label());
+            .hook_result(phase.as_str(), outcome.metric_label());
         let answer = crate::hooks::Answer {
             yes: outcome.yes(),
             detail: outcome.detail(),
