@@ -1308,8 +1308,32 @@ fn the_install_docs_build_push_and_install_the_images_the_manifests_run() {
             .flat_map(|(_, b)| b.lines())
             .collect();
         for (target, kind, ns, name) in WORKLOADS {
-            // Built as REGISTRY/ + the name the base runs, and pushed under that name.
+            // Built offline by scripts/build-image.sh into its archive and copied to
+            // REGISTRY/ + the name the base runs; a `docker build` example, where the doc
+            // gives one, tags and pushes the same name.
             let want = format!("{registry}/{}", image(kind, ns, name));
+            let archive = format!("oci-archive:target/image/rollboot-{target}.tar");
+            let copied = lines.iter().any(|l| {
+                let w: Vec<String> = l
+                    .split_whitespace()
+                    .map(|w| w.replace("$REGISTRY", &registry))
+                    .collect();
+                w.len() >= 4
+                    && w[0] == "skopeo"
+                    && w[1] == "copy"
+                    && w[2] == archive
+                    && w[3] == format!("docker://{want}")
+            });
+            assert!(
+                copied,
+                "{doc}: `skopeo copy {archive} docker://{want}` is not shown"
+            );
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.trim_start().starts_with("scripts/build-image.sh")),
+                "{doc}: scripts/build-image.sh is not shown"
+            );
             let built: Vec<String> = lines
                 .iter()
                 .filter(|l| {
@@ -1317,17 +1341,19 @@ fn the_install_docs_build_push_and_install_the_images_the_manifests_run() {
                 })
                 .filter_map(|l| shell_arg(l, "-t", &registry))
                 .collect();
-            assert_eq!(
-                built,
-                std::slice::from_ref(&want),
-                "{doc}: the build of {target}"
-            );
-            let pushed = lines
-                .iter()
-                .flat_map(|l| l.split("&&"))
-                .filter_map(|l| shell_arg(l, "push", &registry))
-                .any(|p| p == want);
-            assert!(pushed, "{doc}: {want} is not pushed");
+            if !built.is_empty() {
+                assert_eq!(
+                    built,
+                    std::slice::from_ref(&want),
+                    "{doc}: the docker build of {target}"
+                );
+                let pushed = lines
+                    .iter()
+                    .flat_map(|l| l.split("&&"))
+                    .filter_map(|l| shell_arg(l, "push", &registry))
+                    .any(|p| p == want);
+                assert!(pushed, "{doc}: {want} is built with docker but not pushed");
+            }
             // Helm is pointed at the same repository (its tags default to the version).
             let helm_key = format!("image.{target}.repository=");
             let repo = lines
@@ -1501,5 +1527,44 @@ fn the_admission_policy_lets_an_agent_write_only_its_own_nodes_flags() {
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Helm values that move both namespaces: the config the chart writes names the Leases in the
+/// controller's namespace, where its Role grants them by name and where the Deployment runs;
+/// the agent's copy of the config is the same. (Issue 25: the config kept `rollboot-system`.)
+#[test]
+fn a_helm_render_in_other_namespaces_keeps_config_rbac_and_deployment_together() {
+    let values = r#"{"namespaces": {"controller": "ops-reboot", "agent": "ops-reboot-agent"}}"#;
+    let Some(text) = helm_render(&["--values", values]) else {
+        return;
+    };
+    let objects = docs(&text, "helm render in other namespaces");
+    let config_text = installed_config(&objects, "ops-reboot");
+    assert_eq!(config_text, installed_config(&objects, "ops-reboot-agent"));
+    let config = rollboot::config::parse_str(&config_text)
+        .unwrap_or_else(|e| panic!("the rendered config is refused: {e:#?}"));
+    assert_eq!(config.lock.namespace, "ops-reboot");
+    assert_eq!(config.leader.namespace, "ops-reboot");
+    let deployment: Deployment = find(&objects, "Deployment", "ops-reboot", "rollboot-controller");
+    assert!(deployment.spec.is_some());
+    let grants = granted_to(&objects, "ops-reboot", "rollboot-controller");
+    for lease in [&config.lock.name, &config.leader.name] {
+        for verb in ["get", "update"] {
+            assert!(
+                grants
+                    .iter()
+                    .any(|(ns, group, resource, v, names)| ns == "ops-reboot"
+                        && group == "coordination.k8s.io"
+                        && resource == "leases"
+                        && v == verb
+                        && names.split(',').any(|n| n == lease.as_str())),
+                "no `{verb}` of Lease ops-reboot/{lease} for the controller: {grants:#?}"
+            );
+        }
+    }
+    assert!(
+        !text.contains("rollboot-system"),
+        "the default namespace is still named somewhere"
     );
 }
