@@ -349,6 +349,12 @@ fn bad_drain_order_rules_and_volume_timeouts_are_named_by_key_and_line() {
     );
     assert_eq!(p.line, Some(3), "{p:?}");
     let p = one_problem(
+        "nodes:\n  minRebootInterval: 0s\n",
+        "nodes.minRebootInterval",
+        "must be a positive duration",
+    );
+    assert_eq!(p.line, Some(2), "{p:?}");
+    let p = one_problem(
         "drain:\n  volumes:\n    waitForReattach: true\n    reattachTimeout: 0s\n",
         "drain.volumes.reattachTimeout",
         "must be a positive duration",

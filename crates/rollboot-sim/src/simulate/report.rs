@@ -147,11 +147,20 @@ pub fn held_for_good(
         .filter(|n| flagged.contains(&n.name) && decide::is_candidate(n, config))
         .collect();
     let every: Vec<&NodeView> = nodes.iter().collect();
+    let now = chrono::Utc::now();
+    // A node resting (nodes.minRebootInterval) is not held for good: it starts later.
+    if waiting
+        .iter()
+        .any(|n| decide::resting_until(n, config, now).is_some())
+    {
+        return None;
+    }
     let snap = decide::Snapshot {
         nodes: &every,
         in_flight: &none,
         foreign_holder: None,
         blocking_pods: &[],
+        now,
     };
     if waiting.is_empty() || !decide::pick(&snap, config).is_empty() {
         return None;

@@ -156,6 +156,10 @@ pub struct Nodes {
     pub selector: String,
     /// Order in which flagged nodes are taken.
     pub order: NodeOrder,
+    /// A node rollboot rebooted less than this ago (its `rollboot.dev/last-reboot`) is not
+    /// started again until then, however it is flagged (kured #1113). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_reboot_interval: Option<Duration>,
 }
 
 /// Order in which flagged nodes are taken.

@@ -27,6 +27,9 @@ pub(super) fn validate(config: &mut Config, report: &mut Report) {
     drain(&config.drain, report);
     reboot(&config.reboot, report);
     positive("healthGate.timeout", config.health_gate.timeout, report);
+    if let Some(d) = config.nodes.min_reboot_interval {
+        positive("nodes.minRebootInterval", d, report);
+    }
     if let Some(p) = &config.blockers.prometheus {
         prometheus(p, report);
     }

@@ -154,6 +154,8 @@ pub struct Snapshot<'a> {
     pub foreign_holder: Option<&'a str>,
     /// For each blocking pod selector (as written), how many pods match it.
     pub blocking_pods: &'a [(String, usize)],
+    /// The instant the picks are made at (`nodes.minRebootInterval` counts to it).
+    pub now: DateTime<Utc>,
 }
 
 /// Everything that keeps new nodes from starting now; empty means "go".
@@ -208,6 +210,24 @@ pub fn is_candidate(n: &NodeView, config: &Config) -> bool {
         && !n.deleting
         && n.state != Some(NodeState::Failed)
         && config.node_selector().matches(&n.labels)
+}
+
+/// When a node rollboot rebooted less than `nodes.minRebootInterval` ago may start again;
+/// `None` when it may now (no interval, no reboot on record, or long enough ago).
+pub fn resting_until(n: &NodeView, config: &Config, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let interval = config.nodes.min_reboot_interval?;
+    let until = n.history.last_reboot? + interval.to_chrono();
+    (until > now).then_some(until)
+}
+
+/// The soonest instant a flagged node held only by `nodes.minRebootInterval` may start: when
+/// the controller looks again.
+pub fn next_rested(s: &Snapshot<'_>, config: &Config) -> Option<DateTime<Utc>> {
+    s.nodes
+        .iter()
+        .filter(|n| !s.in_flight.contains_key(&n.name) && is_candidate(n, config))
+        .filter_map(|n| resting_until(n, config, s.now))
+        .min()
 }
 
 /// Sorts candidates in the order the controller takes them (`nodes.order`); `rollboot plan`
@@ -315,7 +335,11 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
         .nodes
         .iter()
         .copied()
-        .filter(|n| !started.contains(n.name.as_str()) && is_candidate(n, config))
+        .filter(|n| {
+            !started.contains(n.name.as_str())
+                && is_candidate(n, config)
+                && resting_until(n, config, s.now).is_none()
+        })
         .collect();
     // Without a per-group limit only the first free slots' worth are taken: those are found
     // without sorting every candidate (a sort of thousands per pass in such a rollout).
@@ -1142,6 +1166,7 @@ mod tests {
             in_flight,
             foreign_holder: None,
             blocking_pods: &[],
+            now: t("2026-01-05T00:00:00Z"),
         }
     }
 
@@ -1157,6 +1182,44 @@ mod tests {
         assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["b", "c"]);
         let c = cfg("nodes: {order: name}");
         assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a"]);
+    }
+
+    #[test]
+    fn a_node_rebooted_within_min_reboot_interval_waits_until_it_has_rested() {
+        // Snapshot instant: 2026-01-05T00:00Z. `a` was rebooted 2 h before, `b` 2 days before.
+        let rebooted = |name: &str, at: &str| {
+            NodeView::from_node(&annotate(
+                annotate(
+                    node(name, &[]),
+                    proto::REBOOT_REQUESTED,
+                    "2026-01-04T23:00:00Z",
+                ),
+                proto::LAST_REBOOT,
+                at,
+            ))
+        };
+        let nodes = vec![
+            rebooted("a", "2026-01-04T22:00:00Z"),
+            rebooted("b", "2026-01-03T00:00:00Z"),
+        ];
+        let none = BTreeMap::new();
+        let c = cfg("concurrency: {maxNodes: 2}\nnodes: {minRebootInterval: 24h}");
+        let s = snapshot(&nodes, &none);
+        assert_eq!(names(pick(&s, &c)), ["b"]);
+        assert_eq!(
+            resting_until(&nodes[0], &c, s.now),
+            Some(t("2026-01-05T22:00:00Z"))
+        );
+        assert_eq!(next_rested(&s, &c), Some(t("2026-01-05T22:00:00Z")));
+        // Without the key both start; once rested, `a` starts too.
+        let plain = cfg("concurrency: {maxNodes: 2}");
+        assert_eq!(names(pick(&s, &plain)), ["a", "b"]);
+        assert_eq!(next_rested(&s, &plain), None);
+        let later = Snapshot {
+            now: t("2026-01-05T22:00:00Z"),
+            ..snapshot(&nodes, &none)
+        };
+        assert_eq!(names(pick(&later, &c)), ["a", "b"]);
     }
 
     #[test]
@@ -1422,6 +1485,7 @@ mod tests {
             in_flight: &none,
             foreign_holder: Some("ops-team"),
             blocking_pods: &blocking,
+            now: t("2026-01-05T00:00:00Z"),
         };
         let b = blockers(&s, &cfg("{}"), t("2026-01-05T00:00:00Z"));
         assert_eq!(b.len(), 3, "{b:?}");
@@ -2476,6 +2540,7 @@ mod tests {
                 in_flight: &in_flight,
                 foreign_holder: None,
                 blocking_pods: &[],
+                now: t("2026-01-05T00:00:00Z"),
             };
             let (all, some) = (snap(&every), snap(&looked));
             let now = t("2026-01-05T00:00:00Z");

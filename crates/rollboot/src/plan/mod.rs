@@ -171,6 +171,10 @@ pub struct NodePlan {
     pub steps: Vec<PlanStep>,
     /// The volumes its drain would wait to see detached.
     pub volumes: Vec<PlanVolume>,
+    /// Rebooted by rollboot less than `nodes.minRebootInterval` ago: it starts no earlier
+    /// than this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resting_until: Option<DateTime<Utc>>,
 }
 
 /// One step of a node's drain.
@@ -455,7 +459,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
     // A node in flight that is gone from the cluster holds its slot for a reboot and a gate.
     let gone = TimeDelta::seconds(reboot_rule.seconds + gate_rule.seconds);
     let predicted = predict(cluster, &candidates, &record, &previews, gone, config, now);
-    let nodes = node_plans(cluster, &candidates, &previews, &predicted, config);
+    let nodes = node_plans(cluster, &candidates, &previews, &predicted, config, now);
     for n in &nodes {
         problems.extend(previews[&n.name].problems.iter().cloned());
     }
@@ -592,6 +596,7 @@ fn node_plans(
     previews: &BTreeMap<String, Preview>,
     predicted: &schedule::Schedule,
     config: &Config,
+    now: DateTime<Utc>,
 ) -> Vec<NodePlan> {
     let mut nodes: Vec<NodePlan> = candidates
         .iter()
@@ -623,6 +628,7 @@ fn node_plans(
                 overruns_window: slot.is_some_and(|s| s.overruns_window),
                 steps: p.steps.clone(),
                 volumes: p.volumes.clone(),
+                resting_until: decide::resting_until(n, config, now),
             }
         })
         .collect();

@@ -49,6 +49,7 @@ pub(super) fn cluster_blockers(
         in_flight: &record.entries,
         foreign_holder: foreign,
         blocking_pods: &counts,
+        now,
     };
     decide::blockers(&snap, config, now)
         .into_iter()

@@ -159,6 +159,12 @@ fn nodes(out: &mut String, nodes: &[NodePlan]) {
             if n.overruns_window {
                 outcome.push_str(", runs past its window");
             }
+            if let Some(t) = n.resting_until {
+                outcome.push_str(&format!(
+                    ", rested from {} (nodes.minRebootInterval)",
+                    instant(t)
+                ));
+            }
             vec![
                 n.order.to_string(),
                 n.name.clone(),

@@ -245,6 +245,7 @@ impl<'a> Replay<'a> {
             in_flight: &self.entries,
             foreign_holder: None,
             blocking_pods: &[],
+            now: t,
         };
         let picked: Vec<String> = decide::pick(&snap, self.config)
             .into_iter()
@@ -284,17 +285,24 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// The next instant anything can change after `t`: a slot frees, or (while closed, with
-    /// nodes waiting and the rollout not `halted`) an opening starts. `None`: nothing will.
+    /// The next instant anything can change after `t`: a slot frees, (while closed, with
+    /// nodes waiting and the rollout not `halted`) an opening starts, or a node held by
+    /// `nodes.minRebootInterval` has rested. `None`: nothing will.
     fn next_change(&self, t: DateTime<Utc>, halted: bool) -> Option<DateTime<Utc>> {
         let next_end = self.ends.values().map(|(e, _)| *e).min();
         let next_open = (self.waiting() && !halted && !self.windows.is_allowed(t))
             .then(|| self.windows.next_opening(t).map(|o| o.start))
             .flatten();
-        match (next_end, next_open) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let rested = (!halted)
+            .then(|| {
+                self.views
+                    .iter()
+                    .filter(|v| self.startable(v))
+                    .filter_map(|v| decide::resting_until(v, self.config, t))
+                    .min()
+            })
+            .flatten();
+        [next_end, next_open, rested].into_iter().flatten().min()
     }
 
     /// The schedule, once nothing changes after `t`: why each node left waiting got no slot,

@@ -667,3 +667,32 @@ fn a_pod_an_order_rule_skips_is_left_with_a_warning_and_not_evicted() {
     assert_eq!(n.skip[0].reason, Reason::OrderSkip);
     assert!(kinds(&p).contains(&(Kind::OrderSkip, Some("a"), Some("mon/agent-1"))));
 }
+
+#[test]
+fn a_node_rebooted_within_min_reboot_interval_is_planned_from_when_it_has_rested() {
+    let recent = NodeView::from_node(&annotate(
+        annotate(node("a", &[]), REBOOT_REQUIRED, "2026-01-01T00:00:00Z"),
+        crate::node::LAST_REBOOT,
+        "2026-01-01T20:00:00Z",
+    ));
+    let cluster = Cluster {
+        nodes: vec![recent, flagged("b", "2026-01-01T06:00:00Z")],
+        ..Default::default()
+    };
+    let now = t("2026-01-02T00:00:00Z");
+    let c = cfg("nodes: {minRebootInterval: 12h}");
+    let p = build(&cluster, &c, &Options::default(), now);
+    let a = p.nodes.iter().find(|n| n.name == "a").unwrap();
+    let b = p.nodes.iter().find(|n| n.name == "b").unwrap();
+    // `a`, flagged first, waits until 08:00; `b` goes first.
+    assert_eq!(a.resting_until, Some(t("2026-01-02T08:00:00Z")));
+    assert_eq!(a.start, Some(t("2026-01-02T08:00:00Z")));
+    assert_eq!(b.start, Some(now));
+    assert_eq!(b.resting_until, None);
+    let text = crate::render::Render::text(&p);
+    assert!(text.contains("rested from"), "{text}");
+    // Without the key, `a` (flagged first) starts now.
+    let p = build(&cluster, &cfg("{}"), &Options::default(), now);
+    assert_eq!(p.nodes[0].name, "a");
+    assert_eq!(p.nodes[0].start, Some(now));
+}

@@ -204,6 +204,10 @@ pub struct NodeStatus {
     /// cordoned with its pods until `rollboot retry`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quarantined: Option<String>,
+    /// A flagged node rollboot rebooted less than `nodes.minRebootInterval` ago: when it may
+    /// start again (absent when it may now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resting_until: Option<DateTime<Utc>>,
 }
 
 /// Counts over all nodes.
@@ -320,7 +324,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     let record = LockRecord::from_lease(snap.lock.clone());
     let ours = crate::lock::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
-    let nodes = node_statuses(snap, &record.entries);
+    let nodes = node_statuses(config, snap, &record.entries, now);
     let failures = failures(config, snap, &nodes);
     let blockers = blockers(config, snap, &record.entries, foreign.as_deref(), now);
     Status {
@@ -365,7 +369,12 @@ fn lock(
 }
 
 /// The nodes that are flagged, in flight (a state, or listed in the lock) or failed, by name.
-fn node_statuses(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Vec<NodeStatus> {
+fn node_statuses(
+    config: &Config,
+    snap: &Snapshot,
+    entries: &BTreeMap<String, LockEntry>,
+    now: DateTime<Utc>,
+) -> Vec<NodeStatus> {
     let mut nodes: Vec<NodeStatus> = snap
         .nodes
         .iter()
@@ -400,6 +409,9 @@ fn node_statuses(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Vec<
                 .filter(|_| n.state == Some(NodeState::Failed)),
             holds_slot: decide::holds_a_slot(n) && !entries.contains_key(&n.name),
             quarantined: n.quarantined.clone(),
+            resting_until: (n.flagged() && !entries.contains_key(&n.name))
+                .then(|| decide::resting_until(n, config, now))
+                .flatten(),
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -501,6 +513,7 @@ fn blockers(
         in_flight: entries,
         foreign_holder: foreign,
         blocking_pods: &[],
+        now,
     };
     decide::blockers(&decide_snapshot, config, now)
         .iter()

@@ -191,6 +191,12 @@ fn nodes(out: &mut String, nodes: &[NodeStatus]) {
             if n.holds_slot {
                 note.push("holds a maxNodes slot".to_string());
             }
+            if let Some(t) = n.resting_until {
+                note.push(format!(
+                    "rebooted recently: may start from {} (nodes.minRebootInterval)",
+                    crate::time::annotation(t)
+                ));
+            }
             if let Some(cause) = &n.quarantined {
                 note.push(format!(
                     "quarantined ({cause}): stays cordoned until `rollboot retry`"

@@ -161,14 +161,15 @@ impl Leading {
             return Ok(());
         }
         let blocking = blockers::blocking_pods(ctx).await;
+        let alerts = blockers::alerts(ctx).await;
+        let now = blockers::decision_instant();
         let snap = Snapshot {
             nodes: &looked,
             in_flight: &record.entries,
             foreign_holder: record.foreign_holder(&ctx.lock_owner),
             blocking_pods: &blocking,
+            now,
         };
-        let alerts = blockers::alerts(ctx).await;
-        let now = blockers::decision_instant();
         let mut blocked = decide::blockers(&snap, &ctx.config, now);
         blocked.extend(alerts);
         ctx.observe
@@ -182,6 +183,10 @@ impl Leading {
             .into_iter()
             .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
             .collect();
+        // A node rebooted less than nodes.minRebootInterval ago starts when it has rested.
+        if let Some(t) = decide::next_rested(&snap, &ctx.config) {
+            soon(next, t);
+        }
         start(ctx, picked, now).await
     }
 }
