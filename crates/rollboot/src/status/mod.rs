@@ -139,21 +139,48 @@ pub struct InFlight {
     pub started: DateTime<Utc>,
     /// The leader that started it.
     pub leader: String,
+    /// What holds it now, as the controller decides it from the same Node (a hook's gate
+    /// annotations or blocking webhook with its attempt and last answer, `drain.settle`, a
+    /// Node deleted or registered again), and until when at most; absent when it is not held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// What holds a node in flight.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    /// Why, naming the hook, gate or setting.
+    pub why: String,
+    /// When the controller looks again at the latest (the phase's timeout, the settle's end).
+    pub until: DateTime<Utc>,
 }
 
 /// A lock entry as the Node reports it now: its state of this cycle (a state written before
-/// the entry belongs to an earlier cycle), else the entry's own.
-fn in_flight_entry(name: &str, entry: &LockEntry, node: Option<&NodeView>) -> InFlight {
+/// the entry belongs to an earlier cycle), else the entry's own; and what holds it, as the
+/// controller's own [`decide::next_step`] says.
+fn in_flight_entry(
+    name: &str,
+    entry: &LockEntry,
+    node: Option<&NodeView>,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> InFlight {
     let (state, since) = node
         .and_then(|n| Some((n.state?, n.state_since?)))
         .filter(|(_, since)| *since >= entry.since)
         .unwrap_or((entry.state, entry.since));
+    let waiting = match decide::next_step(node, entry, config, now) {
+        decide::Step::Hold { until, why } => Some(Waiting { why, until }),
+        _ => None,
+    };
     InFlight {
         node: name.to_string(),
         state,
         since,
         started: entry.since,
         leader: entry.leader.clone(),
+        waiting,
     }
 }
 
@@ -330,7 +357,7 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
     Status {
         now,
         leader: leader(config, snap.leader.as_ref(), now),
-        lock: lock(config, snap, &record, ours, foreign.is_some()),
+        lock: lock(config, snap, &record, ours, foreign.is_some(), now),
         nodes,
         history: history(snap),
         counts: counts(snap, &record.entries),
@@ -349,6 +376,7 @@ fn lock(
     record: &LockRecord,
     ours: String,
     foreign: bool,
+    now: DateTime<Utc>,
 ) -> Lock {
     Lock {
         lease: lease_name(&config.lock.namespace, &config.lock.name),
@@ -363,7 +391,10 @@ fn lock(
         in_flight: record
             .entries
             .iter()
-            .map(|(name, e)| in_flight_entry(name, e, snap.nodes.iter().find(|n| n.name == *name)))
+            .map(|(name, e)| {
+                let node = snap.nodes.iter().find(|n| n.name == *name);
+                in_flight_entry(name, e, node, config, now)
+            })
             .collect(),
     }
 }
@@ -727,6 +758,65 @@ mod tests {
         let txt = s.text();
         assert!(txt.contains("rollout HALTED"), "{txt}");
         assert!(txt.contains("failure: drain timed out"), "{txt}");
+    }
+
+    #[test]
+    fn a_node_in_flight_held_by_a_hook_says_which_and_until_when() {
+        // Cordoned by rollboot at 00:00, its beforeDrain phase begun then (the record the
+        // controller writes), the gate annotation not given.
+        let c = cfg("hooks: {beforeDrain: {gates: [ops.example.com/ok], timeout: 30m}}");
+        let started = t("2026-01-01T00:00:00Z");
+        let mut n = node("a", &[]);
+        n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        let n = annotate(n, crate::node::CORDONED_BY, "rollboot-0");
+        let n = annotate(n, crate::node::STATE, "cordoning");
+        let n = annotate(n, crate::node::STATE_SINCE, "2026-01-01T00:00:00.000Z");
+        let view = NodeView::from_node(&n);
+        let begun = crate::hooks::decide::begin_patch(
+            crate::config::Phase::BeforeDrain,
+            &c,
+            &view,
+            started,
+        );
+        let hooks = begun["metadata"]["annotations"][crate::node::HOOKS]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let view = NodeView::from_node(&annotate(n, crate::node::HOOKS, &hooks));
+        let entry = LockEntry {
+            group: None,
+            state: NodeState::Cordoning,
+            since: started,
+            leader: "rollboot-0".into(),
+        };
+        let mut lock = lease("rollboot-0", "2026-01-01T00:05:00Z", 15);
+        lock.metadata.annotations = Some(
+            [(
+                crate::lock::IN_FLIGHT.to_string(),
+                serde_json::to_string(&BTreeMap::from([("a".to_string(), entry)])).unwrap(),
+            )]
+            .into(),
+        );
+        let snap = Snapshot {
+            leader: None,
+            lock: Some(lock),
+            nodes: vec![view],
+        };
+        let s = build(&c, &snap, t("2026-01-01T00:05:00Z"));
+        let w = s.lock.in_flight[0]
+            .waiting
+            .as_ref()
+            .expect("held by its gate");
+        assert!(
+            w.why.contains("hooks.beforeDrain") && w.why.contains("ops.example.com/ok"),
+            "{}",
+            w.why
+        );
+        assert_eq!(w.until, t("2026-01-01T00:30:00Z"));
+        let txt = s.text();
+        assert!(txt.contains("waiting: hooks.beforeDrain"), "{txt}");
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["lock"]["inFlight"][0]["waiting"]["why"].is_string());
     }
 
     #[test]

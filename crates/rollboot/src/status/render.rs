@@ -113,6 +113,14 @@ fn lock(out: &mut String, now: DateTime<Utc>, k: &Lock) {
             instant(e.started),
             e.leader
         );
+        if let Some(w) = &e.waiting {
+            let _ = writeln!(
+                out,
+                "    waiting: {} (until {} at most)",
+                w.why,
+                instant(w.until)
+            );
+        }
     }
 }
 
