@@ -359,6 +359,21 @@ async fn gate_annotations_hold_a_node_back_from_its_uncordon_until_given() {
         v.other_annotations
     );
     assert_eq!(h.reboots(&node), 1);
+    // The wait was said when it began and when it ended (Normal Events on the Node).
+    let waiting = h.events("HookWaiting").await.unwrap();
+    assert!(
+        waiting
+            .iter()
+            .any(|n| n.contains("hooks.afterReboot") && n.contains(GATE)),
+        "{waiting:?}"
+    );
+    let passed = h.events("HookPassed").await.unwrap();
+    assert!(
+        passed
+            .iter()
+            .any(|n| n.contains("hooks.afterReboot passed after")),
+        "{passed:?}"
+    );
     h.shutdown().await;
 }
 

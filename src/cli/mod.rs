@@ -573,8 +573,15 @@ async fn shutdown_signal() {
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // kube's client logs every 5xx answer at ERROR from its HTTP layer; rollboot handles and
+    // logs each answer itself (a 500 from overlapping budgets is retried, a 503 from an API
+    // server restart is waited out), so by default those duplicate lines are off. RUST_LOG,
+    // when set, decides alone.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "{default_level},kube_client::client::builder=off"
+        ))
+    });
     // Colour codes only for a person at a terminal, never into a log file or a collector, and
     // not for one who asked for none (NO_COLOR, https://no-color.org: set and not empty).
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());

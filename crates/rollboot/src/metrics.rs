@@ -536,18 +536,13 @@ fn render_config(s: &mut String, c: &Config, now: chrono::DateTime<chrono::Utc>)
     head(
         s,
         "state_timeout_seconds",
-        "The configured timeout of each timed node state (drain, reboot, health gate)",
+        "The longest a node may stay in each state before the controller fails it: the state's own timeout plus those of the hooks that hold the node in it",
         "gauge",
     );
-    for (state, d) in [
-        ("draining", c.drain.timeout),
-        ("rebooting", c.reboot.timeout),
-        ("verifying", c.health_gate.timeout),
-    ] {
+    for (state, secs) in state_timeouts(c) {
         let _ = writeln!(
             s,
-            "rollboot_state_timeout_seconds{{state=\"{state}\"}} {}",
-            d.as_millis() as f64 / 1000.0
+            "rollboot_state_timeout_seconds{{state=\"{state}\"}} {secs}"
         );
     }
     head(
@@ -557,6 +552,38 @@ fn render_config(s: &mut String, c: &Config, now: chrono::DateTime<chrono::Utc>)
         "gauge",
     );
     let _ = writeln!(s, "rollboot_max_failures {}", c.failures.max_failures);
+}
+
+/// The longest a node may stay in each state, in seconds, before the controller fails it:
+/// `cordoning` its beforeDrain hooks (0 without: a cordon takes seconds); `draining` the drain
+/// and then its afterDrain hooks and `drain.settle` (the state stays `draining` through them);
+/// `rebooting` the reboot; `verifying` its afterReboot hooks and the health gate. The stuck
+/// alert (deploy/monitoring) fires past these: a node a hook holds is not stuck until its hook's
+/// timeout, and a node held past it is.
+pub fn state_timeouts(c: &Config) -> [(&'static str, f64); 4] {
+    use crate::config::Phase;
+    let hooks = |phase: Phase| {
+        let h = c.hooks.phase(phase);
+        if h.configured() {
+            h.timeout.as_millis()
+        } else {
+            0
+        }
+    };
+    let settle = c.drain.settle.map_or(0, |d| d.as_millis());
+    let secs = |ms: i64| ms as f64 / 1000.0;
+    [
+        ("cordoning", secs(hooks(Phase::BeforeDrain))),
+        (
+            "draining",
+            secs(c.drain.timeout.as_millis() + hooks(Phase::AfterDrain) + settle),
+        ),
+        ("rebooting", secs(c.reboot.timeout.as_millis())),
+        (
+            "verifying",
+            secs(hooks(Phase::AfterReboot) + c.health_gate.timeout.as_millis()),
+        ),
+    ]
 }
 
 /// A label value in the text exposition: backslash, double quote and newline escaped.
@@ -655,5 +682,24 @@ mod tests {
         let t = m.render();
         assert_eq!(sample(&t, "rollboot_rollout_halted"), None);
         assert!(!t.contains("rollboot_lock_holder_info{"));
+    }
+
+    #[test]
+    fn a_state_s_timeout_counts_the_hooks_that_hold_the_node_in_it() {
+        let c = crate::config::parse_str(
+            "drain: {timeout: 10m, settle: 30s}\nhooks: {beforeDrain: {gates: [a.example.com/ok], timeout: 20m}, afterReboot: {gates: [a.example.com/ok], timeout: 5m}}",
+        )
+        .unwrap();
+        assert_eq!(
+            state_timeouts(&c),
+            [
+                ("cordoning", 1200.0),
+                ("draining", 630.0),
+                ("rebooting", 900.0),
+                ("verifying", 900.0),
+            ]
+        );
+        let plain = crate::config::parse_str("{}").unwrap();
+        assert_eq!(state_timeouts(&plain)[0], ("cordoning", 0.0));
     }
 }

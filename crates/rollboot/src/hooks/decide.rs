@@ -61,6 +61,32 @@ pub fn configured(config: &Config, phase: Phase) -> bool {
         || (phase == Phase::AfterDrain && config.drain.settle.is_some())
 }
 
+/// What a phase's hooks hold the node for, in words (its gate annotations, blocking webhooks,
+/// and for afterDrain `drain.settle`); `None` when nothing holds it (labels, taints and
+/// fire-and-forget webhooks only).
+pub fn what_holds(phase: Phase, config: &Config) -> Option<String> {
+    let ph = config.hooks.phase(phase);
+    let mut parts = Vec::new();
+    if !ph.gates.is_empty() {
+        parts.push(format!("the gate annotation(s) {}", ph.gates.join(", ")));
+    }
+    let blocking: Vec<&str> = ph
+        .webhooks
+        .iter()
+        .filter(|w| w.blocking)
+        .map(|w| w.name.as_str())
+        .collect();
+    if !blocking.is_empty() {
+        parts.push(format!("the blocking webhook(s) {}", blocking.join(", ")));
+    }
+    if phase == Phase::AfterDrain {
+        if let Some(s) = config.drain.settle {
+            parts.push(format!("drain.settle ({s})"));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(" and "))
+}
+
 /// The node's hooks record, `None` when absent or unreadable (see [`record_problem`]).
 pub fn record(n: &NodeView) -> Option<Record> {
     Record::parse(n.hooks.as_deref()).ok().flatten()

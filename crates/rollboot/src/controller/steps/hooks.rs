@@ -63,6 +63,21 @@ async fn begin(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> 
     let p = hd::begin_patch(phase, &ctx.config, view, now);
     patch_node(ctx, view, &format!("beginning its {phase} hooks"), p).await?;
     tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase begun (its labels and taints written)");
+    // An operator sees that the node now waits, on what, and for how long at most.
+    if let Some(what) = hd::what_holds(phase, &ctx.config) {
+        ctx.events
+            .publish_action(
+                &view.name,
+                false,
+                "HookWaiting",
+                &format!("Wait {phase}"),
+                format!(
+                    "hooks.{phase}: the node waits for {what} (at most {})",
+                    ctx.config.hooks.phase(phase).timeout
+                ),
+            )
+            .await;
+    }
     Ok(())
 }
 
@@ -104,6 +119,23 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
     .await?;
     ctx.metrics.hook_result(phase.as_str(), "passed");
     tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase passed");
+    if hd::what_holds(phase, &ctx.config).is_some() {
+        let waited = hd::phase_record(view, phase, view.state_since.unwrap_or(now))
+            .map(|p| (now - p.since).num_milliseconds().max(0) as f64 / 1000.0);
+        let note = match waited {
+            Some(s) => format!("hooks.{phase} passed after {s:.1}s"),
+            None => format!("hooks.{phase} passed"),
+        };
+        ctx.events
+            .publish_action(
+                &view.name,
+                false,
+                "HookPassed",
+                &format!("Pass {phase}"),
+                note,
+            )
+            .await;
+    }
     Ok(())
 }
 
@@ -178,7 +210,8 @@ impl Call {
         if answer.yes {
             tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook said yes");
         } else {
-            tracing::warn!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes; the node is held");
+            // An expected answer of a gate: the node waits, as configured (INFO, not a fault).
+            tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes yet; the node is held");
         }
         answer
     }
