@@ -197,6 +197,26 @@ async fn serve_rollout_serves_a_rollout_a_client_can_watch() {
         assert!(Instant::now() < deadline, "no kubeconfig written");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The config the rollout runs with, beside the kubeconfig: status reads the served
+    // cluster with it, and sees the rollout's lock and an open window.
+    let config_file = dir.path().join("rollboot-sim.config.yaml");
+    let text = std::fs::read_to_string(&config_file).expect("the effective config is written");
+    rollboot::config::parse_str(&text).unwrap_or_else(|p| panic!("{p:?}\n{text}"));
+    let status = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+        .args(["status", "-o", "json", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--config")
+        .arg(&config_file)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let st: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(st["maintenance"]["allowedNow"], true, "{st}");
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await

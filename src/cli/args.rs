@@ -350,6 +350,11 @@ pub struct SimulateArgs {
     /// is printed once it is decided, and serving goes on until Ctrl-C.
     #[arg(long, requires = "serve")]
     pub rollout: bool,
+    /// With `--serve --rollout`: where to write the config the rollout runs with, for
+    /// `rollboot status --config` and `plan --config` against it (default:
+    /// rollboot-sim.config.yaml beside the kubeconfig).
+    #[arg(long, value_name = "FILE", requires = "rollout")]
+    pub config_out: Option<std::path::PathBuf>,
     /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
     /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
     /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
@@ -391,6 +396,7 @@ impl From<SimulateArgs> for rollboot_sim::simulate::Options {
             idle_for: a.idle_for,
             chaos: a.chaos,
             rollout: a.rollout,
+            config_out: a.config_out,
             from_cluster: a.from_cluster,
             snapshot_out: a.snapshot_out,
             snapshot: a.snapshot,

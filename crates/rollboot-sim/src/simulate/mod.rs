@@ -61,6 +61,9 @@ pub struct Options {
     /// the served API, so it can be watched live with kubectl and `rollboot status`; the report
     /// is printed once it is decided, and serving goes on until Ctrl-C.
     pub rollout: bool,
+    /// With `--serve --rollout`: where to write the config the rollout runs with (default:
+    /// `rollboot-sim.config.yaml` beside the kubeconfig).
+    pub config_out: Option<std::path::PathBuf>,
     /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
     /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
     /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
@@ -848,6 +851,9 @@ pub struct Serve {
     pub listen: std::net::SocketAddr,
     /// Where to write the kubeconfig.
     pub kubeconfig_out: std::path::PathBuf,
+    /// Where to write the config the rollout runs with (scaled, as the controllers read it),
+    /// for `rollboot status` and `plan` against the served cluster.
+    pub config_out: std::path::PathBuf,
     /// The kubeconfig's bearer token.
     pub token: String,
 }
@@ -897,13 +903,26 @@ pub async fn rollout_with(
         None => Harness::start_with(scenario.clone(), config, cluster_opts).await?,
     };
     if let Some(s) = &opts.serve {
+        // The config first: a client that sees the kubeconfig finds the config beside it.
+        let text = format!(
+            "# The config `rollboot simulate --serve --rollout` runs its controllers and agents with\n# (durations as run): for `rollboot status --config` and `plan --config` against it.\n{}",
+            yaml_serde::to_string(&*h.config)?
+        );
+        std::fs::write(&s.config_out, text).map_err(|e| {
+            anyhow::anyhow!(
+                "writing the effective config to {}: {e}",
+                s.config_out.display()
+            )
+        })?;
         h.cluster.write_kubeconfig(&s.kubeconfig_out, &s.token)?;
         eprintln!(
-            "simulated cluster at {}, rollout running; kubeconfig: {}\n  watch it: kubectl --kubeconfig {} get nodes -w\n  or:       KUBECONFIG={} rollboot status --config CONFIG (the lock and leader names of the config the rollout runs with)",
+            "simulated cluster at {}, rollout running; kubeconfig: {}, config: {}\n  watch it: kubectl --kubeconfig {} get nodes -w\n  or:       rollboot status --kubeconfig {} --config {}",
             h.cluster.base_url(),
             s.kubeconfig_out.display(),
+            s.config_out.display(),
             s.kubeconfig_out.display(),
-            s.kubeconfig_out.display()
+            s.kubeconfig_out.display(),
+            s.config_out.display(),
         );
     }
     if let Some(n) = opts
@@ -1231,6 +1250,11 @@ pub fn main(args: Options) -> anyhow::Result<ExitCode> {
         serve: args.rollout.then(|| Serve {
             listen: args.sim.listen,
             kubeconfig_out: args.sim.kubeconfig_out.clone(),
+            config_out: args.config_out.clone().unwrap_or_else(|| {
+                args.sim
+                    .kubeconfig_out
+                    .with_file_name("rollboot-sim.config.yaml")
+            }),
             token: args.sim.token.clone(),
         }),
     };
