@@ -250,11 +250,7 @@ async fn who_acts_now(client: &kube::Client, config: &Config, node: &str) -> Vec
         )),
     }
     match leader {
-        Ok(l) => notes.extend(leader_note(
-            l.as_ref(),
-            &format!("{}/{}", config.leader.namespace, config.leader.name),
-            Utc::now(),
-        )),
+        Ok(l) => notes.extend(leader_note(config, l.as_ref(), Utc::now())),
         Err(e) => notes.push(format!(
             "the leader Lease {}/{} could not be read: {e}",
             config.leader.namespace, config.leader.name
@@ -284,28 +280,23 @@ pub fn lock_notes(record: &LockRecord, ours: &str, name: &str, node: &str) -> Ve
     notes
 }
 
-/// What the leader Lease `name` says: a note when no controller leads now (pure).
-pub fn leader_note(lease: Option<&Lease>, name: &str, now: DateTime<Utc>) -> Option<String> {
-    let spec = lease.and_then(|l| l.spec.as_ref());
-    let holder = spec
-        .and_then(|s| s.holder_identity.as_deref())
-        .filter(|h| !h.is_empty());
-    let renewed = spec
-        .and_then(|s| s.renew_time.as_ref())
-        .map(|t| time::from_jiff(t.0));
-    let duration = spec
-        .and_then(|s| s.lease_duration_seconds)
-        .unwrap_or(15)
-        .max(1);
-    match (holder, renewed) {
-        (Some(_), Some(r)) if now - r <= chrono::Duration::seconds(duration.into()) => None,
-        (Some(h), _) => Some(format!(
-            "the leader Lease {name} names `{h}`, but it has not renewed it within its {duration}s: no controller may be running to act on it"
-        )),
-        (None, _) => Some(format!(
-            "no controller holds the leader Lease {name}: nothing acts on it until one runs"
-        )),
+/// What the leader Lease says, as `rollboot status` reads it: a note when no controller leads
+/// now (pure).
+pub fn leader_note(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>) -> Option<String> {
+    let l = crate::status::leader(config, lease, now);
+    if !l.expired {
+        return None;
     }
+    Some(match l.holder {
+        Some(h) => format!(
+            "the leader Lease {} names `{h}`, but it has not renewed it within its {}s: no controller may be running to act on it",
+            l.lease, l.lease_duration_seconds
+        ),
+        None => format!(
+            "no controller holds the leader Lease {}: nothing acts on it until one runs",
+            l.lease
+        ),
+    })
 }
 
 // ---- decisions (pure) ------------------------------------------------------------------------

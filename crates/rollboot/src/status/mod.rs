@@ -303,7 +303,8 @@ fn lease_name(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
-fn leader(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>) -> Leader {
+/// The leader Lease as read at `now` (also the operator controls' note on who acts).
+pub(crate) fn leader(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>) -> Leader {
     let spec = lease.and_then(|l| l.spec.as_ref());
     let holder = spec
         .and_then(|s| s.holder_identity.clone())
