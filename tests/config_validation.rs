@@ -349,6 +349,17 @@ fn bad_drain_order_rules_and_volume_timeouts_are_named_by_key_and_line() {
     );
     assert_eq!(p.line, Some(3), "{p:?}");
     let p = one_problem(
+        "silences:\n  alertmanager:\n    url: http://am:9093\n    matchers: ['node=\"{{node}}\"', 'no operator']\n",
+        "silences.alertmanager.matchers[1]",
+        "is not a matcher",
+    );
+    assert_eq!(p.line, Some(4), "{p:?}");
+    one_problem(
+        "blockers:\n  alertmanager: {url: 'am:9093'}\n",
+        "blockers.alertmanager.url",
+        "not an http:// or https:// URL",
+    );
+    let p = one_problem(
         "nodes:\n  minRebootInterval: 0s\n",
         "nodes.minRebootInterval",
         "must be a positive duration",

@@ -41,6 +41,7 @@ pub mod notify;
 pub mod plan;
 pub mod render;
 pub mod selector;
+pub mod silences;
 pub mod status;
 pub mod time;
 pub mod windows;

@@ -116,6 +116,7 @@ pub struct Metrics {
     evictions_refused: Mutex<BTreeMap<&'static str, u64>>,
     notifications: Mutex<BTreeMap<(String, String, String), u64>>,
     hooks: Mutex<BTreeMap<(String, String), u64>>,
+    silences: Mutex<BTreeMap<&'static str, u64>>,
     rollout: Mutex<Option<RolloutGauges>>,
     config: Mutex<Option<Arc<Config>>>,
     /// What `/readyz` answers from.
@@ -232,6 +233,15 @@ impl Metrics {
             .lock()
             .expect("metrics")
             .entry((phase.into(), outcome.into()))
+            .or_default() += 1;
+    }
+    /// An Alertmanager silence's fate: `created`, `failed`, `expired`, `expire_failed`.
+    pub fn silence(&self, outcome: &'static str) {
+        *self
+            .silences
+            .lock()
+            .expect("metrics")
+            .entry(outcome)
             .or_default() += 1;
     }
     /// The rollout as the leader saw it on its last pass.
@@ -431,6 +441,15 @@ impl Metrics {
                 escape(phase),
                 escape(outcome)
             );
+        }
+        head(
+            s,
+            "silences_total",
+            "Alertmanager silences of nodes in maintenance, by outcome (created, failed, expired, expire_failed)",
+            "counter",
+        );
+        for (outcome, v) in self.silences.lock().expect("metrics").iter() {
+            let _ = writeln!(s, "rollboot_silences_total{{outcome=\"{outcome}\"}} {v}");
         }
     }
 

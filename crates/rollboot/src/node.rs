@@ -64,6 +64,10 @@ pub const HEALTH_GATE: &str = "rollboot.dev/health-gate";
 /// another leader waits for them too (once a detach has begun, only their VolumeAttachments
 /// show them). Removed with `done`.
 pub const DRAIN_VOLUMES: &str = "rollboot.dev/drain-volumes";
+/// Controller: the ID of the Alertmanager silence of this cycle (`silences.alertmanager`),
+/// written with `draining`, so that whichever leader ends the cycle expires it. Removed with
+/// `done` or `failed`.
+pub const SILENCE_ID: &str = "rollboot.dev/silence-id";
 /// Controller, history: when the node's last reboot cycle ended `done` (RFC 3339).
 pub const LAST_REBOOT: &str = "rollboot.dev/last-reboot";
 /// Controller, history: the boot ID before the last reboot rollboot verified.
@@ -404,6 +408,8 @@ pub struct NodeView {
     pub malformed: Vec<Malformed>,
     /// `health-gate` JSON.
     pub health_gate: Option<String>,
+    /// `silence-id`: the Alertmanager silence of this cycle.
+    pub silence_id: Option<String>,
     /// `failure-reason` (with `state: failed`).
     pub failure_reason: Option<String>,
     /// The reboot history rollboot keeps on the Node.
@@ -763,6 +769,7 @@ impl NodeView {
             reboot_refused: cycle.reboot_refused,
             malformed,
             health_gate: get(HEALTH_GATE),
+            silence_id: get(SILENCE_ID),
             failure_reason: get(FAILURE_REASON),
             history,
             labels,

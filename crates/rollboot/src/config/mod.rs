@@ -63,6 +63,8 @@ pub struct Config {
     pub notifications: Notifications,
     /// What rollboot does, asks and waits for at each phase of a node's cycle.
     pub hooks: Hooks,
+    /// Silences while a node is in maintenance.
+    pub silences: Silences,
     /// Validated, compiled forms of the string fields above.
     #[serde(skip)]
     compiled: Compiled,
@@ -581,6 +583,63 @@ pub struct Blockers {
     /// Nothing new starts while matching alerts fire in Prometheus. Default: not checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prometheus: Option<Prometheus>,
+    /// Nothing new starts while Alertmanager has active alerts that no silence or inhibition
+    /// covers (a node's own maintenance silence does: its alerts do not stop the next node).
+    /// Default: not checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alertmanager: Option<AlertmanagerBlocker>,
+}
+
+/// `blockers.alertmanager`.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AlertmanagerBlocker {
+    /// Base URL, `http://` or `https://` (`http://alertmanager.monitoring:9093`).
+    pub url: String,
+    /// A bearer token, read from a Secret. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_from: Option<crate::config::notifications::SecretRef>,
+    /// Matchers (`severity=~"critical|warning"`) that select the alerts that block. Default:
+    /// every alert.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filter: Vec<String>,
+}
+
+/// `silences`: silences rollboot holds while a node is in maintenance.
+#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Silences {
+    /// An Alertmanager silence per node, made before its drain and expired when its cycle
+    /// ends. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alertmanager: Option<AlertmanagerSilences>,
+}
+
+/// `silences.alertmanager`.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AlertmanagerSilences {
+    /// Base URL, `http://` or `https://`.
+    pub url: String,
+    /// A bearer token, read from a Secret. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_from: Option<crate::config::notifications::SecretRef>,
+    /// The silence's matchers, `{{node}}` standing for the node's name (regex-quoted in a
+    /// regex matcher). Default: `node="{{node}}"`.
+    #[serde(default = "default_silence_matchers")]
+    pub matchers: Vec<String>,
+    /// How much longer than the longest cycle (drain, reboot and health gate timeouts) the
+    /// silence lasts if rollboot cannot expire it. Default 10m.
+    #[serde(default = "default_silence_extra")]
+    pub extra: Duration,
+}
+
+fn default_silence_matchers() -> Vec<String> {
+    vec!["node=\"{{node}}\"".into()]
+}
+
+fn default_silence_extra() -> Duration {
+    Duration::from_mins(10)
 }
 
 /// A Prometheus server whose alerts block new reboots.

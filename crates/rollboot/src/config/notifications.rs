@@ -444,6 +444,11 @@ fn template(event: NotifyEvent, t: &str, report: &mut Report) {
     }
 }
 
+/// A [`SecretRef`] at `path`: exactly one of a valid environment variable name and a path.
+pub(crate) fn check_secret_ref(path: &str, r: &SecretRef, report: &mut Report) {
+    secret_ref(path, r, report)
+}
+
 fn secret_ref(path: &str, r: &SecretRef, report: &mut Report) {
     match (&r.env, &r.file) {
         (Some(_), Some(_)) => report(

@@ -33,6 +33,31 @@ pub(super) fn validate(config: &mut Config, report: &mut Report) {
     if let Some(p) = &config.blockers.prometheus {
         prometheus(p, report);
     }
+    if let Some(a) = &config.blockers.alertmanager {
+        alertmanager(
+            "blockers.alertmanager",
+            &a.url,
+            a.token_from.as_ref(),
+            report,
+        );
+        matchers("blockers.alertmanager.filter", &a.filter, report);
+    }
+    if let Some(s) = &config.silences.alertmanager {
+        alertmanager(
+            "silences.alertmanager",
+            &s.url,
+            s.token_from.as_ref(),
+            report,
+        );
+        if s.matchers.is_empty() {
+            report(
+                "silences.alertmanager.matchers".into(),
+                "a silence needs at least one matcher (default: node=\"{{node}}\")".into(),
+            );
+        }
+        matchers("silences.alertmanager.matchers", &s.matchers, report);
+        positive("silences.alertmanager.extra", s.extra, report);
+    }
     leases(config, report);
     super::notifications::validate(&config.notifications, report);
     super::hooks::validate(&config.hooks, report);
@@ -338,6 +363,42 @@ fn prometheus(p: &Prometheus, report: &mut Report) {
                 "blockers.prometheus.alertFilter".into(),
                 format!("not a valid regular expression: {e}"),
             );
+        }
+    }
+}
+
+/// An Alertmanager's `url` (http or https) and `tokenFrom` under `key`.
+fn alertmanager(
+    key: &str,
+    url: &str,
+    token: Option<&crate::config::notifications::SecretRef>,
+    report: &mut Report,
+) {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        report(
+            format!("{key}.url"),
+            format!("`{url}` is not an http:// or https:// URL of an Alertmanager"),
+        );
+    }
+    if let Some(t) = token {
+        super::notifications::check_secret_ref(&format!("{key}.tokenFrom"), t, report);
+    }
+}
+
+/// Alertmanager matchers, each `name="value"` (`=`, `!=`, `=~`, `!~`).
+fn matchers(key: &str, list: &[String], report: &mut Report) {
+    for (i, m) in list.iter().enumerate() {
+        match crate::silences::Matcher::parse(m) {
+            Err(why) => report(format!("{key}[{i}]"), why),
+            Ok(m) if m.is_regex => {
+                if let Err(e) = regex::Regex::new(&m.value.replace("{{node}}", "node")) {
+                    report(
+                        format!("{key}[{i}]"),
+                        format!("not a valid regular expression: {e}"),
+                    );
+                }
+            }
+            Ok(_) => {}
         }
     }
 }

@@ -62,6 +62,17 @@ pub(super) struct Ctx {
     pub(super) lock_edits: Arc<tokio::sync::Mutex<()>>,
     /// `blockers.prometheus`, when configured.
     pub(super) alerts: Option<AlertSource>,
+    /// `blockers.alertmanager`, when configured: the Alertmanager and the filter's matchers.
+    pub(super) am_alerts: Option<(
+        crate::silences::client::Alertmanager,
+        Vec<crate::silences::Matcher>,
+    )>,
+    /// `silences.alertmanager`, when configured: the Alertmanager and the silence's matchers
+    /// (with `{{node}}` still in them).
+    pub(super) silencer: Option<(
+        crate::silences::client::Alertmanager,
+        Vec<crate::silences::Matcher>,
+    )>,
     /// Sends the fire-and-forget webhooks.
     pub(super) firer: Firer,
     /// The rollout's metrics and notifications.

@@ -60,6 +60,19 @@ pub enum Blocker {
         /// What went wrong.
         error: String,
     },
+    /// Alertmanager has active alerts no silence or inhibition covers
+    /// (`blockers.alertmanager`).
+    AlertmanagerAlerts {
+        /// Their names.
+        names: Vec<String>,
+    },
+    /// Alertmanager could not be asked: fail safe, nothing new starts.
+    AlertmanagerUnknown {
+        /// Its URL.
+        url: String,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 impl fmt::Display for Blocker {
@@ -95,6 +108,16 @@ impl fmt::Display for Blocker {
             Blocker::AlertsUnknown { url, error } => write!(
                 f,
                 "Prometheus at {url} could not be asked for alerts (blocking to be safe): {error}"
+            ),
+            Blocker::AlertmanagerAlerts { names } => write!(
+                f,
+                "{} alert(s) active in Alertmanager, not silenced nor inhibited: {}",
+                names.len(),
+                names.join(", ")
+            ),
+            Blocker::AlertmanagerUnknown { url, error } => write!(
+                f,
+                "Alertmanager at {url} could not be asked for alerts (blocking to be safe): {error}"
             ),
         }
     }

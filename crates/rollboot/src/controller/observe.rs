@@ -46,6 +46,8 @@ pub fn blocker_kind(b: &Blocker) -> &'static str {
         Blocker::BlockingPods { .. } => "blocking_pods",
         Blocker::Alerts { .. } => "alerts",
         Blocker::AlertsUnknown { .. } => "alerts_unknown",
+        Blocker::AlertmanagerAlerts { .. } => "alertmanager_alerts",
+        Blocker::AlertmanagerUnknown { .. } => "alertmanager_unknown",
     }
 }
 

@@ -84,7 +84,11 @@ pub(super) fn cluster_blockers(
                     }
                 }
                 // Prometheus is asked by the read, not through the snapshot: see `alerts`.
-                Blocker::Alerts { .. } | Blocker::AlertsUnknown { .. } => return None,
+                // Prometheus is asked by the read; Alertmanager is not asked by `plan`.
+                Blocker::Alerts { .. }
+                | Blocker::AlertsUnknown { .. }
+                | Blocker::AlertmanagerAlerts { .. }
+                | Blocker::AlertmanagerUnknown { .. } => return None,
             })
         })
         .collect()

@@ -42,19 +42,33 @@ pub(super) async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
     out
 }
 
-/// `blockers.prometheus`'s firing alerts as a blocker (or that Prometheus cannot be asked:
-/// nothing new starts then), none when it is not configured. Asked only when something could
-/// start, so an idle cluster costs Prometheus nothing.
-pub(super) async fn alerts(ctx: &Ctx) -> Option<Blocker> {
-    let source = ctx.alerts.as_ref()?;
-    match source.check().await {
-        Ok(names) if names.is_empty() => None,
-        Ok(names) => Some(Blocker::Alerts { names }),
-        Err(error) => Some(Blocker::AlertsUnknown {
-            url: source.url().to_string(),
-            error,
-        }),
+/// `blockers.prometheus`'s firing alerts and `blockers.alertmanager`'s active, unsilenced,
+/// uninhibited ones as blockers (or that either cannot be asked: nothing new starts then),
+/// none when neither is configured. Asked only when something could start, so an idle cluster
+/// costs them nothing.
+pub(super) async fn alerts(ctx: &Ctx) -> Vec<Blocker> {
+    let mut out = Vec::new();
+    if let Some(source) = ctx.alerts.as_ref() {
+        match source.check().await {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => out.push(Blocker::Alerts { names }),
+            Err(error) => out.push(Blocker::AlertsUnknown {
+                url: source.url().to_string(),
+                error,
+            }),
+        }
     }
+    if let Some((am, filter)) = ctx.am_alerts.as_ref() {
+        match am.active_alerts(filter).await {
+            Ok(names) if names.is_empty() => {}
+            Ok(names) => out.push(Blocker::AlertmanagerAlerts { names }),
+            Err(error) => out.push(Blocker::AlertmanagerUnknown {
+                url: am.url().to_string(),
+                error,
+            }),
+        }
+    }
+    out
 }
 
 /// The instant of the decision, after every request before it: a window that closed while
@@ -77,11 +91,16 @@ pub(super) fn look_again(ctx: &Ctx, blockers: &[Blocker], now: DateTime<Utc>) ->
             .first()
             .map(|o| o.start.max(now + chrono::Duration::milliseconds(100)))
             .unwrap_or(now + chrono::Duration::seconds(1))
-    } else if blockers
-        .iter()
-        .any(|b| matches!(b, Blocker::Alerts { .. } | Blocker::AlertsUnknown { .. }))
-    {
-        // Alerts are not watched: ask Prometheus again soon, while something waits.
+    } else if blockers.iter().any(|b| {
+        matches!(
+            b,
+            Blocker::Alerts { .. }
+                | Blocker::AlertsUnknown { .. }
+                | Blocker::AlertmanagerAlerts { .. }
+                | Blocker::AlertmanagerUnknown { .. }
+        )
+    }) {
+        // Alerts are not watched: ask again soon, while something waits.
         now + ALERTS_RECHECK
     } else {
         now + chrono::Duration::seconds(30)

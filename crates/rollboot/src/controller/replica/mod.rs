@@ -120,6 +120,24 @@ fn context(
         Some(p) => Some(AlertSource::new(p).map_err(Error::Client)?),
         None => None,
     };
+    let am_alerts = match &config.blockers.alertmanager {
+        Some(a) => Some(alertmanager(
+            "blockers.alertmanager",
+            &a.url,
+            a.token_from.as_ref(),
+            &a.filter,
+        )?),
+        None => None,
+    };
+    let silencer = match &config.silences.alertmanager {
+        Some(s) => Some(alertmanager(
+            "silences.alertmanager",
+            &s.url,
+            s.token_from.as_ref(),
+            &s.matchers,
+        )?),
+        None => None,
+    };
     // A pass reads only the Nodes a decision can turn on, kept up to date as each is parsed.
     let view_cache = Arc::new(std::sync::Mutex::new(ViewCache::with_notable({
         let config = config.clone();
@@ -129,6 +147,8 @@ fn context(
     Ok(Ctx {
         gate_hub: Arc::new(Hub::new(client.clone())),
         alerts,
+        am_alerts,
+        silencer,
         observe: Arc::new(Observer::new(
             &config,
             metrics.clone(),
@@ -186,4 +206,35 @@ async fn lead_while_elected(
         // Until the elector publishes the loss, `acquired` would return at once.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// An Alertmanager client and its matchers, from the config at `key` (validated at load; the
+/// token read from its Secret now).
+fn alertmanager(
+    key: &str,
+    url: &str,
+    token: Option<&crate::config::notifications::SecretRef>,
+    matchers: &[String],
+) -> Result<
+    (
+        crate::silences::client::Alertmanager,
+        Vec<crate::silences::Matcher>,
+    ),
+    Error,
+> {
+    let token = match token {
+        Some(r) => Some(
+            crate::notify::read_secret(r)
+                .map_err(|e| Error::Client(format!("{key}.tokenFrom: {e}")))?,
+        ),
+        None => None,
+    };
+    let am = crate::silences::client::Alertmanager::new(url, token, &format!("{key}.url"))
+        .map_err(Error::Client)?;
+    let matchers = matchers
+        .iter()
+        .map(|m| crate::silences::Matcher::parse(m))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::Client(format!("{key}: {e}")))?;
+    Ok((am, matchers))
 }

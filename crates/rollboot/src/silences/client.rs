@@ -1,0 +1,140 @@
+//! Alertmanager's API v2, the three requests rollboot makes: create a silence (`POST
+//! /api/v2/silences`), expire it (`DELETE /api/v2/silence/{id}`), and list the active,
+//! unsilenced, uninhibited alerts (`GET /api/v2/alerts`).
+//!
+//! Owns the HTTP of those requests and their errors, each naming the URL. The HTTP client is
+//! kube's own (hyper, rustls), built without credentials but the optional bearer token, as the
+//! Prometheus blocker's: no new dependency. It decides nothing.
+
+use std::time::Duration;
+
+use super::{alert_names, Alert, Matcher, Silence};
+
+/// How long one request may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One Alertmanager.
+#[derive(Clone)]
+pub struct Alertmanager {
+    client: kube::Client,
+    url: String,
+    token: Option<String>,
+}
+
+impl Alertmanager {
+    /// A client for the Alertmanager at `url` (its base: `http://alertmanager:9093`), with the
+    /// bearer `token` when given; an error names what is wrong with the URL.
+    pub fn new(url: &str, token: Option<String>, key: &str) -> Result<Alertmanager, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("{key} `{url}`: {e}"))?;
+        let mut cfg = kube::Config::new(uri);
+        cfg.read_timeout = Some(TIMEOUT);
+        cfg.connect_timeout = Some(TIMEOUT);
+        cfg.default_retry = false;
+        let client = kube::Client::try_from(cfg)
+            .map_err(|e| format!("a client for Alertmanager `{url}`: {e}"))?;
+        Ok(Alertmanager {
+            client,
+            url: url.to_string(),
+            token,
+        })
+    }
+
+    /// The base URL, for messages.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn request(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<http::Request<Vec<u8>>, String> {
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("accept", "application/json")
+            .header("content-type", "application/json");
+        if let Some(t) = &self.token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        b.body(body).map_err(|e| e.to_string())
+    }
+
+    /// Sends `req`: the answer's text; an error with the HTTP status when there was one.
+    async fn send(&self, req: http::Request<Vec<u8>>) -> Result<String, (Option<u16>, String)> {
+        match tokio::time::timeout(TIMEOUT, self.client.request_text(req)).await {
+            Err(_) => Err((
+                None,
+                format!("{}: no answer within {}s", self.url, TIMEOUT.as_secs()),
+            )),
+            Ok(Ok(text)) => Ok(text),
+            Ok(Err(kube::Error::Api(s))) => Err((
+                Some(s.code),
+                format!("{}: HTTP {}: {}", self.url, s.code, s.message),
+            )),
+            Ok(Err(e)) => Err((None, format!("{}: {e}", self.url))),
+        }
+    }
+
+    /// Creates `silence`; its ID.
+    pub async fn create(&self, silence: &Silence) -> Result<String, String> {
+        let body = serde_json::to_vec(silence).map_err(|e| e.to_string())?;
+        let text = self
+            .send(self.request(http::Method::POST, "/api/v2/silences", body)?)
+            .await
+            .map_err(|(_, e)| e)?;
+        // Alertmanager's API v2 answers `{"silenceID": "..."}`.
+        #[derive(serde::Deserialize)]
+        struct Created {
+            #[serde(rename = "silenceID")]
+            silence_id: String,
+        }
+        serde_json::from_str::<Created>(&text)
+            .map(|c| c.silence_id)
+            .map_err(|e| format!("{}: unexpected answer to the silence: {e}", self.url))
+    }
+
+    /// Expires the silence `id` (one already gone or expired is fine).
+    pub async fn expire(&self, id: &str) -> Result<(), String> {
+        let path = format!("/api/v2/silence/{id}");
+        match self
+            .send(self.request(http::Method::DELETE, &path, Vec::new())?)
+            .await
+        {
+            Ok(_) | Err((Some(404), _)) => Ok(()),
+            Err((_, e)) => Err(e),
+        }
+    }
+
+    /// The names of the active alerts that no silence or inhibition covers, among those the
+    /// `filter` matchers select.
+    pub async fn active_alerts(&self, filter: &[Matcher]) -> Result<Vec<String>, String> {
+        let mut path = String::from(
+            "/api/v2/alerts?active=true&silenced=false&inhibited=false&unprocessed=false",
+        );
+        for m in filter {
+            path.push_str("&filter=");
+            path.push_str(&percent(&m.filter_text()));
+        }
+        let text = self
+            .send(self.request(http::Method::GET, &path, Vec::new())?)
+            .await
+            .map_err(|(_, e)| e)?;
+        let alerts: Vec<Alert> = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: unexpected answer to the alerts: {e}", self.url))?;
+        Ok(alert_names(&alerts))
+    }
+}
+
+/// `s` percent-encoded for a query parameter's value.
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
