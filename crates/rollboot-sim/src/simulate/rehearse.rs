@@ -233,6 +233,24 @@ pub fn scale_config(
                 ));
             }
         }
+        // Nor silence the operator's real alerts, nor wait on their Alertmanager.
+        if let Some(sil) = obj.remove("silences") {
+            if let Some(url) = sil["alertmanager"]["url"].as_str() {
+                ignored.push(format!(
+                    "silences.alertmanager ({url}): a rehearsal creates no silence"
+                ));
+            }
+        }
+        if let Some(am) = obj
+            .get_mut("blockers")
+            .and_then(|b| b.as_object_mut())
+            .and_then(|b| b.remove("alertmanager"))
+        {
+            ignored.push(format!(
+                "blockers.alertmanager ({}): a rehearsal asks no Alertmanager",
+                am["url"].as_str().unwrap_or("")
+            ));
+        }
         // Nor call its webhooks (a change ticket opened by a rehearsal), nor wait on gate
         // annotations no other controller sets here (every node would fail at the phase's
         // timeout). Labels and taints are kept: the simulated cluster stores them as a real one.
@@ -749,6 +767,22 @@ mod tests {
         // Without sinks there is nothing to say.
         let (_, s) = scale_config(&parse("{}"), 0.01).unwrap();
         assert!(s.ignored.is_empty(), "{s:?}");
+    }
+
+    #[test]
+    fn a_rehearsal_silences_nothing_and_asks_no_alertmanager() {
+        let yaml = "silences: {alertmanager: {url: 'http://am:9093'}}\nblockers: {alertmanager: {url: 'http://am:9093'}, maxUnreadyNodes: 1}";
+        let (run, s) = scale_config(&parse(yaml), 0.01).unwrap();
+        assert!(run.silences.alertmanager.is_none());
+        assert!(run.blockers.alertmanager.is_none());
+        assert_eq!(run.blockers.max_unready_nodes, 1);
+        assert_eq!(
+            s.ignored,
+            [
+                "silences.alertmanager (http://am:9093): a rehearsal creates no silence",
+                "blockers.alertmanager (http://am:9093): a rehearsal asks no Alertmanager"
+            ]
+        );
     }
 
     #[test]
