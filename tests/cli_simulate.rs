@@ -317,3 +317,56 @@ fn a_budget_that_can_never_allow_a_disruption_fails_its_node_at_once_by_default(
         "the run took {took:?}: it waited for the drain's timeout"
     );
 }
+
+/// `--call-hooks`: a simulated rollout with `--config` calls the config's webhooks (here a
+/// fire-and-forget beforeDrain hook on a receiver on 127.0.0.1), which it otherwise drops and
+/// names in `configIgnored`.
+#[test]
+fn call_hooks_lets_a_simulated_rollout_call_the_configured_webhooks() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(AtomicUsize::new(0));
+    let seen = got.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut buf = [0u8; 65536];
+            let n = s.read(&mut buf).unwrap_or(0);
+            if String::from_utf8_lossy(&buf[..n]).starts_with("POST /done") {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("drain: {{evictUnreplicated: true, deleteEmptyDirData: true}}\nhooks: {{beforeDrain: {{webhooks: [{{name: done, url: 'http://127.0.0.1:{port}/done'}}]}}}}\n"),
+    )
+    .unwrap();
+    let c = config.to_str().unwrap();
+    let (code, r, err) = simulate(&["--nodes", "2", "--config", c, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        got.load(Ordering::SeqCst),
+        0,
+        "a simulation called a webhook"
+    );
+    assert!(
+        r["configIgnored"].to_string().contains("webhook done"),
+        "{r}"
+    );
+    let (code, r, err) = simulate(&["--nodes", "2", "--config", c, "--call-hooks", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    // Fire-and-forget: sent off the step path, possibly after the run is decided.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.load(Ordering::SeqCst) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(got.load(Ordering::SeqCst), 2, "{r}");
+}

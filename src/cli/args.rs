@@ -355,6 +355,11 @@ pub struct SimulateArgs {
     /// rollboot-sim.config.yaml beside the kubeconfig).
     #[arg(long, value_name = "FILE", requires = "rollout")]
     pub config_out: Option<std::path::PathBuf>,
+    /// With `--config`: call its hooks' webhooks (and wait on its gates) and send to its
+    /// notification sinks, which a simulation otherwise drops: to try a receiver against a
+    /// simulated rollout (`--serve --rollout`). Alertmanager silences stay dropped.
+    #[arg(long, requires = "config")]
+    pub call_hooks: bool,
     /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
     /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
     /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
@@ -397,6 +402,7 @@ impl From<SimulateArgs> for rollboot_sim::simulate::Options {
             chaos: a.chaos,
             rollout: a.rollout,
             config_out: a.config_out,
+            call_hooks: a.call_hooks,
             from_cluster: a.from_cluster,
             snapshot_out: a.snapshot_out,
             snapshot: a.snapshot,

@@ -64,6 +64,9 @@ pub struct Options {
     /// With `--serve --rollout`: where to write the config the rollout runs with (default:
     /// `rollboot-sim.config.yaml` beside the kubeconfig).
     pub config_out: Option<std::path::PathBuf>,
+    /// With `--config`: keep its hooks' webhooks and gates and its notification sinks, so the
+    /// simulated rollout calls them (a rehearsal drops them otherwise).
+    pub call_hooks: bool,
     /// Rehearse on a snapshot of the cluster of the current kubeconfig (read-only: gets and
     /// lists of Nodes, Pods, PodDisruptionBudgets, Deployments, ReplicaSets, StatefulSets,
     /// DaemonSets) instead of a generated world. A `--scenario` then gives only the timings
@@ -1325,7 +1328,8 @@ fn run_config(
     Ok(match (&args.config, setup) {
         (Some(f), _) => {
             let written = rollboot::config::load_file(f)?;
-            let (run, scaling) = rehearse::scale_config(&written, time_factor)?;
+            let (run, scaling) =
+                rehearse::scale_config_calling(&written, time_factor, args.call_hooks)?;
             let used = rehearse::ConfigUsed {
                 source: format!(
                     "{} as written, its durations scaled by the time factor {time_factor}",

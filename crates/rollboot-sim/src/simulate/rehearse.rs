@@ -160,6 +160,17 @@ pub fn scale_config(
     config: &Config,
     time_factor: f64,
 ) -> Result<(Config, ConfigScaling), RehearseError> {
+    scale_config_calling(config, time_factor, false)
+}
+
+/// [`scale_config`], but with `call_hooks` (`simulate --call-hooks`) the hooks' webhooks and
+/// gates and the notification sinks are kept: a served rollout calls them, so that an operator
+/// can try a receiver against a simulated rollout (Alertmanager silences stay dropped).
+pub fn scale_config_calling(
+    config: &Config,
+    time_factor: f64,
+    call_hooks: bool,
+) -> Result<(Config, ConfigScaling), RehearseError> {
     if !(time_factor.is_finite() && time_factor > 0.0) {
         return Err(RehearseError::TimeFactor(time_factor));
     }
@@ -212,8 +223,8 @@ pub fn scale_config(
             ));
         }
         // A rehearsal must never post to the operator's real Slack, Teams or webhook: every
-        // sink is dropped (with its durations, which then govern nothing).
-        if let Some(n) = obj.remove("notifications") {
+        // sink is dropped (with its durations, which then govern nothing), unless asked to.
+        if let Some(n) = (!call_hooks).then(|| obj.remove("notifications")).flatten() {
             let sinks: Vec<String> = n["sinks"]
                 .as_array()
                 .into_iter()
@@ -254,7 +265,11 @@ pub fn scale_config(
         // Nor call its webhooks (a change ticket opened by a rehearsal), nor wait on gate
         // annotations no other controller sets here (every node would fail at the phase's
         // timeout). Labels and taints are kept: the simulated cluster stores them as a real one.
-        if let Some(hooks) = obj.get_mut("hooks").and_then(|h| h.as_object_mut()) {
+        if let Some(hooks) = obj
+            .get_mut("hooks")
+            .and_then(|h| h.as_object_mut())
+            .filter(|_| !call_hooks)
+        {
             let mut dropped = Vec::new();
             for (phase, h) in hooks.iter_mut() {
                 let Some(h) = h.as_object_mut() else { continue };
