@@ -4,7 +4,8 @@
 //! writes it into its audit log and takes the part before the first `/` as the field manager of
 //! every write, so without it an operator cannot tell rollboot's requests (or fields) from any
 //! other client's. Also how a list or watch reads only what its reader keeps of each object
-//! ([`Slim`]). And which cluster a command talks to ([`Target`]: `--kubeconfig`, `--context`).
+//! ([`Slim`]). And which cluster a command talks to ([`Target`]: `--kubeconfig`, `--context`),
+//! and the plain HTTP client rollboot uses for servers that are not Kubernetes ([`external`]).
 //! It must never talk to the API itself.
 
 use http::header::{HeaderValue, USER_AGENT};
@@ -22,6 +23,22 @@ pub fn identify(config: &mut kube::Config, component: &str) {
     let value = HeaderValue::from_str(&user_agent(component))
         .expect("a User-Agent of ASCII letters, digits and punctuation");
     config.headers.push((USER_AGENT, value));
+}
+
+/// A client for an HTTP server that is not Kubernetes (a webhook, a notification sink,
+/// Prometheus, Alertmanager) at `base` (scheme and authority): kube's own client (hyper, rustls,
+/// already in the tree) with no credentials, each of connect, read and write bounded by
+/// `timeout`, and no retry of its own (the caller decides what a failure means).
+pub fn external(
+    base: http::Uri,
+    timeout: std::time::Duration,
+) -> Result<kube::Client, kube::Error> {
+    let mut cfg = kube::Config::new(base);
+    cfg.read_timeout = Some(timeout);
+    cfg.connect_timeout = Some(timeout);
+    cfg.write_timeout = Some(timeout);
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg)
 }
 
 /// Which cluster a command talks to: the kubeconfig file and context the command line names

@@ -99,11 +99,7 @@ impl AlertSource {
             .url
             .parse()
             .map_err(|e| format!("blockers.prometheus.url `{}`: {e}", p.url))?;
-        let mut cfg = kube::Config::new(uri);
-        cfg.read_timeout = Some(TIMEOUT);
-        cfg.connect_timeout = Some(TIMEOUT);
-        cfg.default_retry = false;
-        let client = kube::Client::try_from(cfg)
+        let client = crate::client::external(uri, TIMEOUT)
             .map_err(|e| format!("a client for Prometheus `{}`: {e}", p.url))?;
         // Anchored: the filter names whole alert names.
         let ignore = match &p.alert_filter {

@@ -92,12 +92,7 @@ async fn send(w: &Webhook, body: &Body, timeout: Duration) -> Outcome {
         Err(e) => return err(e.to_string()),
     };
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-    let mut cfg = kube::Config::new(base);
-    cfg.read_timeout = Some(timeout);
-    cfg.connect_timeout = Some(timeout);
-    cfg.write_timeout = Some(timeout);
-    cfg.default_retry = false;
-    let client = match kube::Client::try_from(cfg) {
+    let client = match crate::client::external(base, timeout) {
         Ok(c) => c,
         Err(e) => return err(e.to_string()),
     };

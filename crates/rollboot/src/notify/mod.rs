@@ -249,15 +249,11 @@ async fn deliver(
             let base_uri: http::Uri = base
                 .parse()
                 .map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
-            let mut cfg = kube::Config::new(base_uri);
-            cfg.read_timeout = Some(timeout);
-            cfg.connect_timeout = Some(timeout);
-            cfg.write_timeout = Some(timeout);
-            cfg.default_retry = false;
-            let c = kube::Client::try_from(cfg).map_err(|source| SendError::Http {
-                sink: sink.name.clone(),
-                source,
-            })?;
+            let c =
+                crate::client::external(base_uri, timeout).map_err(|source| SendError::Http {
+                    sink: sink.name.clone(),
+                    source,
+                })?;
             *client = Some((base, c.clone()));
             c
         }

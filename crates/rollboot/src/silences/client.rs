@@ -3,8 +3,8 @@
 //! unsilenced, uninhibited alerts (`GET /api/v2/alerts`).
 //!
 //! Owns the HTTP of those requests and their errors, each naming the URL. The HTTP client is
-//! kube's own (hyper, rustls), built without credentials but the optional bearer token, as the
-//! Prometheus blocker's: no new dependency. It decides nothing.
+//! [`crate::client::external`], with the optional bearer token added per request. It decides
+//! nothing.
 
 use std::time::Duration;
 
@@ -26,11 +26,7 @@ impl Alertmanager {
     /// bearer `token` when given; an error names what is wrong with the URL.
     pub fn new(url: &str, token: Option<String>, key: &str) -> Result<Alertmanager, String> {
         let uri: http::Uri = url.parse().map_err(|e| format!("{key} `{url}`: {e}"))?;
-        let mut cfg = kube::Config::new(uri);
-        cfg.read_timeout = Some(TIMEOUT);
-        cfg.connect_timeout = Some(TIMEOUT);
-        cfg.default_retry = false;
-        let client = kube::Client::try_from(cfg)
+        let client = crate::client::external(uri, TIMEOUT)
             .map_err(|e| format!("a client for Alertmanager `{url}`: {e}"))?;
         Ok(Alertmanager {
             client,
