@@ -7,7 +7,9 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+#[path = "common/cli.rs"]
+mod cli;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -40,29 +42,19 @@ const REPORTS: &[&str] = &[
 /// The keys of every operator control's JSON, whatever its outcome.
 const CONTROL_KEYS: &[&str] = &["command", "message", "notes", "object", "outcome"];
 
+/// `KUBECONFIG` for every run: a file that does not exist, so only `--kubeconfig` names a
+/// cluster.
+const NO_KUBECONFIG: &str = "/nonexistent/kubeconfig";
+
 /// Runs the binary with `KUBECONFIG` naming no file: (exit code, stdout, stderr).
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
-        .args(args)
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    cli::rollboot_blocking(Path::new(NO_KUBECONFIG), args)
 }
 
+/// [`run`] off the runtime's threads (the simulated cluster serves on them).
 async fn run_async(args: Vec<String>) -> (i32, String, String) {
-    tokio::task::spawn_blocking(move || {
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(&a)
-    })
-    .await
-    .unwrap()
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cli::rollboot(Path::new(NO_KUBECONFIG), &args).await
 }
 
 /// The subcommands `rollboot --help` lists.

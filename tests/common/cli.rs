@@ -10,21 +10,27 @@ pub async fn rollboot(kubeconfig: &Path, args: &[&str]) -> (i32, String, String)
     let kubeconfig = kubeconfig.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
-            .args(&args)
-            .env("KUBECONFIG", &kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        rollboot_blocking(&kubeconfig, &args)
     })
     .await
     .unwrap()
+}
+
+/// [`rollboot`], on the calling thread (for tests without a simulator in the process).
+pub fn rollboot_blocking(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 /// Writes, in `dir`, a kubeconfig for an API server at http://127.0.0.1:9, where nothing
