@@ -83,17 +83,12 @@ pub async fn drain<A: DrainApi>(
     if cfg.volumes.wait_for_detach {
         d.wait_leftovers().await?;
     }
-    // The volumes that moved with their pods: those of the pods the steps saw go (a skipped
-    // pod keeps its volume where it is).
-    let gone: BTreeSet<&PodRef> = order.steps.iter().flat_map(|s| s.pods()).collect();
-    let moved = std::mem::take(&mut d.moved)
-        .into_iter()
-        .filter(|(p, _)| gone.contains(p))
-        .flat_map(|(_, m)| m)
-        .collect();
-    let mut drained = d.drained();
-    drained.moved = moved;
-    Ok(drained)
+    // Every drained pod is in a step or skipped: a skipped pod keeps its volume where it is,
+    // the others' volumes moved with them.
+    for p in &order.skipped {
+        d.moved.remove(p);
+    }
+    Ok(d.drained())
 }
 
 /// A duration in seconds, to the millisecond.
@@ -1016,7 +1011,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             pods,
             owners,
             volumes: self.volumes.into_values().flatten().collect(),
-            moved: Vec::new(),
+            moved: self.moved.into_values().flatten().collect(),
             parts: self.parts,
         }
     }
