@@ -68,6 +68,11 @@ pub const DRAIN_VOLUMES: &str = "rollboot.dev/drain-volumes";
 /// written with `draining`, so that whichever leader ends the cycle expires it. Removed with
 /// `done` or `failed`.
 pub const SILENCE_ID: &str = "rollboot.dev/silence-id";
+/// Controller: a flagged node passed over by the budget-aware pick (JSON, see [`PassedOver`]):
+/// since when, and for which budget. Its `since` is the clock of `concurrency.passOverFor`, so
+/// a new leader does not restart it. Removed when the node's cycle starts (the cordon), or when
+/// the node is no longer waiting.
+pub const PASSED_OVER: &str = "rollboot.dev/passed-over";
 /// Controller, history: when the node's last reboot cycle ended `done` (RFC 3339).
 pub const LAST_REBOOT: &str = "rollboot.dev/last-reboot";
 /// Controller, history: the boot ID before the last reboot rollboot verified.
@@ -410,6 +415,9 @@ pub struct NodeView {
     pub health_gate: Option<String>,
     /// `silence-id`: the Alertmanager silence of this cycle.
     pub silence_id: Option<String>,
+    /// `passed-over`: since when the budget-aware pick passes this waiting node over, and for
+    /// which budget (absent, or unreadable: never passed over).
+    pub passed_over: Option<PassedOver>,
     /// `failure-reason` (with `state: failed`).
     pub failure_reason: Option<String>,
     /// The reboot history rollboot keeps on the Node.
@@ -422,6 +430,18 @@ pub struct NodeView {
     pub other_annotations: BTreeMap<String, String>,
     /// Every taint of the Node, as stored (a write of the taint list is built from it).
     pub taints: Vec<TaintView>,
+}
+
+/// The `passed-over` record: the budget-aware pick passed this waiting node over, since
+/// `since` (the first time), last for `budget` (`namespace/name`) with the reason `why`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PassedOver {
+    /// The first pass over, RFC 3339: `concurrency.passOverFor` counts from it.
+    pub since: DateTime<Utc>,
+    /// The budget that held it, `namespace/name`.
+    pub budget: String,
+    /// What was held, in a sentence.
+    pub why: String,
 }
 
 /// One taint of a Node, every field kept, so a taint list written back is the one read.
@@ -770,6 +790,9 @@ impl NodeView {
             malformed,
             health_gate: get(HEALTH_GATE),
             silence_id: get(SILENCE_ID),
+            passed_over: ann
+                .get(PASSED_OVER)
+                .and_then(|v| serde_json::from_str(v).ok()),
             failure_reason: get(FAILURE_REASON),
             history,
             labels,

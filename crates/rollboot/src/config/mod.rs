@@ -138,6 +138,12 @@ pub struct Concurrency {
     /// Nodes in flight at once within one group. Default 1 when `groupBy` is set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_nodes_per_group: Option<u32>,
+    /// With `maxNodes` above 1, a waiting node whose drain would be held now (one of its pods'
+    /// PodDisruptionBudgets has no disruption left once the nodes in flight are counted) is
+    /// passed over for the next one whose budgets have room, at most this long (from its
+    /// first pass over); then it is taken anyway. `0s` turns the budget-aware pick off: nodes
+    /// are taken in order only. Default 10m.
+    pub pass_over_for: Duration,
 }
 
 impl Default for Concurrency {
@@ -146,6 +152,7 @@ impl Default for Concurrency {
             max_nodes: 1,
             group_by: None,
             max_nodes_per_group: None,
+            pass_over_for: Duration::from_mins(10),
         }
     }
 }

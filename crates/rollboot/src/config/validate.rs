@@ -152,6 +152,15 @@ fn blackouts(list: &[BlackoutConfig], report: &mut Report) -> Vec<Blackout> {
 
 /// `concurrency`: at least one node at once; a per-group limit only with a valid `groupBy`.
 fn concurrency(c: &Concurrency, report: &mut Report) {
+    if c.pass_over_for.as_millis() < 0 {
+        report(
+            "concurrency.passOverFor".into(),
+            format!(
+                "must be a duration of 0s or more (0s takes nodes in order only), got `{}`",
+                c.pass_over_for
+            ),
+        );
+    }
     if c.max_nodes == 0 {
         report(
             "concurrency.maxNodes".into(),

@@ -15,6 +15,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use super::gate::record::GateRecord;
+use super::room::{Claims, Held, Rooms};
 use crate::config::{Config, NodeOrder, Phase};
 use crate::hooks::decide::{self as hooks, Action};
 use crate::lock::LockEntry;
@@ -145,6 +146,7 @@ pub fn undated_requests<'a>(nodes: impl IntoIterator<Item = &'a NodeView>) -> Ve
 /// ([`crate::node::ViewCache::with_notable`]).
 pub fn needs_a_look(n: &NodeView, config: &Config) -> bool {
     n.flagged()
+        || n.passed_over.is_some()
         || !n.ready
         || n.state == Some(NodeState::Failed)
         || has_annotation_warnings(n)
@@ -177,8 +179,12 @@ pub struct Snapshot<'a> {
     pub foreign_holder: Option<&'a str>,
     /// For each blocking pod selector (as written), how many pods match it.
     pub blocking_pods: &'a [(String, usize)],
-    /// The instant the picks are made at (`nodes.minRebootInterval` counts to it).
+    /// The instant the picks are made at (`nodes.minRebootInterval` and
+    /// `concurrency.passOverFor` count to it).
     pub now: DateTime<Utc>,
+    /// What the budget-aware pick knows (the budgets of the nodes it looks at, and of those in
+    /// flight); `None`: nodes are taken in order only.
+    pub rooms: Option<&'a Rooms>,
 }
 
 /// Everything that keeps new nodes from starting now; empty means "go".
@@ -296,6 +302,25 @@ fn failed_holding<'a, 's>(s: &'s Snapshot<'a>) -> impl Iterator<Item = &'a NodeV
         .filter(|n| holds_a_slot(n) && !s.in_flight.contains_key(&n.name))
 }
 
+/// The nodes whose `rollboot.dev/passed-over` record is stale: no longer waiting (not a
+/// candidate, or started without its cordon having removed it). Housekeeping removes it, so a
+/// node flagged again later is not taken for one starved since long ago.
+pub fn stale_passed_over<'a>(
+    nodes: &[&'a NodeView],
+    in_flight: &BTreeMap<String, LockEntry>,
+    config: &Config,
+) -> Vec<&'a NodeView> {
+    nodes
+        .iter()
+        .copied()
+        .filter(|n| n.passed_over.is_some())
+        .filter(|n| {
+            !is_candidate(n, config)
+                || (in_flight.contains_key(&n.name) && n.state.is_some_and(|s| s.in_flight()))
+        })
+        .collect()
+}
+
 /// The failed nodes `failures.returnToService` uncordons now: each [`holds_a_slot`], is out
 /// of the lock, and its host is up and Ready (no not-ready or unreachable taint): a node still
 /// down in a reboot, or not back, stays cordoned, and so does a quarantined one.
@@ -320,15 +345,91 @@ pub fn returning_to_service<'a>(
         .collect()
 }
 
+/// What [`pick_detail`] decided: the nodes to start now, in order, and the waiting nodes it
+/// passed over because a budget of theirs holds them now.
+#[derive(Debug, Default)]
+pub struct Picked<'a> {
+    /// The nodes to start, in order.
+    pub nodes: Vec<&'a NodeView>,
+    /// The nodes passed over, each with the budget that holds it.
+    pub passed_over: Vec<(&'a NodeView, Held)>,
+    /// Nodes taken although a budget holds them: passed over for `concurrency.passOverFor`
+    /// already.
+    pub taken_anyway: Vec<(&'a NodeView, Held)>,
+}
+
+/// How many waiting nodes, in order, the budget-aware pick looks at for `free` slots: enough
+/// to find nodes whose budgets have room when the first ones share budgets with the nodes in
+/// flight (siblings laid out on consecutive nodes), bounded so that a pass reads the pods of a
+/// few nodes, not of the cluster.
+pub fn scan_window(free: usize) -> usize {
+    free * 4 + 16
+}
+
+/// Whether the budget-aware pick is on (`concurrency.passOverFor` above 0).
+pub fn budget_aware(config: &Config) -> bool {
+    config.concurrency.pass_over_for.is_positive()
+}
+
+/// The slots free now, and the waiting nodes the pick looks at, in its order: without the
+/// budget-aware pick the first free slots' worth, with it the first [`scan_window`]'s worth
+/// (the pass reads their pods). Empty when no slot is free.
+pub fn looked_at<'a>(s: &Snapshot<'a>, config: &Config) -> (usize, Vec<&'a NodeView>) {
+    let max = config.concurrency.max_nodes as usize;
+    let busy = s.in_flight.len() + failed_holding(s).count();
+    if busy >= max {
+        return (0, Vec::new());
+    }
+    let free = max - busy;
+    // Hashed: a lookup per candidate, thousands per pass in a rollout of every node.
+    let started: HashSet<&str> = s.in_flight.keys().map(String::as_str).collect();
+    let mut candidates: Vec<&NodeView> = s
+        .nodes
+        .iter()
+        .copied()
+        .filter(|n| {
+            !started.contains(n.name.as_str())
+                && is_candidate(n, config)
+                && resting_until(n, config, s.now).is_none()
+        })
+        .collect();
+    // Without a per-group limit only the first few are looked at: those are found without
+    // sorting every candidate (a sort of thousands per pass in such a rollout).
+    let window = if budget_aware(config) {
+        scan_window(free)
+    } else {
+        free
+    };
+    if config.group_limit().is_none() && candidates.len() > window {
+        let order = config.nodes.order;
+        candidates.select_nth_unstable_by(window - 1, |a, b| take_order(a, b, order));
+        candidates.truncate(window);
+    }
+    sort_candidates(&mut candidates, config.nodes.order);
+    (free, candidates)
+}
+
 /// The flagged nodes to start now, in order, within `maxNodes` and the per-group limit: the
 /// nodes in flight and the failed nodes rollboot left cordoned ([`holds_a_slot`]) take the
 /// slots. Call only when [`blockers`] is empty.
 pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
+    pick_detail(s, config).nodes
+}
+
+/// [`pick`], saying which nodes the budget-aware pick passed over and why: order stays the
+/// first criterion, but a node whose drain a budget holds now (see [`Claims::held`]: the
+/// budget has no disruption left once the nodes in flight and those picked before it are
+/// counted) is passed over for the next one, unless it was first passed over
+/// `concurrency.passOverFor` ago or more (its `rollboot.dev/passed-over`): then it is taken
+/// anyway, so no node starves.
+pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
     let max = config.concurrency.max_nodes as usize;
-    let mut busy = s.in_flight.len() + failed_holding(s).count();
-    if busy >= max {
-        return Vec::new();
+    let (free, candidates) = looked_at(s, config);
+    let mut out = Picked::default();
+    if free == 0 {
+        return out;
     }
+    let mut busy = max - free;
     let group = config.group_limit();
     let group_of = |n: &NodeView, key: &str| n.labels.get(key).cloned().unwrap_or_default();
     let mut per_group: HashMap<String, usize> = HashMap::new();
@@ -352,43 +453,55 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
             *per_group.entry(group_of(n, key)).or_default() += 1;
         }
     }
-    // Hashed: a lookup per candidate, thousands per pass in a rollout of every node.
-    let started: HashSet<&str> = s.in_flight.keys().map(String::as_str).collect();
-    let mut candidates: Vec<&NodeView> = s
-        .nodes
-        .iter()
-        .copied()
-        .filter(|n| {
-            !started.contains(n.name.as_str())
-                && is_candidate(n, config)
-                && resting_until(n, config, s.now).is_none()
-        })
-        .collect();
-    // Without a per-group limit only the first free slots' worth are taken: those are found
-    // without sorting every candidate (a sort of thousands per pass in such a rollout).
-    let free = max - busy;
-    if group.is_none() && candidates.len() > free {
-        let order = config.nodes.order;
-        candidates.select_nth_unstable_by(free - 1, |a, b| take_order(a, b, order));
-        candidates.truncate(free);
-    }
-    sort_candidates(&mut candidates, config.nodes.order);
-    let mut out = Vec::new();
+    let rooms = s.rooms.filter(|_| budget_aware(config));
+    let mut claims = match rooms {
+        Some(r) => Claims::in_flight(r, draining(s)),
+        None => Claims::default(),
+    };
+    let pass_over_for = config.concurrency.pass_over_for.to_chrono();
     for n in candidates {
         if busy >= max {
             break;
         }
         if let Some((key, limit)) = group {
-            let g = per_group.entry(group_of(n, key)).or_default();
-            if *g + anywhere >= limit as usize {
+            let g = per_group.get(&group_of(n, key)).copied().unwrap_or(0);
+            if g + anywhere >= limit as usize {
                 continue;
             }
-            *g += 1;
+        }
+        if let Some(r) = rooms {
+            if let Some(held) = claims.held(&n.name, r) {
+                let starved = n
+                    .passed_over
+                    .as_ref()
+                    .is_some_and(|p| s.now - p.since >= pass_over_for);
+                if !starved {
+                    out.passed_over.push((n, held));
+                    continue;
+                }
+                out.taken_anyway.push((n, held));
+            }
+            claims.take(&n.name, r);
+        }
+        if let Some((key, _)) = group {
+            *per_group.entry(group_of(n, key)).or_default() += 1;
         }
         busy += 1;
-        out.push(n);
+        out.nodes.push(n);
     }
     out
+}
+
+/// The nodes in the lock that may still evict pods: not yet past their drain.
+pub fn draining<'a>(s: &Snapshot<'a>) -> impl Iterator<Item = &'a str> + 'a {
+    let in_flight = s.in_flight;
+    s.nodes
+        .iter()
+        .copied()
+        .filter(move |n| in_flight.contains_key(&n.name))
+        // Just started (no state yet, or the last cycle's), cordoning or draining.
+        .filter(|n| !matches!(n.state, Some(NodeState::Rebooting | NodeState::Verifying)))
+        .map(|n| n.name.as_str())
 }
 
 /// How long a step waits, at most, for the node-lifecycle controller to copy a cordon or an
@@ -1185,6 +1298,7 @@ mod tests {
         // A test's few views, by reference as a pass hands them over (leaked: a test's worth).
         let nodes: &'a [&'a NodeView] = Vec::leak(nodes.iter().collect());
         Snapshot {
+            rooms: None,
             nodes,
             in_flight,
             foreign_holder: None,
@@ -1205,6 +1319,165 @@ mod tests {
         assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["b", "c"]);
         let c = cfg("nodes: {order: name}");
         assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a"]);
+    }
+
+    /// Rooms where each node's pods fall under the budgets given (one pod per budget), and
+    /// the budgets allow what is given, with those pods already counted as disrupted.
+    fn rooms(
+        nodes: &[(&str, &[&str])],
+        budgets: &[(&str, i32)],
+        disrupted: &[&str],
+    ) -> crate::controller::room::Rooms {
+        use crate::controller::room::{BudgetNow, Rooms};
+        Rooms {
+            nodes: nodes
+                .iter()
+                .map(|(n, bs)| {
+                    let m = bs
+                        .iter()
+                        .map(|b| (format!("ns/{b}"), vec![format!("ns/{b}-{n}")]))
+                        .collect();
+                    (n.to_string(), m)
+                })
+                .collect(),
+            budgets: budgets
+                .iter()
+                .map(|(b, allowed)| {
+                    let disrupted = disrupted.iter().map(|p| p.to_string()).collect();
+                    let now = BudgetNow {
+                        allowed: *allowed,
+                        disrupted,
+                    };
+                    (format!("ns/{b}"), now)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_node_whose_budget_is_held_is_passed_over_and_taken_once_the_budget_has_room() {
+        // x drains (in the lock), and its pod under budget `web` is not yet evicted; a and b
+        // wait before c in order, and their pods are under `web` too.
+        let mut nodes = vec![
+            flagged("a", "2026-01-01T00:00:00Z", &[]),
+            flagged("b", "2026-01-02T00:00:00Z", &[]),
+            flagged("c", "2026-01-03T00:00:00Z", &[]),
+            in_state(
+                flagged("x", "2025-12-31T00:00:00Z", &[]),
+                NodeState::Draining,
+                "2026-01-04T00:00:00Z",
+            ),
+        ];
+        let lock = BTreeMap::from([("x".to_string(), entry("2026-01-04T00:00:00Z"))]);
+        let c = cfg("concurrency: {maxNodes: 2}");
+        let held = rooms(
+            &[
+                ("x", &["web"]),
+                ("a", &["web"]),
+                ("b", &["web", "db"]),
+                ("c", &["db"]),
+            ],
+            &[("web", 1), ("db", 1)],
+            &[],
+        );
+        let s = Snapshot {
+            rooms: Some(&held),
+            ..snapshot(&nodes, &lock)
+        };
+        let d = pick_detail(&s, &c);
+        assert_eq!(names(d.nodes), ["c"]);
+        let passed: Vec<(&str, &str)> = d
+            .passed_over
+            .iter()
+            .map(|(n, h)| (n.name.as_str(), h.budget.as_str()))
+            .collect();
+        assert_eq!(passed, [("a", "ns/web"), ("b", "ns/web")]);
+        assert_eq!(d.passed_over[0].1.taken_by, ["x"]);
+        // Without the budget-aware pick, order only.
+        let off = cfg("concurrency: {maxNodes: 2, passOverFor: 0s}");
+        assert_eq!(names(pick(&s, &off)), ["a"]);
+        // x's pod was evicted and its replacement is Ready: the budget allows one again and
+        // x no longer owes it. a goes first again (order is the first criterion).
+        let room = rooms(
+            &[
+                ("x", &["web"]),
+                ("a", &["web"]),
+                ("b", &["web", "db"]),
+                ("c", &["db"]),
+            ],
+            &[("web", 1), ("db", 1)],
+            &["web-x"],
+        );
+        nodes[3] = in_state(
+            nodes[3].clone(),
+            NodeState::Rebooting,
+            "2026-01-04T00:01:00Z",
+        );
+        let s = Snapshot {
+            rooms: Some(&room),
+            ..snapshot(&nodes, &lock)
+        };
+        let d = pick_detail(&s, &c);
+        assert_eq!(names(d.nodes), ["a"]);
+        assert!(d.passed_over.is_empty());
+        // Two free slots: a takes `web`, so b (sharing it) is passed over for c.
+        let c3 = cfg("concurrency: {maxNodes: 3}");
+        let d = pick_detail(&s, &c3);
+        assert_eq!(names(d.nodes), ["a", "c"]);
+        assert_eq!(d.passed_over[0].1.taken_by, ["a"]);
+    }
+
+    #[test]
+    fn a_node_passed_over_is_taken_anyway_once_passed_over_for_its_bound() {
+        let passed = |since: &str| {
+            let v = serde_json::json!({"since": since, "budget": "ns/web", "why": "w"});
+            let n = annotate(
+                node("a", &[]),
+                proto::REBOOT_REQUIRED,
+                "2026-01-01T00:00:00Z",
+            );
+            NodeView::from_node(&annotate(n, proto::PASSED_OVER, &v.to_string()))
+        };
+        let c = cfg("concurrency: {maxNodes: 2, passOverFor: 10m}");
+        let budgets = rooms(
+            &[("a", &["web"]), ("b", &["db"])],
+            &[("web", 0), ("db", 1)],
+            &[],
+        );
+        let none = BTreeMap::new();
+        // The snapshot's now is 2026-01-05T00:00:00Z: passed over 9 minutes ago, it waits...
+        let nodes = vec![
+            passed("2026-01-04T23:51:00Z"),
+            flagged("b", "2026-01-02T00:00:00Z", &[]),
+        ];
+        let s = Snapshot {
+            rooms: Some(&budgets),
+            ..snapshot(&nodes, &none)
+        };
+        let d = pick_detail(&s, &c);
+        assert_eq!(names(d.nodes), ["b"]);
+        assert_eq!(d.passed_over.len(), 1);
+        assert!(d.taken_anyway.is_empty());
+        // ...passed over 10 minutes ago, it is taken although its budget still allows none.
+        let nodes = vec![
+            passed("2026-01-04T23:50:00Z"),
+            flagged("b", "2026-01-02T00:00:00Z", &[]),
+        ];
+        let s = Snapshot {
+            rooms: Some(&budgets),
+            ..snapshot(&nodes, &none)
+        };
+        let d = pick_detail(&s, &c);
+        assert_eq!(names(d.nodes), ["a", "b"]);
+        assert!(d.passed_over.is_empty());
+        assert_eq!(d.taken_anyway[0].1.budget, "ns/web");
+        // Its record is stale once it is no longer waiting: housekeeping removes it.
+        assert!(stale_passed_over(&[&nodes[0]], &none, &c).is_empty());
+        let unflagged = NodeView {
+            reboot_required: false,
+            ..nodes[0].clone()
+        };
+        assert_eq!(stale_passed_over(&[&unflagged], &none, &c).len(), 1);
     }
 
     #[test]
@@ -1239,6 +1512,7 @@ mod tests {
         assert_eq!(names(pick(&s, &plain)), ["a", "b"]);
         assert_eq!(next_rested(&s, &plain), None);
         let later = Snapshot {
+            rooms: None,
             now: t("2026-01-05T22:00:00Z"),
             ..snapshot(&nodes, &none)
         };
@@ -1504,6 +1778,7 @@ mod tests {
         let none = BTreeMap::new();
         let blocking = [("app=backup".to_string(), 2)];
         let s = Snapshot {
+            rooms: None,
             nodes: &nodes.iter().collect::<Vec<_>>(),
             in_flight: &none,
             foreign_holder: Some("ops-team"),
@@ -2559,6 +2834,7 @@ mod tests {
                 .filter(|v| needs_a_look(v, &config) || in_flight.contains_key(&v.name))
                 .collect();
             let snap = |nodes| Snapshot {
+                rooms: None,
                 nodes,
                 in_flight: &in_flight,
                 foreign_holder: None,

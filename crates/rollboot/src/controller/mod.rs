@@ -35,6 +35,7 @@ pub mod gate;
 mod observe;
 mod pass;
 mod replica;
+pub mod room;
 mod steps;
 mod task;
 mod writes;

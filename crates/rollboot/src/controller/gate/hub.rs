@@ -163,6 +163,9 @@ pub(super) struct Obj {
     pub(super) disrupted: BTreeMap<String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// A budget that can never allow a disruption: what says so.
     pub(super) never: Option<Box<NeverAllows>>,
+    /// A budget's `status.disruptionsAllowed` (0 for other kinds): the budget-aware pick's
+    /// room.
+    pub(super) allowed: i32,
 }
 
 /// What a namespace's watch tells the gates following it, in order.
@@ -360,7 +363,14 @@ pub(super) struct Feed {
 pub struct Hub {
     client: Client,
     feeds: std::sync::Mutex<BTreeMap<Stream, (Arc<Feed>, std::time::Instant)>>,
+    /// Woken on each change of a watched budget while the budget-aware pick passes nodes
+    /// over: a budget that gets room again is the only change that lets such a node start,
+    /// and it changes no Node.
+    budget_wake: BudgetWake,
 }
+
+/// What a budget's change wakes, when anything.
+type BudgetWake = Arc<std::sync::Mutex<Option<Arc<tokio::sync::Notify>>>>;
 
 impl Hub {
     /// No watch running yet.
@@ -368,6 +378,7 @@ impl Hub {
         Hub {
             client,
             feeds: Default::default(),
+            budget_wake: Default::default(),
         }
     }
 
@@ -384,6 +395,7 @@ impl Hub {
             tx: tokio::sync::broadcast::channel(4096).0,
         });
         let (client, s, sh) = (self.client.clone(), stream.clone(), shared.clone());
+        let wake = self.budget_wake.clone();
         let task = Task(tokio::spawn(async move {
             let (kind, ns) = s.clone();
             match kind {
@@ -393,11 +405,16 @@ impl Hub {
                         selector: budget_selector,
                         disrupted: budget_disrupted,
                         never: budget_never,
+                        allowed: |p| p.status.as_ref().map_or(0, |s| s.disruptions_allowed),
                     };
-                    follow(client, s, sh, keep).await
+                    follow(client, s, sh, keep, Some(wake)).await
                 }
-                GateKind::ReplicaSet => follow(client, s, sh, keep_scale::<ReplicaSet>()).await,
-                GateKind::StatefulSet => follow(client, s, sh, keep_scale::<StatefulSet>()).await,
+                GateKind::ReplicaSet => {
+                    follow(client, s, sh, keep_scale::<ReplicaSet>(), None).await
+                }
+                GateKind::StatefulSet => {
+                    follow(client, s, sh, keep_scale::<StatefulSet>(), None).await
+                }
             }
             tracing::debug!(namespace = %ns, kind = kind.name(), "health gate watch ended");
         }));
@@ -480,6 +497,63 @@ impl Hub {
         }
     }
 
+    /// For each of `pods` (name, labels) of `namespace`, the budgets that select it (by name,
+    /// a budget whose selector cannot be evaluated counted as selecting it), from the shared
+    /// watch (started when none runs); `None` when the watch has not listed within `wait`.
+    pub async fn budgets_of_pods(
+        &self,
+        namespace: &str,
+        pods: &[&BTreeMap<String, String>],
+        wait: Duration,
+    ) -> Option<Vec<Vec<String>>> {
+        let feed = self.feed(&(GateKind::Budget, namespace.to_string()));
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            {
+                let st = feed.shared.state.lock().expect("gate feed");
+                if st.listed {
+                    return Some(
+                        pods.iter()
+                            .map(|labels| {
+                                let wanted = Wanted {
+                                    names: BTreeSet::new(),
+                                    selecting: vec![(*labels).clone()],
+                                };
+                                st.kept(&wanted).iter().map(|o| o.name.clone()).collect()
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The budget `namespace/name` as its watch knows it now (without starting a watch):
+    /// `status.disruptionsAllowed` and `status.disruptedPods`.
+    pub fn budget_now(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<crate::controller::room::BudgetNow> {
+        let feeds = self.feeds.lock().expect("gate feeds");
+        let (feed, _) = feeds.get(&(GateKind::Budget, namespace.to_string()))?;
+        let st = feed.shared.state.lock().expect("gate feed");
+        let o = st.objects.get(name)?;
+        Some(crate::controller::room::BudgetNow {
+            allowed: o.allowed,
+            disrupted: o.disrupted.keys().cloned().collect(),
+        })
+    }
+
+    /// Wakes `wake` on every later change of a watched budget (`None`: no longer).
+    pub fn wake_on_budget_change(&self, wake: Option<Arc<tokio::sync::Notify>>) {
+        *self.budget_wake.lock().expect("budget wake") = wake;
+    }
+
     /// Stops every watch (gates still following one keep it until they end).
     pub fn stop_all(&self) {
         self.feeds.lock().expect("gate feeds").clear();
@@ -535,6 +609,7 @@ struct Keep<K> {
     selector: fn(&K) -> Option<&LabelSelector>,
     disrupted: fn(&K) -> Disrupted,
     never: fn(&K) -> Option<Box<NeverAllows>>,
+    allowed: fn(&K) -> i32,
 }
 
 /// What a watch keeps of a ReplicaSet or StatefulSet: its replicas' health, nothing else.
@@ -544,13 +619,19 @@ fn keep_scale<K>() -> Keep<SlimReplicas<K>> {
         selector: no_selector,
         disrupted: nothing_disrupted,
         never: never_budget,
+        allowed: |_| 0,
     }
 }
 
 /// Watches one kind in one namespace for every gate following `feed`, keeping of each object
 /// only its name, health and selector.
-async fn follow<K>(client: Client, stream: Stream, feed: Arc<FeedShared>, keep: Keep<K>)
-where
+async fn follow<K>(
+    client: Client,
+    stream: Stream,
+    feed: Arc<FeedShared>,
+    keep: Keep<K>,
+    wake: Option<BudgetWake>,
+) where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
@@ -569,6 +650,7 @@ where
             selector: (keep.selector)(o).cloned(),
             disrupted: (keep.disrupted)(o),
             never: (keep.never)(o),
+            allowed: (keep.allowed)(o),
         })
     };
     while let Some(ev) = events.next().await {
@@ -584,6 +666,12 @@ where
                 continue;
             }
         };
+        let changed = matches!(ev, FeedEvent::Apply(_) | FeedEvent::Delete(_));
         feed.publish(ev);
+        if let Some(w) = wake.as_ref().filter(|_| changed) {
+            if let Some(n) = w.lock().expect("budget wake").as_ref() {
+                n.notify_one();
+            }
+        }
     }
 }

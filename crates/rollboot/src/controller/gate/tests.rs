@@ -202,6 +202,7 @@ fn budget(name: &str, selector: LabelSelector) -> FeedEvent {
         selector: Some(selector),
         disrupted: Default::default(),
         never: None,
+        allowed: 0,
     }))
 }
 
@@ -360,6 +361,7 @@ fn a_gate_turns_down_budgets_as_the_full_match_does() {
                 selector,
                 disrupted: Default::default(),
                 never: None,
+                allowed: 0,
             };
             let full = fwd.wanted.wants(&o.name, o.selector.as_ref());
             assert_eq!(fwd.wants(&o), full, "{o:?} for {:?}", fwd.wanted);
@@ -380,6 +382,7 @@ fn obj(name: &str, ready: i32) -> FeedEvent {
         selector: None,
         disrupted: Default::default(),
         never: None,
+        allowed: 0,
     }))
 }
 

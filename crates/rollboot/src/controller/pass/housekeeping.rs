@@ -1,5 +1,5 @@
 //! A pass's writes outside any node's cycle: dating requests, the PreferNoSchedule taint,
-//! failed nodes returned to service.
+//! failed nodes returned to service, stale passed-over records removed.
 //!
 //! Owns [`run`], the housekeeping between resuming the nodes in flight and starting new ones,
 //! each of its writes decided purely ([`decide`], [`crate::hooks::decide`]) from the views as
@@ -22,6 +22,24 @@ pub(super) async fn run(ctx: &Ctx, record: &LockRecord, now: DateTime<Utc>) {
     date_requests(ctx, &views(ctx, record).nodes(), now).await;
     prefer_no_schedule(ctx, &views(ctx, record).nodes()).await;
     return_to_service(ctx, &views(ctx, record).nodes(), record).await;
+    clear_passed_over(ctx, &views(ctx, record).nodes(), record).await;
+}
+
+/// Removes the `passed-over` records of nodes no longer waiting ([`decide::stale_passed_over`]);
+/// each write fenced by the version it was decided from.
+async fn clear_passed_over(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) {
+    for view in decide::stale_passed_over(views, &record.entries, &ctx.config) {
+        let p = proto::patch(&[(proto::PASSED_OVER, None)], None);
+        match patch_node(ctx, view, "removing its passed-over record", p).await {
+            Ok(_) => {
+                tracing::debug!(node = %view.name, "no longer waiting: passed-over record removed")
+            }
+            Err(Error::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(node = %view.name, error = %e, "could not remove the passed-over record")
+            }
+        }
+    }
 }
 
 /// Writes the instant it sees them into the undated `reboot-requested` flags (`now` written by

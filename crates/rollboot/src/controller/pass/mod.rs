@@ -19,6 +19,7 @@ mod blockers;
 mod housekeeping;
 mod notices;
 mod restore;
+mod room;
 pub(super) mod views;
 
 use std::collections::{BTreeSet, HashMap};
@@ -28,12 +29,14 @@ use chrono::{DateTime, Utc};
 use super::context::Ctx;
 use super::decide::{self, Snapshot};
 use super::error::Error;
+use super::room::Held;
 use super::steps::health::Gates;
 use super::steps::run_step;
 use super::task::StepTask;
+use super::writes::patch_node;
 use super::writes::take_slot;
 use crate::lock::LockRecord;
-use crate::node::{NodeState, NodeView};
+use crate::node::{self as proto, NodeState, NodeView, PassedOver};
 use notices::Warned;
 use views::{views, PassViews};
 
@@ -50,6 +53,8 @@ pub(super) struct Leading {
     last_holder: Option<String>,
     /// The malformed annotations said.
     warned: Warned,
+    /// The budget-aware pick's reads of the nodes' budgets.
+    rooms: room::RoomReader,
 }
 
 impl Leading {
@@ -164,6 +169,7 @@ impl Leading {
         let alerts = blockers::alerts(ctx).await;
         let now = blockers::decision_instant();
         let snap = Snapshot {
+            rooms: None,
             nodes: &looked,
             in_flight: &record.entries,
             foreign_holder: record.foreign_holder(&ctx.lock_owner),
@@ -179,7 +185,39 @@ impl Leading {
             soon(next, blockers::look_again(ctx, &blocked, now));
             return Ok(());
         }
-        let picked: Vec<(String, Option<String>)> = decide::pick(&snap, &ctx.config)
+        let rooms = if decide::budget_aware(&ctx.config) {
+            let (_, looked_at) = decide::looked_at(&snap, &ctx.config);
+            let draining: Vec<&str> = decide::draining(&snap).collect();
+            match looked_at.is_empty() {
+                true => None,
+                false => Some(self.rooms.rooms(ctx, &looked_at, &draining).await),
+            }
+        } else {
+            None
+        };
+        let snap = Snapshot {
+            rooms: rooms.as_ref(),
+            ..snap
+        };
+        let detail = decide::pick_detail(&snap, &ctx.config);
+        // A budget that gets room again changes no Node: while nodes are passed over, its
+        // change wakes a pass.
+        ctx.gate_hub
+            .wake_on_budget_change((!detail.passed_over.is_empty()).then(|| ctx.wake.clone()));
+        for (n, held) in &detail.passed_over {
+            if let Some(p) = &n.passed_over {
+                soon(
+                    next,
+                    p.since + ctx.config.concurrency.pass_over_for.to_chrono(),
+                );
+            }
+            passed_over(ctx, n, held, now).await;
+        }
+        for (n, held) in &detail.taken_anyway {
+            tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
+        }
+        let picked: Vec<(String, Option<String>)> = detail
+            .nodes
             .into_iter()
             .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
             .collect();
@@ -188,6 +226,43 @@ impl Leading {
             soon(next, t);
         }
         start(ctx, picked, now).await
+    }
+}
+
+/// Records on `n` that the budget-aware pick passed it over for `held` (its
+/// `rollboot.dev/passed-over`, written when absent or naming another budget, keeping the first
+/// instant: `concurrency.passOverFor` counts from it), with an Event the first time. A write
+/// refused with 409 is tried again on the next pass over.
+async fn passed_over(ctx: &Ctx, n: &NodeView, held: &Held, now: DateTime<Utc>) {
+    if n.passed_over
+        .as_ref()
+        .is_some_and(|p| p.budget == held.budget)
+    {
+        return;
+    }
+    let first = n.passed_over.is_none();
+    let record = PassedOver {
+        since: n.passed_over.as_ref().map_or(now, |p| p.since),
+        budget: held.budget.clone(),
+        why: held.to_string(),
+    };
+    let value = serde_json::to_string(&record).expect("a passed-over record serializes");
+    let p = proto::patch(&[(proto::PASSED_OVER, Some(value))], None);
+    match patch_node(ctx, n, "recording it was passed over", p).await {
+        Ok(_) => {
+            tracing::info!(node = %n.name, budget = %held.budget, why = %held, "passed over: a budget of its pods has no room now");
+            if first {
+                let msg = format!(
+                    "passed over for a later node: {held}; taken once it has room, or after concurrency.passOverFor ({})",
+                    ctx.config.concurrency.pass_over_for
+                );
+                ctx.events.publish(&n.name, false, "PassedOver", msg).await;
+            }
+        }
+        Err(Error::Conflict { .. }) => {}
+        Err(e) => {
+            tracing::warn!(node = %n.name, error = %e, "could not record that the node was passed over");
+        }
     }
 }
 

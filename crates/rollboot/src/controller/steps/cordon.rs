@@ -28,6 +28,8 @@ pub(in crate::controller) async fn cordon(
         ));
     }
     ann.push((proto::FAILURE_REASON, None));
+    // Started: no longer passed over.
+    ann.push((proto::PASSED_OVER, None));
     // A cycle starts clean: no token, boot ID or health gate of an earlier one (or of a
     // forged state) is left for the agent or for a later step to act on.
     for k in proto::CYCLE_KEYS {

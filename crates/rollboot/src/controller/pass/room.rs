@@ -1,0 +1,143 @@
+//! The pass's reads for the budget-aware pick ([`crate::controller::room`]): the pods of the
+//! waiting nodes the pick looks at, and of the nodes in flight that still drain, each node's
+//! evictable pods reduced to the budgets they fall under (from the health gates' shared budget
+//! watches), and those budgets' room now.
+//!
+//! Owns [`RoomReader`], what it keeps from one pass to the next: each node's budgets, read at
+//! most [`FRESH_FOR`] ago for a waiting node (pods scheduled onto it since then are not seen:
+//! such a node may be picked while a new pod's budget is held, and its drain then waits, as
+//! without the budget-aware pick), kept as read for a node in flight (its pods only leave).
+//! Why lists per node and not a watch of every pod: a pass looks at a few nodes
+//! ([`crate::controller::decide::scan_window`]), and a cache of every pod of a 150,000-pod cluster would be
+//! most of the controller's memory. It must never write, nor decide anything: the pick is
+//! [`crate::controller::decide::pick_detail`]'s.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use crate::controller::context::Ctx;
+use crate::controller::room::{NodeBudgets, Rooms};
+use crate::drain::{classify, Disposition};
+use crate::node::NodeView;
+
+/// How long a waiting node's budgets, as read, are trusted.
+pub(in crate::controller) const FRESH_FOR: Duration = Duration::from_secs(5);
+
+/// Node pod lists in flight at once in a pass.
+const LIST_CONCURRENCY: usize = 8;
+
+/// How long a pass waits for a namespace's budget watch to list for the first time.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(2);
+
+/// What the budget-aware pick keeps from one pass to the next.
+#[derive(Default)]
+pub(in crate::controller) struct RoomReader {
+    /// Each node's budgets, and when its pods were read.
+    known: HashMap<String, (Instant, NodeBudgets)>,
+}
+
+impl RoomReader {
+    /// What the pick needs for `looked` (the waiting nodes it looks at) and `draining` (the
+    /// nodes in flight not past their drain): their budgets, read where not known or stale,
+    /// and those budgets now. A node whose pods could not be read is left out: it is taken
+    /// in order, as without the budget-aware pick.
+    pub(in crate::controller) async fn rooms(
+        &mut self,
+        ctx: &Ctx,
+        looked: &[&NodeView],
+        draining: &[&str],
+    ) -> Rooms {
+        let now = Instant::now();
+        let wanted: HashSet<&str> = looked
+            .iter()
+            .map(|n| n.name.as_str())
+            .chain(draining.iter().copied())
+            .collect();
+        self.known.retain(|n, _| wanted.contains(n.as_str()));
+        let draining_set: HashSet<&str> = draining.iter().copied().collect();
+        let to_read: Vec<String> = wanted
+            .iter()
+            .filter(|n| match self.known.get(**n) {
+                None => true,
+                Some((at, _)) => !draining_set.contains(**n) && now - *at > FRESH_FOR,
+            })
+            .map(|n| n.to_string())
+            .collect();
+        let read: Vec<(String, Option<NodeBudgets>)> = stream::iter(to_read)
+            .map(|node| async move {
+                let b = node_budgets(ctx, &node).await;
+                (node, b)
+            })
+            .buffer_unordered(LIST_CONCURRENCY)
+            .collect()
+            .await;
+        for (node, b) in read {
+            if let Some(b) = b {
+                self.known.insert(node, (now, b));
+            }
+        }
+        let mut rooms = Rooms::default();
+        for (node, (_, b)) in &self.known {
+            for budget in b.keys() {
+                if rooms.budgets.contains_key(budget) {
+                    continue;
+                }
+                let (ns, name) = budget.split_once('/').unwrap_or(("", budget));
+                if let Some(now) = ctx.gate_hub.budget_now(ns, name) {
+                    rooms.budgets.insert(budget.clone(), now);
+                }
+            }
+            rooms.nodes.insert(node.clone(), b.clone());
+        }
+        rooms
+    }
+}
+
+/// `node`'s evictable pods (as its drain would classify them), by the budgets that select
+/// them; `None` when its pods or a namespace's budgets could not be read.
+async fn node_budgets(ctx: &Ctx, node: &str) -> Option<NodeBudgets> {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let pods = match api.list(&lp).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            tracing::debug!(node, error = %e, "budget-aware pick: could not list the node's pods");
+            return None;
+        }
+    };
+    let selector = ctx.config.drain_pod_selector();
+    let empty = BTreeMap::new();
+    let mut by_ns: BTreeMap<String, Vec<(String, &BTreeMap<String, String>)>> = BTreeMap::new();
+    for p in &pods {
+        // DaemonSets taken to exist: their pods never leave with a drain.
+        if classify(p, &ctx.config.drain, selector, true) != Disposition::Evict {
+            continue;
+        }
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let name = p.metadata.name.clone().unwrap_or_default();
+        by_ns
+            .entry(ns)
+            .or_default()
+            .push((name, p.metadata.labels.as_ref().unwrap_or(&empty)));
+    }
+    let mut out = NodeBudgets::new();
+    for (ns, pods) in by_ns {
+        let labels: Vec<&BTreeMap<String, String>> = pods.iter().map(|(_, l)| *l).collect();
+        let budgets = ctx
+            .gate_hub
+            .budgets_of_pods(&ns, &labels, FIRST_LIST_WAIT)
+            .await?;
+        for ((pod, _), bs) in pods.iter().zip(budgets) {
+            for b in bs {
+                out.entry(format!("{ns}/{b}"))
+                    .or_default()
+                    .push(format!("{ns}/{pod}"));
+            }
+        }
+    }
+    Some(out)
+}
