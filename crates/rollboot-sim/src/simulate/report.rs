@@ -156,6 +156,7 @@ pub fn held_for_good(
         return None;
     }
     let snap = decide::Snapshot {
+        rooms: None,
         nodes: &every,
         in_flight: &none,
         foreign_holder: None,

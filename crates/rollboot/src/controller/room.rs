@@ -155,7 +155,10 @@ fn pod_name(p: &str) -> &str {
 mod tests {
     use super::*;
 
-    fn rooms(nodes: &[(&str, &[(&str, &[&str])])], budgets: &[(&str, i32, &[&str])]) -> Rooms {
+    /// A node and, per budget, its pods under it.
+    type NodeSpec<'a> = (&'a str, &'a [(&'a str, &'a [&'a str])]);
+
+    fn rooms(nodes: &[NodeSpec<'_>], budgets: &[(&str, i32, &[&str])]) -> Rooms {
         Rooms {
             nodes: nodes
                 .iter()

@@ -111,7 +111,9 @@ async fn node_budgets(ctx: &Ctx, node: &str) -> Option<NodeBudgets> {
     };
     let selector = ctx.config.drain_pod_selector();
     let empty = BTreeMap::new();
-    let mut by_ns: BTreeMap<String, Vec<(String, &BTreeMap<String, String>)>> = BTreeMap::new();
+    // Per namespace, its evictable pods: name and labels.
+    type Labelled<'a> = Vec<(String, &'a BTreeMap<String, String>)>;
+    let mut by_ns: BTreeMap<String, Labelled<'_>> = BTreeMap::new();
     for p in &pods {
         // DaemonSets taken to exist: their pods never leave with a drain.
         if classify(p, &ctx.config.drain, selector, true) != Disposition::Evict {
