@@ -831,6 +831,83 @@ async fn irreducible_times(
         .collect())
 }
 
+/// Each budget's disruption windows over the flagged nodes, from the pods and budgets before
+/// the rollout: for each pod a budget selects on a flagged node (its drain evicts it once),
+/// the simulated time from its eviction until a replacement is Ready (a ReplicaSet's
+/// replacement is created at the eviction and is Ready after `startDelay`; a StatefulSet's
+/// only once the pod is gone, after its exit, and with a volume after the attach too), and the
+/// disruptions the budget allows at once (`status.disruptionsAllowed` while all are healthy).
+async fn budget_windows(
+    h: &Harness,
+    scenario: &Scenario,
+    flagged: &BTreeSet<String>,
+) -> anyhow::Result<Vec<report::BudgetWindows>> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let pods: Vec<Pod> = Api::<Pod>::all(h.client.clone())
+        .list(&Default::default())
+        .await?
+        .items;
+    let budgets: Vec<PodDisruptionBudget> = Api::<PodDisruptionBudget>::all(h.client.clone())
+        .list(&Default::default())
+        .await?
+        .items;
+    let mut by_ns: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for p in &pods {
+        let on_flagged = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some_and(|n| flagged.contains(n));
+        if on_flagged {
+            by_ns
+                .entry(p.metadata.namespace.as_deref().unwrap_or(""))
+                .or_default()
+                .push(p);
+        }
+    }
+    let empty = BTreeMap::new();
+    let mut out = Vec::new();
+    for b in &budgets {
+        let ns = b.metadata.namespace.as_deref().unwrap_or("");
+        let selector = b.spec.as_ref().and_then(|s| s.selector.as_ref());
+        let mut seconds = 0.0;
+        for p in by_ns.get(ns).into_iter().flatten() {
+            let labels = p.metadata.labels.as_ref().unwrap_or(&empty);
+            if !rollboot::selector::selector_matches(selector, labels) {
+                continue;
+            }
+            let stateful =
+                rollboot::drain::controller_of(p).is_some_and(|(k, _)| k == "StatefulSet");
+            let window = if stateful {
+                let grace = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .unwrap_or(30) as f64;
+                let exit = scenario.pod_exit_seconds.map_or(grace, |e| e.min(grace));
+                let attach = if rollboot::drain::claims_of(p).is_empty() {
+                    0.0
+                } else {
+                    scenario.attach_seconds
+                };
+                exit + attach.max(scenario.start_delay)
+            } else {
+                scenario.start_delay
+            };
+            seconds += scenario.scaled(window).as_secs_f64();
+        }
+        if seconds > 0.0 {
+            out.push(report::BudgetWindows {
+                budget: format!("{ns}/{}", b.metadata.name.as_deref().unwrap_or("")),
+                allowed: b.status.as_ref().map_or(0, |s| s.disruptions_allowed),
+                seconds,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// How a rollout is run besides its world and config.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -962,6 +1039,7 @@ pub async fn rollout_with(
         .cloned()
         .collect();
     let irreducible = irreducible_times(&h, &scenario, &flagged).await?;
+    let budget_windows = budget_windows(&h, &scenario, &flagged).await?;
     // The fault player acts through the harness's client: on time, whatever the rates.
     h.cluster.exempt_from_faults("harness");
     let mut chaos = scenario
@@ -1085,6 +1163,7 @@ pub async fn rollout_with(
         bound,
         starts,
         irreducible,
+        budget_windows,
         faults,
     };
     let r = report::report(&h, &flagged, seen).await?;

@@ -25,7 +25,10 @@ use crate::drain::{classify, Disposition};
 use crate::node::NodeView;
 
 /// How long a waiting node's budgets, as read, are trusted.
-pub(in crate::controller) const FRESH_FOR: Duration = Duration::from_secs(5);
+/// (Measured on issue 26's scenario, 200 nodes under maxNodes 20, pods Ready 30 s after they
+/// start: 5 s against 0.5 s cost 4 points of makespan, as the evicted pods' replacements land
+/// on the waiting nodes; 2 s keeps a pass's lists to a window's worth every 2 s at most.)
+pub(in crate::controller) const FRESH_FOR: Duration = Duration::from_secs(2);
 
 /// Node pod lists in flight at once in a pass.
 const LIST_CONCURRENCY: usize = 8;
