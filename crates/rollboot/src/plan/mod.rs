@@ -175,6 +175,11 @@ pub struct NodePlan {
     /// than this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resting_until: Option<DateTime<Utc>>,
+    /// The controller's budget-aware pick passed it over (its `rollboot.dev/passed-over`):
+    /// since when, for which budget and why. The replay takes it in order: it does not
+    /// predict budgets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed_over: Option<crate::node::PassedOver>,
 }
 
 /// One step of a node's drain.
@@ -629,6 +634,7 @@ fn node_plans(
                 steps: p.steps.clone(),
                 volumes: p.volumes.clone(),
                 resting_until: decide::resting_until(n, config, now),
+                passed_over: n.passed_over.clone(),
             }
         })
         .collect();

@@ -165,6 +165,13 @@ fn nodes(out: &mut String, nodes: &[NodePlan]) {
                     instant(t)
                 ));
             }
+            if let Some(p) = &n.passed_over {
+                outcome.push_str(&format!(
+                    ", passed over since {} for budget {}",
+                    instant(p.since),
+                    p.budget
+                ));
+            }
             vec![
                 n.order.to_string(),
                 n.name.clone(),

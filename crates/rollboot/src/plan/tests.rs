@@ -696,3 +696,39 @@ fn a_node_rebooted_within_min_reboot_interval_is_planned_from_when_it_has_rested
     assert_eq!(p.nodes[0].name, "a");
     assert_eq!(p.nodes[0].start, Some(now));
 }
+
+#[test]
+fn a_node_the_controller_passed_over_says_for_which_budget() {
+    let record = r#"{"since":"2026-01-01T23:50:00Z","budget":"apps/web","why":"budget apps/web allows 0 disruption(s) now"}"#;
+    let passed = NodeView::from_node(&annotate(
+        annotate(node("a", &[]), REBOOT_REQUIRED, "2026-01-01T00:00:00Z"),
+        crate::node::PASSED_OVER,
+        record,
+    ));
+    let cluster = Cluster {
+        nodes: vec![passed, flagged("b", "2026-01-01T06:00:00Z")],
+        ..Default::default()
+    };
+    let p = build(
+        &cluster,
+        &cfg("concurrency: {maxNodes: 2}"),
+        &Options::default(),
+        t("2026-01-02T00:00:00Z"),
+    );
+    let a = p.nodes.iter().find(|n| n.name == "a").unwrap();
+    let rec = a.passed_over.as_ref().expect("the record");
+    assert_eq!(rec.budget, "apps/web");
+    assert_eq!(rec.since, t("2026-01-01T23:50:00Z"));
+    assert!(p
+        .nodes
+        .iter()
+        .find(|n| n.name == "b")
+        .unwrap()
+        .passed_over
+        .is_none());
+    let text = crate::render::Render::text(&p);
+    assert!(text.contains("passed over since"), "{text}");
+    assert!(text.contains("for budget apps/web"), "{text}");
+    let json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["nodes"][0]["passedOver"]["budget"], "apps/web");
+}

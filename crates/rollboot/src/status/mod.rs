@@ -235,6 +235,24 @@ pub struct NodeStatus {
     /// start again (absent when it may now).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resting_until: Option<DateTime<Utc>>,
+    /// A waiting node the budget-aware pick passed over (`rollboot.dev/passed-over`): since
+    /// when, for which budget and why, and when `concurrency.passOverFor` has it taken anyway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed_over: Option<PassedOverStatus>,
+}
+
+/// A waiting node passed over for a budget with no room.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassedOverStatus {
+    /// The first pass over.
+    pub since: DateTime<Utc>,
+    /// The budget that held it last, `namespace/name`.
+    pub budget: String,
+    /// What was held, in a sentence.
+    pub why: String,
+    /// When it is taken anyway, room or not (`since` + `concurrency.passOverFor`).
+    pub taken_anyway_from: DateTime<Utc>,
 }
 
 /// Counts over all nodes.
@@ -444,6 +462,16 @@ fn node_statuses(
             resting_until: (n.flagged() && !entries.contains_key(&n.name))
                 .then(|| decide::resting_until(n, config, now))
                 .flatten(),
+            passed_over: n
+                .passed_over
+                .as_ref()
+                .filter(|_| decide::is_candidate(n, config) && !entries.contains_key(&n.name))
+                .map(|p| PassedOverStatus {
+                    since: p.since,
+                    budget: p.budget.clone(),
+                    why: p.why.clone(),
+                    taken_anyway_from: p.since + config.concurrency.pass_over_for.to_chrono(),
+                }),
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -760,6 +788,33 @@ mod tests {
         let txt = s.text();
         assert!(txt.contains("rollout HALTED"), "{txt}");
         assert!(txt.contains("failure: drain timed out"), "{txt}");
+    }
+
+    #[test]
+    fn a_waiting_node_passed_over_says_for_which_budget_and_until_when() {
+        let c = cfg("concurrency: {maxNodes: 3, passOverFor: 15m}");
+        let record = r#"{"since":"2026-01-01T01:50:00Z","budget":"apps/web","why":"budget apps/web allows 0 disruption(s) now"}"#;
+        let waiting = annotate(
+            annotate(node("a", &[]), REBOOT_REQUESTED, "2026-01-01T00:00:00Z"),
+            crate::node::PASSED_OVER,
+            record,
+        );
+        let snap = Snapshot {
+            leader: None,
+            lock: None,
+            nodes: vec![NodeView::from_node(&waiting)],
+        };
+        let s = build(&c, &snap, t("2026-01-01T02:00:00Z"));
+        let p = s.nodes[0].passed_over.as_ref().expect("passed over");
+        assert_eq!(p.budget, "apps/web");
+        assert_eq!(p.taken_anyway_from, t("2026-01-01T02:05:00Z"));
+        let txt = s.text();
+        assert!(
+            txt.contains("passed over since 2026-01-01T01:50:00.000Z (budget apps/web allows 0 disruption(s) now): taken once it has room, or from 2026-01-01T02:05:00.000Z"),
+            "{txt}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["nodes"][0]["passedOver"]["budget"], "apps/web");
     }
 
     #[test]

@@ -205,6 +205,14 @@ fn nodes(out: &mut String, nodes: &[NodeStatus]) {
                     crate::time::annotation(t)
                 ));
             }
+            if let Some(p) = &n.passed_over {
+                note.push(format!(
+                    "passed over since {} ({}): taken once it has room, or from {} (concurrency.passOverFor)",
+                    crate::time::annotation(p.since),
+                    p.why,
+                    crate::time::annotation(p.taken_anyway_from)
+                ));
+            }
             if let Some(cause) = &n.quarantined {
                 note.push(format!(
                     "quarantined ({cause}): stays cordoned until `rollboot retry`"
