@@ -459,15 +459,34 @@ pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
         None => Claims::default(),
     };
     let pass_over_for = config.concurrency.pass_over_for.to_chrono();
+    let fits = |n: &NodeView, per_group: &HashMap<String, usize>| match group {
+        Some((key, limit)) => {
+            per_group.get(&group_of(n, key)).copied().unwrap_or(0) + anywhere < limit as usize
+        }
+        None => true,
+    };
+    // The nodes a budget holds, in order: passed over for later ones with room.
+    let mut held_back: Vec<(&NodeView, Held)> = Vec::new();
+    let mut take = |n: &'a NodeView,
+                    busy: &mut usize,
+                    per_group: &mut HashMap<String, usize>,
+                    claims: &mut Claims,
+                    out: &mut Picked<'a>| {
+        if let Some(r) = rooms {
+            claims.take(&n.name, r);
+        }
+        if let Some((key, _)) = group {
+            *per_group.entry(group_of(n, key)).or_default() += 1;
+        }
+        *busy += 1;
+        out.nodes.push(n);
+    };
     for n in candidates {
         if busy >= max {
             break;
         }
-        if let Some((key, limit)) = group {
-            let g = per_group.get(&group_of(n, key)).copied().unwrap_or(0);
-            if g + anywhere >= limit as usize {
-                continue;
-            }
+        if !fits(n, &per_group) {
+            continue;
         }
         if let Some(r) = rooms {
             if let Some(held) = claims.held(&n.name, r) {
@@ -476,18 +495,23 @@ pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
                     .as_ref()
                     .is_some_and(|p| s.now - p.since >= pass_over_for);
                 if !starved {
-                    out.passed_over.push((n, held));
+                    held_back.push((n, held));
                     continue;
                 }
                 out.taken_anyway.push((n, held));
             }
-            claims.take(&n.name, r);
         }
-        if let Some((key, _)) = group {
-            *per_group.entry(group_of(n, key)).or_default() += 1;
+        take(n, &mut busy, &mut per_group, &mut claims, &mut out);
+    }
+    // Slots no node with room could fill go to the held ones, in order: an idle slot does
+    // nothing, a drain held on one budget evicts its other pods meanwhile. Only those left
+    // then were passed over for a node with room.
+    for (n, held) in held_back {
+        if busy < max && fits(n, &per_group) {
+            take(n, &mut busy, &mut per_group, &mut claims, &mut out);
+        } else {
+            out.passed_over.push((n, held));
         }
-        busy += 1;
-        out.nodes.push(n);
     }
     out
 }
@@ -1428,6 +1452,31 @@ mod tests {
     }
 
     #[test]
+    fn with_no_node_with_room_the_held_ones_fill_the_free_slots_in_order() {
+        let nodes = vec![
+            flagged("a", "2026-01-01T00:00:00Z", &[]),
+            flagged("b", "2026-01-02T00:00:00Z", &[]),
+            flagged("c", "2026-01-03T00:00:00Z", &[]),
+        ];
+        let none = BTreeMap::new();
+        let c = cfg("concurrency: {maxNodes: 2}");
+        let all_held = rooms(
+            &[("a", &["web"]), ("b", &["web"]), ("c", &["web"])],
+            &[("web", 0)],
+            &[],
+        );
+        let s = Snapshot {
+            rooms: Some(&all_held),
+            ..snapshot(&nodes, &none)
+        };
+        let d = pick_detail(&s, &c);
+        // An idle slot does nothing; a held drain evicts its other pods meanwhile.
+        assert_eq!(names(d.nodes), ["a", "b"]);
+        assert_eq!(d.passed_over.len(), 1);
+        assert_eq!(d.passed_over[0].0.name, "c");
+    }
+
+    #[test]
     fn a_node_passed_over_is_taken_anyway_once_passed_over_for_its_bound() {
         let passed = |since: &str| {
             let v = serde_json::json!({"since": since, "budget": "ns/web", "why": "w"});
@@ -1438,7 +1487,7 @@ mod tests {
             );
             NodeView::from_node(&annotate(n, proto::PASSED_OVER, &v.to_string()))
         };
-        let c = cfg("concurrency: {maxNodes: 2, passOverFor: 10m}");
+        let c = cfg("concurrency: {maxNodes: 1, passOverFor: 10m}");
         let budgets = rooms(
             &[("a", &["web"]), ("b", &["db"])],
             &[("web", 0), ("db", 1)],
@@ -1468,7 +1517,7 @@ mod tests {
             ..snapshot(&nodes, &none)
         };
         let d = pick_detail(&s, &c);
-        assert_eq!(names(d.nodes), ["a", "b"]);
+        assert_eq!(names(d.nodes), ["a"]);
         assert!(d.passed_over.is_empty());
         assert_eq!(d.taken_anyway[0].1.budget, "ns/web");
         // Its record is stale once it is no longer waiting: housekeeping removes it.

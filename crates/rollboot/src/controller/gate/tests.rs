@@ -90,6 +90,55 @@ fn waits_until_every_stream_is_listed_then_for_each_object() {
 }
 
 #[test]
+fn with_other_nodes_in_flight_a_controller_restored_once_is_not_waited_on_again() {
+    let play = |mut g: GateState| {
+        for s in [pdb(), rs()] {
+            g.apply(Update::Listed(s));
+        }
+        let budget = |healthy| Health::Budget {
+            healthy,
+            desired: 2,
+        };
+        let web = |ready| Health::Replicas { ready, want: 3 };
+        // The node's evicted pod replaced: every replica Ready...
+        g.apply(Update::Seen(rs(), "web-1".into(), web(3)));
+        g.apply(Update::Seen(pdb(), "web".into(), budget(3)));
+        assert_eq!(g.verdict(), None);
+        // ...then another node's drain takes a sibling: the budget still has what it needs.
+        g.apply(Update::Seen(rs(), "web-1".into(), web(2)));
+        g.apply(Update::Seen(pdb(), "web".into(), budget(2)));
+        let dip = g.verdict();
+        // A budget short now is waited on in both cases.
+        g.apply(Update::Seen(pdb(), "web".into(), budget(1)));
+        let short = g.verdict();
+        (dip, short)
+    };
+    let (dip, short) = play(GateState::new(&record()));
+    assert_eq!(
+        dip.as_deref(),
+        Some("ReplicaSet a/web-1 has 2 of 3 replicas Ready")
+    );
+    assert!(short.is_some());
+    let (dip, short) = play(GateState::new(&record()).restored_once_is_enough());
+    assert_eq!(dip, None);
+    assert_eq!(
+        short.as_deref(),
+        Some("PodDisruptionBudget a/web has 1 healthy of 2 desired")
+    );
+    // Never restored since the gate began: waited on.
+    let mut g = GateState::new(&record()).restored_once_is_enough();
+    for s in [pdb(), rs()] {
+        g.apply(Update::Listed(s));
+    }
+    g.apply(Update::Seen(
+        rs(),
+        "web-1".into(),
+        Health::Replicas { ready: 2, want: 3 },
+    ));
+    assert!(g.verdict().is_some());
+}
+
+#[test]
 fn a_relist_forgets_what_the_stream_said_and_waits_again() {
     let mut g = GateState::new(&record());
     for s in [pdb(), rs()] {

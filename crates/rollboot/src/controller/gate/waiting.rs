@@ -32,10 +32,14 @@ pub struct Gate {
 
 impl Gate {
     /// Follows the watch of every stream of `record` (started by `hub` when none runs); they
-    /// feed this gate until it is dropped.
-    pub fn start(hub: &Hub, record: &GateRecord) -> Gate {
+    /// feed this gate until it is dropped. `concurrent`: other nodes may be in flight
+    /// (`maxNodes` above 1), see [`GateState::restored_once_is_enough`].
+    pub fn start(hub: &Hub, record: &GateRecord, concurrent: bool) -> Gate {
         hub.sweep();
-        let state = GateState::new(record);
+        let state = match concurrent {
+            true => GateState::new(record).restored_once_is_enough(),
+            false => GateState::new(record),
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         let watches = state
             .streams()
