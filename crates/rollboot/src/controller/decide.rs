@@ -467,7 +467,7 @@ pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
     };
     // The nodes a budget holds, in order: passed over for later ones with room.
     let mut held_back: Vec<(&NodeView, Held)> = Vec::new();
-    let mut take = |n: &'a NodeView,
+    let take = |n: &'a NodeView,
                     busy: &mut usize,
                     per_group: &mut HashMap<String, usize>,
                     claims: &mut Claims,
