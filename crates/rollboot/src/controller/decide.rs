@@ -360,9 +360,18 @@ pub struct Picked<'a> {
 
 /// How many waiting nodes, in order, the budget-aware pick looks at for `free` slots: enough
 /// to find nodes whose budgets have room when the first ones share budgets with the nodes in
-/// flight (siblings laid out on consecutive nodes), bounded so that a pass reads the pods of a
-/// few nodes, not of the cluster.
+/// flight (siblings on consecutive nodes; or, spread as kube-scheduler lays them out, each
+/// node's pods under ten budgets of which any may be busy: on issue 26's scenario about one
+/// waiting node in fifteen has room at a given instant), bounded so that the pick looks at a
+/// few nodes, not at the cluster. A pass reads the pods of at most [`reads_per_pass`] of them.
 pub fn scan_window(free: usize) -> usize {
+    free * 4 + 64
+}
+
+/// How many of the nodes the pick looks at a pass reads the pods of, at most (the first
+/// not yet read, then the longest read ago): the others are known from an earlier pass, or
+/// not yet (such a node is taken only for a slot no node known to have room could fill).
+pub fn reads_per_pass(free: usize) -> usize {
     free * 4 + 16
 }
 
@@ -465,13 +474,15 @@ pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
         }
         None => true,
     };
-    // The nodes a budget holds, in order: passed over for later ones with room.
+    // The nodes a budget holds, in order: passed over for later ones with room. And the nodes
+    // whose pods were not read yet: taken, in order, only for a slot left after the held ones.
     let mut held_back: Vec<(&NodeView, Held)> = Vec::new();
+    let mut unread: Vec<&NodeView> = Vec::new();
     let take = |n: &'a NodeView,
-                    busy: &mut usize,
-                    per_group: &mut HashMap<String, usize>,
-                    claims: &mut Claims,
-                    out: &mut Picked<'a>| {
+                busy: &mut usize,
+                per_group: &mut HashMap<String, usize>,
+                claims: &mut Claims,
+                out: &mut Picked<'a>| {
         if let Some(r) = rooms {
             claims.take(&n.name, r);
         }
@@ -489,6 +500,10 @@ pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
             continue;
         }
         if let Some(r) = rooms {
+            if !r.nodes.contains_key(&n.name) {
+                unread.push(n);
+                continue;
+            }
             if let Some(held) = claims.held(&n.name, r) {
                 let starved = n
                     .passed_over
@@ -511,6 +526,11 @@ pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
             take(n, &mut busy, &mut per_group, &mut claims, &mut out);
         } else {
             out.passed_over.push((n, held));
+        }
+    }
+    for n in unread {
+        if busy < max && fits(n, &per_group) {
+            take(n, &mut busy, &mut per_group, &mut claims, &mut out);
         }
     }
     out

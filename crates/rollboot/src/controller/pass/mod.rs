@@ -186,11 +186,12 @@ impl Leading {
             return Ok(());
         }
         let rooms = if decide::budget_aware(&ctx.config) {
-            let (_, looked_at) = decide::looked_at(&snap, &ctx.config);
+            let (free, looked_at) = decide::looked_at(&snap, &ctx.config);
             let draining: Vec<&str> = decide::draining(&snap).collect();
+            let reads = decide::reads_per_pass(free);
             match looked_at.is_empty() {
                 true => None,
-                false => Some(self.rooms.rooms(ctx, &looked_at, &draining).await),
+                false => Some(self.rooms.rooms(ctx, &looked_at, &draining, reads).await),
             }
         } else {
             None

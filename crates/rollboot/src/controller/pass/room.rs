@@ -44,15 +44,16 @@ pub(in crate::controller) struct RoomReader {
 }
 
 impl RoomReader {
-    /// What the pick needs for `looked` (the waiting nodes it looks at) and `draining` (the
-    /// nodes in flight not past their drain): their budgets, read where not known or stale,
-    /// and those budgets now. A node whose pods could not be read is left out: it is taken
+    /// What the pick needs for `looked` (the waiting nodes it looks at, in its order) and
+    /// `draining` (the nodes in flight not past their drain): their budgets, read where not
+    /// known or stale (at most `reads` nodes, besides those in flight), and those budgets now. A node whose pods could not be read is left out: it is taken
     /// in order, as without the budget-aware pick.
     pub(in crate::controller) async fn rooms(
         &mut self,
         ctx: &Ctx,
         looked: &[&NodeView],
         draining: &[&str],
+        reads: usize,
     ) -> Rooms {
         let now = Instant::now();
         let wanted: HashSet<&str> = looked
@@ -61,15 +62,29 @@ impl RoomReader {
             .chain(draining.iter().copied())
             .collect();
         self.known.retain(|n, _| wanted.contains(n.as_str()));
-        let draining_set: HashSet<&str> = draining.iter().copied().collect();
-        let to_read: Vec<String> = wanted
+        // The nodes in flight first (their claims hold the others), then the waiting ones never
+        // read in the pick's order, then the stale ones, longest read first: at most `reads`.
+        let mut to_read: Vec<String> = draining
             .iter()
-            .filter(|n| match self.known.get(**n) {
-                None => true,
-                Some((at, _)) => !draining_set.contains(**n) && now - *at > FRESH_FOR,
-            })
+            .filter(|n| !self.known.contains_key(**n))
             .map(|n| n.to_string())
             .collect();
+        to_read.extend(
+            looked
+                .iter()
+                .filter(|n| !self.known.contains_key(&n.name))
+                .map(|n| n.name.clone()),
+        );
+        let mut stale: Vec<(Instant, &str)> = looked
+            .iter()
+            .filter_map(|n| {
+                let (at, _) = self.known.get(&n.name)?;
+                (now - *at > FRESH_FOR).then_some((*at, n.name.as_str()))
+            })
+            .collect();
+        stale.sort();
+        to_read.extend(stale.into_iter().map(|(_, n)| n.to_string()));
+        to_read.truncate(reads.max(draining.len()));
         let read: Vec<(String, Option<NodeBudgets>)> = stream::iter(to_read)
             .map(|node| async move {
                 let b = node_budgets(ctx, &node).await;
