@@ -96,6 +96,11 @@ const SCALED: &[Floor] = &[
         why: "",
     },
     Floor {
+        key: "concurrency.passOverFor",
+        floor: Duration::from_millis(1),
+        why: "",
+    },
+    Floor {
         key: "drain.volumes.detachTimeout",
         floor: Duration::from_millis(1),
         why: "",
@@ -144,6 +149,10 @@ pub struct ConfigScaling {
 
 /// `d` times `factor`, to the millisecond, never below `floor` nor 1 ms.
 fn scale(d: Duration, factor: f64, floor: Duration) -> (Duration, bool) {
+    // 0 turns a setting off (`concurrency.passOverFor: 0s`): it stays off.
+    if d.as_millis() == 0 {
+        return (d, false);
+    }
     let product = Duration::from_millis(((d.as_millis() as f64) * factor).round() as i64);
     let floor = floor.max(Duration::from_millis(1));
     if product < floor {
