@@ -771,7 +771,7 @@ pub fn refresh_pdb(inner: &mut Inner, key: &str) {
         return;
     };
     let mut v = old.value();
-    let (b, disrupted) = api::budget_now(inner, &old.idx, &v);
+    let (b, disrupted) = api::budget_now(inner, &v);
     let now = timestamp(Utc::now());
     let before = v.clone();
     v["status"]["observedGeneration"] = v["metadata"]["generation"].clone();
