@@ -369,8 +369,8 @@ pub struct Hub {
     budget_wake: BudgetWake,
 }
 
-/// What a budget's change wakes, when anything, and for which budgets (`namespace/name`).
-type BudgetWake = Arc<std::sync::Mutex<Option<(Arc<tokio::sync::Notify>, BTreeSet<String>)>>>;
+/// What a budget's change wakes, when anything.
+type BudgetWake = Arc<std::sync::Mutex<Option<Arc<tokio::sync::Notify>>>>;
 
 impl Hub {
     /// No watch running yet.
@@ -549,12 +549,8 @@ impl Hub {
         })
     }
 
-    /// Wakes `wake` on every later change of one of `budgets` (`namespace/name`); `None`: no
-    /// longer.
-    pub fn wake_on_budget_change(
-        &self,
-        wake: Option<(Arc<tokio::sync::Notify>, BTreeSet<String>)>,
-    ) {
+    /// Wakes `wake` on every later change of a watched budget (`None`: no longer).
+    pub fn wake_on_budget_change(&self, wake: Option<Arc<tokio::sync::Notify>>) {
         *self.budget_wake.lock().expect("budget wake") = wake;
     }
 
@@ -670,19 +666,11 @@ async fn follow<K>(
                 continue;
             }
         };
-        let changed = match &ev {
-            FeedEvent::Apply(o) => Some(o.name.clone()),
-            FeedEvent::Delete(name) => Some(name.clone()),
-            _ => None,
-        };
+        let changed = matches!(ev, FeedEvent::Apply(_) | FeedEvent::Delete(_));
         feed.publish(ev);
-        if let (Some(w), Some(name)) = (wake.as_ref(), changed) {
-            if let Some((n, budgets)) = w.lock().expect("budget wake").as_ref() {
-                // Only a budget that holds a node passed over: at 5,000 nodes every eviction
-                // and every replacement changes a budget, and a pass for each was a cost.
-                if budgets.contains(&format!("{}/{name}", stream.1)) {
-                    n.notify_one();
-                }
+        if let Some(w) = wake.as_ref().filter(|_| changed) {
+            if let Some(n) = w.lock().expect("budget wake").as_ref() {
+                n.notify_one();
             }
         }
     }

@@ -204,10 +204,7 @@ impl Leading {
         // A budget that gets room again changes no Node: while nodes are passed over, its
         // change wakes a pass.
         ctx.gate_hub
-            .wake_on_budget_change((!detail.passed_over.is_empty()).then(|| {
-                let held = detail.passed_over.iter().map(|(_, h)| h.budget.clone());
-                (ctx.wake.clone(), held.collect())
-            }));
+            .wake_on_budget_change((!detail.passed_over.is_empty()).then(|| ctx.wake.clone()));
         for (n, held) in &detail.passed_over {
             if let Some(p) = &n.passed_over {
                 soon(
