@@ -432,8 +432,20 @@ pub fn pick<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
 /// `concurrency.passOverFor` ago or more (its `rollboot.dev/passed-over`): then it is taken
 /// anyway, so no node starves.
 pub fn pick_detail<'a>(s: &Snapshot<'a>, config: &Config) -> Picked<'a> {
-    let max = config.concurrency.max_nodes as usize;
     let (free, candidates) = looked_at(s, config);
+    pick_among(s, config, free, candidates)
+}
+
+/// [`pick_detail`] from what [`looked_at`] returned for `s` (`free` slots, `candidates` in
+/// order): the pass asks for them first, to read their pods, and does not filter and order
+/// every Node twice.
+pub fn pick_among<'a>(
+    s: &Snapshot<'a>,
+    config: &Config,
+    free: usize,
+    candidates: Vec<&'a NodeView>,
+) -> Picked<'a> {
+    let max = config.concurrency.max_nodes as usize;
     let mut out = Picked::default();
     if free == 0 {
         return out;

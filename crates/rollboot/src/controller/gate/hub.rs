@@ -450,44 +450,54 @@ impl Hub {
         wait: Duration,
     ) -> Option<Vec<PodDisruptionBudget>> {
         use k8s_openapi::api::policy::v1::{PodDisruptionBudgetSpec, PodDisruptionBudgetStatus};
+        self.when_listed(namespace, wait, |st| {
+            let wanted = Wanted {
+                names: BTreeSet::new(),
+                selecting: pods.to_vec(),
+            };
+            st.kept(&wanted)
+                .into_iter()
+                .map(|o| {
+                    let mut b = PodDisruptionBudget {
+                        metadata: kube::api::ObjectMeta {
+                            name: Some(o.name.clone()),
+                            namespace: Some(namespace.to_string()),
+                            ..Default::default()
+                        },
+                        spec: Some(PodDisruptionBudgetSpec {
+                            selector: o.selector.clone(),
+                            ..Default::default()
+                        }),
+                        status: (!o.disrupted.is_empty()).then(|| PodDisruptionBudgetStatus {
+                            disrupted_pods: Some(o.disrupted.clone()),
+                            ..Default::default()
+                        }),
+                    };
+                    if let Some(never) = &o.never {
+                        never.apply(&mut b);
+                    }
+                    b
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// `read` of the budgets of `namespace` as the shared watch (started when none runs) knows
+    /// them, once it has listed; `None` when it has not within `wait`.
+    async fn when_listed<T>(
+        &self,
+        namespace: &str,
+        wait: Duration,
+        read: impl Fn(&FeedState) -> T,
+    ) -> Option<T> {
         let feed = self.feed(&(GateKind::Budget, namespace.to_string()));
         let until = tokio::time::Instant::now() + wait;
         loop {
             {
                 let st = feed.shared.state.lock().expect("gate feed");
                 if st.listed {
-                    let wanted = Wanted {
-                        names: BTreeSet::new(),
-                        selecting: pods.to_vec(),
-                    };
-                    return Some(
-                        st.kept(&wanted)
-                            .into_iter()
-                            .map(|o| {
-                                let mut b = PodDisruptionBudget {
-                                    metadata: kube::api::ObjectMeta {
-                                        name: Some(o.name.clone()),
-                                        namespace: Some(namespace.to_string()),
-                                        ..Default::default()
-                                    },
-                                    spec: Some(PodDisruptionBudgetSpec {
-                                        selector: o.selector.clone(),
-                                        ..Default::default()
-                                    }),
-                                    status: (!o.disrupted.is_empty()).then(|| {
-                                        PodDisruptionBudgetStatus {
-                                            disrupted_pods: Some(o.disrupted.clone()),
-                                            ..Default::default()
-                                        }
-                                    }),
-                                };
-                                if let Some(never) = &o.never {
-                                    never.apply(&mut b);
-                                }
-                                b
-                            })
-                            .collect(),
-                    );
+                    return Some(read(&st));
                 }
             }
             if tokio::time::Instant::now() >= until {
@@ -506,30 +516,18 @@ impl Hub {
         pods: &[&BTreeMap<String, String>],
         wait: Duration,
     ) -> Option<Vec<Vec<String>>> {
-        let feed = self.feed(&(GateKind::Budget, namespace.to_string()));
-        let until = tokio::time::Instant::now() + wait;
-        loop {
-            {
-                let st = feed.shared.state.lock().expect("gate feed");
-                if st.listed {
-                    return Some(
-                        pods.iter()
-                            .map(|labels| {
-                                let wanted = Wanted {
-                                    names: BTreeSet::new(),
-                                    selecting: vec![(*labels).clone()],
-                                };
-                                st.kept(&wanted).iter().map(|o| o.name.clone()).collect()
-                            })
-                            .collect(),
-                    );
-                }
-            }
-            if tokio::time::Instant::now() >= until {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.when_listed(namespace, wait, |st| {
+            pods.iter()
+                .map(|labels| {
+                    let wanted = Wanted {
+                        names: BTreeSet::new(),
+                        selecting: vec![(*labels).clone()],
+                    };
+                    st.kept(&wanted).iter().map(|o| o.name.clone()).collect()
+                })
+                .collect()
+        })
+        .await
     }
 
     /// The budget `namespace/name` as its watch knows it now (without starting a watch):

@@ -185,14 +185,11 @@ impl Leading {
             soon(next, blockers::look_again(ctx, &blocked, now));
             return Ok(());
         }
-        let rooms = if decide::budget_aware(&ctx.config) {
-            let (free, looked_at) = decide::looked_at(&snap, &ctx.config);
+        let (free, looked_at) = decide::looked_at(&snap, &ctx.config);
+        let rooms = if decide::budget_aware(&ctx.config) && !looked_at.is_empty() {
             let draining: Vec<&str> = decide::draining(&snap).collect();
             let reads = decide::reads_per_pass(free);
-            match looked_at.is_empty() {
-                true => None,
-                false => Some(self.rooms.rooms(ctx, &looked_at, &draining, reads).await),
-            }
+            Some(self.rooms.rooms(ctx, &looked_at, &draining, reads).await)
         } else {
             None
         };
@@ -200,7 +197,7 @@ impl Leading {
             rooms: rooms.as_ref(),
             ..snap
         };
-        let detail = decide::pick_detail(&snap, &ctx.config);
+        let detail = decide::pick_among(&snap, &ctx.config, free, looked_at);
         // A budget that gets room again changes no Node: while nodes are passed over, its
         // change wakes a pass.
         ctx.gate_hub
