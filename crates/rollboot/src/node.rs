@@ -73,6 +73,15 @@ pub const SILENCE_ID: &str = "rollboot.dev/silence-id";
 /// a new leader does not restart it. Removed when the node's cycle starts (the cordon), or when
 /// the node is no longer waiting.
 pub const PASSED_OVER: &str = "rollboot.dev/passed-over";
+/// Agent: its host is shutting down by itself (logind's `PrepareForShutdown(true)` for a
+/// shutdown rollboot did not ask for); the value is when the agent saw it (RFC 3339). The
+/// controller cordons and drains the node at once, whatever the window, and hands the host back
+/// (`rebooting` with no token) once drained. The agent removes it when the shutdown is
+/// cancelled, or when it starts again (on the same boot: cancelled; on a new one: done).
+pub const SHUTDOWN_REQUESTED: &str = "rollboot.dev/shutdown-requested";
+/// Operator: the FleetLock id of this Node's host, when it cannot be derived from
+/// `status.nodeInfo.machineID` (lower-case hex, as the host's FleetLock client sends it).
+pub const FLEETLOCK_ID: &str = "rollboot.dev/fleetlock-id";
 /// Controller, history: when the node's last reboot cycle ended `done` (RFC 3339).
 pub const LAST_REBOOT: &str = "rollboot.dev/last-reboot";
 /// Controller, history: the boot ID before the last reboot rollboot verified.
@@ -366,7 +375,7 @@ pub struct NodeView {
     pub ready: bool,
     /// `status.nodeInfo.bootID`.
     pub boot_id: String,
-    /// `status.nodeInfo.machineID` (empty when unknown; the controller's cache trims it).
+    /// `status.nodeInfo.machineID` (empty when unknown).
     pub machine_id: String,
     /// Being deleted.
     pub deleting: bool,
@@ -418,6 +427,12 @@ pub struct NodeView {
     /// `passed-over`: since when the budget-aware pick passes this waiting node over, and for
     /// which budget (absent, or unreadable: never passed over).
     pub passed_over: Option<PassedOver>,
+    /// `shutdown-requested` is present: its host is shutting down by itself.
+    pub shutdown_requested: bool,
+    /// The instant written in `shutdown-requested`, when it is one.
+    pub shutdown_requested_at: Option<DateTime<Utc>>,
+    /// `fleetlock-id`: the host's FleetLock id, given by an operator.
+    pub fleetlock_id: Option<String>,
     /// `failure-reason` (with `state: failed`).
     pub failure_reason: Option<String>,
     /// The reboot history rollboot keeps on the Node.
@@ -793,6 +808,11 @@ impl NodeView {
             passed_over: ann
                 .get(PASSED_OVER)
                 .and_then(|v| serde_json::from_str(v).ok()),
+            shutdown_requested: ann.contains_key(SHUTDOWN_REQUESTED),
+            shutdown_requested_at: ann
+                .get(SHUTDOWN_REQUESTED)
+                .and_then(|v| time::parse_annotation(v)),
+            fleetlock_id: get(FLEETLOCK_ID),
             failure_reason: get(FAILURE_REASON),
             history,
             labels,
@@ -835,7 +855,7 @@ impl NodeView {
 
 /// Keeps of a Node only what [`NodeView::from_node`] reads, before it is cached: name,
 /// resourceVersion, labels, rollboot's own annotations, deletion, `spec.unschedulable`, the
-/// taints, the Ready condition and the boot ID. A kubelet's Node carries images, volumes,
+/// taints, the Ready condition, the boot ID and the machine ID. A kubelet's Node carries images, volumes,
 /// addresses, capacity and a dozen conditions; 5,000 of them kept whole were half the
 /// controller's memory. Every taint is kept (a Node has a handful): a write of the taint list
 /// replaces it whole, so it must be built from all of them.
@@ -853,6 +873,8 @@ pub fn trim_keeping(node: Node, keep: &[String]) -> Node {
             .map(|cs| cs.into_iter().filter(|c| c.type_ == "Ready").collect()),
         node_info: s.node_info.map(|i| NodeSystemInfo {
             boot_id: i.boot_id,
+            // The FleetLock server finds a host's Node by an id derived from it.
+            machine_id: i.machine_id,
             ..Default::default()
         }),
         ..Default::default()
