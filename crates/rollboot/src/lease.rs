@@ -236,9 +236,42 @@ pub struct Elector {
     /// The Lease as this replica last wrote it: renewals replace it without reading first.
     last_written: Option<Lease>,
     contact: Arc<Mutex<Contact>>,
+    /// Annotations this replica writes on the Lease while it holds it (the FleetLock server's
+    /// address, for the other replicas to forward to), and removes on release.
+    stamp: Vec<(String, String)>,
 }
 
+/// Leader Lease annotation: where the leader's FleetLock server is reached (JSON
+/// `{"holder", "url"}`), written by the leader with each acquire and renewal, so the holder and
+/// its address are always read from one object.
+pub const FLEETLOCK_URL: &str = "rollboot.dev/fleetlock-url";
+
 impl Elector {
+    /// Writes `key: value` on the Lease with every acquire and renewal (removed on release).
+    pub fn with_annotation(mut self, key: &str, value: String) -> Elector {
+        self.stamp.push((key.into(), value));
+        self
+    }
+
+    /// Puts (or, `on` false, takes off) this replica's annotations on `lease`.
+    fn stamped(&self, mut lease: Lease, on: bool) -> Lease {
+        if self.stamp.is_empty() {
+            return lease;
+        }
+        let ann = lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        for (k, v) in &self.stamp {
+            if on {
+                ann.insert(k.clone(), v.clone());
+            } else {
+                ann.remove(k);
+            }
+        }
+        lease
+    }
+
     /// An elector for `identity` on `lease`; returns the [`Leadership`] handle the replica's
     /// work checks.
     pub fn new(lease: LeaseRef, identity: &str, timings: Timings) -> (Elector, Leadership) {
@@ -261,6 +294,7 @@ impl Elector {
                 observed: None,
                 last_written: None,
                 contact,
+                stamp: Vec::new(),
             },
             handle,
         )
@@ -349,7 +383,7 @@ impl Elector {
             // else wrote since, and we read again.
             let spec = lease.spec.clone().unwrap_or_default();
             lease.spec = Some(self.spec(spec.lease_transitions.unwrap_or(0), false, Some(&spec)));
-            match self.lease.replace(&lease).await {
+            match self.lease.replace(&self.stamped(lease, true)).await {
                 Ok(l) => {
                     self.last_written = Some(l);
                     return Ok(true);
@@ -363,7 +397,7 @@ impl Elector {
                 spec: Some(self.spec(0, true, None)),
                 ..Default::default()
             };
-            return match self.lease.create(lease).await {
+            return match self.lease.create(self.stamped(lease, true)).await {
                 Ok(l) => {
                     self.last_written = Some(l);
                     Ok(true)
@@ -402,7 +436,7 @@ impl Elector {
             tracing::info!(lease = self.lease.name(), previous = %holder, "leader lease expired; taking it");
             lease.spec = Some(self.spec(transitions + 1, true, Some(&spec)));
         }
-        match self.lease.replace(&lease).await {
+        match self.lease.replace(&self.stamped(lease, true)).await {
             Ok(l) => {
                 self.last_written = Some(l);
                 Ok(true)
@@ -423,6 +457,9 @@ impl Elector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(time::micro(Utc::now()));
-        self.lease.replace(&lease).await.map(|_| ())
+        self.lease
+            .replace(&self.stamped(lease, false))
+            .await
+            .map(|_| ())
     }
 }

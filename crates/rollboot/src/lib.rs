@@ -31,6 +31,7 @@ pub mod controller;
 pub mod controls;
 pub mod drain;
 pub mod events;
+pub mod fleetlock;
 pub mod hooks;
 pub mod lease;
 pub mod lock;

@@ -117,6 +117,9 @@ pub struct Metrics {
     notifications: Mutex<BTreeMap<(String, String, String), u64>>,
     hooks: Mutex<BTreeMap<(String, String), u64>>,
     silences: Mutex<BTreeMap<&'static str, u64>>,
+    fleetlock: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// The address this replica's FleetLock server is bound to, once bound.
+    fleetlock_addr: Mutex<Option<std::net::SocketAddr>>,
     rollout: Mutex<Option<RolloutGauges>>,
     config: Mutex<Option<Arc<Config>>>,
     /// What `/readyz` answers from.
@@ -243,6 +246,24 @@ impl Metrics {
             .expect("metrics")
             .entry(outcome)
             .or_default() += 1;
+    }
+    /// A FleetLock request answered: its endpoint (`pre-reboot`, `steady-state`, `unknown`)
+    /// and outcome (`ok`, or the answer's kind; `forwarded` when another replica answered).
+    pub fn fleetlock_request(&self, endpoint: &'static str, outcome: &'static str) {
+        *self
+            .fleetlock
+            .lock()
+            .expect("metrics")
+            .entry((endpoint, outcome))
+            .or_default() += 1;
+    }
+    /// Records where this replica's FleetLock server listens.
+    pub fn set_fleetlock_addr(&self, addr: Option<std::net::SocketAddr>) {
+        *self.fleetlock_addr.lock().expect("metrics") = addr;
+    }
+    /// Where this replica's FleetLock server listens, once bound.
+    pub fn fleetlock_addr(&self) -> Option<std::net::SocketAddr> {
+        *self.fleetlock_addr.lock().expect("metrics")
     }
     /// The rollout as the leader saw it on its last pass.
     pub fn set_rollout(&self, g: RolloutGauges) {
@@ -450,6 +471,18 @@ impl Metrics {
         );
         for (outcome, v) in self.silences.lock().expect("metrics").iter() {
             let _ = writeln!(s, "rollboot_silences_total{{outcome=\"{outcome}\"}} {v}");
+        }
+        head(
+            s,
+            "fleetlock_requests_total",
+            "FleetLock requests answered by this replica, by endpoint and outcome (ok, the answer's kind, or forwarded)",
+            "counter",
+        );
+        for ((endpoint, outcome), v) in self.fleetlock.lock().expect("metrics").iter() {
+            let _ = writeln!(
+                s,
+                "rollboot_fleetlock_requests_total{{endpoint=\"{endpoint}\",outcome=\"{outcome}\"}} {v}"
+            );
         }
     }
 

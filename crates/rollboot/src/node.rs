@@ -82,6 +82,19 @@ pub const SHUTDOWN_REQUESTED: &str = "rollboot.dev/shutdown-requested";
 /// Operator: the FleetLock id of this Node's host, when it cannot be derived from
 /// `status.nodeInfo.machineID` (lower-case hex, as the host's FleetLock client sends it).
 pub const FLEETLOCK_ID: &str = "rollboot.dev/fleetlock-id";
+/// Controller: the reboot of this cycle was handed to the host itself (RFC 3339 instant), in
+/// place of a `reboot` token: a FleetLock host whose `pre-reboot` is now answered 200, or a
+/// host shutting down by itself once drained. Written with `rebooting` and `boot-id-before`;
+/// like a token, it puts the cycle at its reboot whatever `state` says.
+pub const HANDED_OFF: &str = "rollboot.dev/handed-off";
+/// Controller: what the FleetLock server knows of this Node's host (JSON, see
+/// [`FleetLockRecord`]): its id and group, whether it gave its slot back before rebooting, and
+/// its last request and answer (written when the answer changes, or a minute after the last
+/// write: hosts poll).
+pub const FLEETLOCK: &str = "rollboot.dev/fleetlock";
+/// The `reboot-requested-reason` the FleetLock server writes with the request of a host's
+/// `pre-reboot`: a cycle so flagged is handed to the host instead of a token to the agent.
+pub const FLEETLOCK_REASON: &str = "fleetlock";
 /// Controller, history: when the node's last reboot cycle ended `done` (RFC 3339).
 pub const LAST_REBOOT: &str = "rollboot.dev/last-reboot";
 /// Controller, history: the boot ID before the last reboot rollboot verified.
@@ -107,8 +120,9 @@ pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
 /// them (the controller's cordon step removes them), and clearing a failure removes them too.
 /// The agent's ack, lost report and refusal name the token they go with: they go with it (a
 /// garbled ack left behind would make the agent refuse every later token).
-pub const CYCLE_KEYS: [&str; 8] = [
+pub const CYCLE_KEYS: [&str; 9] = [
     REBOOT,
+    HANDED_OFF,
     BOOT_ID_BEFORE,
     HEALTH_GATE,
     REBOOT_ATTEMPT,
@@ -433,6 +447,10 @@ pub struct NodeView {
     pub shutdown_requested_at: Option<DateTime<Utc>>,
     /// `fleetlock-id`: the host's FleetLock id, given by an operator.
     pub fleetlock_id: Option<String>,
+    /// `handed-off`, when it parses: the reboot was handed to the host at this instant.
+    pub handed_off: Option<DateTime<Utc>>,
+    /// `fleetlock`, when it parses: the FleetLock server's record of this Node's host.
+    pub fleetlock: Option<FleetLockRecord>,
     /// `failure-reason` (with `state: failed`).
     pub failure_reason: Option<String>,
     /// The reboot history rollboot keeps on the Node.
@@ -445,6 +463,34 @@ pub struct NodeView {
     pub other_annotations: BTreeMap<String, String>,
     /// Every taint of the Node, as stored (a write of the taint list is built from it).
     pub taints: Vec<TaintView>,
+}
+
+/// The `fleetlock` record: what the FleetLock server knows of a Node's host.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetLockRecord {
+    /// The host's FleetLock id, as its client sends it.
+    pub id: String,
+    /// The FleetLock group it asked under.
+    pub group: String,
+    /// The host called `steady-state` before it rebooted, in the cycle its `pre-reboot`
+    /// started (RFC 3339): it gives the slot back, and the cycle ends without a reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned: Option<DateTime<Utc>>,
+    /// The host's last request and its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<FleetLockRequest>,
+}
+
+/// One request of a FleetLock host, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FleetLockRequest {
+    /// `pre-reboot` or `steady-state`.
+    pub endpoint: String,
+    /// When it came (RFC 3339).
+    pub at: DateTime<Utc>,
+    /// The answer: `ok` for 200, else the error's `kind`.
+    pub answer: String,
 }
 
 /// The `passed-over` record: the budget-aware pick passed this waiting node over, since
@@ -640,6 +686,7 @@ struct CycleKeys {
     state_since: Option<DateTime<Utc>>,
     boot_id_before: Option<String>,
     reboot_token: Option<String>,
+    handed_off: Option<DateTime<Utc>>,
     reboot_attempt: Option<u32>,
     reboot_refused: Option<Refusal>,
 }
@@ -672,6 +719,13 @@ impl CycleKeys {
                 boot_id_well_formed(v).then(|| v.to_string())
             }),
             reboot_token: parsed(ann, malformed, REBOOT, token, as_token),
+            handed_off: parsed(
+                ann,
+                malformed,
+                HANDED_OFF,
+                "an RFC 3339 instant",
+                time::parse_annotation,
+            ),
             reboot_attempt: parsed(
                 ann,
                 malformed,
@@ -813,6 +867,10 @@ impl NodeView {
                 .get(SHUTDOWN_REQUESTED)
                 .and_then(|v| time::parse_annotation(v)),
             fleetlock_id: get(FLEETLOCK_ID),
+            handed_off: cycle.handed_off,
+            fleetlock: ann
+                .get(FLEETLOCK)
+                .and_then(|v| serde_json::from_str(v).ok()),
             failure_reason: get(FAILURE_REASON),
             history,
             labels,
@@ -829,6 +887,14 @@ impl NodeView {
     /// Flagged for a reboot by the agent or an operator.
     pub fn flagged(&self) -> bool {
         self.reboot_required || self.reboot_requested
+    }
+
+    /// Its host reboots itself: a FleetLock host asked for this cycle (its `pre-reboot`
+    /// flagged it), so the reboot is handed to the host instead of a token to the agent.
+    pub fn hands_off(&self) -> bool {
+        self.reboot_requested
+            && self.reboot_requested_reason.as_deref() == Some(FLEETLOCK_REASON)
+            && self.fleetlock.is_some()
     }
 
     /// The node-lifecycle controller has not yet copied `spec.unschedulable` into its taint.

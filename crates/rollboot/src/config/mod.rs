@@ -65,9 +65,39 @@ pub struct Config {
     pub hooks: Hooks,
     /// Silences while a node is in maintenance.
     pub silences: Silences,
+    /// The FleetLock server for hosts with their own update agent (Zincati, Flatcar).
+    /// Absent: not served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleetlock: Option<FleetLock>,
     /// Validated, compiled forms of the string fields above.
     #[serde(skip)]
     compiled: Compiled,
+}
+
+/// `fleetlock`: the FleetLock server. Every replica listens; only the leader decides (the
+/// others forward to it).
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FleetLock {
+    /// Address every replica listens on, `host:port` (such as `0.0.0.0:8086`).
+    pub listen: String,
+    /// FleetLock groups (the `group` a host's client sends) and what each means: a value of
+    /// `concurrency.groupBy` the host's Node must have, or a `maxNodes` of its own for the
+    /// hosts asking under it. Without any, every group is accepted and shares the global limit.
+    #[serde(default)]
+    pub groups: std::collections::BTreeMap<String, FleetLockGroup>,
+}
+
+/// One FleetLock group: exactly one of `groupBy` and `maxNodes`.
+#[derive(Debug, Default, Deserialize, Serialize, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FleetLockGroup {
+    /// The value of the `concurrency.groupBy` label the host's Node must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_by: Option<String>,
+    /// At most this many hosts of this group in flight at once (within `maxNodes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
 }
 
 /// One maintenance window: a cron start, a length, a zone.

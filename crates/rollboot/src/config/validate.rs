@@ -23,6 +23,9 @@ pub(super) fn validate(config: &mut Config, report: &mut Report) {
     let windows = windows(config.windows.as_deref(), report);
     let blackouts = blackouts(&config.blackouts, report);
     concurrency(&config.concurrency, report);
+    if let Some(f) = &config.fleetlock {
+        fleetlock(f, &config.concurrency, report);
+    }
     compile_selectors(config, report);
     drain(&config.drain, report);
     reboot(&config.reboot, report);
@@ -151,6 +154,41 @@ fn blackouts(list: &[BlackoutConfig], report: &mut Report) -> Vec<Blackout> {
 }
 
 /// `concurrency`: at least one node at once; a per-group limit only with a valid `groupBy`.
+/// `fleetlock`: an address to listen on, groups named as the protocol allows, each with
+/// exactly one meaning.
+fn fleetlock(f: &super::FleetLock, c: &Concurrency, report: &mut Report) {
+    if let Err(e) = f.listen.parse::<std::net::SocketAddr>() {
+        report(
+            "fleetlock.listen".into(),
+            format!(
+                "`{}` is not an address to listen on such as 0.0.0.0:8086: {e}",
+                f.listen
+            ),
+        );
+    }
+    for (name, g) in &f.groups {
+        let key = format!("fleetlock.groups.{name}");
+        if !crate::fleetlock::protocol::group_ok(name) {
+            report(
+                key.clone(),
+                "a FleetLock group is letters, digits, `.` and `-` only (^[a-zA-Z0-9.-]+$)".into(),
+            );
+        }
+        match (&g.group_by, g.max_nodes) {
+            (Some(_), Some(_)) | (None, None) => report(
+                key,
+                "give exactly one of `groupBy` (a value of concurrency.groupBy's label) and `maxNodes`".into(),
+            ),
+            (Some(_), None) if c.group_by.is_none() => report(
+                format!("{key}.groupBy"),
+                "needs `concurrency.groupBy`: the label key whose value the host's Node must have".into(),
+            ),
+            (None, Some(0)) => report(format!("{key}.maxNodes"), "must be at least 1".into()),
+            _ => {}
+        }
+    }
+}
+
 fn concurrency(c: &Concurrency, report: &mut Report) {
     if c.pass_over_for.as_millis() < 0 {
         report(

@@ -79,6 +79,9 @@ pub(super) struct Ctx {
     pub(super) observe: Arc<Observer>,
     /// The health gates' shared watches.
     pub(super) gate_hub: Arc<Hub>,
+    /// The blockers the leader's last pass found (empty when none, or none waited): what a
+    /// FleetLock host waiting for its slot is told.
+    pub(super) last_blockers: Arc<Mutex<Vec<super::decide::Blocker>>>,
 }
 
 impl Ctx {

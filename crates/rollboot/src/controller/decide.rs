@@ -474,17 +474,36 @@ pub fn pick_among<'a>(
             *per_group.entry(group_of(n, key)).or_default() += 1;
         }
     }
+    // FleetLock groups with a `maxNodes` of their own: their hosts in flight, by group.
+    let fl_limits = fleetlock_limits(config);
+    let fl_group = |n: &NodeView| -> Option<String> {
+        let g = &n.fleetlock.as_ref().filter(|_| n.hands_off())?.group;
+        fl_limits.contains_key(g.as_str()).then(|| g.clone())
+    };
+    if !fl_limits.is_empty() {
+        for n in s.nodes.iter().filter(|n| s.in_flight.contains_key(&n.name)) {
+            if let Some(g) = fl_group(n) {
+                *per_group.entry(fl_key(&g)).or_default() += 1;
+            }
+        }
+    }
     let rooms = s.rooms.filter(|_| budget_aware(config));
     let mut claims = match rooms {
         Some(r) => Claims::in_flight(r, draining(s)),
         None => Claims::default(),
     };
     let pass_over_for = config.concurrency.pass_over_for.to_chrono();
-    let fits = |n: &NodeView, per_group: &HashMap<String, usize>| match group {
-        Some((key, limit)) => {
-            per_group.get(&group_of(n, key)).copied().unwrap_or(0) + anywhere < limit as usize
-        }
-        None => true,
+    let fits = |n: &NodeView, per_group: &HashMap<String, usize>| {
+        let in_group = match group {
+            Some((key, limit)) => {
+                per_group.get(&group_of(n, key)).copied().unwrap_or(0) + anywhere < limit as usize
+            }
+            None => true,
+        };
+        in_group
+            && fl_group(n).is_none_or(|g| {
+                per_group.get(&fl_key(&g)).copied().unwrap_or(0) < fl_limits[g.as_str()] as usize
+            })
     };
     // The nodes a budget holds, in order: passed over for later ones with room. And the nodes
     // whose pods were not read yet: taken, in order, only for a slot left after the held ones.
@@ -500,6 +519,9 @@ pub fn pick_among<'a>(
         }
         if let Some((key, _)) = group {
             *per_group.entry(group_of(n, key)).or_default() += 1;
+        }
+        if let Some(g) = fl_group(n) {
+            *per_group.entry(fl_key(&g)).or_default() += 1;
         }
         *busy += 1;
         out.nodes.push(n);
@@ -548,6 +570,22 @@ pub fn pick_among<'a>(
     out
 }
 
+/// The FleetLock groups that declare a `maxNodes` of their own, with it.
+pub fn fleetlock_limits(config: &Config) -> BTreeMap<&str, u32> {
+    config
+        .fleetlock
+        .iter()
+        .flat_map(|f| &f.groups)
+        .filter_map(|(name, g)| Some((name.as_str(), g.max_nodes?)))
+        .collect()
+}
+
+/// The key a FleetLock group's count takes beside the label groups' (a label value cannot
+/// start with a NUL).
+fn fl_key(group: &str) -> String {
+    format!("\0fleetlock/{group}")
+}
+
 /// The nodes in the lock that may still evict pods: not yet past their drain.
 pub fn draining<'a>(s: &Snapshot<'a>) -> impl Iterator<Item = &'a str> + 'a {
     let in_flight = s.in_flight;
@@ -588,6 +626,14 @@ pub enum Step {
         /// Which request of the cycle this is (2 for the first new token).
         attempt: u32,
     },
+    /// Hand the reboot to the host itself (a FleetLock host): write `state: rebooting`,
+    /// `boot-id-before` and `handed-off`, and no token; the host's next `pre-reboot` is
+    /// answered 200.
+    HandOff,
+    /// End the cycle without a reboot (the host gave its FleetLock slot back before it
+    /// rebooted, saying why): uncordon if rollboot cordoned it, remove the cycle's keys and the
+    /// host's request, and free the slot.
+    Release(String),
     /// Nothing to do until the node comes back (or the deadline passes).
     AwaitReboot {
         /// When the reboot times out.
@@ -681,6 +727,20 @@ enum RebootFacts {
 
 /// The reboot facts of `n` for the cycle `entry` started.
 fn reboot_facts(n: &NodeView, entry: &LockEntry) -> RebootFacts {
+    // A reboot handed to the host (no token: the host reboots itself) once asked is asked,
+    // cordoned or not: the host may be rebooting now, and starting over would drain a node
+    // that is going down anyway and hand it over a second time.
+    if let Some(issued) = n
+        .handed_off
+        .filter(|t| *t >= entry.since && n.reboot_token.is_none())
+    {
+        if n.boot_id_before.is_some() {
+            return RebootFacts::Asked {
+                token: String::new(),
+                issued,
+            };
+        }
+    }
     let Some(token) = n
         .reboot_token
         .as_deref()
@@ -806,6 +866,17 @@ pub fn state_contradiction(n: &NodeView, entry: &LockEntry) -> Option<String> {
         Some(s) => format!("`{s}`"),
         None => "not a state".to_string(),
     };
+    if token.is_empty() {
+        return Some(format!(
+            "node {}: annotation {} is {found} while its reboot was handed to its host at {} \
+             ({} {}): read as {read}; the host reboots itself, nothing is asked again",
+            n.name,
+            proto::STATE,
+            crate::time::annotation(issued),
+            proto::BOOT_ID_BEFORE,
+            n.boot_id_before.as_deref().unwrap_or_default(),
+        ));
+    }
     Some(format!(
         "node {}: annotation {} is {found} while its cycle holds reboot token {token} (issued \
          {}, {} {}{}): read as {read}; no second token is issued for this cycle unless the \
@@ -828,6 +899,28 @@ fn refused(n: &NodeView) -> Option<&proto::Refusal> {
     n.reboot_refused
         .as_ref()
         .filter(|r| n.reboot_token.as_deref() == Some(r.token.as_str()))
+}
+
+/// Why a reboot handed to the host did not end in time.
+fn handed_timeout_reason(n: &NodeView, config: &Config) -> String {
+    let within = config.reboot.timeout;
+    let before = n.boot_id_before.as_deref().unwrap_or_default();
+    if n.boot_id == before {
+        format!(
+            "the host was given its reboot (it reboots itself) but its boot ID is still {before} \
+             after {within}: it did not reboot, or is still down"
+        )
+    } else if !n.ready {
+        format!(
+            "the host rebooted (boot ID {before} -> {}) but the node is not Ready within {within}",
+            n.boot_id
+        )
+    } else {
+        format!(
+            "the host rebooted and is Ready, but the node-lifecycle controller still had its \
+             not-ready or unreachable taint on it after {within}"
+        )
+    }
 }
 
 /// Why a reboot did not end in time, from what did and did not happen.
@@ -958,7 +1051,7 @@ pub fn next_step(
         // Drained (the drain began the afterDrain phase): its hooks, then the reboot. The
         // drain's timeout is over; the phase's own holds the node now.
         NodeState::Draining if hooks::phase_record(n, Phase::AfterDrain, since).is_some() => {
-            hook(Phase::AfterDrain).unwrap_or(Step::RequestReboot { attempt: 1 })
+            hook(Phase::AfterDrain).unwrap_or_else(|| reboot_asked(n, entry))
         }
         NodeState::Draining => {
             let deadline = since + config.drain.timeout.to_chrono();
@@ -976,6 +1069,36 @@ pub fn next_step(
     }
 }
 
+/// The reboot of a drained node past its afterDrain hooks: a token to the agent, or, for a
+/// host that reboots itself, the hand-off (or the end without a reboot, when the host gave
+/// its slot back in this cycle or no longer asks).
+fn reboot_asked(n: &NodeView, entry: &LockEntry) -> Step {
+    if let Some(why) = given_back(n, entry.since) {
+        return Step::Release(why);
+    }
+    if n.hands_off() {
+        Step::HandOff
+    } else {
+        Step::RequestReboot { attempt: 1 }
+    }
+}
+
+/// Why a FleetLock host's cycle ends without a reboot: its host called `steady-state` in this
+/// cycle (started at `start`) before its boot ID changed.
+fn given_back(n: &NodeView, start: DateTime<Utc>) -> Option<String> {
+    let f = n.fleetlock.as_ref()?;
+    let at = f.returned.filter(|t| *t >= start)?;
+    let unchanged = n.boot_id_before.as_deref().is_none_or(|b| b == n.boot_id);
+    unchanged.then(|| {
+        format!(
+            "its host (FleetLock id {}) gave its slot back at {} before rebooting (steady-state on boot {})",
+            f.id,
+            crate::time::annotation(at),
+            n.boot_id
+        )
+    })
+}
+
 /// The next step of a node at its reboot (`rebooting` since `since`): back (a new boot ID,
 /// Ready, the node-lifecycle controller's taints off), a new token for one the agent reported
 /// lost, a failure (the tokens spent, a refusal that will not pass, the reboot timeout), or
@@ -987,6 +1110,17 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
     // uncordon can be evicted by the NoExecute taint.
     if n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
         return Step::MarkVerifying;
+    }
+    if let Some(handed) = n.handed_off.filter(|_| n.reboot_token.is_none()) {
+        if let Some(why) = given_back(n, handed) {
+            return Step::Release(why);
+        }
+        let deadline = since + config.reboot.timeout.to_chrono();
+        return if now >= deadline {
+            Step::Fail(handed_timeout_reason(n, config))
+        } else {
+            Step::AwaitReboot { deadline }
+        };
     }
     if reboot_lost(n) {
         // A malformed count is taken as spent: no more tokens on a guess.
@@ -2999,5 +3133,139 @@ mod tests {
                 assert_eq!(names(pick(&s, &config)), names(all), "{yaml}");
             }
         }
+    }
+
+    /// A FleetLock host's node in flight since `since`, drained and past its afterDrain
+    /// hooks' start (none configured), with `extra` annotations.
+    fn fleetlock_drained(since: &str, extra: &[(&str, &str)]) -> NodeView {
+        let mut n = node("fl", &[]);
+        n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        for (k, v) in [
+            (proto::STATE, "draining"),
+            (proto::STATE_SINCE, since),
+            (proto::CORDONED_BY, "c-0"),
+            (proto::REBOOT_REQUESTED, since),
+            (proto::REBOOT_REQUESTED_REASON, proto::FLEETLOCK_REASON),
+            (proto::FLEETLOCK, r#"{"id":"abc","group":"default"}"#),
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        {
+            n = annotate(n, k, v);
+        }
+        let view = NodeView::from_node(&n);
+        let p = crate::hooks::decide::begin_patch(Phase::AfterDrain, &cfg("{}"), &view, t(since));
+        let hooks = p["metadata"]["annotations"][proto::HOOKS].as_str().unwrap();
+        NodeView::from_node(&annotate(n, proto::HOOKS, hooks))
+    }
+
+    #[test]
+    fn a_fleetlock_hosts_reboot_is_handed_to_it_and_verified_like_any_other() {
+        let c = cfg("reboot: {timeout: 10m}");
+        let e = entry("2026-01-05T00:00:00Z");
+        let now = t("2026-01-05T00:05:00Z");
+        let drained = fleetlock_drained("2026-01-05T00:01:00Z", &[]);
+        assert_eq!(next_step(Some(&drained), &e, &c, now), Step::HandOff);
+        // The same node flagged by its agent instead gets a token.
+        let mut agent = drained.clone();
+        agent.reboot_requested_reason = None;
+        assert_eq!(
+            next_step(Some(&agent), &e, &c, now),
+            Step::RequestReboot { attempt: 1 }
+        );
+        // Handed off: rebooting since the hand-off, no token, waiting for the host.
+        let handed = [
+            (proto::STATE, "rebooting"),
+            (proto::STATE_SINCE, "2026-01-05T00:02:00Z"),
+            (proto::HANDED_OFF, "2026-01-05T00:02:00Z"),
+            (proto::BOOT_ID_BEFORE, "boot-1"),
+        ];
+        let waiting = fleetlock_drained("2026-01-05T00:01:00Z", &handed);
+        assert_eq!(
+            next_step(Some(&waiting), &e, &c, now),
+            Step::AwaitReboot {
+                deadline: t("2026-01-05T00:12:00Z")
+            }
+        );
+        // A garbled state does not start the cycle over: the host may be rebooting.
+        let mut garbled = waiting.clone();
+        garbled.state = Some(NodeState::Cordoning);
+        assert_eq!(
+            position(&garbled, &e),
+            Position::At(NodeState::Rebooting, t("2026-01-05T00:02:00Z"))
+        );
+        assert!(state_contradiction(&garbled, &e)
+            .unwrap()
+            .contains("handed to its host"));
+        // Never back within reboot.timeout: failed, saying the host did not reboot.
+        match next_step(Some(&waiting), &e, &c, t("2026-01-05T00:12:00Z")) {
+            Step::Fail(why) => assert!(why.contains("boot ID is still boot-1"), "{why}"),
+            s => panic!("{s:?}"),
+        }
+        // Back on a new boot, Ready: verified as a token's reboot is.
+        let mut back = waiting.clone();
+        back.boot_id = "boot-2".into();
+        assert_eq!(next_step(Some(&back), &e, &c, now), Step::MarkVerifying);
+    }
+
+    #[test]
+    fn a_fleetlock_host_that_gives_its_slot_back_before_rebooting_is_released() {
+        let c = cfg("{}");
+        let e = entry("2026-01-05T00:00:00Z");
+        let now = t("2026-01-05T00:05:00Z");
+        let returned = r#"{"id":"abc","group":"default","returned":"2026-01-05T00:03:00Z"}"#;
+        // Given back while draining: the drain's end releases it instead of handing it off.
+        let drained = fleetlock_drained("2026-01-05T00:01:00Z", &[(proto::FLEETLOCK, returned)]);
+        assert!(
+            matches!(next_step(Some(&drained), &e, &c, now), Step::Release(why) if why.contains("gave its slot back"))
+        );
+        // Given back after the hand-off, on the same boot.
+        let handed = [
+            (proto::STATE, "rebooting"),
+            (proto::STATE_SINCE, "2026-01-05T00:02:00Z"),
+            (proto::HANDED_OFF, "2026-01-05T00:02:00Z"),
+            (proto::BOOT_ID_BEFORE, "boot-1"),
+            (proto::FLEETLOCK, returned),
+        ];
+        let n = fleetlock_drained("2026-01-05T00:01:00Z", &handed);
+        assert!(matches!(next_step(Some(&n), &e, &c, now), Step::Release(_)));
+        // A give-back of an earlier cycle does not count in this one.
+        let old = r#"{"id":"abc","group":"default","returned":"2026-01-04T00:00:00Z"}"#;
+        let n = fleetlock_drained("2026-01-05T00:01:00Z", &[(proto::FLEETLOCK, old)]);
+        assert_eq!(next_step(Some(&n), &e, &c, now), Step::HandOff);
+        // After the boot ID changed it is a reboot: verified, not released.
+        let mut back = fleetlock_drained("2026-01-05T00:01:00Z", &handed);
+        back.boot_id = "boot-2".into();
+        assert_eq!(next_step(Some(&back), &e, &c, now), Step::MarkVerifying);
+    }
+
+    #[test]
+    fn a_fleetlock_groups_own_max_nodes_limits_its_hosts() {
+        let c = cfg(
+            "concurrency: {maxNodes: 3}\nfleetlock: {listen: '127.0.0.1:0', groups: {edge: {maxNodes: 1}, default: {maxNodes: 3}}}",
+        );
+        let host = |name: &str, at: &str, group: &str| {
+            let mut n = node(name, &[]);
+            for (k, v) in [
+                (proto::REBOOT_REQUESTED, at),
+                (proto::REBOOT_REQUESTED_REASON, proto::FLEETLOCK_REASON),
+            ] {
+                n = annotate(n, k, v);
+            }
+            let rec = format!(r#"{{"id":"{name}","group":"{group}"}}"#);
+            NodeView::from_node(&annotate(n, proto::FLEETLOCK, &rec))
+        };
+        let nodes = vec![
+            host("e1", "2026-01-01T00:00:00Z", "edge"),
+            host("e2", "2026-01-02T00:00:00Z", "edge"),
+            host("d1", "2026-01-03T00:00:00Z", "default"),
+            flagged("x", "2026-01-04T00:00:00Z", &[]),
+        ];
+        let none = BTreeMap::new();
+        assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["e1", "d1", "x"]);
+        // With e1 in flight, e2 still waits.
+        let busy: BTreeMap<String, LockEntry> =
+            [("e1".to_string(), entry("2026-01-05T00:00:00Z"))].into();
+        assert_eq!(names(pick(&snapshot(&nodes, &busy), &c)), ["d1", "x"]);
     }
 }

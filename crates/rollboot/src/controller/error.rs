@@ -51,6 +51,17 @@ pub enum Error {
     /// The API client could not be built.
     #[error("building the Kubernetes client: {0}")]
     Client(String),
+    /// A server could not listen on its configured address.
+    #[error("{what}: cannot listen on {addr}: {source}")]
+    Listen {
+        /// The config key of the address.
+        what: &'static str,
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -64,6 +75,7 @@ impl Error {
             Error::Drain(_) => "drain",
             Error::Conflict { .. } => "conflict",
             Error::Client(_) => "client",
+            Error::Listen { .. } => "listen",
         }
     }
 }

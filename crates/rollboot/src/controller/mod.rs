@@ -31,6 +31,7 @@ mod config_file;
 mod context;
 pub mod decide;
 mod error;
+mod fleetlock;
 pub mod gate;
 mod observe;
 mod pass;

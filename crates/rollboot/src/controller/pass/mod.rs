@@ -161,6 +161,7 @@ impl Leading {
             .iter()
             .any(|n| decide::is_candidate(n, &ctx.config) && !record.entries.contains_key(&n.name));
         if !waiting {
+            ctx.last_blockers.lock().expect("blockers").clear();
             ctx.observe
                 .pass(&looked, &pass.states, &record, &[], pass_start);
             return Ok(());
@@ -178,6 +179,10 @@ impl Leading {
         };
         let mut blocked = decide::blockers(&snap, &ctx.config, now);
         blocked.extend(alerts);
+        ctx.last_blockers
+            .lock()
+            .expect("blockers")
+            .clone_from(&blocked);
         ctx.observe
             .pass(&looked, &pass.states, &record, &blocked, now);
         blockers::say_changed(&mut self.last_blockers, &blocked);

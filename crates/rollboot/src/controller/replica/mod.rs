@@ -48,11 +48,45 @@ pub async fn run(
         &config.leader.namespace,
         &config.leader.name,
     );
-    let (elector, leadership) = Elector::new(
-        leader_lease,
+    // The FleetLock server is bound before anything else: the leader publishes its address
+    // on the leader Lease with every renewal, for the other replicas to forward to.
+    let fleetlock = match &config.fleetlock {
+        Some(f) => {
+            let listener = tokio::net::TcpListener::bind(&f.listen)
+                .await
+                .map_err(|e| Error::Listen {
+                    what: "fleetlock.listen",
+                    addr: f.listen.clone(),
+                    source: e,
+                })?;
+            let bound = listener.local_addr().map_err(|e| Error::Listen {
+                what: "fleetlock.listen",
+                addr: f.listen.clone(),
+                source: e,
+            })?;
+            metrics.set_fleetlock_addr(Some(bound));
+            let pod_ip = std::env::var("POD_IP").ok();
+            let url = super::fleetlock::advertised_url(bound, pod_ip.as_deref());
+            tracing::info!(listen = %bound, advertised = %url, "serving FleetLock");
+            Some((listener, url))
+        }
+        None => None,
+    };
+    let (mut elector, leadership) = Elector::new(
+        leader_lease.clone(),
         &identity,
         Timings::from_config(&config.leader),
     );
+    if let Some((_, url)) = &fleetlock {
+        let advertised = super::fleetlock::Advertised {
+            holder: identity.clone(),
+            url: url.clone(),
+        };
+        elector = elector.with_annotation(
+            crate::lease::FLEETLOCK_URL,
+            serde_json::to_string(&advertised).expect("an address serializes"),
+        );
+    }
     let lease_duration = config.leader.lease_duration.to_std();
     metrics
         .readiness
@@ -84,6 +118,14 @@ pub async fn run(
         &leadership,
         &caches,
     )?;
+    let _fleetlock = fleetlock.map(|(listener, _)| {
+        let (ctx, identity) = (ctx.clone(), identity.clone());
+        Task(tokio::spawn(async move {
+            if let Err(e) = super::fleetlock::serve(listener, ctx, identity, leader_lease).await {
+                tracing::error!(error = %e, "serving FleetLock stopped");
+            }
+        }))
+    });
     lead_while_elected(&ctx, leadership, stop_rx).await;
     drop(shutdown_task);
     // Let the elector release the Lease.
@@ -177,6 +219,7 @@ fn context(
         node_changes: caches.nodes.changes.clone(),
         lock_record: caches.lock.record.clone(),
         lock_edits: Arc::default(),
+        last_blockers: Arc::default(),
     })
 }
 

@@ -45,7 +45,8 @@ pub(in crate::controller) async fn finish(
         .reboot_token
         .as_deref()
         .and_then(Token::parse)
-        .map(|t| t.issued);
+        .map(|t| t.issued)
+        .or(view.handed_off);
     let back = view
         .state_since
         .filter(|_| view.state == Some(NodeState::Verifying));
@@ -95,6 +96,47 @@ pub(in crate::controller) async fn finish(
         ctx.wake.notify_one();
         return Ok(());
     }
+    free(ctx, node).await
+}
+
+/// Ends the cycle without a reboot, for `reason` (a FleetLock host gave its slot back before
+/// its boot ID changed): `done` with no history (nothing rebooted), the uncordon when rollboot
+/// cordoned it, the cycle's keys and the host's request removed, in one write; then said, and
+/// the slot freed.
+pub(in crate::controller) async fn release(
+    ctx: &Ctx,
+    view: &NodeView,
+    reason: String,
+) -> Result<(), Error> {
+    let node = view.name.as_str();
+    let ours = view.cordoned_by.is_some() && view.unschedulable;
+    let mut ann = proto::state_annotations(NodeState::Done, Utc::now());
+    for k in proto::CYCLE_KEYS.iter().chain(&[
+        proto::REBOOT_REQUESTED,
+        proto::REBOOT_REQUESTED_REASON,
+        proto::DRAIN_VOLUMES,
+        proto::SILENCE_ID,
+    ]) {
+        ann.push((k, None));
+    }
+    if ours {
+        ann.push((proto::CORDONED_BY, None));
+    }
+    expire_silence(ctx, view).await;
+    let patch = proto::patch(&ann, ours.then_some(false));
+    patch_node(ctx, view, "releasing it without a reboot", patch).await?;
+    tracing::info!(node, state = "done", uncordoned = ours, reason = %reason, "cycle ended without a reboot");
+    ctx.events
+        .publish(
+            node,
+            false,
+            "ReleasedWithoutReboot",
+            format!(
+                "{reason}; its slot is free{}",
+                if ours { " and it is uncordoned" } else { "" }
+            ),
+        )
+        .await;
     free(ctx, node).await
 }
 

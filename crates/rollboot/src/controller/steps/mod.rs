@@ -60,6 +60,10 @@ pub(super) async fn run_step(
         Step::RequestReboot { attempt } => {
             reboot::request_again(ctx, view.expect("a reboot step has a node"), attempt).await?
         }
+        Step::HandOff => reboot::hand_off(ctx, view.expect("a hand-off step has a node")).await?,
+        Step::Release(reason) => {
+            end::release(ctx, view.expect("a release step has a node"), reason).await?
+        }
         Step::AwaitReboot { deadline } => {
             reboot::await_back(ctx, name, view, gates);
             return Ok(Some(deadline));

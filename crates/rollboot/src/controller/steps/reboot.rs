@@ -88,6 +88,51 @@ pub(super) async fn request_reboot(
     Ok(())
 }
 
+/// Hands the reboot to the host itself (a FleetLock host): `state: rebooting` with
+/// `boot-id-before` and `handed-off`, and no token (the agent has nothing to act on); the
+/// host's next `pre-reboot` is answered 200 and it reboots itself. Written on condition that
+/// the Node is still the version `view` shows and that it is cordoned, as a token would be.
+pub(super) async fn hand_off(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+    let node = view.name.as_str();
+    if let Err(why) = decide::may_request_reboot(view) {
+        tracing::warn!(node, "{why}");
+        ctx.wake.notify_one();
+        return Ok(());
+    }
+    let now = Utc::now();
+    let mut ann = proto::state_annotations(NodeState::Rebooting, now);
+    ann.push((proto::BOOT_ID_BEFORE, Some(view.boot_id.clone())));
+    ann.push((proto::HANDED_OFF, Some(crate::time::annotation(now))));
+    ann.push((proto::REBOOT, None));
+    patch_node(
+        ctx,
+        view,
+        "handing the reboot to its host",
+        proto::patch(&ann, None),
+    )
+    .await?;
+    let id = view
+        .fleetlock
+        .as_ref()
+        .map(|f| f.id.as_str())
+        .unwrap_or_default();
+    tracing::info!(node, state = "rebooting", boot_id = %view.boot_id, fleetlock_id = id, "drained; the host reboots itself (its FleetLock pre-reboot is answered 200 now)");
+    ctx.events
+        .publish_action(
+            node,
+            false,
+            "RebootHandedOff",
+            "HandOff",
+            format!(
+                "drained and past its hooks; its host (FleetLock id {id}) holds the slot and \
+                 reboots itself: its next pre-reboot is answered 200"
+            ),
+        )
+        .await;
+    ctx.wake.notify_one();
+    Ok(())
+}
+
 /// While the node reboots: the health gate's watches start now, so their lists are done by
 /// the time the node is back; the gate decides only then, from what they see at that moment.
 /// Started again only when the record changed: compared as written, since parsing it (the

@@ -1,0 +1,382 @@
+//! The FleetLock server of a replica: `POST /v1/pre-reboot` and `POST /v1/steady-state`.
+//!
+//! Owns the HTTP side ([`serve`]): a request is parsed ([`crate::fleetlock::protocol`]); the
+//! leader answers it ([`crate::fleetlock::answer`]) from its caches, after the one Node write
+//! the answer needs (the request flag, the slot given back, a request withdrawn), fenced like
+//! every write of the leader; any other replica forwards it, unchanged, to the leader's
+//! address read from the leader Lease ([`crate::lease::FLEETLOCK_URL`]), so a host is never
+//! turned away for reaching a standby. It must never write unless this replica leads, never
+//! answer 200 before the write it depends on is in the cluster, and never forward twice: a
+//! request already forwarded that reaches a non-leader gets `no_leader`. It asks the API
+//! nothing while no host calls (requests per minute idle: none).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use chrono::Utc;
+
+use super::context::Ctx;
+use super::error::Error;
+use super::writes::patch_node;
+use crate::fleetlock::answer::{self, Ask, Reply};
+use crate::fleetlock::id::{self, Found};
+use crate::fleetlock::protocol::{self, Endpoint, Kind, Request};
+use crate::lease::{LeaseRef, FLEETLOCK_URL};
+use crate::node::{self as proto, NodeView};
+
+/// The header a forwarded request carries (the forwarding replica's identity): a replica that
+/// does not lead answers it `no_leader` instead of forwarding it again.
+pub const FORWARDED: &str = "rollboot-forwarded";
+
+/// How long a forward to the leader may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many times an answer is decided again when its write meets a newer Node (409).
+const WRITE_TRIES: usize = 3;
+
+/// The leader's address as it writes it on the leader Lease.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Advertised {
+    /// The identity holding the Lease when this was written.
+    pub holder: String,
+    /// `http://host:port` of its FleetLock server.
+    pub url: String,
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+struct Served {
+    ctx: Ctx,
+    identity: String,
+    leader_lease: LeaseRef,
+    /// Derived FleetLock ids by machine ID: an HMAC per Node per request is avoidable work.
+    ids: Arc<Mutex<HashMap<String, Option<String>>>>,
+}
+
+/// Serves FleetLock on `listener` until the future is dropped.
+pub(super) async fn serve(
+    listener: tokio::net::TcpListener,
+    ctx: Ctx,
+    identity: String,
+    leader_lease: LeaseRef,
+) -> std::io::Result<()> {
+    let served = Served {
+        ctx,
+        identity,
+        leader_lease,
+        ids: Arc::default(),
+    };
+    let app = Router::new()
+        .route(
+            Endpoint::PreReboot.path(),
+            post(|s, h, b| handle(s, Endpoint::PreReboot, h, b)),
+        )
+        .route(
+            Endpoint::SteadyState.path(),
+            post(|s, h, b| handle(s, Endpoint::SteadyState, h, b)),
+        )
+        .with_state(served);
+    axum::serve(listener, app).await
+}
+
+/// The address to advertise for `bound`: `POD_IP` (the Pod's address, from the downward API)
+/// with the bound port, else the bound address (loopback when bound to every interface).
+pub(super) fn advertised_url(bound: SocketAddr, pod_ip: Option<&str>) -> String {
+    let host = match pod_ip.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(ip) if ip.contains(':') => format!("[{ip}]"),
+        Some(ip) => ip.to_string(),
+        None if bound.ip().is_unspecified() => "127.0.0.1".into(),
+        None => match bound {
+            SocketAddr::V6(a) => format!("[{}]", a.ip()),
+            SocketAddr::V4(a) => a.ip().to_string(),
+        },
+    };
+    format!("http://{host}:{}", bound.port())
+}
+
+fn reply(kind: Option<Kind>, value: &str) -> Response {
+    match kind {
+        None => (StatusCode::OK, value.to_string()).into_response(),
+        Some(k) => (
+            StatusCode::from_u16(k.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            protocol::error_body(k, value),
+        )
+            .into_response(),
+    }
+}
+
+async fn handle(
+    State(s): State<Served>,
+    endpoint: Endpoint,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let metrics = &s.ctx.metrics;
+    let header = headers.get(protocol::HEADER).and_then(|v| v.to_str().ok());
+    let request = match protocol::parse(header, &body) {
+        Ok(r) => r,
+        Err((kind, value)) => {
+            // Nothing is flagged by a bad request, and none is forwarded.
+            metrics.fleetlock_request(endpoint.as_str(), kind.as_str());
+            tracing::info!(endpoint = endpoint.as_str(), kind = kind.as_str(), %value, "FleetLock request refused");
+            return reply(Some(kind), &value);
+        }
+    };
+    if s.ctx.leadership.ensure().is_err() {
+        return forward(&s, endpoint, &headers, body).await;
+    }
+    let r = lead_answer(&s, endpoint, &request).await;
+    metrics.fleetlock_request(endpoint.as_str(), r.recorded());
+    tracing::info!(
+        endpoint = endpoint.as_str(),
+        id = %request.id,
+        group = %request.group,
+        answer = r.recorded(),
+        value = %r.value,
+        "FleetLock request answered"
+    );
+    reply(r.kind, &r.value)
+}
+
+/// The leader's answer to `request`, after its write.
+async fn lead_answer(s: &Served, endpoint: Endpoint, request: &Request) -> Reply {
+    let ctx = &s.ctx;
+    let name = match find(s, &request.id) {
+        Ok(name) => name,
+        Err(value) => {
+            return Reply {
+                kind: Some(Kind::UnknownHost),
+                value,
+                write: None,
+            }
+        }
+    };
+    for _ in 0..WRITE_TRIES {
+        let Some(view) = ctx.current(&name) else {
+            break;
+        };
+        let record = ctx.lock_now();
+        let blockers = ctx.last_blockers.lock().expect("blockers").clone();
+        let now = Utc::now();
+        let r = answer::answer(&Ask {
+            endpoint,
+            request,
+            node: &view,
+            entry: record.entries.get(&name),
+            blockers: &blockers,
+            in_flight: record.entries.len(),
+            config: &ctx.config,
+            now,
+        });
+        let Some(patch) = answer::patch(&view, request, endpoint, &r, now) else {
+            return r;
+        };
+        match patch_node(ctx, &view, "recording a FleetLock request", patch).await {
+            Ok(_) => {
+                if r.write.is_some() {
+                    say_write(ctx, &view, request, &r).await;
+                    ctx.wake.notify_one();
+                }
+                return r;
+            }
+            // A newer Node: decided again from it once the cache has it.
+            Err(Error::Conflict { .. }) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "could not record a FleetLock request");
+                return Reply {
+                    kind: Some(Kind::Internal),
+                    value: format!("node {name} could not be written: {e}; ask again"),
+                    write: None,
+                };
+            }
+        }
+    }
+    Reply {
+        kind: Some(Kind::Internal),
+        value: format!("node {name} kept changing under the request; ask again"),
+        write: None,
+    }
+}
+
+/// Says the write a request led to: an Event on the Node.
+async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
+    use crate::fleetlock::Write;
+    let (reason, note) = match r.write {
+        Some(Write::Request) => (
+            "FleetLockRequested",
+            format!(
+                "host {} (group {}) asked for a reboot slot over FleetLock: flagged (reason {})",
+                request.id,
+                request.group,
+                proto::FLEETLOCK_REASON
+            ),
+        ),
+        Some(Write::GiveBack) => (
+            "FleetLockGivenBack",
+            format!(
+                "host {} called steady-state before rebooting (boot {} unchanged): its cycle ends without a reboot",
+                request.id, view.boot_id
+            ),
+        ),
+        Some(Write::Withdraw) => (
+            "FleetLockWithdrawn",
+            format!(
+                "host {} called steady-state while waiting: its request is withdrawn",
+                request.id
+            ),
+        ),
+        None => return,
+    };
+    ctx.events.publish(&view.name, false, reason, note).await;
+}
+
+/// The name of the Node whose host has FleetLock id `id`, or why none is taken.
+fn find(s: &Served, id: &str) -> Result<String, String> {
+    let nodes = s.ctx.nodes.state();
+    let mut memo = s.ids.lock().expect("ids");
+    let views: Vec<NodeView> = nodes
+        .iter()
+        .filter_map(|n| {
+            let ann = n.metadata.annotations.as_ref();
+            let given = ann.and_then(|a| a.get(proto::FLEETLOCK_ID)).cloned();
+            let machine = n
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.machine_id.clone())
+                .unwrap_or_default();
+            // Only the derived id (memoized) or the given one are compared: a full view of
+            // every Node per request is not needed.
+            let derived = given.is_none().then(|| {
+                memo.entry(machine.clone())
+                    .or_insert_with(|| id::app_specific(&machine, &id::ZINCATI_APP_ID))
+                    .clone()
+            });
+            let candidate = given.clone().or(derived.flatten())?;
+            candidate.eq_ignore_ascii_case(id.trim()).then(|| NodeView {
+                name: n.metadata.name.clone().unwrap_or_default(),
+                machine_id: machine,
+                fleetlock_id: given,
+                ..Default::default()
+            })
+        })
+        .collect();
+    match id::find(&views, id) {
+        Found::One(v) => Ok(v.name.clone()),
+        Found::None => Err(format!(
+            "no Node has FleetLock id {id} (derived from status.nodeInfo.machineID with Zincati's app ID, or given in {})",
+            proto::FLEETLOCK_ID
+        )),
+        Found::Several(names) => Err(format!(
+            "several Nodes have FleetLock id {id} ({}): none is taken on a guess; give each its own {}",
+            names.join(", "),
+            proto::FLEETLOCK_ID
+        )),
+    }
+}
+
+/// Forwards a request to the leader, as it came; answers `no_leader` when there is none to
+/// reach (or the request was forwarded already).
+async fn forward(s: &Served, endpoint: Endpoint, headers: &HeaderMap, body: Bytes) -> Response {
+    let metrics = &s.ctx.metrics;
+    let no_leader = |value: String| {
+        metrics.fleetlock_request(endpoint.as_str(), Kind::NoLeader.as_str());
+        tracing::warn!(endpoint = endpoint.as_str(), %value, "FleetLock request not answered");
+        reply(Some(Kind::NoLeader), &value)
+    };
+    if headers.contains_key(FORWARDED) {
+        return no_leader(format!(
+            "{} does not lead (any longer) and does not forward a forwarded request; ask again",
+            s.identity
+        ));
+    }
+    let lease = match s.leader_lease.get().await {
+        Ok(Some(l)) => l,
+        Ok(None) => return no_leader("no leader yet; ask again".into()),
+        Err(e) => return no_leader(format!("the leader Lease could not be read: {e}")),
+    };
+    let holder = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    let advertised: Option<Advertised> = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FLEETLOCK_URL))
+        .and_then(|v| serde_json::from_str(v).ok());
+    let Some(a) = advertised.filter(|a| a.holder == holder && holder != s.identity) else {
+        return no_leader(format!(
+            "the leader `{holder}` has not published its FleetLock address; ask again"
+        ));
+    };
+    let out = async {
+        let base: http::Uri = a.url.parse().map_err(|e| format!("{}: {e}", a.url))?;
+        let client = crate::client::external(base, FORWARD_TIMEOUT).map_err(|e| e.to_string())?;
+        let req = http::Request::post(endpoint.path())
+            .header(protocol::HEADER, "true")
+            .header(FORWARDED, s.identity.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(body.to_vec()))
+            .map_err(|e| e.to_string())?;
+        let res = client.send(req).await.map_err(|e| e.to_string())?;
+        let status = res.status();
+        let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), 64 << 10)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((status, bytes))
+    };
+    match tokio::time::timeout(FORWARD_TIMEOUT, out).await {
+        Ok(Ok((status, bytes))) => {
+            metrics.fleetlock_request(endpoint.as_str(), "forwarded");
+            let mut r = (status, bytes).into_response();
+            if status != StatusCode::OK {
+                r.headers_mut().insert(
+                    axum::http::header::CONTENT_TYPE,
+                    axum::http::HeaderValue::from_static("application/json"),
+                );
+            }
+            r
+        }
+        Ok(Err(e)) => no_leader(format!(
+            "the leader `{holder}` at {} could not be reached: {e}",
+            a.url
+        )),
+        Err(_) => no_leader(format!(
+            "the leader `{holder}` at {} did not answer within {FORWARD_TIMEOUT:?}",
+            a.url
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_advertised_address_is_the_pods_else_the_bound_one() {
+        let any: SocketAddr = "0.0.0.0:8086".parse().unwrap();
+        assert_eq!(
+            advertised_url(any, Some("10.1.2.3")),
+            "http://10.1.2.3:8086"
+        );
+        assert_eq!(
+            advertised_url(any, Some("fd00::5")),
+            "http://[fd00::5]:8086"
+        );
+        assert_eq!(advertised_url(any, None), "http://127.0.0.1:8086");
+        assert_eq!(advertised_url(any, Some(" ")), "http://127.0.0.1:8086");
+        let lo: SocketAddr = "127.0.0.2:9000".parse().unwrap();
+        assert_eq!(advertised_url(lo, None), "http://127.0.0.2:9000");
+    }
+}

@@ -1,0 +1,222 @@
+//! The wire side of FleetLock: the two endpoints, the `fleet-lock-protocol: true` header, the
+//! body `{"client_params": {"id", "group"}}`, and the error body `{"kind", "value"}` of every
+//! answer but 200.
+//!
+//! Owns parsing a request into a [`Request`] or the 400 that says what is wrong with it, and
+//! the bounded set of error kinds ([`Kind`]). It must never decide anything about a node.
+
+use serde::Deserialize;
+
+/// The header every FleetLock request carries, with the value `true`: a request redirected
+/// by accident does not carry it.
+pub const HEADER: &str = "fleet-lock-protocol";
+
+/// The two operations of the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `POST /v1/pre-reboot`: take (or keep) a reboot slot.
+    PreReboot,
+    /// `POST /v1/steady-state`: give the slot back, if held.
+    SteadyState,
+}
+
+impl Endpoint {
+    /// The endpoint's name, as in its path and in the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::PreReboot => "pre-reboot",
+            Endpoint::SteadyState => "steady-state",
+        }
+    }
+
+    /// Its path on the server.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::PreReboot => "/v1/pre-reboot",
+            Endpoint::SteadyState => "/v1/steady-state",
+        }
+    }
+}
+
+/// A well-formed request: the client's id and group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The client's id (for Zincati, the host's app-specific machine ID in lower-case hex).
+    pub id: String,
+    /// The client's reboot group.
+    pub group: String,
+}
+
+/// Every kind an answer other than 200 carries: a small, bounded set, as the protocol asks
+/// (Zincati counts them in its metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// The `fleet-lock-protocol: true` header is missing.
+    MissingHeader,
+    /// The body is not the protocol's JSON.
+    BadBody,
+    /// The group is not `^[a-zA-Z0-9.-]+$`.
+    BadGroup,
+    /// No Node has this host's id.
+    UnknownHost,
+    /// The group is not the Node's (or not configured).
+    GroupMismatch,
+    /// The Node is excluded from reboots, or outside `nodes.selector`.
+    Excluded,
+    /// Waiting for a maintenance window.
+    WaitingWindow,
+    /// Waiting for a free slot (`maxNodes`, a group's limit, or passed over for a budget).
+    WaitingSlot,
+    /// Something blocks new reboots (named in the value).
+    Blocked,
+    /// The node is being cordoned or drained.
+    Draining,
+    /// A hook holds the node.
+    Hook,
+    /// This node's cycle reboots it through rollboot's agent, not the host's client.
+    Rebooting,
+    /// The node is back and being verified; `steady-state` is answered 200 once it is done.
+    Verifying,
+    /// The node's cycle failed; `rollboot retry` clears it.
+    Failed,
+    /// This replica could not reach the leader to forward the request.
+    NoLeader,
+    /// The cluster could not be written or read.
+    Internal,
+}
+
+impl Kind {
+    /// The `kind` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::MissingHeader => "missing_header",
+            Kind::BadBody => "bad_body",
+            Kind::BadGroup => "bad_group",
+            Kind::UnknownHost => "unknown_host",
+            Kind::GroupMismatch => "group_mismatch",
+            Kind::Excluded => "excluded",
+            Kind::WaitingWindow => "waiting_window",
+            Kind::WaitingSlot => "waiting_slot",
+            Kind::Blocked => "blocked",
+            Kind::Draining => "draining",
+            Kind::Hook => "hook",
+            Kind::Rebooting => "rebooting",
+            Kind::Verifying => "verifying",
+            Kind::Failed => "failed",
+            Kind::NoLeader => "no_leader",
+            Kind::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status it is answered with: 400 for a bad request, 404 for an unknown host,
+    /// 409 for a group that is not the node's, 403 for an excluded node, 503 when no leader
+    /// or cluster answers, 423 (Locked) while the host waits.
+    pub fn status(self) -> u16 {
+        match self {
+            Kind::MissingHeader | Kind::BadBody | Kind::BadGroup => 400,
+            Kind::UnknownHost => 404,
+            Kind::GroupMismatch => 409,
+            Kind::Excluded => 403,
+            Kind::NoLeader | Kind::Internal => 503,
+            _ => 423,
+        }
+    }
+}
+
+/// The body of an answer other than 200.
+pub fn error_body(kind: Kind, value: &str) -> String {
+    serde_json::json!({ "kind": kind.as_str(), "value": value }).to_string()
+}
+
+/// Whether `group` is a FleetLock group: `^[a-zA-Z0-9.-]+$`.
+pub fn group_ok(group: &str) -> bool {
+    !group.is_empty()
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+}
+
+#[derive(Deserialize)]
+struct Body {
+    client_params: ClientParams,
+}
+
+#[derive(Deserialize)]
+struct ClientParams {
+    id: String,
+    group: String,
+}
+
+/// Parses a request from its `fleet-lock-protocol` header's value (if any) and its body: the
+/// request, or the kind and the sentence of its 400. Nothing else in the body is looked at.
+pub fn parse(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String)> {
+    if header.map(str::trim) != Some("true") {
+        return Err((
+            Kind::MissingHeader,
+            format!("the `{HEADER}: true` header is missing"),
+        ));
+    }
+    let b: Body = serde_json::from_slice(body).map_err(|e| {
+        (
+            Kind::BadBody,
+            format!(
+                "the body is not FleetLock JSON {{\"client_params\": {{\"id\", \"group\"}}}}: {e}"
+            ),
+        )
+    })?;
+    let ClientParams { id, group } = b.client_params;
+    if id.is_empty() {
+        return Err((Kind::BadBody, "client_params.id is empty".into()));
+    }
+    if !group_ok(&group) {
+        return Err((
+            Kind::BadGroup,
+            format!("group `{group}` is not letters, digits, `.` and `-` (^[a-zA-Z0-9.-]+$)"),
+        ));
+    }
+    Ok(Request { id, group })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_needs_the_header_the_json_and_a_good_group() {
+        let body = br#"{"client_params": {"id": "abc", "group": "workers.a-1"}}"#;
+        assert_eq!(
+            parse(Some("true"), body),
+            Ok(Request {
+                id: "abc".into(),
+                group: "workers.a-1".into()
+            })
+        );
+        assert_eq!(parse(None, body).unwrap_err().0, Kind::MissingHeader);
+        assert_eq!(
+            parse(Some("false"), body).unwrap_err().0,
+            Kind::MissingHeader
+        );
+        assert_eq!(parse(Some("true"), b"{}").unwrap_err().0, Kind::BadBody);
+        assert_eq!(
+            parse(Some("true"), b"not json").unwrap_err().0,
+            Kind::BadBody
+        );
+        let empty_id = br#"{"client_params": {"id": "", "group": "default"}}"#;
+        assert_eq!(parse(Some("true"), empty_id).unwrap_err().0, Kind::BadBody);
+        for bad in ["", "a b", "a_b", "zone/1", "ü"] {
+            let body = format!(r#"{{"client_params": {{"id": "x", "group": "{bad}"}}}}"#);
+            let (kind, value) = parse(Some("true"), body.as_bytes()).unwrap_err();
+            assert_eq!(kind, Kind::BadGroup, "{bad}");
+            assert_eq!(kind.status(), 400);
+            assert!(value.contains(bad), "{value}");
+        }
+    }
+
+    #[test]
+    fn an_error_body_has_kind_and_value() {
+        let v: serde_json::Value =
+            serde_json::from_str(&error_body(Kind::WaitingSlot, "2 of 2 slots taken")).unwrap();
+        assert_eq!(v["kind"], "waiting_slot");
+        assert_eq!(v["value"], "2 of 2 slots taken");
+    }
+}
