@@ -72,6 +72,10 @@ pub struct Scenario {
     /// system-node-critical` (priority 2000001000), the last ones built; all other pods have
     /// priority 0, as Pod admission gives a pod without a class.
     pub node_critical_share: f64,
+    /// Flagged nodes (the first ones, by name) whose hosts reboot themselves: a simulated
+    /// Zincati each asks rollboot's FleetLock server (`pre-reboot` until 200), reboots, and
+    /// gives the slot back once up (`steady-state`). Their agents run too, but flag nothing.
+    pub fleetlock_hosts: usize,
     /// A fault schedule played during the rollout (`rollboot simulate`, `--serve`): written
     /// here by hand, or drawn by `--chaos SEED`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +110,7 @@ impl Default for Scenario {
             attach_seconds: 2.0,
             detach_seconds: 3.0,
             node_critical_share: 0.0,
+            fleetlock_hosts: 0,
             faults: None,
         }
     }

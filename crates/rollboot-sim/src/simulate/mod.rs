@@ -31,6 +31,7 @@ pub mod chaos;
 pub mod from_cluster;
 pub mod rehearse;
 pub mod report;
+pub mod zincati;
 
 pub use report::{Bound, Outcome, Report};
 
@@ -266,6 +267,14 @@ pub struct Harness {
     /// When set, the agent of node N presents the token `{prefix}N` (one identity per node, for
     /// RBAC and admission enforcement) instead of the shared token `agent`.
     pub agent_token_prefix: Option<String>,
+    /// The nodes whose hosts reboot themselves over FleetLock (a simulated Zincati each):
+    /// [`Harness::flag`] stages an update on them instead of setting their sentinel.
+    pub fleetlock_hosts: BTreeSet<String>,
+    /// What the simulated FleetLock hosts share.
+    pub fleetlock: zincati::FleetLockHosts,
+    /// How often a simulated Zincati asks again (real time).
+    pub zincati_poll: Duration,
+    zincatis: BTreeMap<String, JoinHandle<()>>,
 }
 
 impl Harness {
@@ -331,6 +340,10 @@ impl Harness {
             agents: BTreeMap::new(),
             agent_client,
             agent_token_prefix: None,
+            fleetlock_hosts: BTreeSet::new(),
+            fleetlock: Default::default(),
+            zincati_poll: Duration::from_millis(100),
+            zincatis: BTreeMap::new(),
         })
     }
 
@@ -356,7 +369,10 @@ impl Harness {
                 .filter(|n| n.flagged())
                 .map(|n| n.name.as_str())
                 .collect();
-            nodes.iter().all(|n| flagged.contains(n.as_str()))
+            nodes
+                .iter()
+                .filter(|n| !self.fleetlock_hosts.contains(*n))
+                .all(|n| flagged.contains(n.as_str()))
         };
         if !self.wait_for(FLAGS_AT_MOST, all).await? {
             tracing::warn!(
@@ -365,7 +381,13 @@ impl Harness {
             );
         }
         self.start_controller(0).await?;
-        self.start_controller(1).await
+        self.start_controller(1).await?;
+        // FleetLock hosts ask the controllers: started once these listen.
+        let poll = self.zincati_poll;
+        for n in self.fleetlock_hosts.clone() {
+            self.start_zincati(&n, poll);
+        }
+        Ok(())
     }
 
     /// Starts controller replica `i` (identity `controller-i`).
@@ -520,13 +542,56 @@ impl Harness {
         self.host.down_from.lock().expect("down_from").remove(node);
     }
 
-    /// Makes the hosts' sentinels say "reboot needed" (the agents flag the nodes).
+    /// Makes the hosts' sentinels say "reboot needed" (the agents flag the nodes); a FleetLock
+    /// host ([`Harness::fleetlock_hosts`]) gets an update staged instead (its Zincati asks).
     pub fn flag(&self, nodes: &[String]) {
+        let (fleetlock, agents): (Vec<&String>, Vec<&String>) = nodes
+            .iter()
+            .partition(|n| self.fleetlock_hosts.contains(*n));
         self.host
             .sentinel
             .lock()
             .expect("sentinel")
-            .extend(nodes.iter().cloned());
+            .extend(agents.into_iter().cloned());
+        self.fleetlock
+            .pending
+            .lock()
+            .expect("pending")
+            .extend(fleetlock.into_iter().cloned());
+    }
+
+    /// Starts the simulated Zincati of FleetLock host `node`, polling every `poll`; it asks
+    /// the replicas started so far.
+    pub fn start_zincati(&mut self, node: &str, poll: Duration) {
+        let method = SimReboot {
+            world: self.cluster.world().clone(),
+            host: self.host.clone(),
+            on: node.to_string(),
+        };
+        let task = tokio::spawn(zincati::run(
+            node.to_string(),
+            method,
+            self.fleetlock.clone(),
+            self.metrics.clone(),
+            poll,
+        ));
+        if let Some(old) = self.zincatis.insert(node.into(), task) {
+            old.abort();
+        }
+    }
+
+    /// Hosts with an update staged or a sentinel that says "reboot needed".
+    pub fn pending(&self) -> BTreeSet<String> {
+        let mut p = self.host.sentinel.lock().expect("sentinel").clone();
+        p.extend(
+            self.fleetlock
+                .pending
+                .lock()
+                .expect("pending")
+                .iter()
+                .cloned(),
+        );
+        p
     }
 
     /// Merge-patches a node as an operator would.
@@ -612,6 +677,9 @@ impl Harness {
             self.kill_controller(i);
         }
         for (_, t) in std::mem::take(&mut self.agents) {
+            t.abort();
+        }
+        for (_, t) in std::mem::take(&mut self.zincatis) {
             t.abort();
         }
         self.cluster.shutdown().await;
@@ -968,9 +1036,16 @@ pub struct Extra {
 pub async fn rollout_with(
     scenario: Scenario,
     snapshot: Option<&crate::sim::snapshot::Snapshot>,
-    config: Config,
+    mut config: Config,
     opts: RunOptions,
 ) -> anyhow::Result<(Report, Extra)> {
+    if scenario.fleetlock_hosts > 0 && config.fleetlock.is_none() {
+        // Each replica on a port of its own; the simulated hosts find them in the metrics.
+        config.fleetlock = Some(rollboot::config::FleetLock {
+            listen: "127.0.0.1:0".into(),
+            groups: Default::default(),
+        });
+    }
     let cluster_opts = crate::sim::Options {
         addr: opts
             .serve
@@ -1038,6 +1113,14 @@ pub async fn rollout_with(
         .take(opts.flagged.unwrap_or(names.len()))
         .cloned()
         .collect();
+    h.fleetlock_hosts = flagged
+        .iter()
+        .take(scenario.fleetlock_hosts)
+        .cloned()
+        .collect();
+    // Zincati asks again every few simulated seconds (its real period is minutes: a slower
+    // poll only adds to the run).
+    h.zincati_poll = Duration::from_secs_f64((2.0 * scenario.time_factor).max(0.02));
     let irreducible = irreducible_times(&h, &scenario, &flagged).await?;
     let budget_windows = budget_windows(&h, &scenario, &flagged).await?;
     // The fault player acts through the harness's client: on time, whatever the rates.
@@ -1087,7 +1170,7 @@ pub async fn rollout_with(
         // every node and a copy of every host's record, which after each batch of Node events
         // was a third of a 5,000-node run's CPU.
         if decision.is_none() && faults_over && (past_bound || !watch.any_in_flight()) {
-            let pending = h.host.sentinel.lock().expect("sentinel").clone();
+            let pending = h.pending();
             let rebooted: BTreeSet<String> = h
                 .host
                 .reboots

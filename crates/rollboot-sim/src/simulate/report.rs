@@ -448,12 +448,27 @@ pub struct Report {
     /// EvictionDenied) and the nodes failed for a stuck pod.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub blocked_by_cause: BTreeMap<String, usize>,
+    /// The FleetLock hosts' requests (scenario `fleetlockHosts`), absent without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleetlock: Option<FleetLockFigures>,
     /// Every invariant broken, a sentence each (empty when all held).
     pub invariant_breaks: Vec<String>,
     /// No invariant broke, and the run ended as it must: without faults, every flagged node
     /// rebooted once and none failed; with faults, finished or halted, no node failed but
     /// those a host fault acted on, and every other flagged node rebooted once unless halted.
     pub ok: bool,
+}
+
+/// What the simulated FleetLock hosts asked and got.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetLockFigures {
+    /// Requests sent, both endpoints, every try.
+    pub requests: u64,
+    /// Slots granted (`pre-reboot` answered 200 to a host that held none).
+    pub granted: u64,
+    /// The most hosts holding a slot at once (never above `maxNodes`).
+    pub max_held_at_once: u64,
 }
 
 impl Report {
@@ -614,6 +629,13 @@ impl Report {
             );
         }
         let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
+        if let Some(f) = &self.fleetlock {
+            let _ = writeln!(
+                s,
+                "  fleetlock                {} request(s), {} slot(s) granted, {} held at once at most",
+                f.requests, f.granted, f.max_held_at_once
+            );
+        }
         let _ = writeln!(
             s,
             "  rebooted more than once  {} {:?}",
@@ -1134,6 +1156,23 @@ pub async fn report(
     if outcome == Outcome::Stuck {
         breaks.push(outcome_reason.clone());
     }
+    let fleetlock = (!h.fleetlock_hosts.is_empty()).then(|| {
+        use std::sync::atomic::Ordering::Relaxed;
+        FleetLockFigures {
+            requests: h.fleetlock.requests.load(Relaxed),
+            granted: h.fleetlock.granted.load(Relaxed),
+            max_held_at_once: h.fleetlock.max_held.load(Relaxed),
+        }
+    });
+    if let Some(f) = fleetlock
+        .as_ref()
+        .filter(|f| f.max_held_at_once > u64::from(h.config.concurrency.max_nodes))
+    {
+        breaks.push(format!(
+            "{} FleetLock hosts held a slot at once, more than maxNodes {}",
+            f.max_held_at_once, h.config.concurrency.max_nodes
+        ));
+    }
     let ok = match &seen.faults {
         None => {
             breaks.is_empty()
@@ -1179,6 +1218,7 @@ pub async fn report(
         }
     };
     Ok(Report {
+        fleetlock,
         outcome,
         outcome_reason,
         bound: seen.bound,

@@ -1051,7 +1051,7 @@ pub fn next_step(
         // Drained (the drain began the afterDrain phase): its hooks, then the reboot. The
         // drain's timeout is over; the phase's own holds the node now.
         NodeState::Draining if hooks::phase_record(n, Phase::AfterDrain, since).is_some() => {
-            hook(Phase::AfterDrain).unwrap_or_else(|| reboot_asked(n, entry))
+            hook(Phase::AfterDrain).unwrap_or_else(|| reboot_step(n, entry.since))
         }
         NodeState::Draining => {
             let deadline = since + config.drain.timeout.to_chrono();
@@ -1072,8 +1072,11 @@ pub fn next_step(
 /// The reboot of a drained node past its afterDrain hooks: a token to the agent, or, for a
 /// host that reboots itself, the hand-off (or the end without a reboot, when the host gave
 /// its slot back in this cycle or no longer asks).
-fn reboot_asked(n: &NodeView, entry: &LockEntry) -> Step {
-    if let Some(why) = given_back(n, entry.since) {
+///
+/// `start`: when the cycle started (its lock entry's instant). The drain's end asks it too,
+/// when no afterDrain hooks come first.
+pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
+    if let Some(why) = given_back(n, start) {
         return Step::Release(why);
     }
     if n.hands_off() {

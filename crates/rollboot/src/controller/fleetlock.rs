@@ -43,7 +43,7 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TRIES: usize = 3;
 
 /// The leader's address as it writes it on the leader Lease.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Advertised {
     /// The identity holding the Lease when this was written.
     pub holder: String,
@@ -59,7 +59,13 @@ struct Served {
     leader_lease: LeaseRef,
     /// Derived FleetLock ids by machine ID: an HMAC per Node per request is avoidable work.
     ids: Arc<Mutex<HashMap<String, Option<String>>>>,
+    /// The leader and its address as last read from the leader Lease, and when: hosts poll,
+    /// and a read per forwarded request is a cost for nothing.
+    leader: Arc<Mutex<Option<(std::time::Instant, String, Option<Advertised>)>>>,
 }
+
+/// How long a standby forwards to the leader it read last without reading the Lease again.
+const LEADER_FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// Serves FleetLock on `listener` until the future is dropped.
 pub(super) async fn serve(
@@ -73,6 +79,7 @@ pub(super) async fn serve(
         identity,
         leader_lease,
         ids: Arc::default(),
+        leader: Arc::default(),
     };
     let app = Router::new()
         .route(
@@ -299,22 +306,39 @@ async fn forward(s: &Served, endpoint: Endpoint, headers: &HeaderMap, body: Byte
             s.identity
         ));
     }
-    let lease = match s.leader_lease.get().await {
-        Ok(Some(l)) => l,
-        Ok(None) => return no_leader("no leader yet; ask again".into()),
-        Err(e) => return no_leader(format!("the leader Lease could not be read: {e}")),
+    let known = s
+        .leader
+        .lock()
+        .expect("leader")
+        .clone()
+        .filter(|(at, _, _)| at.elapsed() < LEADER_FRESH_FOR);
+    let (holder, advertised) = match known {
+        Some((_, h, a)) => (h, a),
+        None => {
+            let lease = match s.leader_lease.get().await {
+                Ok(Some(l)) => l,
+                Ok(None) => return no_leader("no leader yet; ask again".into()),
+                Err(e) => return no_leader(format!("the leader Lease could not be read: {e}")),
+            };
+            let holder = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.clone())
+                .unwrap_or_default();
+            let advertised: Option<Advertised> = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(FLEETLOCK_URL))
+                .and_then(|v| serde_json::from_str(v).ok());
+            *s.leader.lock().expect("leader") = Some((
+                std::time::Instant::now(),
+                holder.clone(),
+                advertised.clone(),
+            ));
+            (holder, advertised)
+        }
     };
-    let holder = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.clone())
-        .unwrap_or_default();
-    let advertised: Option<Advertised> = lease
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(FLEETLOCK_URL))
-        .and_then(|v| serde_json::from_str(v).ok());
     let Some(a) = advertised.filter(|a| a.holder == holder && holder != s.identity) else {
         return no_leader(format!(
             "the leader `{holder}` has not published its FleetLock address; ask again"

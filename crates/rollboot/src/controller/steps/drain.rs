@@ -15,10 +15,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::end::{fail, quarantine};
-use super::reboot::request_reboot;
+use super::reboot::{hand_off, request_reboot};
 use crate::config::Phase;
 use crate::controller::context::Ctx;
 use crate::controller::decide;
+use crate::controller::decide::Step;
 use crate::controller::error::Error;
 use crate::controller::gate::GateRecord;
 use crate::controller::task::StepTask;
@@ -130,17 +131,16 @@ async fn drain_then_request(
             );
             return Ok(());
         };
+        let gate_text = || Some(serde_json::to_string(&gate).expect("gate record"));
+        let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
         let written = if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
             begin_after_drain(ctx, &view, &gate).await
         } else {
-            request_reboot(
-                ctx,
-                &view,
-                boot_id,
-                Some(serde_json::to_string(&gate).expect("gate record")),
-                1,
-            )
-            .await
+            match decide::reboot_step(&view, start) {
+                Step::HandOff => hand_off(ctx, &view, gate_text()).await,
+                Step::Release(why) => super::end::release(ctx, &view, why).await,
+                _ => request_reboot(ctx, &view, boot_id, gate_text(), 1).await,
+            }
         };
         match written {
             Err(Error::Conflict { rv, .. }) if attempt < 5 => ctx.await_newer(node, &rv).await,

@@ -60,7 +60,9 @@ pub(super) async fn run_step(
         Step::RequestReboot { attempt } => {
             reboot::request_again(ctx, view.expect("a reboot step has a node"), attempt).await?
         }
-        Step::HandOff => reboot::hand_off(ctx, view.expect("a hand-off step has a node")).await?,
+        Step::HandOff => {
+            reboot::hand_off(ctx, view.expect("a hand-off step has a node"), None).await?
+        }
         Step::Release(reason) => {
             end::release(ctx, view.expect("a release step has a node"), reason).await?
         }

@@ -92,7 +92,14 @@ pub(super) async fn request_reboot(
 /// `boot-id-before` and `handed-off`, and no token (the agent has nothing to act on); the
 /// host's next `pre-reboot` is answered 200 and it reboots itself. Written on condition that
 /// the Node is still the version `view` shows and that it is cordoned, as a token would be.
-pub(super) async fn hand_off(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
+///
+/// `gate`: the health gate's record, when the drain's end hands off at once (else the record
+/// written with the afterDrain phase stays).
+pub(super) async fn hand_off(
+    ctx: &Ctx,
+    view: &NodeView,
+    gate: Option<String>,
+) -> Result<(), Error> {
     let node = view.name.as_str();
     if let Err(why) = decide::may_request_reboot(view) {
         tracing::warn!(node, "{why}");
@@ -104,6 +111,9 @@ pub(super) async fn hand_off(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
     ann.push((proto::BOOT_ID_BEFORE, Some(view.boot_id.clone())));
     ann.push((proto::HANDED_OFF, Some(crate::time::annotation(now))));
     ann.push((proto::REBOOT, None));
+    if gate.is_some() {
+        ann.push((proto::HEALTH_GATE, gate));
+    }
     patch_node(
         ctx,
         view,

@@ -1,0 +1,135 @@
+//! Simulated FleetLock hosts: each runs a Zincati of its own that asks rollboot's FleetLock
+//! server before it reboots, reboots itself on 200, and gives its slot back once up.
+//!
+//! Owns the simulated client's loop ([`run`]): at start, `steady-state` until 200 (Zincati's
+//! initialization); while an update is staged ([`FleetLockHosts::pending`]), `pre-reboot` on a
+//! poll until 200; then the host's reboot (the world's, as the agent's simulated reboot does,
+//! with a token of its own per grant so the exactly-once invariant covers it), the wait until
+//! it is up on a new boot, and `steady-state` until 200. Requests go to the controller replicas
+//! in turn (a standby forwards to the leader). It must never reboot without a 200, and never
+//! decide anything for rollboot: it is the host's side only.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rollboot::agent::RebootMethod;
+use rollboot::fleetlock::id::{app_specific, ZINCATI_APP_ID};
+use rollboot::fleetlock::protocol::{Endpoint, HEADER};
+use rollboot::metrics::Metrics;
+
+use super::SimReboot;
+
+/// What the simulated FleetLock hosts share with the harness and the report.
+#[derive(Clone, Default)]
+pub struct FleetLockHosts {
+    /// Hosts with an update staged: they ask for a slot until they rebooted.
+    pub pending: Arc<Mutex<BTreeSet<String>>>,
+    /// Requests sent (each try, whatever the answer).
+    pub requests: Arc<AtomicU64>,
+    /// `pre-reboot` answered 200 for a host that did not hold a slot yet.
+    pub granted: Arc<AtomicU64>,
+    /// Hosts holding a slot now: from their first 200 to `pre-reboot` to their 200 to
+    /// `steady-state`.
+    pub held: Arc<Mutex<BTreeSet<String>>>,
+    /// The most hosts that held a slot at once.
+    pub max_held: Arc<AtomicU64>,
+}
+
+impl FleetLockHosts {
+    fn hold(&self, node: &str, on: bool) {
+        let mut held = self.held.lock().expect("held");
+        if on {
+            held.insert(node.into());
+            self.max_held
+                .fetch_max(held.len() as u64, Ordering::Relaxed);
+        } else {
+            held.remove(node);
+        }
+    }
+}
+
+/// One request, to the replicas in turn from `turn`; the HTTP status (0 when no replica
+/// answered).
+async fn post(replicas: &[Arc<Metrics>], turn: usize, endpoint: Endpoint, body: &str) -> u16 {
+    for i in 0..replicas.len() {
+        let Some(addr) = replicas
+            .get((turn + i) % replicas.len())
+            .and_then(|m| m.fleetlock_addr())
+        else {
+            continue;
+        };
+        let Ok(base) = format!("http://{addr}").parse::<http::Uri>() else {
+            continue;
+        };
+        let Ok(client) = rollboot::client::external(base, Duration::from_secs(15)) else {
+            continue;
+        };
+        let req = http::Request::post(endpoint.path())
+            .header(HEADER, "true")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(body.as_bytes().to_vec()))
+            .expect("a request");
+        // A replica killed by a fault refuses the connection: the next one is asked.
+        if let Ok(res) = client.send(req).await {
+            return res.status().as_u16();
+        }
+    }
+    0
+}
+
+/// Runs the simulated Zincati of `node` until aborted; `poll` is its retry period.
+pub async fn run(
+    node: String,
+    method: SimReboot,
+    hosts: FleetLockHosts,
+    replicas: Vec<Arc<Metrics>>,
+    poll: Duration,
+) {
+    let Some(machine) = method.machine_id(&node) else {
+        tracing::warn!(
+            node,
+            "simulated FleetLock host has no machine ID; not running"
+        );
+        return;
+    };
+    let id = app_specific(&machine, &ZINCATI_APP_ID).expect("a simulated machine ID is 128 bits");
+    let body = serde_json::json!({"client_params": {"id": id, "group": "default"}}).to_string();
+    let mut grants = 0u64;
+    let ask = |endpoint: Endpoint| {
+        let turn = hosts.requests.fetch_add(1, Ordering::Relaxed) as usize;
+        let body = body.clone();
+        let replicas = replicas.clone();
+        async move { post(&replicas, turn, endpoint, &body).await }
+    };
+    loop {
+        // Initialization, and after each reboot: the slot given back, whatever it held.
+        while ask(Endpoint::SteadyState).await != 200 {
+            tokio::time::sleep(poll).await;
+        }
+        hosts.hold(&node, false);
+        while !hosts.pending.lock().expect("pending").contains(&node) {
+            tokio::time::sleep(poll).await;
+        }
+        while ask(Endpoint::PreReboot).await != 200 {
+            tokio::time::sleep(poll).await;
+        }
+        hosts.granted.fetch_add(1, Ordering::Relaxed);
+        hosts.hold(&node, true);
+        grants += 1;
+        let Some(before) = method.boot_id(&node) else {
+            continue;
+        };
+        hosts.pending.lock().expect("pending").remove(&node);
+        let token = format!("fleetlock-{node}-{grants}");
+        if let Err(e) = method.reboot(&node, &token).await {
+            tracing::warn!(node, error = %e, "simulated FleetLock host: reboot failed");
+            continue;
+        }
+        // Up again on a new boot (a host that hangs stays down until fixed).
+        while method.boot_id(&node).is_none_or(|b| b == before) {
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
