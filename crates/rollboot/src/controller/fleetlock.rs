@@ -372,10 +372,14 @@ async fn forward(s: &Served, endpoint: Endpoint, headers: &HeaderMap, body: Byte
             }
             r
         }
-        Ok(Err(e)) => no_leader(format!(
-            "the leader `{holder}` at {} could not be reached: {e}",
-            a.url
-        )),
+        Ok(Err(e)) => {
+            // Read again next time: a new leader may have taken over.
+            *s.leader.lock().expect("leader") = None;
+            no_leader(format!(
+                "the leader `{holder}` at {} could not be reached: {e}",
+                a.url
+            ))
+        }
         Err(_) => no_leader(format!(
             "the leader `{holder}` at {} did not answer within {FORWARD_TIMEOUT:?}",
             a.url
