@@ -1086,6 +1086,11 @@ pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
     }
 }
 
+/// How long after a FleetLock host gave its slot back on the boot it was handed its reboot on
+/// the release waits for the boot ID to change: the host's client may have started on the new
+/// boot before its kubelet reported it.
+pub const GIVE_BACK_SETTLE: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
 /// Why a FleetLock host's cycle ends without a reboot: its host called `steady-state` in this
 /// cycle (started at `start`) before its boot ID changed.
 fn given_back(n: &NodeView, start: DateTime<Utc>) -> Option<String> {
@@ -1116,6 +1121,23 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
     }
     if let Some(handed) = n.handed_off.filter(|_| n.reboot_token.is_none()) {
         if let Some(why) = given_back(n, handed) {
+            // A host's client may start and call steady-state before its kubelet reported the
+            // new boot: the release waits a moment for a boot ID change.
+            let returned = n
+                .fleetlock
+                .as_ref()
+                .and_then(|f| f.returned)
+                .unwrap_or(handed);
+            let until = returned + GIVE_BACK_SETTLE;
+            if now < until {
+                return Step::Hold {
+                    until,
+                    why: format!(
+                        "{why}; released at {} unless its boot ID changes first",
+                        crate::time::annotation(until)
+                    ),
+                };
+            }
             return Step::Release(why);
         }
         let deadline = since + config.reboot.timeout.to_chrono();
@@ -3231,6 +3253,11 @@ mod tests {
             (proto::FLEETLOCK, returned),
         ];
         let n = fleetlock_drained("2026-01-05T00:01:00Z", &handed);
+        // Its kubelet may not have reported a new boot yet: a moment's wait first.
+        assert!(matches!(
+            next_step(Some(&n), &e, &c, t("2026-01-05T00:03:05Z")),
+            Step::Hold { until, .. } if until == t("2026-01-05T00:03:10Z")
+        ));
         assert!(matches!(next_step(Some(&n), &e, &c, now), Step::Release(_)));
         // A give-back of an earlier cycle does not count in this one.
         let old = r#"{"id":"abc","group":"default","returned":"2026-01-04T00:00:00Z"}"#;

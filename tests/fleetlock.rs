@@ -1,0 +1,365 @@
+//! FleetLock end to end on the simulator: a client written from the protocol's document
+//! (Zincati's `docs/development/fleetlock/protocol.md`), not from rollboot's server, asks the
+//! real controller replicas for a reboot slot for a host, reboots that host itself on 200, and
+//! gives the slot back once up.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rollboot::node::{NodeState, NodeView};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{rollout, sim_config, Harness, RunOptions};
+
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
+
+/// Zincati's application ID.
+const ZINCATI_APP: &str = "de35106b6ec24688b63afddaa156679b";
+
+fn bytes16(hex: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+/// The host's id as Zincati sends it: systemd's app-specific machine ID, HMAC-SHA256 keyed by
+/// the machine ID over the app ID, cut to 16 bytes, marked as a v4 UUID, lower-case hex.
+fn zincati_id(machine_id: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes16(machine_id));
+    let tag = ring::hmac::sign(&key, &bytes16(ZINCATI_APP));
+    let mut id: Vec<u8> = tag.as_ref()[..16].to_vec();
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One answer: the status and, for anything but 200, the error's `kind`.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    kind: Option<String>,
+    value: String,
+}
+
+/// `POST {addr}{path}` with `body`, the protocol header unless `header` is false.
+async fn post(addr: SocketAddr, path: &str, body: String, header: bool) -> Answer {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let h = if header { "fleet-lock-protocol: true\r\n" } else { "" };
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{h}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let status: u16 = text[9..12].parse().unwrap();
+        let payload = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+        let (kind, value) = if status == 200 {
+            (None, payload)
+        } else {
+            let v: serde_json::Value = serde_json::from_str(&payload)
+                .unwrap_or_else(|e| panic!("error body {payload:?} is not JSON: {e}"));
+            (
+                Some(v["kind"].as_str().expect("a kind").to_string()),
+                v["value"].as_str().expect("a value").to_string(),
+            )
+        };
+        Answer {
+            status,
+            kind,
+            value,
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn body(id: &str, group: &str) -> String {
+    serde_json::json!({"client_params": {"id": id, "group": group}}).to_string()
+}
+
+const PRE: &str = "/v1/pre-reboot";
+const STEADY: &str = "/v1/steady-state";
+
+async fn harness(nodes: usize, overrides: &str) -> Harness {
+    log();
+    let sc = Scenario {
+        nodes,
+        pods_per_node: 4,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config(overrides).unwrap())
+        .await
+        .unwrap();
+    h.start_rollout().await.unwrap();
+    h
+}
+
+/// Every replica's FleetLock address, once each listens, and the leader's index.
+async fn replicas(h: &Harness) -> (Vec<SocketAddr>, usize) {
+    let start = Instant::now();
+    loop {
+        let addrs: Vec<SocketAddr> = h
+            .metrics
+            .iter()
+            .filter_map(|m| m.fleetlock_addr())
+            .collect();
+        if let (2, Some(l)) = (addrs.len(), h.leader()) {
+            return (addrs, l);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no replica serves FleetLock"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Asks `path` until 200 (at most `within`), returning every non-200 kind seen on the way.
+async fn until_ok(addr: SocketAddr, path: &str, body: &str, within: Duration) -> Vec<String> {
+    let start = Instant::now();
+    let mut kinds = Vec::new();
+    loop {
+        let a = post(addr, path, body.to_string(), true).await;
+        assert_ne!(a.status, 400, "{a:?}");
+        match a.kind {
+            None => return kinds,
+            Some(k) => {
+                if kinds.last() != Some(&k) {
+                    kinds.push(k);
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < within,
+            "no 200 on {path} within {within:?}: {kinds:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The pods on `node` a drain evicts (not DaemonSet or mirror pods).
+async fn evictable_on(h: &Harness, node: &str) -> Vec<String> {
+    use k8s_openapi::api::core::v1::Pod;
+    let api: kube::Api<Pod> = kube::Api::all(h.client.clone());
+    let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    api.list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            !p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet" || o.kind == "Node")
+        })
+        .map(|p| p.metadata.name.unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleetlock_host_gets_200_only_once_drained_reboots_itself_and_gives_its_slot_back() {
+    let h = harness(3, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    let (addrs, leader) = replicas(&h).await;
+    let standby = addrs[1 - leader];
+    let node = "node-0001";
+    let before: NodeView = h.node(node).await.unwrap();
+    let id = zincati_id(&before.machine_id);
+    let b = body(&id, "default");
+    // Zincati's initialization: nothing held, 200, nothing flagged.
+    let a = post(standby, STEADY, b.clone(), true).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(!h.node(node).await.unwrap().flagged());
+    // The first pre-reboot flags the node and is not 200: it is not drained yet.
+    let a = post(standby, PRE, b.clone(), true).await;
+    assert_ne!(a.status, 200, "{a:?}");
+    assert!(
+        matches!(a.kind.as_deref(), Some("waiting_slot" | "draining")),
+        "{a:?}"
+    );
+    let flagged = h.node(node).await.unwrap();
+    assert_eq!(
+        flagged.reboot_requested_reason.as_deref(),
+        Some("fleetlock")
+    );
+    // 200 once in the lock, cordoned, drained, the reboot handed to the host.
+    let kinds = until_ok(standby, PRE, &b, Duration::from_secs(60)).await;
+    assert!(
+        kinds.iter().all(|k| k == "waiting_slot" || k == "draining"),
+        "{kinds:?}"
+    );
+    let held = h.node(node).await.unwrap();
+    assert!(held.unschedulable);
+    assert_eq!(held.state, Some(NodeState::Rebooting));
+    assert!(held.handed_off.is_some());
+    assert_eq!(
+        held.reboot_token, None,
+        "no token for a host that reboots itself"
+    );
+    assert_eq!(evictable_on(&h, node).await, Vec::<String>::new());
+    // The recursive lock: the holder asks again, on either replica, and gets 200 again.
+    for addr in &addrs {
+        let a = post(*addr, PRE, b.clone(), true).await;
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    // Nobody rebooted it: the agent had no token.
+    assert_eq!(h.reboots(node), 0);
+    // The host reboots itself; its client starts again once it is up on the new boot.
+    h.cluster.world().reboot(node, "test-zincati-1");
+    let up = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter()
+                .any(|n| n.name == node && n.boot_id != before.boot_id && n.ready)
+        })
+        .await
+        .unwrap();
+    assert!(up, "the host did not come back");
+    // steady-state: not 200 while it is back but not verified; 200 once released.
+    let kinds = until_ok(addrs[leader], STEADY, &b, Duration::from_secs(60)).await;
+    assert!(kinds.iter().all(|k| k == "verifying"), "{kinds:?}");
+    let after = h.node(node).await.unwrap();
+    assert_eq!(after.state, Some(NodeState::Done));
+    assert!(!after.unschedulable);
+    assert!(!after.flagged());
+    assert_ne!(after.boot_id, before.boot_id);
+    assert_eq!(after.history.count, Some(1));
+    let inv = h.cluster.invariants();
+    assert!(inv.pdb_violations.is_empty(), "{:?}", inv.pdb_violations);
+    assert!(
+        inv.repeated_reboots.is_empty(),
+        "{:?}",
+        inv.repeated_reboots
+    );
+    // Nothing else was started: only this host asked.
+    let others: Vec<NodeView> = h
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.name != node)
+        .collect();
+    assert!(others.iter().all(|n| n.state.is_none()), "{others:?}");
+    let text = h.metrics[leader].render();
+    assert!(
+        text.contains("rollboot_fleetlock_requests_total{endpoint=\"pre-reboot\",outcome=\"ok\"}"),
+        "{text}"
+    );
+    let text = h.metrics[1 - leader].render();
+    assert!(
+        text.contains(
+            "rollboot_fleetlock_requests_total{endpoint=\"pre-reboot\",outcome=\"forwarded\"}"
+        ),
+        "{text}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_requests_get_400_with_a_kind_and_flag_nothing() {
+    let h = harness(2, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    let (addrs, leader) = replicas(&h).await;
+    let n: NodeView = h.node("node-0000").await.unwrap();
+    let id = zincati_id(&n.machine_id);
+    for addr in [addrs[leader], addrs[1 - leader]] {
+        let a = post(addr, PRE, body(&id, "default"), false).await;
+        assert_eq!(
+            (a.status, a.kind.as_deref()),
+            (400, Some("missing_header")),
+            "{a:?}"
+        );
+        let a = post(addr, PRE, "{\"id\": 1}".into(), true).await;
+        assert_eq!(
+            (a.status, a.kind.as_deref()),
+            (400, Some("bad_body")),
+            "{a:?}"
+        );
+        let a = post(addr, PRE, body(&id, "no_underscores"), true).await;
+        assert_eq!(
+            (a.status, a.kind.as_deref()),
+            (400, Some("bad_group")),
+            "{a:?}"
+        );
+        assert!(a.value.contains("no_underscores"), "{a:?}");
+        // The machine ID itself is not the host's id.
+        let a = post(addr, PRE, body(&n.machine_id, "default"), true).await;
+        assert_eq!(
+            (a.status, a.kind.as_deref()),
+            (404, Some("unknown_host")),
+            "{a:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.nodes().await.unwrap().iter().all(|n| !n.flagged()));
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_reboot() {
+    let h = harness(2, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    let (addrs, leader) = replicas(&h).await;
+    let node = "node-0000";
+    let before = h.node(node).await.unwrap();
+    let b = body(&zincati_id(&before.machine_id), "default");
+    until_ok(addrs[leader], PRE, &b, Duration::from_secs(60)).await;
+    assert_eq!(
+        h.node(node).await.unwrap().state,
+        Some(NodeState::Rebooting)
+    );
+    // The host decides not to reboot (its Zincati started again): steady-state on the same boot.
+    let a = post(addrs[1 - leader], STEADY, b.clone(), true).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let (released, n) = h
+        .wait_for_state(node, NodeState::Done, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert!(released, "{n:?}");
+    assert!(!n.unschedulable, "uncordoned");
+    assert!(!n.flagged());
+    assert_eq!(n.boot_id, before.boot_id);
+    assert_eq!(n.history.count, None, "no reboot is recorded");
+    assert_eq!(h.reboots(node), 0);
+    let said = h.events("ReleasedWithoutReboot").await.unwrap();
+    assert!(
+        said.iter().any(|s| s.contains("gave its slot back")),
+        "{said:?}"
+    );
+    // It holds nothing now: steady-state is 200 and writes nothing new.
+    let a = post(addrs[leader], STEADY, b, true).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rollout_with_fleetlock_hosts_keeps_every_invariant() {
+    log();
+    let sc = Scenario {
+        nodes: 6,
+        pods_per_node: 4,
+        fleetlock_hosts: 3,
+        ..Scenario::default()
+    };
+    let r = rollout(
+        sc,
+        sim_config("concurrency: {maxNodes: 2}").unwrap(),
+        RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(r.ok, "{}", r.text());
+    assert_eq!(r.rebooted_once, 6, "{}", r.text());
+    let f = r.fleetlock.expect("fleetlock figures");
+    assert_eq!(f.granted, 3, "{f:?}");
+    assert!((1..=2).contains(&f.max_held_at_once), "{f:?}");
+    assert!(r.max_nodes_out <= 2);
+    assert_eq!(r.pdb_violations, 0);
+}
