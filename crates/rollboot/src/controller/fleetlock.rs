@@ -61,8 +61,11 @@ struct Served {
     ids: Arc<Mutex<HashMap<String, Option<String>>>>,
     /// The leader and its address as last read from the leader Lease, and when: hosts poll,
     /// and a read per forwarded request is a cost for nothing.
-    leader: Arc<Mutex<Option<(std::time::Instant, String, Option<Advertised>)>>>,
+    leader: Arc<Mutex<Option<KnownLeader>>>,
 }
+
+/// When the leader Lease was read, its holder, and the address the holder published.
+type KnownLeader = (std::time::Instant, String, Option<Advertised>);
 
 /// How long a standby forwards to the leader it read last without reading the Lease again.
 const LEADER_FRESH_FOR: Duration = Duration::from_secs(1);
