@@ -180,6 +180,10 @@ pub struct NodePlan {
     /// predict budgets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passed_over: Option<crate::node::PassedOver>,
+    /// A FleetLock host (`rollboot.dev/fleetlock`): its id, group and last request; its
+    /// reboot is handed to it, not asked of the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleetlock: Option<crate::node::FleetLockRecord>,
 }
 
 /// One step of a node's drain.
@@ -635,6 +639,7 @@ fn node_plans(
                 volumes: p.volumes.clone(),
                 resting_until: decide::resting_until(n, config, now),
                 passed_over: n.passed_over.clone(),
+                fleetlock: n.fleetlock.clone(),
             }
         })
         .collect();

@@ -172,6 +172,17 @@ fn nodes(out: &mut String, nodes: &[NodePlan]) {
                     p.budget
                 ));
             }
+            if let Some(f) = &n.fleetlock {
+                outcome.push_str(&format!(", FleetLock host {} reboots itself", f.id));
+                if let Some(l) = &f.last {
+                    outcome.push_str(&format!(
+                        " (last {} {}: {})",
+                        l.endpoint,
+                        instant(l.at),
+                        l.answer
+                    ));
+                }
+            }
             vec![
                 n.order.to_string(),
                 n.name.clone(),

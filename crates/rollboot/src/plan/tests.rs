@@ -732,3 +732,36 @@ fn a_node_the_controller_passed_over_says_for_which_budget() {
     let json = serde_json::to_value(&p).unwrap();
     assert_eq!(json["nodes"][0]["passedOver"]["budget"], "apps/web");
 }
+
+#[test]
+fn a_fleetlock_host_is_named_with_its_last_request() {
+    let rec = r#"{"id":"abc","group":"default","last":{"endpoint":"pre-reboot","at":"2026-01-01T23:00:00Z","answer":"waiting_window"}}"#;
+    let mut n = annotate(
+        node("a", &[]),
+        crate::node::REBOOT_REQUESTED,
+        "2026-01-01T00:00:00Z",
+    );
+    n = annotate(
+        n,
+        crate::node::REBOOT_REQUESTED_REASON,
+        crate::node::FLEETLOCK_REASON,
+    );
+    n = annotate(n, crate::node::FLEETLOCK, rec);
+    let cluster = Cluster {
+        nodes: vec![NodeView::from_node(&n)],
+        ..Default::default()
+    };
+    let p = build(
+        &cluster,
+        &cfg("{}"),
+        &Options::default(),
+        t("2026-01-02T00:00:00Z"),
+    );
+    let text = crate::render::Render::text(&p);
+    assert!(
+        text.contains("FleetLock host abc reboots itself (last pre-reboot 2026-01-01T23:00:00Z: waiting_window)"),
+        "{text}"
+    );
+    let json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["nodes"][0]["fleetlock"]["id"], "abc");
+}

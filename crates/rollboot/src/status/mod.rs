@@ -239,6 +239,27 @@ pub struct NodeStatus {
     /// when, for which budget and why, and when `concurrency.passOverFor` has it taken anyway.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passed_over: Option<PassedOverStatus>,
+    /// A FleetLock host (`rollboot.dev/fleetlock`): its id and group, its last request and
+    /// answer, and whether the reboot of this cycle is handed to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleetlock: Option<FleetLockStatus>,
+}
+
+/// What rollboot knows of a FleetLock host.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetLockStatus {
+    /// The host's FleetLock id.
+    pub id: String,
+    /// The group it asks under.
+    pub group: String,
+    /// Its last request: endpoint, when, and the answer (`ok` or the kind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<crate::node::FleetLockRequest>,
+    /// Its request flags the node now (asked, not given back).
+    pub asking: bool,
+    /// The reboot of this cycle is handed to the host (its `pre-reboot` is answered 200).
+    pub holds_slot: bool,
 }
 
 /// A waiting node passed over for a budget with no room.
@@ -472,6 +493,17 @@ fn node_statuses(
                     why: p.why.clone(),
                     taken_anyway_from: p.since + config.concurrency.pass_over_for.to_chrono(),
                 }),
+            fleetlock: n.fleetlock.as_ref().map(|f| FleetLockStatus {
+                id: f.id.clone(),
+                group: f.group.clone(),
+                last: f.last.clone(),
+                asking: n.hands_off(),
+                holds_slot: entries.get(&n.name).is_some_and(|e| {
+                    n.reboot_token.is_none()
+                        && n.handed_off.is_some_and(|t| t >= e.since)
+                        && n.boot_id_before.as_deref() == Some(n.boot_id.as_str())
+                }),
+            }),
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -788,6 +820,57 @@ mod tests {
         let txt = s.text();
         assert!(txt.contains("rollout HALTED"), "{txt}");
         assert!(txt.contains("failure: drain timed out"), "{txt}");
+    }
+
+    #[test]
+    fn a_fleetlock_host_says_its_last_request_and_whether_it_holds_its_slot() {
+        let c = cfg("{}");
+        let rec = r#"{"id":"abc","group":"workers","last":{"endpoint":"pre-reboot","at":"2026-01-01T01:59:00Z","answer":"ok"}}"#;
+        let mut n = node("a", &[]);
+        n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        for (k, v) in [
+            (REBOOT_REQUESTED, "2026-01-01T01:00:00Z"),
+            (
+                crate::node::REBOOT_REQUESTED_REASON,
+                crate::node::FLEETLOCK_REASON,
+            ),
+            (crate::node::FLEETLOCK, rec),
+            (crate::node::STATE, "rebooting"),
+            (crate::node::STATE_SINCE, "2026-01-01T01:30:00Z"),
+            (crate::node::HANDED_OFF, "2026-01-01T01:30:00Z"),
+            (crate::node::BOOT_ID_BEFORE, "boot-1"),
+        ] {
+            n = annotate(n, k, v);
+        }
+        let entry = LockEntry {
+            group: None,
+            state: NodeState::Cordoning,
+            since: t("2026-01-01T01:10:00Z"),
+            leader: "rollboot-0".into(),
+        };
+        let mut lock = lease("rollboot-0", "2026-01-01T01:59:00Z", 15);
+        lock.metadata.annotations = Some(
+            [(
+                crate::lock::IN_FLIGHT.to_string(),
+                serde_json::to_string(&BTreeMap::from([("a".to_string(), entry)])).unwrap(),
+            )]
+            .into(),
+        );
+        let snap = Snapshot {
+            leader: None,
+            lock: Some(lock),
+            nodes: vec![NodeView::from_node(&n)],
+        };
+        let s = build(&c, &snap, t("2026-01-01T02:00:00Z"));
+        let f = s.nodes[0].fleetlock.as_ref().expect("a FleetLock host");
+        assert!(f.asking && f.holds_slot, "{f:?}");
+        let txt = s.text();
+        assert!(
+            txt.contains("FleetLock host abc (group workers): holds its slot, reboots itself; last pre-reboot at 2026-01-01T01:59:00.000Z: ok"),
+            "{txt}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["nodes"][0]["fleetlock"]["last"]["answer"], "ok");
     }
 
     #[test]

@@ -213,6 +213,27 @@ fn nodes(out: &mut String, nodes: &[NodeStatus]) {
                     crate::time::annotation(p.taken_anyway_from)
                 ));
             }
+            if let Some(f) = &n.fleetlock {
+                let now = if f.holds_slot {
+                    "holds its slot, reboots itself"
+                } else if f.asking {
+                    "asks for a slot"
+                } else {
+                    "asks nothing"
+                };
+                let last = f.last.as_ref().map_or(String::new(), |l| {
+                    format!(
+                        "; last {} at {}: {}",
+                        l.endpoint,
+                        crate::time::annotation(l.at),
+                        l.answer
+                    )
+                });
+                note.push(format!(
+                    "FleetLock host {} (group {}): {now}{last}",
+                    f.id, f.group
+                ));
+            }
             if let Some(cause) = &n.quarantined {
                 note.push(format!(
                     "quarantined ({cause}): stays cordoned until `rollboot retry`"
