@@ -1,5 +1,6 @@
 //! With no node flagged, the controller only keeps its Leases and watches: nothing it does
-//! depends on how many nodes there are.
+//! depends on how many nodes there are. Its FleetLock server is on, and sends nothing while no
+//! host calls (issue 27: idle requests of the endpoint, none).
 
 use std::time::Duration;
 
@@ -13,7 +14,8 @@ async fn an_idle_controller_only_renews_leases_and_watches() {
         pods_per_node: 3,
         ..Scenario::default()
     };
-    let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
+    let config = sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
     h.start_rollout().await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let stats = h.cluster.stats();

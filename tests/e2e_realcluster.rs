@@ -60,6 +60,8 @@
 //! says how to build the plane.
 
 mod e2e;
+#[path = "common/fleetlock_client.rs"]
+mod fleetlock_client;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -183,6 +185,10 @@ struct Suite<'a> {
     /// killed, an annotation garbled, the Leases deleted): the pause flags them again, so the
     /// predictions (check 11) read a clean last cycle of every node.
     struck: std::collections::BTreeSet<String>,
+    /// Each controller's FleetLock address (its own config names its own port).
+    fleetlock: Vec<(String, std::net::SocketAddr)>,
+    /// Reboots each host made by itself over FleetLock (no reboot command ran for them).
+    host_reboots: BTreeMap<String, usize>,
 }
 
 impl<'a> Suite<'a> {
@@ -250,6 +256,8 @@ impl<'a> Suite<'a> {
             cuts: Vec::new(),
             fake_hosts: false,
             struck: Default::default(),
+            fleetlock: Vec::new(),
+            host_reboots: BTreeMap::new(),
         };
         let mut blocked: Option<String> = None;
         phase!(
@@ -267,6 +275,12 @@ impl<'a> Suite<'a> {
         );
         phase!(report, blocked, "start rollboot", s.start_rollboot());
         phase!(report, blocked, "rollout of two nodes", s.rollout());
+        phase!(
+            report,
+            blocked,
+            "a FleetLock host reboots itself",
+            s.fleetlock_host(report)
+        );
         phase!(
             report,
             blocked,
@@ -619,14 +633,22 @@ impl<'a> Suite<'a> {
     async fn start_rollboot(&mut self) -> Result<(), String> {
         let c = self.cluster;
         let bin = &c.setup.rollboot;
+        // Each replica its own FleetLock port (in a cluster each Pod has its own address).
+        let common = std::fs::read_to_string(self.rb.join("controller.yaml"))
+            .map_err(|e| format!("controller.yaml: {e}"))?;
         for id in CONTROLLERS {
+            let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            let own = self.rb.join(format!("{id}.yaml"));
+            std::fs::write(&own, format!("{common}\nfleetlock:\n  listen: {addr}\n"))
+                .map_err(|e| format!("{}: {e}", own.display()))?;
+            self.fleetlock.push((id.to_string(), addr));
             c.spawn(
                 id,
                 bin,
                 &[
                     "controller".into(),
                     "--config".into(),
-                    self.rb.join("controller.yaml").display().to_string(),
+                    own.display().to_string(),
                     "--identity".into(),
                     id.into(),
                     "--metrics-addr".into(),
@@ -697,6 +719,190 @@ impl<'a> Suite<'a> {
         let db = self.await_cycle("node-2", b, CYCLE_TIMEOUT).await?;
         self.cycles.push((db - da).to_std().unwrap_or_default());
         Ok(())
+    }
+
+    /// Check 20: a FleetLock host (issue 27). A client written from the protocol asks a
+    /// standby replica for node-1's host (forwarded to the leader): not 200 until the node is
+    /// cordoned, drained and its reboot handed to the host (no token, no reboot command); 200
+    /// again from the leader (the recursive lock); the host reboots itself (the fake kubelet's
+    /// reboot file); `steady-state` is 200 once the node is verified, uncordoned and done.
+    async fn fleetlock_host(&mut self, report: &mut Report) -> Result<(), String> {
+        use fleetlock_client::{body, post, zincati_id};
+        let node = "node-1";
+        let mut failures = Vec::new();
+        let mut notes = Vec::new();
+        let machine_file = self.state.join(format!("machine-id-{node}"));
+        let machine = std::fs::read_to_string(&machine_file)
+            .map_err(|e| format!("{}: {e}", machine_file.display()))?;
+        let b = body(&zincati_id(machine.trim()), "default");
+        let leader = self
+            .obs
+            .with(|w| w.lease("rollboot-leader").and_then(|l| l.holder.clone()))
+            .unwrap_or_default();
+        let (Some(lead), Some(standby)) = (
+            self.fleetlock
+                .iter()
+                .find(|(id, _)| *id == leader)
+                .map(|x| x.1),
+            self.fleetlock
+                .iter()
+                .find(|(id, _)| *id != leader)
+                .map(|x| x.1),
+        ) else {
+            return Err(format!("no FleetLock address for the leader `{leader}`"));
+        };
+        let asked_before = reboot_requests(&self.state, node);
+        let rebooted_before = reboots(&self.state, node);
+        let a = post(standby, "/v1/steady-state", b.clone(), true).await;
+        if a.status != 200 {
+            failures.push(format!("steady-state before anything: {a:?}"));
+        }
+        let t0 = Utc::now();
+        let start = Instant::now();
+        let mut kinds: Vec<String> = Vec::new();
+        let granted = loop {
+            let a = post(standby, "/v1/pre-reboot", b.clone(), true).await;
+            match a.kind {
+                None => break true,
+                Some(k) if k == "waiting_slot" || k == "draining" => {
+                    if kinds.last() != Some(&k) {
+                        kinds.push(k);
+                    }
+                }
+                Some(ref k) => {
+                    failures.push(format!("pre-reboot answered {} {k}: {}", a.status, a.value))
+                }
+            }
+            if start.elapsed() > CYCLE_TIMEOUT || failures.len() > 3 {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let waited = start.elapsed();
+        if !granted {
+            failures.push(format!(
+                "pre-reboot not answered 200 within {}s: {}",
+                CYCLE_TIMEOUT.as_secs(),
+                self.describe(node)
+            ));
+            report.check("20", title("20"), failures, notes);
+            return Err(format!("{node}: no FleetLock slot granted"));
+        }
+        notes.push(format!(
+            "first pre-reboot to 200: {:.1} s ({} before: {})",
+            waited.as_secs_f64(),
+            kinds.len(),
+            kinds.join(", ")
+        ));
+        self.obs.with(|w| {
+            let Some(v) = w.node(node) else {
+                failures.push(format!("{node}: not seen"));
+                return;
+            };
+            if !v.unschedulable || v.state() != Some("rebooting") || !v.has("handed-off") {
+                failures.push(format!(
+                    "at 200: cordoned {}, state {:?}, handed-off {}",
+                    v.unschedulable,
+                    v.state(),
+                    v.has("handed-off")
+                ));
+            }
+            if v.has("reboot") {
+                failures.push(
+                    "at 200: a reboot token was written for a host that reboots itself".into(),
+                );
+            }
+            let left: Vec<String> = w.evictable_on(node).iter().map(|p| p.key.clone()).collect();
+            if !left.is_empty() {
+                failures.push(format!("at 200: pods left to evict on {node}: {left:?}"));
+            }
+            let flagged_by = w.node_since(node, t0).iter().any(|v| {
+                v.rollboot
+                    .get("rollboot.dev/reboot-requested-reason")
+                    .map(String::as_str)
+                    == Some("fleetlock")
+            });
+            if !flagged_by {
+                failures.push("the node was never seen flagged with reason fleetlock".into());
+            }
+        });
+        let a = post(lead, "/v1/pre-reboot", b.clone(), true).await;
+        if a.status != 200 {
+            failures.push(format!("the holder asking the leader again: {a:?}"));
+        }
+        // The host reboots itself.
+        let file = self.state.join(format!("reboot-{node}"));
+        std::fs::write(&file, "fleetlock\n").map_err(|e| format!("{}: {e}", file.display()))?;
+        *self.host_reboots.entry(node.into()).or_default() += 1;
+        // Zincati starts again on the new boot, then calls steady-state.
+        let before = self
+            .obs
+            .with(|w| w.node(node).map(|v| v.boot_id.clone()))
+            .unwrap_or_default();
+        let up = self
+            .obs
+            .wait(CYCLE_TIMEOUT, |w| {
+                w.node(node)
+                    .filter(|v| v.boot_id != before && v.ready)
+                    .map(|_| ())
+            })
+            .await;
+        if up.is_none() {
+            failures.push(format!(
+                "the host did not come back on a new boot: {}",
+                self.describe(node)
+            ));
+        }
+        let start = Instant::now();
+        let released = loop {
+            let a = post(standby, "/v1/steady-state", b.clone(), true).await;
+            match a.kind.as_deref() {
+                None => break true,
+                Some("verifying") | Some("no_leader") => {}
+                Some(_) => failures.push(format!("steady-state answered {a:?}")),
+            }
+            if start.elapsed() > CYCLE_TIMEOUT || failures.len() > 5 {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        if !released {
+            failures.push(format!(
+                "steady-state not 200 within {}s",
+                CYCLE_TIMEOUT.as_secs()
+            ));
+        }
+        notes.push(format!(
+            "reboot to steady-state 200: {:.1} s",
+            start.elapsed().as_secs_f64()
+        ));
+        self.obs.with(|w| {
+            if let Some(v) = w.node(node) {
+                if v.state() != Some("done") || v.unschedulable || v.has("cordoned-by") {
+                    failures.push(format!(
+                        "after steady-state: state {:?}, cordoned {}",
+                        v.state(),
+                        v.unschedulable
+                    ));
+                }
+            }
+        });
+        let asked = reboot_requests(&self.state, node) - asked_before;
+        let rebooted = reboots(&self.state, node) - rebooted_before;
+        if asked != 0 || rebooted != 1 {
+            failures.push(format!(
+                "{asked} reboot command(s) ran and the host rebooted {rebooted} time(s); want 0 and 1"
+            ));
+        }
+        let ok = failures.is_empty();
+        report.check("20", title("20"), failures, notes);
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{node}: the FleetLock host's cycle did not go as it must"
+            ))
+        }
     }
 
     /// Check 7a: the leader SIGKILLed while a node drains (after a first eviction landed).
@@ -1504,7 +1710,8 @@ impl<'a> Suite<'a> {
         self.obs.with(|w| {
             for n in NODES {
                 let flags = self.flags.get(n).copied().unwrap_or(0) as usize;
-                let done = reboots(&self.state, n);
+                let by_host = self.host_reboots.get(n).copied().unwrap_or(0);
+                let done = reboots(&self.state, n) - by_host.min(reboots(&self.state, n));
                 let asked = reboot_requests(&self.state, n);
                 if done != flags {
                     failures.push(format!(
@@ -1533,8 +1740,11 @@ impl<'a> Suite<'a> {
                 if v.has("cordoned-by") {
                     failures.push(format!("{n}: still carries rollboot.dev/cordoned-by"));
                 }
+                if flags + by_host > 0 && v.state() != Some("done") && flags == 0 {
+                    failures.push(format!("{n}: ends in state {:?}, not done", v.state()));
+                }
                 notes.push(format!(
-                    "{n}: {flags} flag(s), {done} reboot(s), ends {}",
+                    "{n}: {flags} flag(s), {done} reboot(s) asked of the agent, {by_host} by the host over FleetLock, ends {}",
                     v.state().unwrap_or("without a state")
                 ));
             }
@@ -1891,7 +2101,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 26] = [
+const CHECKS: [(&str, &str); 27] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -1917,6 +2127,7 @@ const CHECKS: [(&str, &str); 26] = [
     ("16b", "the kube-apiserver killed (SIGKILL) mid-drain and started again: the rollout completes, each flagged node rebooted once (both logs), the budget never broken, nothing left cordoned"),
     ("18", "a PodDisruptionBudget with maxUnavailable 0 over a pod of the node: the node fails within 10 s of its drain's start with a reason naming the budget and a BudgetNeverAllows Event, no reboot command (issue 24, drain.whenBlocked.never); once the budget is gone, `rollboot retry`: one reboot"),
     ("19", "a StatefulSet pod with a ReadWriteOnce CSI volume (the real attach-detach controller's VolumeAttachment, the fake kubelet's attacher): its node's reboot is asked only after the VolumeAttachment of the evicted pod's volume on that node is gone; the moved pod is Ready on another node with no FailedAttachVolume Multi-Attach Event, and the cycle's end waited until the volume was attached there (issue 24, drain.volumes.waitForDetach and waitForReattach)"),
+    ("20", "a FleetLock host (Zincati's protocol, asked through a standby replica): pre-reboot is 200 only once the node is cordoned, drained and its reboot handed to the host (no token, no reboot command), and again for the holder; the host reboots itself; steady-state is 200 once the node is verified, uncordoned and done (issue 27)"),
     ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 

@@ -3,7 +3,6 @@
 //! real controller replicas for a reboot slot for a host, reboots that host itself on 200, and
 //! gives the slot back once up.
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -15,76 +14,9 @@ use rollboot_sim::simulate::{rollout, sim_config, Harness, RunOptions};
 mod test_log;
 use test_log::log;
 
-/// Zincati's application ID.
-const ZINCATI_APP: &str = "de35106b6ec24688b63afddaa156679b";
-
-fn bytes16(hex: &str) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-    }
-    out
-}
-
-/// The host's id as Zincati sends it: systemd's app-specific machine ID, HMAC-SHA256 keyed by
-/// the machine ID over the app ID, cut to 16 bytes, marked as a v4 UUID, lower-case hex.
-fn zincati_id(machine_id: &str) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes16(machine_id));
-    let tag = ring::hmac::sign(&key, &bytes16(ZINCATI_APP));
-    let mut id: Vec<u8> = tag.as_ref()[..16].to_vec();
-    id[6] = (id[6] & 0x0f) | 0x40;
-    id[8] = (id[8] & 0x3f) | 0x80;
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// One answer: the status and, for anything but 200, the error's `kind`.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    kind: Option<String>,
-    value: String,
-}
-
-/// `POST {addr}{path}` with `body`, the protocol header unless `header` is false.
-async fn post(addr: SocketAddr, path: &str, body: String, header: bool) -> Answer {
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let h = if header { "fleet-lock-protocol: true\r\n" } else { "" };
-        write!(
-            s,
-            "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{h}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        let status: u16 = text[9..12].parse().unwrap();
-        let payload = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-        let (kind, value) = if status == 200 {
-            (None, payload)
-        } else {
-            let v: serde_json::Value = serde_json::from_str(&payload)
-                .unwrap_or_else(|e| panic!("error body {payload:?} is not JSON: {e}"));
-            (
-                Some(v["kind"].as_str().expect("a kind").to_string()),
-                v["value"].as_str().expect("a value").to_string(),
-            )
-        };
-        Answer {
-            status,
-            kind,
-            value,
-        }
-    })
-    .await
-    .unwrap()
-}
-
-fn body(id: &str, group: &str) -> String {
-    serde_json::json!({"client_params": {"id": id, "group": group}}).to_string()
-}
+#[path = "common/fleetlock_client.rs"]
+mod fleetlock_client;
+use fleetlock_client::{body, post, zincati_id};
 
 const PRE: &str = "/v1/pre-reboot";
 const STEADY: &str = "/v1/steady-state";

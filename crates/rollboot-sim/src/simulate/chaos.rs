@@ -84,6 +84,13 @@ pub fn setup(seed: u64) -> Setup {
         });
         schedule.faults.sort_by(|a, b| a.at.total_cmp(&b.at));
     }
+    // Drawn after those, for the same reason: one seed in two, some hosts reboot themselves
+    // over FleetLock (a simulated Zincati each) among the agents' hosts.
+    let fleetlock_hosts = if rng.random_ratio(1, 2) {
+        rng.random_range(1..=nodes / 2)
+    } else {
+        0
+    };
     let mut o = format!(
         "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}, returnToService: {return_to_service}}}\n",
         if grouped {
@@ -105,6 +112,7 @@ pub fn setup(seed: u64) -> Setup {
             faults: Some(schedule),
             stateful_sets: if stateful { 2 } else { 0 },
             stateful_volumes: stateful,
+            fleetlock_hosts,
             ..Scenario::default()
         },
         config_overrides: o,

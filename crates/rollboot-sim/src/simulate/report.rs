@@ -460,7 +460,7 @@ pub struct Report {
 }
 
 /// What the simulated FleetLock hosts asked and got.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetLockFigures {
     /// Requests sent, both endpoints, every try.
@@ -469,6 +469,10 @@ pub struct FleetLockFigures {
     pub granted: u64,
     /// The most hosts holding a slot at once (never above `maxNodes`).
     pub max_held_at_once: u64,
+    /// From a host's first `pre-reboot` to its 200 (real seconds): the mean over the grants.
+    pub pre_reboot_to_ok_mean_seconds: f64,
+    /// The same, the longest.
+    pub pre_reboot_to_ok_max_seconds: f64,
 }
 
 impl Report {
@@ -632,8 +636,8 @@ impl Report {
         if let Some(f) = &self.fleetlock {
             let _ = writeln!(
                 s,
-                "  fleetlock                {} request(s), {} slot(s) granted, {} held at once at most",
-                f.requests, f.granted, f.max_held_at_once
+                "  fleetlock                {} request(s), {} slot(s) granted, {} held at once at most; first pre-reboot to 200 {:.2} s mean, {:.2} s max",
+                f.requests, f.granted, f.max_held_at_once, f.pre_reboot_to_ok_mean_seconds, f.pre_reboot_to_ok_max_seconds
             );
         }
         let _ = writeln!(
@@ -1158,10 +1162,13 @@ pub async fn report(
     }
     let fleetlock = (!h.fleetlock_hosts.is_empty()).then(|| {
         use std::sync::atomic::Ordering::Relaxed;
+        let waits = h.fleetlock.waits.lock().expect("waits").clone();
         FleetLockFigures {
             requests: h.fleetlock.requests.load(Relaxed),
             granted: h.fleetlock.granted.load(Relaxed),
             max_held_at_once: h.fleetlock.max_held.load(Relaxed),
+            pre_reboot_to_ok_mean_seconds: waits.iter().sum::<f64>() / waits.len().max(1) as f64,
+            pre_reboot_to_ok_max_seconds: waits.iter().copied().fold(0.0, f64::max),
         }
     });
     if let Some(f) = fleetlock

@@ -35,6 +35,8 @@ pub struct FleetLockHosts {
     pub held: Arc<Mutex<BTreeSet<String>>>,
     /// The most hosts that held a slot at once.
     pub max_held: Arc<AtomicU64>,
+    /// Per grant, real seconds from the host's first `pre-reboot` to its 200.
+    pub waits: Arc<Mutex<Vec<f64>>>,
 }
 
 impl FleetLockHosts {
@@ -112,9 +114,15 @@ pub async fn run(
         while !hosts.pending.lock().expect("pending").contains(&node) {
             tokio::time::sleep(poll).await;
         }
+        let asked = std::time::Instant::now();
         while ask(Endpoint::PreReboot).await != 200 {
             tokio::time::sleep(poll).await;
         }
+        hosts
+            .waits
+            .lock()
+            .expect("waits")
+            .push(asked.elapsed().as_secs_f64());
         hosts.granted.fetch_add(1, Ordering::Relaxed);
         hosts.hold(&node, true);
         grants += 1;

@@ -1,7 +1,7 @@
 //! The FleetLock server of a replica: `POST /v1/pre-reboot` and `POST /v1/steady-state`.
 //!
 //! Owns the HTTP side ([`serve`]): a request is parsed ([`crate::fleetlock::protocol`]); the
-//! leader answers it ([`crate::fleetlock::answer`]) from its caches, after the one Node write
+//! leader answers it ([`answer`], pure) from its caches, after the one Node write
 //! the answer needs (the request flag, the slot given back, a request withdrawn), fenced like
 //! every write of the leader; any other replica forwards it, unchanged, to the leader's
 //! address read from the leader Lease ([`crate::lease::FLEETLOCK_URL`]), so a host is never
@@ -23,14 +23,16 @@ use axum::routing::post;
 use axum::Router;
 use chrono::Utc;
 
+pub mod answer;
+
 use super::context::Ctx;
 use super::error::Error;
 use super::writes::patch_node;
-use crate::fleetlock::answer::{self, Ask, Reply};
 use crate::fleetlock::id::{self, Found};
 use crate::fleetlock::protocol::{self, Endpoint, Kind, Request};
 use crate::lease::{LeaseRef, FLEETLOCK_URL};
 use crate::node::{self as proto, NodeView};
+use answer::{Ask, Reply};
 
 /// The header a forwarded request carries (the forwarding replica's identity): a replica that
 /// does not lead answers it `no_leader` instead of forwarding it again.
@@ -219,7 +221,7 @@ async fn lead_answer(s: &Served, endpoint: Endpoint, request: &Request) -> Reply
 
 /// Says the write a request led to: an Event on the Node.
 async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
-    use crate::fleetlock::Write;
+    use answer::Write;
     let (reason, note) = match r.write {
         Some(Write::Request) => (
             "FleetLockRequested",

@@ -1,6 +1,7 @@
 //! What rollboot answers a FleetLock host, and what it writes for it first.
 //!
-//! Owns [`answer`]: from a well-formed request, the Node it came from (found by [`super::id`]),
+//! Owns [`answer`]: from a well-formed request, the Node it came from (found by
+//! [`crate::fleetlock::id`]),
 //! the node's entry in the maintenance lock, the last pass's blockers and the config, the reply
 //! (200, or a [`Kind`] that says what the host waits for) and the one write that goes before
 //! it ([`Write`]): the request flag of a `pre-reboot`, the slot given back by a `steady-state`,
@@ -12,9 +13,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::protocol::{Endpoint, Kind, Request};
 use crate::config::Config;
 use crate::controller::decide::{self, Blocker, Step};
+use crate::fleetlock::protocol::{Endpoint, Kind, Request};
 use crate::lock::LockEntry;
 use crate::node::{self as proto, FleetLockRecord, FleetLockRequest, NodeState, NodeView};
 
@@ -79,11 +80,6 @@ impl Reply {
             value: value.into(),
             write,
         }
-    }
-
-    /// The HTTP status.
-    pub fn status(&self) -> u16 {
-        self.kind.map_or(200, Kind::status)
     }
 
     /// The answer as recorded on the Node (`ok` or the kind).
