@@ -87,6 +87,12 @@ pub const FLEETLOCK_ID: &str = "rollboot.dev/fleetlock-id";
 /// host shutting down by itself once drained. Written with `rebooting` and `boot-id-before`;
 /// like a token, it puts the cycle at its reboot whatever `state` says.
 pub const HANDED_OFF: &str = "rollboot.dev/handed-off";
+/// Controller: why this cycle started when its host reboots itself (`shutdown`: the agent
+/// said its host shuts down by itself), written with the cordon: a cycle for a shutdown that
+/// is cancelled ends without a reboot.
+pub const CYCLE_FOR: &str = "rollboot.dev/cycle-for";
+/// The value of [`CYCLE_FOR`] for a cycle started by `shutdown-requested`.
+pub const CYCLE_FOR_SHUTDOWN: &str = "shutdown";
 /// Controller: what the FleetLock server knows of this Node's host (JSON, see
 /// [`FleetLockRecord`]): its id and group, whether it gave its slot back before rebooting, and
 /// its last request and answer (written when the answer changes, or a minute after the last
@@ -120,9 +126,10 @@ pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
 /// them (the controller's cordon step removes them), and clearing a failure removes them too.
 /// The agent's ack, lost report and refusal name the token they go with: they go with it (a
 /// garbled ack left behind would make the agent refuse every later token).
-pub const CYCLE_KEYS: [&str; 9] = [
+pub const CYCLE_KEYS: [&str; 10] = [
     REBOOT,
     HANDED_OFF,
+    CYCLE_FOR,
     BOOT_ID_BEFORE,
     HEALTH_GATE,
     REBOOT_ATTEMPT,
@@ -447,6 +454,8 @@ pub struct NodeView {
     pub shutdown_requested_at: Option<DateTime<Utc>>,
     /// `fleetlock-id`: the host's FleetLock id, given by an operator.
     pub fleetlock_id: Option<String>,
+    /// `cycle-for`: why this cycle started (`shutdown`), when rollboot wrote it.
+    pub cycle_for: Option<String>,
     /// `handed-off`, when it parses: the reboot was handed to the host at this instant.
     pub handed_off: Option<DateTime<Utc>>,
     /// `fleetlock`, when it parses: the FleetLock server's record of this Node's host.
@@ -867,6 +876,7 @@ impl NodeView {
                 .get(SHUTDOWN_REQUESTED)
                 .and_then(|v| time::parse_annotation(v)),
             fleetlock_id: get(FLEETLOCK_ID),
+            cycle_for: get(CYCLE_FOR),
             handed_off: cycle.handed_off,
             fleetlock: ann
                 .get(FLEETLOCK)
@@ -887,6 +897,11 @@ impl NodeView {
     /// Flagged for a reboot by the agent or an operator.
     pub fn flagged(&self) -> bool {
         self.reboot_required || self.reboot_requested
+    }
+
+    /// This cycle was started for a shutdown of its host (`cycle-for: shutdown`).
+    pub fn for_shutdown(&self) -> bool {
+        self.cycle_for.as_deref() == Some(CYCLE_FOR_SHUTDOWN)
     }
 
     /// Its host reboots itself: a FleetLock host asked for this cycle (its `pre-reboot`

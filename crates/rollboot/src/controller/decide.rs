@@ -146,6 +146,7 @@ pub fn undated_requests<'a>(nodes: impl IntoIterator<Item = &'a NodeView>) -> Ve
 /// ([`crate::node::ViewCache::with_notable`]).
 pub fn needs_a_look(n: &NodeView, config: &Config) -> bool {
     n.flagged()
+        || n.shutdown_requested
         || n.passed_over.is_some()
         || !n.ready
         || n.state == Some(NodeState::Failed)
@@ -1076,6 +1077,13 @@ pub fn next_step(
 /// `start`: when the cycle started (its lock entry's instant). The drain's end asks it too,
 /// when no afterDrain hooks come first.
 pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
+    // Its host shuts down by itself: handed over once drained, whatever started the cycle.
+    if n.shutdown_requested {
+        return Step::HandOff;
+    }
+    if n.for_shutdown() {
+        return Step::Release(shutdown_cancelled(n));
+    }
     if let Some(why) = given_back(n, start) {
         return Step::Release(why);
     }
@@ -1084,6 +1092,33 @@ pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
     } else {
         Step::RequestReboot { attempt: 1 }
     }
+}
+
+/// Why a cycle started for a shutdown ends without a reboot: the agent removed its request
+/// (the shutdown was cancelled, or the agent started again on the same boot).
+fn shutdown_cancelled(n: &NodeView) -> String {
+    format!(
+        "its host's shutdown was cancelled ({} removed by the agent on boot {})",
+        proto::SHUTDOWN_REQUESTED,
+        n.boot_id
+    )
+}
+
+/// The nodes whose host shuts down by itself (`shutdown-requested`) and that are not in
+/// flight: started at once, whatever the windows, the blockers and `maxNodes` (they count in
+/// it for the others), since the shutdown happens anyway. Not a node excluded, outside
+/// `nodes.selector`, failed or being deleted.
+pub fn shutting_down<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
+    let mut v: Vec<&NodeView> = s
+        .nodes
+        .iter()
+        .copied()
+        .filter(|n| n.shutdown_requested && !s.in_flight.contains_key(&n.name))
+        .filter(|n| !n.excluded && !n.deleting && n.state != Some(NodeState::Failed))
+        .filter(|n| config.node_selector().matches(&n.labels))
+        .collect();
+    v.sort_by(|a, b| (a.shutdown_requested_at, &a.name).cmp(&(b.shutdown_requested_at, &b.name)));
+    v
 }
 
 /// How long after a FleetLock host gave its slot back on the boot it was handed its reboot on
@@ -1120,6 +1155,10 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
         return Step::MarkVerifying;
     }
     if let Some(handed) = n.handed_off.filter(|_| n.reboot_token.is_none()) {
+        // Its shutdown was cancelled (the agent removed its request) on the same boot.
+        if n.for_shutdown() && !n.shutdown_requested && n.boot_id == before {
+            return Step::Release(shutdown_cancelled(n));
+        }
         if let Some(why) = given_back(n, handed) {
             // A host's client may start and call steady-state before its kubelet reported the
             // new boot: the release waits a moment for a boot ID change.
@@ -3297,5 +3336,65 @@ mod tests {
         let busy: BTreeMap<String, LockEntry> =
             [("e1".to_string(), entry("2026-01-05T00:00:00Z"))].into();
         assert_eq!(names(pick(&snapshot(&nodes, &busy), &c)), ["d1", "x"]);
+    }
+
+    #[test]
+    fn a_host_shutting_down_is_started_at_once_and_handed_over_once_drained() {
+        // Windows closed, maxNodes full: a shutdown does not wait for either.
+        let c = cfg("windows: [{schedule: '0 2 * * *', duration: 1m}]\nconcurrency: {maxNodes: 1}");
+        let down = |name: &str, at: &str| {
+            NodeView::from_node(&annotate(node(name, &[]), proto::SHUTDOWN_REQUESTED, at))
+        };
+        let nodes = vec![
+            down("b", "2026-01-05T00:00:02Z"),
+            down("a", "2026-01-05T00:00:01Z"),
+            flagged("x", "2026-01-01T00:00:00Z", &[]),
+            NodeView::from_node(&annotate(
+                node("ex", &[(proto::EXCLUDE, "true")]),
+                proto::SHUTDOWN_REQUESTED,
+                "2026-01-05T00:00:00Z",
+            )),
+        ];
+        let busy: BTreeMap<String, LockEntry> =
+            [("x".to_string(), entry("2026-01-05T00:00:00Z"))].into();
+        assert_eq!(
+            names(shutting_down(&snapshot(&nodes, &busy), &c)),
+            ["a", "b"]
+        );
+        // Drained: handed over (no token), whatever started the cycle.
+        let mut drained = fleetlock_drained("2026-01-05T00:01:00Z", &[]);
+        drained.reboot_requested = false;
+        drained.fleetlock = None;
+        drained.shutdown_requested = true;
+        drained.cycle_for = Some(proto::CYCLE_FOR_SHUTDOWN.into());
+        let e = entry("2026-01-05T00:00:00Z");
+        let now = t("2026-01-05T00:05:00Z");
+        assert_eq!(next_step(Some(&drained), &e, &c, now), Step::HandOff);
+        // Cancelled before the drain's end: released, no reboot.
+        let mut cancelled = drained.clone();
+        cancelled.shutdown_requested = false;
+        assert!(
+            matches!(next_step(Some(&cancelled), &e, &c, now), Step::Release(why) if why.contains("cancelled"))
+        );
+        // Cancelled after the hand-off, on the same boot: released; on a new boot: verified.
+        let mut handed = cancelled.clone();
+        handed.state = Some(NodeState::Rebooting);
+        handed.state_since = Some(t("2026-01-05T00:02:00Z"));
+        handed.handed_off = Some(t("2026-01-05T00:02:00Z"));
+        handed.boot_id_before = Some("boot-1".into());
+        assert!(matches!(
+            next_step(Some(&handed), &e, &c, now),
+            Step::Release(_)
+        ));
+        let mut back = handed.clone();
+        back.boot_id = "boot-2".into();
+        assert_eq!(next_step(Some(&back), &e, &c, now), Step::MarkVerifying);
+        // Still shutting down after the hand-off: waits for the host.
+        let mut waiting = handed.clone();
+        waiting.shutdown_requested = true;
+        assert!(matches!(
+            next_step(Some(&waiting), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
     }
 }

@@ -157,6 +157,33 @@ impl Leading {
         let record = ctx.lock_now();
         let pass = views(ctx, &record);
         let looked = pass.nodes();
+        // Hosts shutting down by themselves are drained at once, whatever blocks the others.
+        let snap = Snapshot {
+            rooms: None,
+            nodes: &looked,
+            in_flight: &record.entries,
+            foreign_holder: record.foreign_holder(&ctx.lock_owner),
+            blocking_pods: &[],
+            now: pass_start,
+        };
+        let urgent = decide::shutting_down(&snap, &ctx.config);
+        if !urgent.is_empty() {
+            if let Some(holder) = snap.foreign_holder {
+                tracing::warn!(holder, nodes = ?urgent.iter().map(|n| &n.name).collect::<Vec<_>>(), "hosts shut down by themselves, but the maintenance lock is held by another holder: not drained");
+            } else {
+                let picked: Vec<(String, Option<String>)> = urgent
+                    .iter()
+                    .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
+                    .collect();
+                for n in &urgent {
+                    tracing::warn!(node = %n.name, requested = ?n.shutdown_requested_at, "its host shuts down by itself: draining it now");
+                }
+                drop(pass);
+                // The others are decided on the next pass (woken by `start`), with these in
+                // flight.
+                return start(ctx, picked, pass_start).await;
+            }
+        }
         let waiting = looked
             .iter()
             .any(|n| decide::is_candidate(n, &ctx.config) && !record.entries.contains_key(&n.name));

@@ -35,6 +35,10 @@ pub(in crate::controller) async fn cordon(
     for k in proto::CYCLE_KEYS {
         ann.push((k, None));
     }
+    // A cycle for a shutdown of its host says so: cancelled, it ends without a reboot.
+    if view.shutdown_requested {
+        ann.push((proto::CYCLE_FOR, Some(proto::CYCLE_FOR_SHUTDOWN.into())));
+    }
     patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
     tracing::info!(
         node = name,
