@@ -115,26 +115,42 @@ pub async fn run(
             tokio::time::sleep(poll).await;
         }
         let asked = std::time::Instant::now();
-        while ask(Endpoint::PreReboot).await != 200 {
-            tokio::time::sleep(poll).await;
-        }
-        hosts
-            .waits
-            .lock()
-            .expect("waits")
-            .push(asked.elapsed().as_secs_f64());
-        hosts.granted.fetch_add(1, Ordering::Relaxed);
-        hosts.hold(&node, true);
-        grants += 1;
-        let Some(before) = method.boot_id(&node) else {
-            continue;
+        let mut first = true;
+        let before = loop {
+            while ask(Endpoint::PreReboot).await != 200 {
+                tokio::time::sleep(poll).await;
+            }
+            if first {
+                first = false;
+                hosts
+                    .waits
+                    .lock()
+                    .expect("waits")
+                    .push(asked.elapsed().as_secs_f64());
+                hosts.granted.fetch_add(1, Ordering::Relaxed);
+                hosts.hold(&node, true);
+            }
+            grants += 1;
+            // The host knows its own boot; the simulation reads it from the kubelet's Node,
+            // which a fault may have deleted for a moment: read again until it is there.
+            let before = loop {
+                if let Some(b) = method.boot_id(&node) {
+                    break b;
+                }
+                tokio::time::sleep(poll).await;
+            };
+            let token = format!("fleetlock-{node}-{grants}");
+            match method.reboot(&node, &token).await {
+                Ok(()) => break before,
+                // Zincati keeps its slot and tries again once it is still allowed to (a node
+                // failed meanwhile is not 200 any more).
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "simulated FleetLock host: reboot failed; asking again");
+                    tokio::time::sleep(poll).await;
+                }
+            }
         };
         hosts.pending.lock().expect("pending").remove(&node);
-        let token = format!("fleetlock-{node}-{grants}");
-        if let Err(e) = method.reboot(&node, &token).await {
-            tracing::warn!(node, error = %e, "simulated FleetLock host: reboot failed");
-            continue;
-        }
         // Up again on a new boot (a host that hangs stays down until fixed).
         while method.boot_id(&node).is_none_or(|b| b == before) {
             tokio::time::sleep(poll).await;
