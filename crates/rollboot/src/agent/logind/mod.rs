@@ -397,13 +397,12 @@ impl<L: HostShutdowns> Guard<L> {
         view: Option<&NodeView>,
     ) {
         let node = own.node;
-        let held = self.lock.take().is_some();
         if let Some(p) = self.pending.as_mut() {
             p.released = true;
         }
-        if !held {
+        let Some(lock) = self.lock.take() else {
             return;
-        }
+        };
         own.metrics.inhibitor_held(false);
         own.metrics.release(cause);
         let held_secs = seen.elapsed().as_secs_f64();
@@ -411,8 +410,10 @@ impl<L: HostShutdowns> Guard<L> {
         if cause == Release::Deadline {
             tracing::warn!(node, cause = cause.as_str(), held_secs, delay_max_secs = self.delay_max.as_secs_f64(), node_state = %state, "logind's delay is nearly spent and the node is not drained: letting the host shut down with what is left on it");
         } else {
-            tracing::info!(node, cause = cause.as_str(), held_secs, node_state = %state, "let the logind inhibitor go");
+            tracing::info!(node, cause = cause.as_str(), held_secs, node_state = %state, "letting the logind inhibitor go");
         }
+        // Counted and said first: whoever sees the fd closed sees the count too.
+        drop(lock);
     }
 
     /// Writes (or removes) `shutdown-requested`; a failure is tried again shortly.
