@@ -629,6 +629,11 @@ impl<R: RebootMethod> Agent<'_, R> {
                     reboot_timeout: self.config.reboot.timeout.to_chrono(),
                 };
                 guard.on_prepare(start, &own, &now).await;
+                // A cancelled shutdown ends whatever reboot was under way: a later shutdown is
+                // not rollboot's own for that token.
+                if !start {
+                    self.rebooting = None;
+                }
             }
             logind::Wake::Timer => guard.on_timer(&own, view).await,
             logind::Wake::Gone => {
