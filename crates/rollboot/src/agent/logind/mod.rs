@@ -404,7 +404,7 @@ impl<L: HostShutdowns> Guard<L> {
             return;
         };
         own.metrics.inhibitor_held(false);
-        own.metrics.release(cause);
+        own.metrics.release(cause.as_str());
         let held_secs = seen.elapsed().as_secs_f64();
         let state = decide::state_words(view);
         if cause == Release::Deadline {
