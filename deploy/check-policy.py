@@ -141,6 +141,11 @@ def main():
         ("write the boot IDs of the last reboot", update(AGENT, "n1", base, with_ann(base, last_boot_id_before="b0", last_boot_id_after="b1")), "deny: the rollboot agent may only add or change"),
         ("erase the reboot history", update(AGENT, "n1", with_ann(base, reboot_count="2"), base), "deny: the rollboot agent may only remove"),
         ("flag own node with its history kept", update(AGENT, "n1", with_ann(base, reboot_count="2"), with_ann(flagged, reboot_count="2")), "allow"),
+        # A shutdown it did not start: the agent asks for a drain, and withdraws the request.
+        ("ask for a drain before its host shuts down", update(AGENT, "n1", base, with_ann(base, shutdown_requested="2026-01-01T00:00:00.000Z")), "allow"),
+        ("withdraw its request for a drain", update(AGENT, "n1", with_ann(base, shutdown_requested="2026-01-01T00:00:00.000Z"), base), "allow"),
+        ("ask for a drain of another node", update(AGENT, "n2", base, with_ann(base, shutdown_requested="2026-01-01T00:00:00.000Z")), "deny"),
+        ("ask for a drain and cordon", update(AGENT, "n1", bare, with_ann(node("n1", unschedulable=True), shutdown_requested="x")), "deny"),
         ("write the operator's request reason", update(AGENT, "n1", base, with_ann(base, reboot_requested_reason="x")), "deny"),
         ("controller is not matched", update("system:serviceaccount:rollboot-system:rollboot-controller", None, base, with_ann(base, state="done")), "not-matched"),
     ]

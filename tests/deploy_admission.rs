@@ -1,8 +1,8 @@
 //! The agent admission policy of `deploy/admission-policy.yaml`, evaluated by the simulator the
 //! way the real admission chain does (CEL on the request, the agent token's node-name claim):
-//! an agent may change only its own Node's `reboot-required*`, `reboot-ack` and `reboot-lost`
-//! annotations, and `reboot-lost` only to the token it acknowledged; never the reboot history
-//! the controller keeps on the Node.
+//! an agent may change only its own Node's `reboot-required*`, `reboot-ack`, `reboot-lost`,
+//! `reboot-refused` and `shutdown-requested` annotations, and `reboot-lost` only to the token
+//! it acknowledged; never the reboot history the controller keeps on the Node.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -203,6 +203,41 @@ async fn an_agent_may_report_lost_only_the_token_it_acknowledged() {
         )
         .await,
         "reporting lost on another node",
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_may_ask_for_a_drain_of_its_own_node_before_a_shutdown_and_withdraw_it() {
+    let cluster = enforced_cluster().await;
+    let agent = nodes_as(&cluster, "agent");
+    let key = rollboot::node::SHUTDOWN_REQUESTED;
+    merge(
+        &agent,
+        "node-0000",
+        annotation(key, "2026-09-21T14:13:20.123Z"),
+    )
+    .await
+    .unwrap();
+    // Withdrawn when the shutdown is cancelled (a merge patch's null removes it).
+    merge(
+        &agent,
+        "node-0000",
+        json!({"metadata": {"annotations": {key: null}}}),
+    )
+    .await
+    .unwrap();
+    let any = nodes_as(&cluster, "harness");
+    let ann = any.get("node-0000").await.unwrap().metadata.annotations;
+    assert!(!ann.unwrap_or_default().contains_key(key));
+    assert_denied_by_policy(
+        merge(
+            &agent,
+            "node-0001",
+            annotation(key, "2026-09-21T14:13:20.123Z"),
+        )
+        .await,
+        "asking for a drain of another node",
     );
     cluster.shutdown().await;
 }

@@ -878,14 +878,52 @@ fn the_agent_runs_on_every_node_with_only_the_documented_privileges() {
             "CAP_{cap} is explained in agent.yaml"
         );
     }
-    assert!(
-        pod.volumes
-            .iter()
-            .flatten()
-            .filter(|v| v.host_path.is_some())
-            .count()
-            == 1,
-        "one host path: the sentinel's directory"
+    let host_paths: BTreeSet<(String, Option<String>)> = pod
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.host_path.as_ref())
+        .map(|h| (h.path.clone(), h.type_.clone()))
+        .collect();
+    assert_eq!(
+        host_paths,
+        [
+            ("/var/run".to_string(), Some("Directory".to_string())),
+            // The system bus's directory, created when absent: a host without D-Bus still runs
+            // the agent (agent/logind goes on without logind).
+            (
+                "/run/dbus".to_string(),
+                Some("DirectoryOrCreate".to_string())
+            ),
+        ]
+        .into(),
+        "two host paths: the sentinel's directory and the system bus's"
+    );
+    // The agent's DBUS_SYSTEM_BUS_ADDRESS is the host's socket, in the mounted directory.
+    let bus = env
+        .iter()
+        .find(|e| e.name == "DBUS_SYSTEM_BUS_ADDRESS")
+        .and_then(|e| e.value.clone())
+        .expect("DBUS_SYSTEM_BUS_ADDRESS");
+    let socket = bus
+        .strip_prefix("unix:path=")
+        .expect("a unix socket address");
+    let bus_mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| Path::new(socket).parent() == Some(Path::new(&m.mount_path)))
+        .expect("the system bus socket's directory is mounted");
+    let bus_volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == bus_mount.name)
+        .unwrap();
+    assert_eq!(bus_volume.host_path.as_ref().unwrap().path, "/run/dbus");
+    assert_eq!(
+        Path::new(socket).file_name(),
+        Some(std::ffi::OsStr::new("system_bus_socket"))
     );
     assert!(c
         .volume_mounts
@@ -935,10 +973,10 @@ fn the_admission_policy_binds_to_the_agent_identity_and_names_only_its_annotatio
         .unwrap()
         .expression;
     // Exactly the keys the agent writes (agent/mod.rs: Agent::act, refuse, check_sentinel;
-    // node.rs).
+    // agent/logind: shutdown-requested; node.rs).
     assert_eq!(
         allowed,
-        "['rollboot.dev/reboot-required', 'rollboot.dev/reboot-required-reason', 'rollboot.dev/reboot-ack', 'rollboot.dev/reboot-lost', 'rollboot.dev/reboot-refused']"
+        "['rollboot.dev/reboot-required', 'rollboot.dev/reboot-required-reason', 'rollboot.dev/reboot-ack', 'rollboot.dev/reboot-lost', 'rollboot.dev/reboot-refused', 'rollboot.dev/shutdown-requested']"
     );
     let node_name = &vars
         .iter()

@@ -377,14 +377,21 @@ fn agent(
                 "agent starting"
             );
         }
+        // logind on the host's system bus (the DaemonSet mounts its socket): a delay inhibitor,
+        // so a shutdown rollboot did not start waits for a drain. Without it the agent goes on.
+        let bus = rollboot::agent::logind::system_bus_address(
+            std::env::var("DBUS_SYSTEM_BUS_ADDRESS").ok(),
+        );
+        let logind = rollboot::agent::logind::connect_system(&node_name, &bus).await;
         let shutdown = shutdown_signal();
-        rollboot::agent::run(
+        rollboot::agent::run_with_host_shutdowns(
             client,
             config.clone(),
             node_name,
             method,
             sentinel,
             metrics,
+            logind,
             shutdown,
         )
         .await?;

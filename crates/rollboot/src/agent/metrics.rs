@@ -1,9 +1,12 @@
 //! The agent's Prometheus metrics and their `/metrics` and `/healthz` endpoints.
 //!
-//! Owns two counters and their text exposition: the sentinel's errors
+//! Owns the agent's counters and their text exposition: the sentinel's errors
 //! (`rollboot_sentinel_errors_total`: a command that cannot start, is killed, or exits with a
-//! code that means neither "reboot" nor "no reboot") and the tokens the agent refused, by cause
-//! (`rollboot_agent_refusals_total{cause}`). It must never block the agent: every update is an
+//! code that means neither "reboot" nor "no reboot"), the tokens the agent refused, by cause
+//! (`rollboot_agent_refusals_total{cause}`), the host shutdowns logind announced
+//! (`rollboot_agent_shutdowns_total`), the releases of the logind inhibitor by cause
+//! (`rollboot_agent_inhibitor_releases_total{cause}`) and whether it is held now
+//! (`rollboot_agent_inhibitor_held`). It must never block the agent: every update is an
 //! atomic operation or a short uncontended lock.
 
 use std::collections::BTreeMap;
@@ -18,6 +21,9 @@ use crate::node::RefusalCause;
 pub struct AgentMetrics {
     sentinel_errors: AtomicU64,
     refusals: Mutex<BTreeMap<&'static str, u64>>,
+    shutdowns: AtomicU64,
+    releases: Mutex<BTreeMap<&'static str, u64>>,
+    inhibitor_held: AtomicU64,
 }
 
 impl AgentMetrics {
@@ -41,6 +47,28 @@ impl AgentMetrics {
             .or_default() += 1;
     }
 
+    /// Counts a `PrepareForShutdown(true)`: the host begins to shut down.
+    pub fn shutdown_seen(&self) {
+        self.shutdowns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a release of the logind inhibitor, by cause (`logind::Release::as_str`: this
+    /// module names no type of the logind guard, which counts through it).
+    pub fn release(&self, cause: &'static str) {
+        *self
+            .releases
+            .lock()
+            .expect("agent metrics")
+            .entry(cause)
+            .or_default() += 1;
+    }
+
+    /// Whether the logind inhibitor is held now.
+    pub fn inhibitor_held(&self, held: bool) {
+        self.inhibitor_held
+            .store(u64::from(held), Ordering::Relaxed);
+    }
+
     /// The text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -59,6 +87,26 @@ impl AgentMetrics {
                 "rollboot_agent_refusals_total{{cause=\"{cause}\"}} {n}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP rollboot_agent_shutdowns_total Host shutdowns logind announced to the agent (PrepareForShutdown), rollboot's own reboots included.\n# TYPE rollboot_agent_shutdowns_total counter\nrollboot_agent_shutdowns_total {}",
+            self.shutdowns.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP rollboot_agent_inhibitor_releases_total Releases of the agent's logind delay inhibitor, by cause: drained (the node said drained), deadline (logind's delay nearly spent before that), ours (rollboot's own reboot), cancelled (the shutdown was cancelled).\n# TYPE rollboot_agent_inhibitor_releases_total counter"
+        );
+        for (cause, n) in self.releases.lock().expect("agent metrics").iter() {
+            let _ = writeln!(
+                out,
+                "rollboot_agent_inhibitor_releases_total{{cause=\"{cause}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP rollboot_agent_inhibitor_held 1 while the agent holds a logind delay inhibitor for shutdown.\n# TYPE rollboot_agent_inhibitor_held gauge\nrollboot_agent_inhibitor_held {}",
+            self.inhibitor_held.load(Ordering::Relaxed)
+        );
         out
     }
 }
@@ -89,6 +137,27 @@ mod tests {
         assert!(t.contains("\nrollboot_sentinel_errors_total 2\n"), "{t}");
         assert!(
             t.contains("rollboot_agent_refusals_total{cause=\"wrongHost\"} 1\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn shutdowns_and_inhibitor_releases_are_counted_by_cause() {
+        let m = AgentMetrics::default();
+        let t = m.render();
+        assert!(t.contains("\nrollboot_agent_shutdowns_total 0\n"), "{t}");
+        assert!(t.contains("\nrollboot_agent_inhibitor_held 0\n"), "{t}");
+        m.inhibitor_held(true);
+        m.shutdown_seen();
+        m.release("deadline");
+        m.release("drained");
+        m.release("drained");
+        let t = m.render();
+        assert!(t.contains("\nrollboot_agent_shutdowns_total 1\n"), "{t}");
+        assert!(t.contains("\nrollboot_agent_inhibitor_held 1\n"), "{t}");
+        assert!(
+            t.contains("rollboot_agent_inhibitor_releases_total{cause=\"drained\"} 2\n")
+                && t.contains("rollboot_agent_inhibitor_releases_total{cause=\"deadline\"} 1\n"),
             "{t}"
         );
     }

@@ -14,8 +14,14 @@
 //! starts and finds its ack of the live token while its host is still on the boot from before
 //! the request (it died between the ack and the reboot) writes `reboot-lost` with that token,
 //! for the controller to issue a new one: it never acts on the old token again itself.
+//!
+//! With logind on its host's system bus it also holds a delay inhibitor for shutdown
+//! ([`logind`]): a shutdown it did not start makes it ask its Node for a drain
+//! (`shutdown-requested`), and the shutdown waits for the drain, up to logind's limit. A
+//! `shutdown-requested` found at start on the boot its Node reports is left over and removed.
 
 pub mod host;
+pub mod logind;
 pub mod metrics;
 pub mod sentinel;
 
@@ -35,6 +41,7 @@ use crate::lease::LeaseRef;
 use crate::lock;
 use crate::node::{self as proto, NodeView, RefusalCause, Token};
 pub use host::{CommandReboot, HostMethod, HostReboot, RebootMethod, SignalReboot};
+pub use logind::{HostShutdowns, NoLogind, SystemLogind};
 pub use metrics::AgentMetrics;
 pub use sentinel::{CommandSentinel, FileSentinel, HostSentinel, Sentinel, SentinelError};
 
@@ -243,19 +250,34 @@ struct Agent<'a, R> {
     unsettled: bool,
     /// The sentinel's last check failed (a spell of errors, said once until it answers again).
     sentinel_failing: bool,
+    /// The token whose reboot the reboot method is carrying out: a host shutdown now is
+    /// rollboot's own.
+    rebooting: Option<String>,
+    /// A `shutdown-requested` on the Node is still to be looked at as left over from before
+    /// this process (until the first view decides it, or a shutdown begins).
+    check_left_over: bool,
+}
+
+/// Writes a JSON merge patch `p` to Node `node`; `what` names the write in the error.
+async fn patch_node(
+    api: &Api<Node>,
+    node: &str,
+    p: serde_json::Value,
+    what: &str,
+) -> Result<(), AgentError> {
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .map(|_| ())
+        .map_err(|source| AgentError::Node {
+            node: node.into(),
+            what: what.into(),
+            source,
+        })
 }
 
 impl<R: RebootMethod> Agent<'_, R> {
     async fn patch(&self, p: serde_json::Value, what: &str) -> Result<(), AgentError> {
-        self.api
-            .patch(self.node, &PatchParams::default(), &Patch::Merge(&p))
-            .await
-            .map(|_| ())
-            .map_err(|source| AgentError::Node {
-                node: self.node.into(),
-                what: what.into(),
-                source,
-            })
+        patch_node(&self.api, self.node, p, what).await
     }
 
     /// Acts on the Node as `v` shows it: reports a lost token, or reboots for a new one.
@@ -409,7 +431,9 @@ impl<R: RebootMethod> Agent<'_, R> {
                 format!("agent acknowledged token {token} and is rebooting the host"),
             )
             .await;
+        self.rebooting = Some(token.to_string());
         if let Err(e) = self.method.reboot(node, token).await {
+            self.rebooting = None;
             tracing::error!(node, token, error = %e, "reboot failed");
             self.events
                 .publish(node, true, "RebootFailed", e.to_string())
@@ -551,7 +575,89 @@ impl<R: RebootMethod> Agent<'_, R> {
     }
 }
 
-/// Runs the agent for `node` until `shutdown` resolves (or the future is dropped).
+/// The agent's side of its host's shutdowns, around [`Agent`]: the logind guard, if any.
+impl<R: RebootMethod> Agent<'_, R> {
+    /// Removes a `shutdown-requested` left from before this process (see
+    /// [`logind::decide::left_over`]), once the first view of the Node decides it.
+    async fn clear_left_over_request(&mut self, v: &NodeView) {
+        if !self.check_left_over {
+            return;
+        }
+        if !v.shutdown_requested {
+            self.check_left_over = false;
+            return;
+        }
+        let host_boot = self.method.boot_id(self.node);
+        if !logind::decide::left_over(v, host_boot.as_deref(), false) {
+            return;
+        }
+        let p = proto::patch(&[(proto::SHUTDOWN_REQUESTED, None)], None);
+        match self
+            .patch(p, "removing a left-over shutdown-requested")
+            .await
+        {
+            Ok(()) => {
+                self.check_left_over = false;
+                tracing::info!(node = self.node, boot_id = %v.boot_id, "removed a shutdown-requested left from before: the host is on the boot its Node reports (the shutdown was cancelled, or this is the new boot)");
+            }
+            Err(e) => {
+                tracing::warn!(node = self.node, error = %e, "could not remove a left-over shutdown-requested; trying again on the next check");
+                self.unsettled = true;
+            }
+        }
+    }
+
+    /// Acts on what woke the logind guard; `false` when logind is gone (the guard is dropped).
+    async fn on_host_shutdown<L: HostShutdowns>(
+        &mut self,
+        guard: &mut logind::Guard<L>,
+        wake: logind::Wake,
+        view: Option<&NodeView>,
+    ) -> bool {
+        let own = logind::OwnNode {
+            api: &self.api,
+            node: self.node,
+            metrics: &self.metrics,
+        };
+        match wake {
+            logind::Wake::Prepare(start) => {
+                // A shutdown under way: the request on the Node is this process's to keep.
+                self.check_left_over = false;
+                let now = logind::AgentNow {
+                    view,
+                    rebooting: self.rebooting.as_deref(),
+                    reboot_timeout: self.config.reboot.timeout.to_chrono(),
+                };
+                guard.on_prepare(start, &own, &now).await;
+                // A cancelled shutdown ends whatever reboot was under way: a later shutdown is
+                // not rollboot's own for that token.
+                if !start {
+                    self.rebooting = None;
+                }
+            }
+            logind::Wake::Timer => guard.on_timer(&own, view).await,
+            logind::Wake::Gone => {
+                tracing::warn!(node = self.node, "logind can no longer be heard (the bus connection ended): letting the inhibitor go and going on without it");
+                self.metrics.inhibitor_held(false);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The next wake of the logind guard; never, without one.
+async fn host_shutdown_wake<L: HostShutdowns>(
+    guard: &mut Option<logind::Guard<L>>,
+) -> logind::Wake {
+    match guard {
+        Some(g) => g.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the agent for `node` until `shutdown` resolves (or the future is dropped), without
+/// logind (see [`run_with_host_shutdowns`]).
 pub async fn run<R: RebootMethod, S: Sentinel>(
     client: Client,
     config: Arc<Config>,
@@ -559,6 +665,32 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
     method: R,
     sentinel: S,
     metrics: Arc<AgentMetrics>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    run_with_host_shutdowns(
+        client,
+        config,
+        node,
+        method,
+        sentinel,
+        metrics,
+        None::<NoLogind>,
+        shutdown,
+    )
+    .await
+}
+
+/// Runs the agent for `node` until `shutdown` resolves (or the future is dropped), holding a
+/// delay inhibitor through `host` (logind) when given and logind answers.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
+    client: Client,
+    config: Arc<Config>,
+    node: String,
+    method: R,
+    sentinel: S,
+    metrics: Arc<AgentMetrics>,
+    host: Option<L>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
     let api: Api<Node> = Api::all(client.clone());
@@ -579,7 +711,20 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
         acted: Vec::new(),
         unsettled: false,
         sentinel_failing: false,
+        rebooting: None,
+        check_left_over: true,
     };
+    let mut guard = None;
+    if let Some(l) = host {
+        let drain_timeout = config.drain.timeout.to_std();
+        if let Some((g, preparing)) =
+            logind::Guard::start(l, &node, drain_timeout, &agent.metrics).await
+        {
+            // logind is shutting the host down now: a request on the Node is live.
+            agent.check_left_over = !preparing;
+            guard = Some(g);
+        }
+    }
     let stream = watcher(
         api.clone(),
         watcher::Config::default().fields(&format!("metadata.name={node}")),
@@ -602,6 +747,17 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
                 }
                 if let Some(v) = &view {
                     agent.act(v).await;
+                    agent.clear_left_over_request(v).await;
+                    if let Some(g) = guard.as_mut() {
+                        let own = logind::OwnNode { api: &agent.api, node: agent.node, metrics: &agent.metrics };
+                        g.on_view(v, &own);
+                    }
+                }
+            }
+            wake = host_shutdown_wake(&mut guard) => {
+                let Some(g) = guard.as_mut() else { continue };
+                if !agent.on_host_shutdown(g, wake, view.as_ref()).await {
+                    guard = None;
                 }
             }
             _ = tick.tick() => {
@@ -611,6 +767,7 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
                 // looked at again, while the token lives.
                 if agent.refused.is_some() || agent.unsettled {
                     agent.act(v).await;
+                    agent.clear_left_over_request(v).await;
                 }
                 agent.check_sentinel(&sentinel, v).await;
             }

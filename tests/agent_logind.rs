@@ -1,0 +1,588 @@
+//! Drain before an unplanned shutdown, the agent's side (issue 27): the real agent against a
+//! fake logind on a private bus (Debian's `dbus-daemon` with a config of ours on a socket in a
+//! temp dir, its address given to the agent as `DBUS_SYSTEM_BUS_ADDRESS` would give it) and the
+//! simulated API server for its Node. The fake `org.freedesktop.login1` Manager hands out one
+//! end of a socket pair for each `Inhibit` and keeps the other: the agent's end is closed when
+//! ours reads end-of-file. The tests play the controller's writes (`state: rebooting` once
+//! drained) by hand, except the one about rollboot's own reboot, which runs the real controller.
+//! Skipped, with one line, where `dbus-daemon` is not installed.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rollboot::agent::logind::{self, SystemLogind};
+use rollboot::agent::{AgentError, AgentMetrics, RebootMethod, Sentinel, SentinelError};
+use rollboot::node::{self as proto, NodeState, NodeView};
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
+
+const DBUS_DAEMON: &str = "/usr/bin/dbus-daemon";
+
+/// A private message bus: `dbus-daemon` on a socket in a temp dir, killed when dropped.
+struct PrivateBus {
+    child: std::process::Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateBus {
+    /// Starts one, or `None` (said in one line) where `dbus-daemon` is not installed.
+    fn start() -> Option<PrivateBus> {
+        if !Path::new(DBUS_DAEMON).exists() {
+            println!("skipped: {DBUS_DAEMON} is not installed (Debian package dbus-daemon)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("system_bus_socket");
+        let config = dir.path().join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+  </policy>
+</busconfig>
+"#,
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let mut child = std::process::Command::new(DBUS_DAEMON)
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--nopidfile", "--print-address"])
+            .stdout(std::process::Stdio::piped())
+            // As root it says it cannot raise its fd limit, every time: noise.
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // It prints its address once it listens.
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.starts_with("unix:"), "dbus-daemon printed {line:?}");
+        Some(PrivateBus {
+            child,
+            address: format!("unix:path={}", socket.display()),
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for PrivateBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One `Inhibit` call as the fake logind got it, with the fake's end of the lock.
+struct Inhibited {
+    args: [String; 4],
+    ours: OwnedFd,
+}
+
+/// A fake `org.freedesktop.login1.Manager`.
+struct FakeManager {
+    delay_max_usec: u64,
+    inhibits: mpsc::UnboundedSender<Inhibited>,
+}
+
+#[zbus::interface(name = "org.freedesktop.login1.Manager")]
+impl FakeManager {
+    fn inhibit(
+        &self,
+        what: &str,
+        who: &str,
+        why: &str,
+        mode: &str,
+    ) -> zbus::fdo::Result<zbus::OwnedFd> {
+        let (theirs, ours) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| zbus::fdo::Error::Failed(e.to_string()))?;
+        let _ = self.inhibits.send(Inhibited {
+            args: [what.into(), who.into(), why.into(), mode.into()],
+            ours: ours.into(),
+        });
+        Ok(OwnedFd::from(theirs).into())
+    }
+
+    #[zbus(property, name = "InhibitDelayMaxUSec")]
+    fn inhibit_delay_max_usec(&self) -> u64 {
+        self.delay_max_usec
+    }
+
+    #[zbus(property, name = "PreparingForShutdown")]
+    fn preparing_for_shutdown(&self) -> bool {
+        false
+    }
+}
+
+/// The fake logind, serving on a private bus.
+struct FakeLogind {
+    conn: zbus::Connection,
+    inhibits: mpsc::UnboundedReceiver<Inhibited>,
+}
+
+impl FakeLogind {
+    async fn serve(bus: &PrivateBus, delay_max: Duration) -> FakeLogind {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let fake = FakeManager {
+            delay_max_usec: delay_max.as_micros() as u64,
+            inhibits: tx,
+        };
+        let conn = zbus::connection::Builder::address(bus.address.as_str())
+            .name("org.freedesktop.login1")
+            .serve_at("/org/freedesktop/login1", fake)
+            .build()
+            .await
+            .unwrap();
+        FakeLogind { conn, inhibits: rx }
+    }
+
+    /// Sends `PrepareForShutdown(start)`, as logind does to every listener.
+    async fn prepare_for_shutdown(&self, start: bool) {
+        emit(&self.conn, start).await;
+    }
+
+    /// The next lock the agent takes (within 10 s).
+    async fn next_lock(&mut self) -> Inhibited {
+        tokio::time::timeout(Duration::from_secs(10), self.inhibits.recv())
+            .await
+            .expect("the agent took no inhibitor within 10 s")
+            .expect("the fake logind stopped")
+    }
+}
+
+async fn emit(conn: &zbus::Connection, start: bool) {
+    conn.emit_signal(
+        None::<&str>,
+        "/org/freedesktop/login1",
+        "org.freedesktop.login1.Manager",
+        "PrepareForShutdown",
+        &(start,),
+    )
+    .await
+    .unwrap();
+}
+
+/// Whether the agent's end of `lock` is closed: our end reads end-of-file (waiting at most
+/// `within`).
+async fn closed_within(lock: &Inhibited, within: Duration) -> bool {
+    let ours = std::os::unix::net::UnixStream::from(lock.ours.try_clone().unwrap());
+    ours.set_nonblocking(true).unwrap();
+    let mut ours = tokio::net::UnixStream::from_std(ours).unwrap();
+    let mut buf = [0u8; 1];
+    matches!(
+        tokio::time::timeout(within, ours.read(&mut buf)).await,
+        Ok(Ok(0))
+    )
+}
+
+/// The host under the agent: on its Node's boot; its reboot method counts, and (when given the
+/// fake logind's connection) makes logind announce the shutdown, as `systemctl reboot` does.
+struct TestHost {
+    boot: String,
+    logind: Option<zbus::Connection>,
+    reboots: Arc<AtomicUsize>,
+}
+
+impl RebootMethod for TestHost {
+    async fn reboot(&self, _node: &str, _token: &str) -> Result<(), AgentError> {
+        self.reboots.fetch_add(1, Ordering::SeqCst);
+        if let Some(c) = &self.logind {
+            emit(c, true).await;
+        }
+        Ok(())
+    }
+
+    fn boot_id(&self, _node: &str) -> Option<String> {
+        Some(self.boot.clone())
+    }
+}
+
+/// A sentinel whose answer the test sets.
+#[derive(Clone, Default)]
+struct TestSentinel(Arc<Mutex<Option<String>>>);
+
+impl Sentinel for TestSentinel {
+    async fn check(&self) -> Result<Option<String>, SentinelError> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+}
+
+/// A cluster of 3 nodes (2 pods each), nothing of rollboot started.
+async fn cluster() -> Harness {
+    log();
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    Harness::start(sc, sim_config("").unwrap()).await.unwrap()
+}
+
+/// Starts the real agent of `node` with `logind` (connected to `address`, when given) and
+/// returns its metrics.
+async fn start_agent(
+    h: &Harness,
+    node: &str,
+    address: Option<&str>,
+    host: TestHost,
+    sentinel: TestSentinel,
+) -> (Arc<AgentMetrics>, tokio::task::JoinHandle<()>) {
+    let logind = match address {
+        Some(a) => logind::connect_system(node, a).await,
+        None => None,
+    };
+    let metrics = Arc::new(AgentMetrics::default());
+    let (client, config, name, m) = (
+        h.client.clone(),
+        h.config.clone(),
+        node.to_string(),
+        metrics.clone(),
+    );
+    let task = tokio::spawn(async move {
+        rollboot::agent::run_with_host_shutdowns::<_, _, SystemLogind>(
+            client,
+            config,
+            name,
+            host,
+            sentinel,
+            m,
+            logind,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    });
+    (metrics, task)
+}
+
+fn host_of(v: &NodeView) -> TestHost {
+    TestHost {
+        boot: v.boot_id.clone(),
+        logind: None,
+        reboots: Arc::default(),
+    }
+}
+
+/// Waits until node `name` satisfies `cond` (at most `within`).
+async fn until(
+    h: &Harness,
+    name: &str,
+    within: Duration,
+    cond: impl Fn(&NodeView) -> bool,
+) -> NodeView {
+    let ok = h
+        .wait_for(within, |ns| ns.iter().any(|n| n.name == name && cond(n)))
+        .await
+        .unwrap();
+    let v = h.node(name).await.unwrap();
+    assert!(ok, "node {name} did not get there within {within:?}: {v:?}");
+    v
+}
+
+/// Writes `state` with `state-since` now, as the controller does.
+async fn set_state(h: &Harness, name: &str, state: NodeState) {
+    let p = proto::patch(
+        &[
+            (proto::STATE, Some(state.as_str().to_string())),
+            (
+                proto::STATE_SINCE,
+                Some(rollboot::time::annotation(chrono::Utc::now())),
+            ),
+        ],
+        None,
+    );
+    h.patch_node(name, p).await.unwrap();
+}
+
+fn releases(m: &AgentMetrics, cause: &str) -> bool {
+    m.render().contains(&format!(
+        "rollboot_agent_inhibitor_releases_total{{cause=\"{cause}\"}} 1\n"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unplanned_shutdown_holds_the_inhibitor_until_the_node_says_drained() {
+    let Some(bus) = PrivateBus::start() else {
+        return;
+    };
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(300)).await;
+    let h = cluster().await;
+    let name = h.node_names().await.unwrap()[0].clone();
+    // A cycle of long ago left `done`: it must not count as drained.
+    set_state(&h, &name, NodeState::Done).await;
+    let v = h.node(&name).await.unwrap();
+    let (metrics, _agent) = start_agent(
+        &h,
+        &name,
+        Some(&bus.address),
+        host_of(&v),
+        TestSentinel::default(),
+    )
+    .await;
+    let lock = logind.next_lock().await;
+    assert_eq!(
+        lock.args,
+        [
+            "shutdown",
+            "rollboot",
+            "drain the node before the host shuts down",
+            "delay"
+        ]
+    );
+    assert!(
+        !closed_within(&lock, Duration::from_millis(300)).await,
+        "the inhibitor was let go before any shutdown"
+    );
+
+    logind.prepare_for_shutdown(true).await;
+    let t0 = Instant::now();
+    let v = until(&h, &name, Duration::from_secs(10), |n| n.shutdown_requested).await;
+    let at = v.shutdown_requested_at.expect("an RFC 3339 instant");
+    assert!((chrono::Utc::now() - at).num_seconds().abs() < 10, "{at}");
+    // The controller cordons and drains: the lock is held all along.
+    set_state(&h, &name, NodeState::Draining).await;
+    assert!(
+        !closed_within(&lock, Duration::from_secs(2)).await,
+        "the inhibitor was let go while the node was draining"
+    );
+    // Drained: the controller hands the host back.
+    set_state(&h, &name, NodeState::Rebooting).await;
+    assert!(
+        closed_within(&lock, Duration::from_secs(5)).await,
+        "the inhibitor was still held 5 s after the node said rebooting"
+    );
+    println!(
+        "PrepareForShutdown to release: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(releases(&metrics, "drained"), "{}", metrics.render());
+    assert!(metrics
+        .render()
+        .contains("\nrollboot_agent_shutdowns_total 1\n"));
+    // The request stays for the controller: the host is going down.
+    assert!(h.node(&name).await.unwrap().shutdown_requested);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inhibitor_is_let_go_before_loginds_limit_when_the_node_never_says_drained() {
+    let Some(bus) = PrivateBus::start() else {
+        return;
+    };
+    // logind's limit 4 s: let go after 2 s (the margin is at least 2 s).
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(4)).await;
+    let h = cluster().await;
+    let name = h.node_names().await.unwrap()[0].clone();
+    let v = h.node(&name).await.unwrap();
+    let (metrics, _agent) = start_agent(
+        &h,
+        &name,
+        Some(&bus.address),
+        host_of(&v),
+        TestSentinel::default(),
+    )
+    .await;
+    let lock = logind.next_lock().await;
+    logind.prepare_for_shutdown(true).await;
+    let t0 = Instant::now();
+    until(&h, &name, Duration::from_secs(5), |n| n.shutdown_requested).await;
+    assert!(
+        closed_within(&lock, Duration::from_secs(4)).await,
+        "the inhibitor was still held at logind's limit"
+    );
+    let took = t0.elapsed();
+    println!(
+        "PrepareForShutdown to release at the deadline: {:.2} s",
+        took.as_secs_f64()
+    );
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(4),
+        "released after {took:?}, not 2 s"
+    );
+    assert!(releases(&metrics, "deadline"), "{}", metrics.render());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_shutdown_removes_the_request_and_takes_a_new_inhibitor() {
+    let Some(bus) = PrivateBus::start() else {
+        return;
+    };
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(300)).await;
+    let h = cluster().await;
+    let name = h.node_names().await.unwrap()[0].clone();
+    let v = h.node(&name).await.unwrap();
+    let (metrics, _agent) = start_agent(
+        &h,
+        &name,
+        Some(&bus.address),
+        host_of(&v),
+        TestSentinel::default(),
+    )
+    .await;
+    let first = logind.next_lock().await;
+    logind.prepare_for_shutdown(true).await;
+    until(&h, &name, Duration::from_secs(10), |n| n.shutdown_requested).await;
+    logind.prepare_for_shutdown(false).await;
+    until(&h, &name, Duration::from_secs(10), |n| {
+        !n.shutdown_requested
+    })
+    .await;
+    let second = logind.next_lock().await;
+    assert!(
+        closed_within(&first, Duration::from_secs(5)).await,
+        "the first lock is still held"
+    );
+    assert!(
+        !closed_within(&second, Duration::from_millis(500)).await,
+        "the new lock was let go"
+    );
+    assert!(releases(&metrics, "cancelled"), "{}", metrics.render());
+    assert!(metrics
+        .render()
+        .contains("\nrollboot_agent_inhibitor_held 1\n"));
+    // The next shutdown is held by the new lock.
+    logind.prepare_for_shutdown(true).await;
+    until(&h, &name, Duration::from_secs(10), |n| n.shutdown_requested).await;
+    assert!(!closed_within(&second, Duration::from_secs(1)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollboots_own_reboot_lets_the_inhibitor_go_at_once_and_asks_for_no_drain() {
+    let Some(bus) = PrivateBus::start() else {
+        return;
+    };
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(300)).await;
+    let mut h = cluster().await;
+    let names = h.node_names().await.unwrap();
+    let name = names[0].clone();
+    let v = h.node(&name).await.unwrap();
+    let reboots = Arc::new(AtomicUsize::new(0));
+    // Its reboot method makes logind announce the shutdown, as `systemctl reboot` does.
+    let host = TestHost {
+        logind: Some(logind.conn.clone()),
+        reboots: reboots.clone(),
+        ..host_of(&v)
+    };
+    let sentinel = TestSentinel::default();
+    *sentinel.0.lock().unwrap() = Some("test".into());
+    let (metrics, _agent) = start_agent(&h, &name, Some(&bus.address), host, sentinel).await;
+    let lock = logind.next_lock().await;
+    // The others' agents are the simulator's; the real controller runs the cycle.
+    for n in &names[1..] {
+        h.start_agent(n);
+    }
+    h.start_controller(0).await.unwrap();
+    let wait = Duration::from_secs(60);
+    let t0 = Instant::now();
+    assert!(
+        closed_within(&lock, wait).await,
+        "the inhibitor was still held {wait:?} after the cycle started (reboots: {})",
+        reboots.load(Ordering::SeqCst)
+    );
+    println!(
+        "flag to release for rollboot's own reboot: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(reboots.load(Ordering::SeqCst), 1);
+    let v = h.node(&name).await.unwrap();
+    assert_eq!(v.state, Some(NodeState::Rebooting));
+    assert!(
+        !v.shutdown_requested,
+        "the agent asked a drain for its own reboot"
+    );
+    assert!(releases(&metrics, "ours"), "{}", metrics.render());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_logind_the_agent_goes_on() {
+    let Some(bus) = PrivateBus::start() else {
+        return;
+    };
+    let h = cluster().await;
+    let names = h.node_names().await.unwrap();
+    // A bus with no logind on it, and no bus at all.
+    let none = tempfile::tempdir().unwrap();
+    let absent = format!(
+        "unix:path={}",
+        none.path().join("system_bus_socket").display()
+    );
+    assert!(logind::connect_system(&names[0], &absent).await.is_none());
+    for (name, address) in [
+        (&names[0], bus.address.as_str()),
+        (&names[1], absent.as_str()),
+    ] {
+        let v = h.node(name).await.unwrap();
+        let sentinel = TestSentinel::default();
+        *sentinel.0.lock().unwrap() = Some("test".into());
+        let (metrics, agent) = start_agent(&h, name, Some(address), host_of(&v), sentinel).await;
+        // It flags its node as ever.
+        until(&h, name, Duration::from_secs(10), |n| n.reboot_required).await;
+        assert!(!agent.is_finished(), "the agent of {name} stopped");
+        assert!(
+            metrics
+                .render()
+                .contains("\nrollboot_agent_inhibitor_held 0\n"),
+            "{}",
+            metrics.render()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_left_from_before_is_removed_at_start_on_the_boot_the_node_reports() {
+    let h = cluster().await;
+    let names = h.node_names().await.unwrap();
+    let flag = || {
+        proto::patch(
+            &[(
+                proto::SHUTDOWN_REQUESTED,
+                Some("2026-09-21T14:13:20.000Z".into()),
+            )],
+            None,
+        )
+    };
+    let (same, rebooted) = (&names[0], &names[1]);
+    h.patch_node(same, flag()).await.unwrap();
+    h.patch_node(rebooted, flag()).await.unwrap();
+    // On the boot its Node reports: cancelled while no agent ran (or the new boot): removed.
+    let v = h.node(same).await.unwrap();
+    let (_m, _a) = start_agent(&h, same, None, host_of(&v), TestSentinel::default()).await;
+    until(&h, same, Duration::from_secs(10), |n| !n.shutdown_requested).await;
+    // A host on a boot its Node does not report yet (the kubelet lags a reboot): left for now.
+    let v = h.node(rebooted).await.unwrap();
+    let elsewhere = TestHost {
+        boot: "a-newer-boot".into(),
+        ..host_of(&v)
+    };
+    let (_m, _a) = start_agent(&h, rebooted, None, elsewhere, TestSentinel::default()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(h.node(rebooted).await.unwrap().shutdown_requested);
+}
