@@ -61,6 +61,10 @@ pub enum Fault {
     HostFails,
     /// The target Node object is deleted; its kubelet registers it again when the fault ends.
     DeleteNode,
+    /// The target host shuts down by itself (an operator's `systemctl reboot`, a cloud
+    /// maintenance event): logind delays it while the agent's inhibitor lives, at most the
+    /// scenario's `inhibitDelaySeconds`, then it goes down and comes back on a new boot.
+    HostShutdown,
     /// The maintenance lock Lease is deleted.
     DeleteLock,
     /// Every PodDisruptionBudget allows no disruption (`maxUnavailable: 0`) until the fault
@@ -99,6 +103,7 @@ impl Fault {
             Fault::HostHangs => "hostHangs",
             Fault::HostFails => "hostFails",
             Fault::DeleteNode => "deleteNode",
+            Fault::HostShutdown => "hostShutdown",
             Fault::DeleteLock => "deleteLock",
             Fault::BlockBudgets => "blockBudgets",
             Fault::DenyEvictions => "denyEvictions",
@@ -116,6 +121,7 @@ impl Fault {
                 | Fault::HostHangs
                 | Fault::HostFails
                 | Fault::DeleteNode
+                | Fault::HostShutdown
         )
     }
 
@@ -129,6 +135,7 @@ impl Fault {
                 | Fault::StallAgent
                 | Fault::HostHangs
                 | Fault::HostFails
+                | Fault::HostShutdown
         )
     }
 }

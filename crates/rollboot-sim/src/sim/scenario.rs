@@ -76,6 +76,10 @@ pub struct Scenario {
     /// Zincati each asks rollboot's FleetLock server (`pre-reboot` until 200), reboots, and
     /// gives the slot back once up (`steady-state`). Their agents run too, but flag nothing.
     pub fleetlock_hosts: usize,
+    /// logind's `InhibitDelayMaxSec` on every host (simulated seconds): how long a host that
+    /// shuts down by itself (chaos fault `hostShutdown`) waits at most for the agent's
+    /// inhibitor. Default 300 (5 minutes: raised from logind's 5 s, as INSTALL.md says).
+    pub inhibit_delay_seconds: f64,
     /// A fault schedule played during the rollout (`rollboot simulate`, `--serve`): written
     /// here by hand, or drawn by `--chaos SEED`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,6 +115,7 @@ impl Default for Scenario {
             detach_seconds: 3.0,
             node_critical_share: 0.0,
             fleetlock_hosts: 0,
+            inhibit_delay_seconds: 300.0,
             faults: None,
         }
     }

@@ -80,6 +80,14 @@ impl World {
         let _ = self.tx.send(Msg::Reboot(node.to_string()));
     }
 
+    /// `node`'s host shuts down by itself and comes back (a reboot nobody asked for): no check
+    /// that it was drained or its volumes detached (the report says what was left); a second
+    /// one under the same `token` is recorded as a violation.
+    pub fn shut_down(&self, node: &str, token: &str) {
+        self.shared.invariants.reboot_requested(node, token);
+        let _ = self.tx.send(Msg::Reboot(node.to_string()));
+    }
+
     /// Records a reboot of a node that is schedulable or still runs pods other than
     /// DaemonSet and mirror pods (a terminating pod counts: the reboot kills it early).
     fn check_drained(&self, node: &str) {

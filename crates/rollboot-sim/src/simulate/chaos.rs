@@ -91,6 +91,18 @@ pub fn setup(seed: u64) -> Setup {
     } else {
         0
     };
+    // Drawn after those, for the same reason: one seed in two, a host shuts down by itself
+    // (not necessarily one rollboot would reboot now), early in the run.
+    if rng.random_ratio(1, 2) {
+        schedule.faults.push(crate::sim::chaos::TimedFault {
+            at: rng.random_range(0.0..6.0),
+            when_state: None,
+            node: Some(format!("node-{:04}", rng.random_range(0..nodes))),
+            for_seconds: 1.0,
+            fault: Fault::HostShutdown,
+        });
+        schedule.faults.sort_by(|a, b| a.at.total_cmp(&b.at));
+    }
     let mut o = format!(
         "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}, returnToService: {return_to_service}}}\n",
         if grouped {
@@ -113,6 +125,8 @@ pub fn setup(seed: u64) -> Setup {
             stateful_sets: if stateful { 2 } else { 0 },
             stateful_volumes: stateful,
             fleetlock_hosts,
+            // 30 s of real time: a drain fits, as it does once InhibitDelayMaxSec is raised.
+            inhibit_delay_seconds: 3000.0,
             ..Scenario::default()
         },
         config_overrides: o,
@@ -391,6 +405,9 @@ impl Chaos {
             }
             (Fault::HostFails, Some(n)) => {
                 h.host.failing.lock().expect("failing").insert(n.into());
+            }
+            (Fault::HostShutdown, Some(n)) => {
+                h.host_shutdown(n);
             }
             _ => {}
         }

@@ -31,6 +31,7 @@ pub mod chaos;
 pub mod from_cluster;
 pub mod rehearse;
 pub mod report;
+pub mod shutdowns;
 pub mod zincati;
 
 pub use report::{Bound, Outcome, Report};
@@ -146,6 +147,32 @@ pub struct SimReboot {
     world: crate::sim::World,
     host: Host,
     on: String,
+}
+
+impl SimReboot {
+    /// The host shuts down by itself (and comes back on a new boot): counted as a reboot of
+    /// its host, under `token`, with no check that it was drained: an unplanned shutdown is the
+    /// host's, and the report says what was left on it.
+    pub fn shut_down(&self, _node: &str, token: &str) -> Result<(), AgentError> {
+        let node = self.on.as_str();
+        self.host.sentinel.lock().expect("sentinel").remove(node);
+        *self
+            .host
+            .reboots
+            .lock()
+            .expect("reboots")
+            .entry(node.into())
+            .or_default() += 1;
+        if let Some(boot) = self.world.boot_id(node) {
+            self.host
+                .down_from
+                .lock()
+                .expect("down_from")
+                .insert(node.into(), boot);
+        }
+        self.world.shut_down(node, token);
+        Ok(())
+    }
 }
 
 impl RebootMethod for SimReboot {
@@ -274,6 +301,11 @@ pub struct Harness {
     pub fleetlock: zincati::FleetLockHosts,
     /// How often a simulated Zincati asks again (real time).
     pub zincati_poll: Duration,
+    /// The hosts' simulated logind, when the run plays unplanned shutdowns
+    /// ([`Harness::enable_shutdowns`]): the agents started after it hold an inhibitor.
+    pub shutdowns: Option<shutdowns::Shutdowns>,
+    /// Unplanned shutdowns played so far, per node (their tokens).
+    shutdowns_played: BTreeMap<String, usize>,
     zincatis: BTreeMap<String, JoinHandle<()>>,
 }
 
@@ -343,6 +375,8 @@ impl Harness {
             fleetlock_hosts: BTreeSet::new(),
             fleetlock: Default::default(),
             zincati_poll: Duration::from_millis(100),
+            shutdowns: None,
+            shutdowns_played: BTreeMap::new(),
             zincatis: BTreeMap::new(),
         })
     }
@@ -475,14 +509,16 @@ impl Harness {
         };
         let (client, config, name) = (client, self.config.clone(), node.to_string());
         let metrics = self.agent_metrics.clone();
+        let logind = self.shutdowns.as_ref().map(|s| s.logind(host));
         let task = tokio::spawn(async move {
-            if let Err(e) = rollboot::agent::run(
+            if let Err(e) = rollboot::agent::run_with_host_shutdowns(
                 client,
                 config,
                 name.clone(),
                 method,
                 sentinel,
                 metrics,
+                logind,
                 std::future::pending(),
             )
             .await
@@ -558,6 +594,30 @@ impl Harness {
             .lock()
             .expect("pending")
             .extend(fleetlock.into_iter().cloned());
+    }
+
+    /// Gives every host a simulated logind that delays a shutdown at most `delay_max` (real
+    /// time) while an inhibitor lock lives: the agents started from now hold one.
+    pub fn enable_shutdowns(&mut self, delay_max: Duration) {
+        self.shutdowns = Some(shutdowns::Shutdowns::new(delay_max));
+    }
+
+    /// `node`'s host shuts down by itself (see [`shutdowns::Shutdowns::shut_down`]), in a task
+    /// of its own; nothing without [`Harness::enable_shutdowns`].
+    pub fn host_shutdown(&mut self, node: &str) -> Option<JoinHandle<()>> {
+        let s = self.shutdowns.clone()?;
+        let n = self.shutdowns_played.entry(node.into()).or_default();
+        *n += 1;
+        let token = format!("shutdown-{node}-{n}");
+        let method = SimReboot {
+            world: self.cluster.world().clone(),
+            host: self.host.clone(),
+            on: node.to_string(),
+        };
+        let (client, node) = (self.client.clone(), node.to_string());
+        Some(tokio::spawn(async move {
+            s.shut_down(&node, client, method, &token).await;
+        }))
     }
 
     /// Starts the simulated Zincati of FleetLock host `node`, polling every `poll`; it asks
@@ -1113,6 +1173,16 @@ pub async fn rollout_with(
         .take(opts.flagged.unwrap_or(names.len()))
         .cloned()
         .collect();
+    let shuts_down = scenario.faults.as_ref().is_some_and(|f| {
+        f.faults
+            .iter()
+            .any(|t| matches!(t.fault, crate::sim::chaos::Fault::HostShutdown))
+    });
+    if shuts_down {
+        h.enable_shutdowns(Duration::from_secs_f64(
+            scenario.inhibit_delay_seconds * scenario.time_factor,
+        ));
+    }
     h.fleetlock_hosts = flagged
         .iter()
         .take(scenario.fleetlock_hosts)

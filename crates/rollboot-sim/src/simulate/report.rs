@@ -448,6 +448,10 @@ pub struct Report {
     /// EvictionDenied) and the nodes failed for a stuck pod.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub blocked_by_cause: BTreeMap<String, usize>,
+    /// Hosts that shut down by themselves (chaos fault `hostShutdown`): whether rollboot had
+    /// drained each before logind let it go, and what was left.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unplanned_shutdowns: Vec<super::shutdowns::UnplannedShutdown>,
     /// The FleetLock hosts' requests (scenario `fleetlockHosts`), absent without them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleetlock: Option<FleetLockFigures>,
@@ -633,6 +637,24 @@ impl Report {
             );
         }
         let _ = writeln!(s, "  rebooted once            {}", self.rebooted_once);
+        for u in &self.unplanned_shutdowns {
+            let _ = writeln!(
+                s,
+                "  unplanned shutdown       {}: {} {:.2} s after PrepareForShutdown{}",
+                u.node,
+                if u.drained_before_shutdown {
+                    "drained, released".to_string()
+                } else {
+                    format!("{} pod(s) left, released", u.pods_left)
+                },
+                u.seconds_to_release,
+                if u.released_before_limit {
+                    " by the agent"
+                } else {
+                    " at logind's limit"
+                }
+            );
+        }
         if let Some(f) = &self.fleetlock {
             let _ = writeln!(
                 s,
@@ -972,7 +994,33 @@ pub async fn report(
     seen: Observed,
 ) -> anyhow::Result<Report> {
     let nodes = h.nodes().await?;
-    let reboots = h.host.reboots.lock().expect("reboots").clone();
+    // A host that shut down by itself rebooted without rollboot: those reboots are not
+    // rollboot's, but one that served the node's flag (its cycle was the shutdown's) is its
+    // one reboot.
+    let mut shutdowns_of: BTreeMap<String, usize> = BTreeMap::new();
+    if let Some(s) = &h.shutdowns {
+        for u in s.records.lock().expect("records").iter() {
+            *shutdowns_of.entry(u.node.clone()).or_default() += 1;
+        }
+    }
+    let reboots: BTreeMap<String, usize> = h
+        .host
+        .reboots
+        .lock()
+        .expect("reboots")
+        .iter()
+        .map(|(n, total)| {
+            let by_rollboot = total.saturating_sub(shutdowns_of.get(n).copied().unwrap_or(0));
+            (
+                n.clone(),
+                if by_rollboot >= 1 {
+                    by_rollboot
+                } else {
+                    (*total).min(1)
+                },
+            )
+        })
+        .collect();
     let inv = h.cluster.invariants();
     let stats = h.cluster.stats();
     let config = &h.config;
@@ -1058,6 +1106,8 @@ pub async fn report(
         .starts
         .iter()
         .filter(|(_, at)| !schedule.is_allowed(*at))
+        // A host that shuts down by itself is drained at once, whatever the windows.
+        .filter(|(n, _)| !shutdowns_of.contains_key(n))
         .map(|(n, at)| format!("{n} at {}", rollboot::time::annotation(*at)))
         .collect();
     let cordoned_at_end: Vec<String> = nodes
@@ -1100,7 +1150,20 @@ pub async fn report(
             breaks.push(format!("reboot of a node not ready for it: {r}"));
         }
     }
-    breaks.extend(capacity_breaks(&inv, &nodes, &failed, config));
+    let unplanned = h
+        .shutdowns
+        .as_ref()
+        .map(|s| s.records.lock().expect("records").clone())
+        .unwrap_or_default();
+    let shut_down: std::collections::BTreeSet<&str> =
+        unplanned.iter().map(|u| u.node.as_str()).collect();
+    breaks.extend(capacity_breaks(
+        &inv,
+        &nodes,
+        &failed,
+        config,
+        shut_down.len(),
+    ));
     let reboots_with_attached_volumes: Vec<String> = inv
         .reboots_with_attached_volumes
         .iter()
@@ -1225,6 +1288,7 @@ pub async fn report(
         }
     };
     Ok(Report {
+        unplanned_shutdowns: unplanned,
         fleetlock,
         outcome,
         outcome_reason,
@@ -1280,14 +1344,17 @@ pub async fn report(
 
 /// The breaks of the limits on nodes out at once: the nodes cordoned or NotReady may exceed
 /// `maxNodes` (and `maxNodesPerGroup`) only by the failed nodes, while those rollboot cordoned
-/// (in flight, or failed and left cordoned by it) may never exceed them. Pure.
+/// (in flight, or failed and left cordoned by it) may never exceed them; but for `shut_down`,
+/// the hosts that shut down by themselves, which rollboot drains whatever the limit (they are
+/// out anyway). Pure.
 pub fn capacity_breaks(
     inv: &crate::sim::InvariantReport,
     nodes: &[NodeView],
     failed: &[String],
     config: &Config,
+    shut_down: usize,
 ) -> Vec<String> {
-    let max_nodes = config.concurrency.max_nodes;
+    let max_nodes = config.concurrency.max_nodes + shut_down as u32;
     let mut breaks = Vec::new();
     // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
     // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
@@ -1300,6 +1367,7 @@ pub fn capacity_breaks(
         ));
     }
     if let Some((key, m)) = config.group_limit() {
+        let m = m + shut_down as u32;
         for (g, n) in &inv.max_nodes_unavailable_by_group {
             let failed_here = nodes
                 .iter()
@@ -1321,6 +1389,7 @@ pub fn capacity_breaks(
         ));
     }
     if let Some((_, m)) = config.group_limit() {
+        let m = m + shut_down as u32;
         for (g, n) in &inv.max_cordoned_by_rollboot_by_group {
             if *n > m as usize {
                 breaks.push(format!(
@@ -1451,19 +1520,20 @@ mod tests {
             max_cordoned_by_rollboot: 1,
             ..Default::default()
         };
-        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}")).is_empty());
+        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 0).is_empty());
         // The failed one still cordoned by rollboot beside one in flight: a break.
         let inv = crate::sim::InvariantReport {
             max_cordoned_by_rollboot: 2,
             ..inv
         };
-        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"));
+        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 0);
         assert_eq!(
             b,
             ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
         );
         assert!(
-            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}")).is_empty()
+            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}"), 0)
+                .is_empty()
         );
         // Per group.
         let zones = cfg("concurrency: {maxNodes: 3, groupBy: zone, maxNodesPerGroup: 1}");
@@ -1475,7 +1545,7 @@ mod tests {
             ..inv
         };
         assert_eq!(
-            capacity_breaks(&inv, &nodes, &failed, &zones),
+            capacity_breaks(&inv, &nodes, &failed, &zones, 0),
             ["2 nodes of group a cordoned by rollboot at once, more than maxNodesPerGroup 1"]
         );
     }

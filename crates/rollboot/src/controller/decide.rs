@@ -1003,7 +1003,8 @@ pub fn next_step(
         };
     };
     let position = position(n, entry);
-    if position == Position::StartOver && n.state.is_none() && !n.flagged() {
+    if position == Position::StartOver && n.state.is_none() && !n.flagged() && !n.shutdown_requested
+    {
         // No trace of this cycle and nothing asked: a Node registered again (its annotations
         // went with the old object) after its host rebooted (the agent does not flag it again:
         // its sentinel went with the reboot). Starting over would reboot it a second time. It

@@ -36,8 +36,11 @@ pub(in crate::controller) async fn cordon(
         ann.push((k, None));
     }
     // A cycle for a shutdown of its host says so: cancelled, it ends without a reboot.
+    // Its boot now is the one to see change: the host may go down before the drain ends (the
+    // agent lets it go at logind's limit) and be back on a new boot by then.
     if view.shutdown_requested {
         ann.push((proto::CYCLE_FOR, Some(proto::CYCLE_FOR_SHUTDOWN.into())));
+        ann.push((proto::BOOT_ID_BEFORE, Some(view.boot_id.clone())));
     }
     patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
     tracing::info!(

@@ -78,6 +78,15 @@ pub(in crate::controller) async fn finish(
     ] {
         ann.push((k, None));
     }
+    // The shutdown this cycle drained for is over (the host is back on a new boot): its request
+    // goes with it, as the flags do, unless the agent wrote a newer one since the hand-off.
+    if view
+        .shutdown_requested_at
+        .zip(view.handed_off)
+        .is_some_and(|(asked, handed)| asked <= handed)
+    {
+        ann.push((proto::SHUTDOWN_REQUESTED, None));
+    }
     expire_silence(ctx, view).await;
     patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
     let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
@@ -232,6 +241,40 @@ pub(super) async fn free_slot(
     view: Option<&NodeView>,
     reason: String,
 ) -> Result<(), Error> {
+    // A node with no trace of its cycle is freed on what the cache says: read it fresh first.
+    // A cache behind our own writes (a watch cut, a Node deleted and registered again) once
+    // freed a node its new leader had just cordoned, leaving it cordoned outside the lock
+    // (the chaos campaign, seed 1).
+    if let Some(v) = view.filter(|v| v.state.is_none()) {
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
+        match api.get_opt(name).await {
+            Ok(Some(n)) => {
+                let fresh = NodeView::from_node(&n);
+                if fresh.state.is_some()
+                    || fresh.flagged()
+                    || fresh.unschedulable != v.unschedulable
+                {
+                    tracing::info!(node = name, state = ?fresh.state, "not freeing its slot: the node changed since the cache's view; deciding again from what it is");
+                    // Decided again from this version, not from the lagging cache.
+                    let keep = ctx.config.hooks.gate_keys();
+                    ctx.written
+                        .lock()
+                        .expect("written cache")
+                        .insert(name.into(), proto::trim_keeping(n, &keep));
+                    ctx.wake.notify_one();
+                    return Ok(());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(Error::Node {
+                    node: name.into(),
+                    what: "reading it before freeing its slot".into(),
+                    source: e,
+                })
+            }
+        }
+    }
     tracing::info!(node = name, reason = %reason, "freeing its slot in the maintenance lock");
     if view.is_none() {
         ctx.events

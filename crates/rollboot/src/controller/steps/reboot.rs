@@ -108,7 +108,14 @@ pub(super) async fn hand_off(
     }
     let now = Utc::now();
     let mut ann = proto::state_annotations(NodeState::Rebooting, now);
-    ann.push((proto::BOOT_ID_BEFORE, Some(view.boot_id.clone())));
+    // A cycle for a shutdown keeps the boot it started on: the host may have gone down and
+    // come back during the drain.
+    let before = view
+        .boot_id_before
+        .clone()
+        .filter(|_| view.for_shutdown())
+        .unwrap_or_else(|| view.boot_id.clone());
+    ann.push((proto::BOOT_ID_BEFORE, Some(before)));
     ann.push((proto::HANDED_OFF, Some(crate::time::annotation(now))));
     ann.push((proto::REBOOT, None));
     if gate.is_some() {

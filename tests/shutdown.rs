@@ -1,0 +1,115 @@
+//! A host that shuts down by itself (issue 27): the real agents, each holding a simulated
+//! logind's delay inhibitor, and the real controller, on the simulator. The agent asks for a
+//! drain (`rollboot.dev/shutdown-requested`), the controller drains the node at once, whatever
+//! the window, and hands it over; the agent lets logind go on once the node says so; the host
+//! comes back and is verified and uncordoned.
+
+use std::time::Duration;
+
+use rollboot::node::NodeState;
+use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::{sim_config, Harness};
+
+#[path = "common/log.rs"]
+mod test_log;
+use test_log::log;
+
+/// No window is open for the whole test: a shutdown does not wait for one.
+const CLOSED: &str = "blackouts: [{from: '2000-01-01T00:00:00Z', to: '2100-01-01T00:00:00Z'}]";
+
+async fn harness(delay: Duration, pdb_share: f64) -> Harness {
+    log();
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 4,
+        pdb_share,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config(CLOSED).unwrap())
+        .await
+        .unwrap();
+    h.enable_shutdowns(delay);
+    h.start_rollout().await.unwrap();
+    // The agents take their inhibitor as they start.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_host_that_shuts_down_by_itself_is_drained_before_logind_lets_it_go() {
+    let mut h = harness(Duration::from_secs(30), 1.0).await;
+    let node = "node-0001";
+    let before = h.node(node).await.unwrap();
+    h.host_shutdown(node).unwrap().await.unwrap();
+    let records = h
+        .shutdowns
+        .as_ref()
+        .unwrap()
+        .records
+        .lock()
+        .unwrap()
+        .clone();
+    let r = &records[0];
+    assert!(r.drained_before_shutdown, "{r:?}");
+    assert!(r.released_before_limit, "{r:?}");
+    assert!(r.seconds_to_release < 25.0, "{r:?}");
+    // Handed over once drained: no token for the agent, the host went down by itself.
+    let (back, n) = h
+        .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(back, "{n:?}");
+    assert!(!n.unschedulable && n.cordoned_by.is_none(), "{n:?}");
+    assert!(
+        !n.shutdown_requested,
+        "the agent removed its request on the new boot"
+    );
+    assert_ne!(n.boot_id, before.boot_id);
+    assert_eq!(n.reboot_token, None);
+    assert_eq!(h.reboots(node), 1);
+    assert_eq!(n.history.count, Some(1));
+    let inv = h.cluster.invariants();
+    assert!(inv.pdb_violations.is_empty(), "{:?}", inv.pdb_violations);
+    assert!(
+        inv.repeated_reboots.is_empty(),
+        "{:?}",
+        inv.repeated_reboots
+    );
+    // The window stays closed for the others: nothing else started.
+    let others = h.nodes().await.unwrap();
+    assert!(
+        others
+            .iter()
+            .filter(|v| v.name != node)
+            .all(|v| v.state.is_none()),
+        "{others:?}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_comes_back() {
+    // logind's 5 s default (scaled: 0.05 s here): shorter than any drain and than the agent's
+    // margin, so the agent lets it go at once.
+    let mut h = harness(Duration::from_millis(50), 0.0).await;
+    let node = "node-0002";
+    h.host_shutdown(node).unwrap().await.unwrap();
+    let records = h
+        .shutdowns
+        .as_ref()
+        .unwrap()
+        .records
+        .lock()
+        .unwrap()
+        .clone();
+    let r = &records[0];
+    assert!(!r.drained_before_shutdown && r.pods_left > 0, "{r:?}");
+    let (back, n) = h
+        .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(back, "{n:?}");
+    assert!(!n.unschedulable, "{n:?}");
+    assert_eq!(h.reboots(node), 1);
+    h.shutdown().await;
+}
