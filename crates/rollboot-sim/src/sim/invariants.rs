@@ -25,6 +25,9 @@ pub enum Cause {
     Delete,
     /// A simulated reboot killed it.
     Reboot,
+    /// A host that shut down by itself killed it (the chaos fault `hostShutdown`): not a
+    /// reboot rollboot asked for; the report lists what such a shutdown left.
+    Shutdown,
 }
 
 /// One moment a budget had fewer healthy pods than desired because of an admitted disruption.
@@ -140,6 +143,8 @@ impl InvariantReport {
 #[derive(Default)]
 struct State {
     report: InvariantReport,
+    /// Nodes whose reboot under way is a shutdown of their own.
+    shutting_down: BTreeSet<String>,
     unavailable: BTreeSet<String>,
     cordoned_by_rollboot: BTreeSet<String>,
     /// The group label, and each node's value of it.
@@ -193,6 +198,7 @@ impl Invariants {
             Cause::Eviction => "eviction",
             Cause::Delete => "delete",
             Cause::Reboot => "reboot",
+            Cause::Shutdown => "shutdown",
         };
         self.lock().report.pdb_violations.push(Violation {
             at: timestamp(Utc::now()),
@@ -321,6 +327,16 @@ impl Invariants {
     /// Notes a node removed from the cluster.
     pub fn node_gone(&self, node: &str) {
         self.node_availability(node, &BTreeMap::new(), false, false);
+    }
+
+    /// Marks `node`'s next reboot as a shutdown of its own (see [`Cause::Shutdown`]).
+    pub fn shutting_down(&self, node: &str) {
+        self.lock().shutting_down.insert(node.to_string());
+    }
+
+    /// Whether `node`'s reboot now is a shutdown of its own (asked once per reboot).
+    pub fn take_shutting_down(&self, node: &str) -> bool {
+        self.lock().shutting_down.remove(node)
     }
 
     /// Records a reboot request; false (and a violation) when the token was already used.

@@ -85,6 +85,7 @@ impl World {
     /// one under the same `token` is recorded as a violation.
     pub fn shut_down(&self, node: &str, token: &str) {
         self.shared.invariants.reboot_requested(node, token);
+        self.shared.invariants.shutting_down(node);
         let _ = self.tx.send(Msg::Reboot(node.to_string()));
     }
 
@@ -1773,6 +1774,11 @@ impl Runner {
                 self.later(self.sc.scaled(self.sc.reboot_delay), Msg::RebootDown(node));
             }
             Msg::RebootDown(node) => {
+                let cause = if self.shared.invariants.take_shutting_down(&node) {
+                    Cause::Shutdown
+                } else {
+                    Cause::Reboot
+                };
                 self.down.insert(node.clone());
                 *self.downs.entry(node.clone()).or_default() += 1;
                 let mut inner = self.shared.store.lock();
@@ -1798,12 +1804,7 @@ impl Runner {
                         v["status"]["phase"] = json!("Pending");
                         inner.put(Kind::Pod, v);
                     } else {
-                        api::check_disruption(
-                            &inner,
-                            &p.idx,
-                            Cause::Reboot,
-                            &self.shared.invariants,
-                        );
+                        api::check_disruption(&inner, &p.idx, cause, &self.shared.invariants);
                         let mut v = p.value();
                         v["metadata"]["deletionTimestamp"] = json!(timestamp(Utc::now()));
                         v["metadata"]["deletionGracePeriodSeconds"] = json!(0);

@@ -1136,7 +1136,9 @@ pub async fn report(
         && config.drain.delete_empty_dir_data;
 
     let mut breaks = Vec::new();
-    for v in &inv.pdb_violations {
+    // A host that shut down by itself took its pods whatever rollboot did: its losses are in
+    // `unplannedShutdowns` (its pods left), not rollboot's breaks.
+    for v in inv.pdb_violations.iter().filter(|v| v.cause != "shutdown") {
         breaks.push(format!(
             "PDB violation: {} took {} ({}) at {}, {} healthy of {} desired",
             v.cause, v.pod, v.pdb, v.at, v.healthy, v.desired
@@ -1321,7 +1323,11 @@ pub async fn report(
         lease_requests,
         requests_per_node: (total - lease_requests) as f64
             / reboots.values().sum::<usize>().max(1) as f64,
-        pdb_violations: inv.pdb_violations.len(),
+        pdb_violations: inv
+            .pdb_violations
+            .iter()
+            .filter(|v| v.cause != "shutdown")
+            .count(),
         max_nodes_out: inv.max_nodes_unavailable,
         max_nodes,
         max_nodes_out_by_group: inv.max_nodes_unavailable_by_group,
