@@ -632,11 +632,45 @@ mod tests {
                 slow <= usize::from(s.scenario.stateful_volumes),
                 "seed {seed}"
             );
+            // At most one hostShutdown, of a node of the world, and FleetLock hosts among its
+            // nodes.
+            let shutdowns: Vec<&str> = played
+                .faults
+                .iter()
+                .filter(|f| matches!(f.fault, Fault::HostShutdown))
+                .filter_map(|f| f.node.as_deref())
+                .collect();
+            assert!(shutdowns.len() <= 1, "seed {seed}: {shutdowns:?}");
+            for n in &shutdowns {
+                let i: usize = n.trim_start_matches("node-").parse().unwrap();
+                assert!(i < s.scenario.nodes, "seed {seed}: {n}");
+            }
+            assert!(
+                s.scenario.fleetlock_hosts <= s.scenario.nodes / 2,
+                "seed {seed}"
+            );
             played
                 .faults
-                .retain(|f| !matches!(f.fault, Fault::SlowDetach { .. }));
+                .retain(|f| !matches!(f.fault, Fault::SlowDetach { .. } | Fault::HostShutdown));
             assert_eq!(played, FaultSchedule::draw(seed));
         }
+        let with = |f: fn(&Setup) -> bool| (0..100).filter(|s| f(&setup(*s))).count();
+        let shut = with(|s| {
+            s.scenario.faults.as_ref().is_some_and(|f| {
+                f.faults
+                    .iter()
+                    .any(|t| matches!(t.fault, Fault::HostShutdown))
+            })
+        });
+        assert!(
+            (30..=70).contains(&shut),
+            "{shut} seeds of 100 with a hostShutdown"
+        );
+        let fleetlock = with(|s| s.scenario.fleetlock_hosts > 0);
+        assert!(
+            (30..=70).contains(&fleetlock),
+            "{fleetlock} seeds of 100 with FleetLock hosts"
+        );
         let volumes = (0..100)
             .filter(|s| setup(*s).scenario.stateful_volumes)
             .count();
