@@ -247,7 +247,9 @@ pub(super) async fn free_slot(
     // (the chaos campaign, seed 1).
     if let Some(v) = view.filter(|v| v.state.is_none()) {
         let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
-        match api.get_opt(name).await {
+        // A list by name: the controller's role lists Nodes; it has no `get` on them.
+        let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        match api.list(&lp).await.map(|l| l.items.into_iter().next()) {
             Ok(Some(n)) => {
                 let fresh = NodeView::from_node(&n);
                 if fresh.state.is_some()
