@@ -155,6 +155,14 @@ impl SimReboot {
     /// host's, and the report says what was left on it.
     pub fn shut_down(&self, _node: &str, token: &str) -> Result<(), AgentError> {
         let node = self.on.as_str();
+        self.going_down(node);
+        self.world.shut_down(node, token);
+        Ok(())
+    }
+
+    /// The host of `node` goes down: its sentinel is gone with the boot, the reboot counted,
+    /// and the boot it leaves remembered (it is down until its Node reports another).
+    fn going_down(&self, node: &str) {
         self.host.sentinel.lock().expect("sentinel").remove(node);
         *self
             .host
@@ -170,8 +178,6 @@ impl SimReboot {
                 .expect("down_from")
                 .insert(node.into(), boot);
         }
-        self.world.shut_down(node, token);
-        Ok(())
     }
 }
 
@@ -203,21 +209,7 @@ impl RebootMethod for SimReboot {
             );
             return std::future::pending().await;
         }
-        self.host.sentinel.lock().expect("sentinel").remove(node);
-        *self
-            .host
-            .reboots
-            .lock()
-            .expect("reboots")
-            .entry(node.into())
-            .or_default() += 1;
-        if let Some(boot) = self.world.boot_id(node) {
-            self.host
-                .down_from
-                .lock()
-                .expect("down_from")
-                .insert(node.into(), boot);
-        }
+        self.going_down(node);
         // A broken host hangs in its reboot: it never comes back, and no agent runs on it (an
         // agent still running in the simulator reads no boot ID there) until it is fixed
         // (`Harness::fix_host`). One that could report its token lost would ask for, and run,
