@@ -899,6 +899,21 @@ impl NodeView {
         self.reboot_required || self.reboot_requested
     }
 
+    /// When the reboot was handed to the host (`handed-off`), if it was and no token stands
+    /// beside it: the host reboots itself.
+    pub fn handed_off_at(&self) -> Option<DateTime<Utc>> {
+        self.handed_off.filter(|_| self.reboot_token.is_none())
+    }
+
+    /// The node reports a boot ID other than `boot-id-before`.
+    pub fn came_back(&self) -> bool {
+        !self.boot_id.is_empty()
+            && self
+                .boot_id_before
+                .as_ref()
+                .is_some_and(|b| *b != self.boot_id)
+    }
+
     /// This cycle was started for a shutdown of its host (`cycle-for: shutdown`).
     pub fn for_shutdown(&self) -> bool {
         self.cycle_for.as_deref() == Some(CYCLE_FOR_SHUTDOWN)

@@ -731,10 +731,7 @@ fn reboot_facts(n: &NodeView, entry: &LockEntry) -> RebootFacts {
     // A reboot handed to the host (no token: the host reboots itself) once asked is asked,
     // cordoned or not: the host may be rebooting now, and starting over would drain a node
     // that is going down anyway and hand it over a second time.
-    if let Some(issued) = n
-        .handed_off
-        .filter(|t| *t >= entry.since && n.reboot_token.is_none())
-    {
+    if let Some(issued) = n.handed_off_at().filter(|t| *t >= entry.since) {
         if n.boot_id_before.is_some() {
             return RebootFacts::Asked {
                 token: String::new(),
@@ -810,7 +807,7 @@ pub fn position(n: &NodeView, entry: &LockEntry) -> Position {
         RebootFacts::Unverifiable { token } => return Position::Unverifiable(token),
         RebootFacts::Asked { issued, .. } => {
             return match written {
-                Some((NodeState::Verifying, since)) if came_back(n) => {
+                Some((NodeState::Verifying, since)) if n.came_back() => {
                     Position::At(NodeState::Verifying, since)
                 }
                 _ => Position::At(NodeState::Rebooting, issued),
@@ -826,18 +823,13 @@ pub fn position(n: &NodeView, entry: &LockEntry) -> Position {
         NodeState::Draining => n.unschedulable,
         // Without this cycle's token (the facts above): forged, stale or half-written.
         NodeState::Rebooting | NodeState::Done => false,
-        NodeState::Verifying => came_back(n),
+        NodeState::Verifying => n.came_back(),
     };
     if agrees {
         Position::At(state, since)
     } else {
         Position::StartOver
     }
-}
-
-/// The node reports a boot ID other than `boot-id-before`.
-fn came_back(n: &NodeView) -> bool {
-    !n.boot_id.is_empty() && n.boot_id_before.as_ref().is_some_and(|b| *b != n.boot_id)
 }
 
 /// The node's state in the cycle that `entry` started, as [`position`] reads it; `None` when
@@ -1155,7 +1147,7 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
     if n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
         return Step::MarkVerifying;
     }
-    if let Some(handed) = n.handed_off.filter(|_| n.reboot_token.is_none()) {
+    if let Some(handed) = n.handed_off_at() {
         // Its shutdown was cancelled (the agent removed its request) on the same boot.
         if n.for_shutdown() && !n.shutdown_requested && n.boot_id == before {
             return Step::Release(shutdown_cancelled(n));

@@ -45,20 +45,27 @@ fn id128(text: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-/// The FleetLock id of a Node's host: its `rollboot.dev/fleetlock-id` when an operator gave
-/// one, else Zincati's id derived from its machine ID.
-pub fn of_node(n: &NodeView) -> Option<String> {
-    match n.fleetlock_id.as_deref().map(str::trim) {
-        Some(given) if !given.is_empty() => Some(given.to_string()),
-        _ => app_specific(&n.machine_id, &ZINCATI_APP_ID),
+/// A host's FleetLock id: `given` (its Node's `rollboot.dev/fleetlock-id`) when an operator
+/// gave one, else the one `derive` makes (Zincati's, from the machine ID).
+pub fn host_id(given: Option<&str>, derive: impl FnOnce() -> Option<String>) -> Option<String> {
+    match given.map(str::trim) {
+        Some(g) if !g.is_empty() => Some(g.to_string()),
+        _ => derive(),
     }
 }
 
+/// The FleetLock id of a Node's host (see [`host_id`]).
+pub fn of_node(n: &NodeView) -> Option<String> {
+    host_id(n.fleetlock_id.as_deref(), || {
+        app_specific(&n.machine_id, &ZINCATI_APP_ID)
+    })
+}
+
 /// What a lookup of a host's id found.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Found<'a> {
-    /// The one Node with that id.
-    One(&'a NodeView),
+    /// The one Node with that id (its name).
+    One(&'a str),
     /// No Node.
     None,
     /// Several Nodes (cloned machine IDs, or the same `fleetlock-id` given twice): none is
@@ -66,16 +73,21 @@ pub enum Found<'a> {
     Several(Vec<&'a str>),
 }
 
-/// The Node whose host has FleetLock id `id` (compared ignoring ASCII case: the ids are hex).
-pub fn find<'a>(nodes: impl IntoIterator<Item = &'a NodeView>, id: &str) -> Found<'a> {
-    let mut hits: Vec<&NodeView> = nodes
+/// The Node, among `hosts` (each Node's name and its host's id), whose host has FleetLock id
+/// `id` (compared ignoring ASCII case: the ids are hex).
+pub fn find<'a>(hosts: impl IntoIterator<Item = (&'a str, Option<String>)>, id: &str) -> Found<'a> {
+    let mut hits: Vec<&str> = hosts
         .into_iter()
-        .filter(|n| of_node(n).is_some_and(|x| x.eq_ignore_ascii_case(id.trim())))
+        .filter(|(_, h)| {
+            h.as_deref()
+                .is_some_and(|x| x.eq_ignore_ascii_case(id.trim()))
+        })
+        .map(|(name, _)| name)
         .collect();
     match hits.len() {
         0 => Found::None,
         1 => Found::One(hits.remove(0)),
-        _ => Found::Several(hits.iter().map(|n| n.name.as_str()).collect()),
+        _ => Found::Several(hits),
     }
 }
 
@@ -115,21 +127,32 @@ mod tests {
             ..Default::default()
         };
         let nodes = [a.clone(), b.clone()];
+        fn hosts(ns: &[NodeView]) -> Vec<(String, Option<String>)> {
+            ns.iter().map(|n| (n.name.clone(), of_node(n))).collect()
+        }
+        fn look<'a>(hs: &'a [(String, Option<String>)], id: &str) -> Found<'a> {
+            find(hs.iter().map(|(n, h)| (n.as_str(), h.clone())), id)
+        }
+        let hs = hosts(&nodes);
         let id_a = zincati(&a.machine_id);
-        assert_eq!(find(&nodes, &id_a), Found::One(&nodes[0]));
-        assert_eq!(find(&nodes, &id_a.to_uppercase()), Found::One(&nodes[0]));
-        assert_eq!(find(&nodes, "flatcar-b"), Found::One(&nodes[1]));
+        assert_eq!(look(&hs, &id_a), Found::One("a"));
+        assert_eq!(look(&hs, &id_a.to_uppercase()), Found::One("a"));
+        assert_eq!(look(&hs, "flatcar-b"), Found::One("b"));
         // The given id replaces the derived one.
-        assert_eq!(find(&nodes, &zincati(&b.machine_id)), Found::None);
+        assert_eq!(look(&hs, &zincati(&b.machine_id)), Found::None);
         // The machine ID itself is not the host's FleetLock id.
-        assert_eq!(find(&nodes, &a.machine_id), Found::None);
+        assert_eq!(look(&hs, &a.machine_id), Found::None);
         let clone = NodeView {
             name: "a-clone".into(),
             ..a.clone()
         };
-        assert_eq!(
-            find(&[a, clone], &id_a),
-            Found::Several(vec!["a", "a-clone"])
-        );
+        let twins = hosts(&[a, clone]);
+        assert_eq!(look(&twins, &id_a), Found::Several(vec!["a", "a-clone"]));
+        // A given id of blanks is no id: the derived one stands.
+        let blank = NodeView {
+            fleetlock_id: Some("  ".into()),
+            ..nodes[0].clone()
+        };
+        assert_eq!(of_node(&blank), Some(id_a));
     }
 }

@@ -499,8 +499,7 @@ fn node_statuses(
                 last: f.last.clone(),
                 asking: n.hands_off(),
                 holds_slot: entries.get(&n.name).is_some_and(|e| {
-                    n.reboot_token.is_none()
-                        && n.handed_off.is_some_and(|t| t >= e.since)
+                    n.handed_off_at().is_some_and(|t| t >= e.since)
                         && n.boot_id_before.as_deref() == Some(n.boot_id.as_str())
                 }),
             }),

@@ -124,19 +124,9 @@ pub fn answer(ask: &Ask<'_>) -> Reply {
     }
 }
 
-/// The node's FleetLock request is on it (flagged by a `pre-reboot` and not withdrawn).
-fn asked(n: &NodeView) -> bool {
-    n.hands_off()
-}
-
 /// The reboot of the cycle `entry` started was handed to the host.
 fn handed_off(n: &NodeView, entry: &LockEntry) -> bool {
-    n.reboot_token.is_none() && n.handed_off.is_some_and(|t| t >= entry.since)
-}
-
-/// The host came back from the reboot handed to it (a new boot ID).
-fn came_back(n: &NodeView) -> bool {
-    !n.boot_id.is_empty() && n.boot_id_before.as_deref().is_some_and(|b| b != n.boot_id)
+    n.handed_off_at().is_some_and(|t| t >= entry.since)
 }
 
 fn pre_reboot(ask: &Ask<'_>) -> Reply {
@@ -154,12 +144,12 @@ fn pre_reboot(ask: &Ask<'_>) -> Reply {
         );
     }
     // Flag it first: its cycle (or its place in the queue) then follows from the Node.
-    let write = (!asked(n)).then_some(Write::Request);
+    let write = (!n.hands_off()).then_some(Write::Request);
     let Some(entry) = ask.entry else {
         return waiting(ask, write);
     };
     if handed_off(n, entry) {
-        return if came_back(n) {
+        return if n.came_back() {
             Reply::no(
                 Kind::Verifying,
                 format!(
@@ -298,9 +288,9 @@ fn steady_state(ask: &Ask<'_>) -> Reply {
         // Not in flight: it holds nothing; a request still queued is withdrawn.
         None => Reply::ok(
             format!("node {} holds no slot", n.name),
-            asked(n).then_some(Write::Withdraw),
+            n.hands_off().then_some(Write::Withdraw),
         ),
-        Some(entry) if handed_off(n, entry) && came_back(n) => Reply::no(
+        Some(entry) if handed_off(n, entry) && n.came_back() => Reply::no(
             Kind::Verifying,
             format!(
                 "node {} is back on boot {}; its slot is given back once it is verified and uncordoned",
@@ -309,7 +299,7 @@ fn steady_state(ask: &Ask<'_>) -> Reply {
             None,
         ),
         // Its own cycle, before the boot ID changed: the host decided not to reboot.
-        Some(entry) if asked(n) || handed_off(n, entry) => Reply::ok(
+        Some(entry) if n.hands_off() || handed_off(n, entry) => Reply::ok(
             format!(
                 "node {}: the slot is given back without a reboot; it is uncordoned",
                 n.name

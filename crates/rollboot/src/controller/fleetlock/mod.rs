@@ -255,35 +255,29 @@ async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
 fn find(s: &Served, id: &str) -> Result<String, String> {
     let nodes = s.ctx.nodes.state();
     let mut memo = s.ids.lock().expect("ids");
-    let views: Vec<NodeView> = nodes
-        .iter()
-        .filter_map(|n| {
-            let ann = n.metadata.annotations.as_ref();
-            let given = ann.and_then(|a| a.get(proto::FLEETLOCK_ID)).cloned();
-            let machine = n
-                .status
-                .as_ref()
-                .and_then(|s| s.node_info.as_ref())
-                .map(|i| i.machine_id.clone())
-                .unwrap_or_default();
-            // Only the derived id (memoized) or the given one are compared: a full view of
-            // every Node per request is not needed.
-            let derived = given.is_none().then(|| {
-                memo.entry(machine.clone())
-                    .or_insert_with(|| id::app_specific(&machine, &id::ZINCATI_APP_ID))
-                    .clone()
-            });
-            let candidate = given.clone().or(derived.flatten())?;
-            candidate.eq_ignore_ascii_case(id.trim()).then(|| NodeView {
-                name: n.metadata.name.clone().unwrap_or_default(),
-                machine_id: machine,
-                fleetlock_id: given,
-                ..Default::default()
-            })
-        })
-        .collect();
-    match id::find(&views, id) {
-        Found::One(v) => Ok(v.name.clone()),
+    let hosts = nodes.iter().map(|n| {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        let given = n
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(proto::FLEETLOCK_ID))
+            .map(String::as_str);
+        let machine = n
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map_or("", |i| i.machine_id.as_str());
+        // The derived id is memoized: an HMAC per Node per request is avoidable work.
+        let id = id::host_id(given, || {
+            memo.entry(machine.to_string())
+                .or_insert_with(|| id::app_specific(machine, &id::ZINCATI_APP_ID))
+                .clone()
+        });
+        (name, id)
+    });
+    match id::find(hosts, id) {
+        Found::One(name) => Ok(name.to_string()),
         Found::None => Err(format!(
             "no Node has FleetLock id {id} (derived from status.nodeInfo.machineID with Zincati's app ID, or given in {})",
             proto::FLEETLOCK_ID
