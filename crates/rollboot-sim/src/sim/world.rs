@@ -80,6 +80,23 @@ impl World {
         let _ = self.tx.send(Msg::Reboot(node.to_string()));
     }
 
+    /// The pods on `node` a drain evicts (not DaemonSet or mirror pods), a terminating one
+    /// included (a reboot now kills it early).
+    pub fn undrained(&self, node: &str) -> Vec<String> {
+        self.shared
+            .store
+            .lock()
+            .pods_on(node)
+            .filter(|e| {
+                !matches!(
+                    e.idx.owner.as_ref().map(|o| o.0.as_str()),
+                    Some("DaemonSet" | "Node")
+                )
+            })
+            .map(|e| e.idx.key())
+            .collect()
+    }
+
     /// `node`'s host shuts down by itself and comes back (a reboot nobody asked for): no check
     /// that it was drained or its volumes detached (the report says what was left); a second
     /// one under the same `token` is recorded as a violation.
@@ -92,21 +109,13 @@ impl World {
     /// Records a reboot of a node that is schedulable or still runs pods other than
     /// DaemonSet and mirror pods (a terminating pod counts: the reboot kills it early).
     fn check_drained(&self, node: &str) {
-        let inner = self.shared.store.lock();
-        let uncordoned = inner
+        let uncordoned = self
+            .shared
+            .store
+            .lock()
             .get(Kind::Node, node)
             .is_some_and(|e| !e.idx.unschedulable);
-        let pods: Vec<String> = inner
-            .pods_on(node)
-            .filter(|e| {
-                !matches!(
-                    e.idx.owner.as_ref().map(|o| o.0.as_str()),
-                    Some("DaemonSet" | "Node")
-                )
-            })
-            .map(|e| e.idx.key())
-            .collect();
-        drop(inner);
+        let pods = self.undrained(node);
         if uncordoned || !pods.is_empty() {
             self.shared.invariants.unsafe_reboot(node, uncordoned, pods);
         }

@@ -606,9 +606,9 @@ impl Harness {
             host: self.host.clone(),
             on: node.to_string(),
         };
-        let (client, node) = (self.client.clone(), node.to_string());
+        let node = node.to_string();
         Some(tokio::spawn(async move {
-            s.shut_down(&node, client, method, &token).await;
+            s.shut_down(&node, method, &token).await;
         }))
     }
 

@@ -12,8 +12,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 use rollboot::agent::logind::{HostShutdowns, LogindError};
 use tokio::sync::{mpsc, watch};
 
@@ -83,13 +81,7 @@ impl Shutdowns {
     /// `node`'s host shuts down by itself: `PrepareForShutdown(true)` to its agent, the wait
     /// for its inhibitor locks (at most logind's delay), then the host goes down and comes back
     /// on a new boot through `method`; recorded with what was left on the node.
-    pub async fn shut_down(
-        &self,
-        node: &str,
-        client: kube::Client,
-        method: SimReboot,
-        token: &str,
-    ) {
+    pub async fn shut_down(&self, node: &str, method: SimReboot, token: &str) {
         let (signals, mut locks) = {
             let hosts = self.hosts.lock().expect("hosts");
             match hosts.get(node) {
@@ -107,7 +99,7 @@ impl Shutdowns {
                 .await
                 .is_ok_and(|r| r.is_ok());
         let seconds_to_release = start.elapsed().as_secs_f64();
-        let pods_left = evictable_on(&client, node).await;
+        let pods_left = method.world.undrained(node).len();
         self.records
             .lock()
             .expect("records")
@@ -128,26 +120,6 @@ impl Shutdowns {
         if let Err(e) = method.shut_down(node, token) {
             tracing::warn!(node, error = %e, "simulated shutdown did not happen");
         }
-    }
-}
-
-/// The pods on `node` a drain evicts (not DaemonSet or mirror pods); 0 when they cannot be read.
-async fn evictable_on(client: &kube::Client, node: &str) -> usize {
-    let api: Api<Pod> = Api::all(client.clone());
-    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    match api.list(&lp).await {
-        Ok(l) => l
-            .items
-            .iter()
-            .filter(|p| {
-                !p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "DaemonSet" || o.kind == "Node")
-            })
-            .count(),
-        Err(_) => 0,
     }
 }
 

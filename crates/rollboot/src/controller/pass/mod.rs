@@ -197,12 +197,9 @@ impl Leading {
         let alerts = blockers::alerts(ctx).await;
         let now = blockers::decision_instant();
         let snap = Snapshot {
-            rooms: None,
-            nodes: &looked,
-            in_flight: &record.entries,
-            foreign_holder: record.foreign_holder(&ctx.lock_owner),
             blocking_pods: &blocking,
             now,
+            ..snap
         };
         let mut blocked = decide::blockers(&snap, &ctx.config, now);
         blocked.extend(alerts);
