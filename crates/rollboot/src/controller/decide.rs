@@ -1032,6 +1032,14 @@ pub fn next_step(
             ))
         }
     };
+    // The reason for the reboot went away before it (its host's shutdown cancelled, a
+    // FleetLock host's slot given back): the cycle ends now, mid-drain too. Evicting more pods
+    // for a reboot that will not happen is disruption for nothing.
+    if matches!(current, NodeState::Cordoning | NodeState::Draining) {
+        if let Some(why) = abandoned(n, entry.since) {
+            return Step::Release(why);
+        }
+    }
     let hook = |phase: Phase| hook_step(phase, config, n, since, now);
     match current {
         NodeState::Done => hook(Phase::AfterDone).unwrap_or(Step::Free("its cycle is done".into())),
@@ -1074,10 +1082,7 @@ pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
     if n.shutdown_requested {
         return Step::HandOff;
     }
-    if n.for_shutdown() {
-        return Step::Release(shutdown_cancelled(n));
-    }
-    if let Some(why) = given_back(n, start) {
+    if let Some(why) = abandoned(n, start) {
         return Step::Release(why);
     }
     if n.hands_off() {
@@ -1085,6 +1090,20 @@ pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
     } else {
         Step::RequestReboot { attempt: 1 }
     }
+}
+
+/// Why a cycle (started at `start`) before its reboot no longer has a reason for one: its
+/// host's shutdown was cancelled, or its FleetLock host gave its slot back. `None` while it
+/// has one. Its host shutting down again (`shutdown-requested`) is a reason, whatever came
+/// before.
+pub fn abandoned(n: &NodeView, start: DateTime<Utc>) -> Option<String> {
+    if n.shutdown_requested {
+        return None;
+    }
+    if n.for_shutdown() {
+        return Some(shutdown_cancelled(n));
+    }
+    given_back(n, start)
 }
 
 /// Why a cycle started for a shutdown ends without a reboot: the agent removed its request
@@ -3276,6 +3295,20 @@ mod tests {
         assert!(
             matches!(next_step(Some(&drained), &e, &c, now), Step::Release(why) if why.contains("gave its slot back"))
         );
+        // Given back mid-drain: released at once; given back before the cycle started: drained on.
+        let mut mid = drained.clone();
+        mid.hooks = None;
+        assert!(matches!(
+            next_step(Some(&mid), &e, &c, now),
+            Step::Release(why) if why.contains("gave its slot back")
+        ));
+        let before = r#"{"id":"abc","group":"default","returned":"2026-01-04T23:00:00Z"}"#;
+        let mut mid = fleetlock_drained("2026-01-05T00:01:00Z", &[(proto::FLEETLOCK, before)]);
+        mid.hooks = None;
+        assert!(matches!(
+            next_step(Some(&mid), &e, &c, now),
+            Step::Drain { .. }
+        ));
         // Given back after the hand-off, on the same boot.
         let handed = [
             (proto::STATE, "rebooting"),
@@ -3369,6 +3402,26 @@ mod tests {
         assert!(
             matches!(next_step(Some(&cancelled), &e, &c, now), Step::Release(why) if why.contains("cancelled"))
         );
+        // Cancelled mid-drain: released at once, the drain not run to its end; a shutdown asked
+        // again goes on draining.
+        let mut mid = cancelled.clone();
+        mid.hooks = None;
+        assert!(matches!(
+            next_step(Some(&mid), &e, &c, now),
+            Step::Release(why) if why.contains("cancelled")
+        ));
+        mid.shutdown_requested = true;
+        assert!(matches!(
+            next_step(Some(&mid), &e, &c, now),
+            Step::Drain { .. }
+        ));
+        // Cancelled before the cordon's end too.
+        let mut cordoning = cancelled.clone();
+        cordoning.state = Some(NodeState::Cordoning);
+        assert!(matches!(
+            next_step(Some(&cordoning), &e, &c, now),
+            Step::Release(_)
+        ));
         // Cancelled after the hand-off, on the same boot: released; on a new boot: verified.
         let mut handed = cancelled.clone();
         handed.state = Some(NodeState::Rebooting);

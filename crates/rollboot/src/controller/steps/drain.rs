@@ -180,12 +180,21 @@ async fn drain_while_cordoned(
         deadline,
         &ensure,
     );
-    let uncordoned = async {
+    // What stops the drain before its end: the node uncordoned, or the reboot's reason gone
+    // (`decide::abandoned`: the shutdown cancelled, the FleetLock slot given back), which the
+    // next pass ends with a release.
+    let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let stopped = async {
         let mut seq = ctx.node_seq.clone();
         loop {
             seq.borrow_and_update();
-            if ctx.current(node).is_some_and(|v| !v.unschedulable) {
-                return;
+            if let Some(v) = ctx.current(node) {
+                if !v.unschedulable {
+                    return None;
+                }
+                if let Some(why) = decide::abandoned(&v, start) {
+                    return Some(why);
+                }
             }
             if seq.changed().await.is_err() {
                 return std::future::pending().await;
@@ -194,8 +203,11 @@ async fn drain_while_cordoned(
     };
     tokio::select! {
         r = drain => Ok(Some(r?)),
-        _ = uncordoned => {
-            tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon");
+        why = stopped => {
+            match why {
+                None => tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon"),
+                Some(why) => tracing::info!(node, reason = %why, "the reboot is no longer wanted; stopping the drain, the cycle ends without one"),
+            }
             Ok(None)
         }
     }
