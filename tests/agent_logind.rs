@@ -7,8 +7,6 @@
 //! drained) by hand, except the one about rollboot's own reboot, which runs the real controller.
 //! Skipped, with one line, where `dbus-daemon` is not installed.
 
-use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,191 +16,14 @@ use rollboot::agent::{AgentError, AgentMetrics, RebootMethod, Sentinel, Sentinel
 use rollboot::node::{self as proto, NodeState, NodeView};
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
-use tokio::io::AsyncReadExt;
-use tokio::sync::mpsc;
 
 #[path = "common/log.rs"]
 mod test_log;
 use test_log::log;
 
-const DBUS_DAEMON: &str = "/usr/bin/dbus-daemon";
-
-/// A private message bus: `dbus-daemon` on a socket in a temp dir, killed when dropped.
-struct PrivateBus {
-    child: std::process::Child,
-    address: String,
-    _dir: tempfile::TempDir,
-}
-
-impl PrivateBus {
-    /// Starts one, or `None` (said in one line) where `dbus-daemon` is not installed.
-    fn start() -> Option<PrivateBus> {
-        if !Path::new(DBUS_DAEMON).exists() {
-            println!("skipped: {DBUS_DAEMON} is not installed (Debian package dbus-daemon)");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("system_bus_socket");
-        let config = dir.path().join("bus.conf");
-        std::fs::write(
-            &config,
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>custom</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-  </policy>
-</busconfig>
-"#,
-                socket.display()
-            ),
-        )
-        .unwrap();
-        let mut child = std::process::Command::new(DBUS_DAEMON)
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--nopidfile", "--print-address"])
-            .stdout(std::process::Stdio::piped())
-            // As root it says it cannot raise its fd limit, every time: noise.
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        // It prints its address once it listens.
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert!(line.starts_with("unix:"), "dbus-daemon printed {line:?}");
-        Some(PrivateBus {
-            child,
-            address: format!("unix:path={}", socket.display()),
-            _dir: dir,
-        })
-    }
-}
-
-impl Drop for PrivateBus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One `Inhibit` call as the fake logind got it, with the fake's end of the lock.
-struct Inhibited {
-    args: [String; 4],
-    ours: OwnedFd,
-}
-
-/// A fake `org.freedesktop.login1.Manager`.
-struct FakeManager {
-    delay_max_usec: u64,
-    inhibits: mpsc::UnboundedSender<Inhibited>,
-}
-
-#[zbus::interface(name = "org.freedesktop.login1.Manager")]
-impl FakeManager {
-    fn inhibit(
-        &self,
-        what: &str,
-        who: &str,
-        why: &str,
-        mode: &str,
-    ) -> zbus::fdo::Result<zbus::OwnedFd> {
-        let (theirs, ours) = std::os::unix::net::UnixStream::pair()
-            .map_err(|e| zbus::fdo::Error::Failed(e.to_string()))?;
-        let _ = self.inhibits.send(Inhibited {
-            args: [what.into(), who.into(), why.into(), mode.into()],
-            ours: ours.into(),
-        });
-        Ok(OwnedFd::from(theirs).into())
-    }
-
-    #[zbus(property, name = "InhibitDelayMaxUSec")]
-    fn inhibit_delay_max_usec(&self) -> u64 {
-        self.delay_max_usec
-    }
-
-    #[zbus(property, name = "PreparingForShutdown")]
-    fn preparing_for_shutdown(&self) -> bool {
-        false
-    }
-}
-
-/// The fake logind, serving on a private bus.
-struct FakeLogind {
-    conn: zbus::Connection,
-    inhibits: mpsc::UnboundedReceiver<Inhibited>,
-}
-
-impl FakeLogind {
-    async fn serve(bus: &PrivateBus, delay_max: Duration) -> FakeLogind {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let fake = FakeManager {
-            delay_max_usec: delay_max.as_micros() as u64,
-            inhibits: tx,
-        };
-        let conn = zbus::connection::Builder::address(bus.address.as_str())
-            .name("org.freedesktop.login1")
-            .serve_at("/org/freedesktop/login1", fake)
-            .build()
-            .await
-            .unwrap();
-        FakeLogind { conn, inhibits: rx }
-    }
-
-    /// Sends `PrepareForShutdown(start)`, as logind does to every listener.
-    async fn prepare_for_shutdown(&self, start: bool) {
-        emit(&self.conn, start).await;
-    }
-
-    /// The next lock the agent takes (within 10 s).
-    async fn next_lock(&mut self) -> Inhibited {
-        tokio::time::timeout(Duration::from_secs(10), self.inhibits.recv())
-            .await
-            .expect("the agent took no inhibitor within 10 s")
-            .expect("the fake logind stopped")
-    }
-}
-
-async fn emit(conn: &zbus::Connection, start: bool) {
-    conn.emit_signal(
-        None::<&str>,
-        "/org/freedesktop/login1",
-        "org.freedesktop.login1.Manager",
-        "PrepareForShutdown",
-        &(start,),
-    )
-    .await
-    .unwrap();
-}
-
-/// Whether the agent's end of `lock` is closed: our end reads end-of-file (waiting at most
-/// `within`).
-async fn closed_within(lock: &Inhibited, within: Duration) -> bool {
-    let ours = std::os::unix::net::UnixStream::from(lock.ours.try_clone().unwrap());
-    ours.set_nonblocking(true).unwrap();
-    let mut ours = tokio::net::UnixStream::from_std(ours).unwrap();
-    let mut buf = [0u8; 1];
-    matches!(
-        tokio::time::timeout(within, ours.read(&mut buf)).await,
-        Ok(Ok(0))
-    )
-}
+#[path = "common/fake_logind.rs"]
+mod fake_logind;
+use fake_logind::{closed_within, emit, FakeLogind, PrivateBus};
 
 /// The host under the agent: on its Node's boot; its reboot method counts, and (when given the
 /// fake logind's connection) makes logind announce the shutdown, as `systemctl reboot` does.
@@ -428,6 +249,63 @@ async fn the_inhibitor_is_let_go_before_loginds_limit_when_the_node_never_says_d
         "released after {took:?}, not 2 s"
     );
     assert!(releases(&metrics, "deadline"), "{}", metrics.render());
+    // Said on the Node for the operator: a Warning naming logind's limit and the node's state.
+    let notes = h.events("ShutdownNotDrained").await.unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("InhibitDelayMaxUSec") && n.contains("not cordoned")),
+        "{notes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_system_bus_restarts_the_agent_holds_a_lock_again_and_hears_shutdowns() {
+    let Some(mut bus) = PrivateBus::start() else {
+        return;
+    };
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(300)).await;
+    let h = cluster().await;
+    let name = h.node_names().await.unwrap()[0].clone();
+    let v = h.node(&name).await.unwrap();
+    let (metrics, _agent) = start_agent(
+        &h,
+        &name,
+        Some(&bus.address),
+        host_of(&v),
+        TestSentinel::default(),
+    )
+    .await;
+    let first = logind.next_lock().await;
+    // Held once the agent has logind's answer (the fake has the call before that).
+    let held = |m: &AgentMetrics| m.render().contains("rollboot_agent_inhibitor_held 1\n");
+    let t = Instant::now();
+    while !held(&metrics) {
+        assert!(t.elapsed() < Duration::from_secs(5), "{}", metrics.render());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The bus goes away (its daemon restarted): the agent lets its lock go, since it can no
+    // longer hear a shutdown, and reaches logind again once it is back.
+    drop(logind);
+    bus.restart();
+    assert!(
+        closed_within(&first, Duration::from_secs(5)).await,
+        "the lock was kept with the bus gone"
+    );
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(300)).await;
+    let t0 = Instant::now();
+    let again = logind
+        .lock_within(Duration::from_secs(15))
+        .await
+        .expect("no new lock within 15 s of the bus coming back");
+    println!(
+        "the bus back to a new lock: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(again.args[0], "shutdown");
+    // And it hears the next shutdown.
+    logind.prepare_for_shutdown(true).await;
+    until(&h, &name, Duration::from_secs(5), |n| n.shutdown_requested).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

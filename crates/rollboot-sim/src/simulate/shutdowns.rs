@@ -167,4 +167,12 @@ impl HostShutdowns for SimLogind {
     fn describe(&self) -> String {
         format!("simulated logind of {}", self.node)
     }
+
+    /// A simulated host's logind is never restarted: its signals end only with the run.
+    async fn reconnect(&self) -> Result<SimLogind, LogindError> {
+        Err(LogindError::Simulated {
+            host: self.node.clone(),
+            reason: "a simulated logind cannot be reached again".into(),
+        })
+    }
 }

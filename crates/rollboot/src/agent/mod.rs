@@ -635,14 +635,82 @@ impl<R: RebootMethod> Agent<'_, R> {
                     self.rebooting = None;
                 }
             }
-            logind::Wake::Timer => guard.on_timer(&own, view).await,
+            logind::Wake::Timer => {
+                if let Some(note) = guard.on_timer(&own, view).await {
+                    // An operator looks at the Node for why its pods went down with the host.
+                    self.events
+                        .publish(self.node, true, "ShutdownNotDrained", note)
+                        .await;
+                }
+            }
             logind::Wake::Gone => {
-                tracing::warn!(node = self.node, "logind can no longer be heard (the bus connection ended): letting the inhibitor go and going on without it");
+                tracing::warn!(node = self.node, "logind can no longer be heard (the bus connection ended): letting the inhibitor go; trying to reach it again");
                 self.metrics.inhibitor_held(false);
                 return false;
             }
         }
         true
+    }
+}
+
+/// The first wait before reaching logind again after its bus connection ended, doubled after
+/// each failed try up to [`RECONNECT_MAX`].
+const RECONNECT_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RECONNECT_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A logind whose bus connection ended, to be reached again (a restarted system bus).
+struct Lost<L> {
+    logind: L,
+    at: tokio::time::Instant,
+    wait: std::time::Duration,
+    tries: u32,
+}
+
+impl<L: HostShutdowns> Lost<L> {
+    fn new(logind: L) -> Lost<L> {
+        Lost {
+            logind,
+            at: tokio::time::Instant::now() + RECONNECT_FIRST,
+            wait: RECONNECT_FIRST,
+            tries: 0,
+        }
+    }
+
+    /// One try: the guard again, holding a new lock; or `self` back, for a later try (the
+    /// first failure said at warn level, the others at debug).
+    async fn reach(
+        mut self,
+        node: &str,
+        drain_timeout: std::time::Duration,
+        metrics: &AgentMetrics,
+    ) -> Result<logind::Guard<L>, Lost<L>> {
+        self.tries += 1;
+        let failed = match self.logind.reconnect().await {
+            Ok(l) => match logind::Guard::start(l, node, drain_timeout, metrics).await {
+                Some((g, _)) => {
+                    tracing::info!(node, tries = self.tries, "logind reached again");
+                    return Ok(g);
+                }
+                None => "logind answered no lock".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if self.tries == 1 {
+            tracing::warn!(node, error = %failed, "logind cannot be reached again yet; trying again, waiting longer each time (up to a minute)");
+        } else {
+            tracing::debug!(node, error = %failed, tries = self.tries, "logind still out of reach");
+        }
+        self.wait = (self.wait * 2).min(RECONNECT_MAX);
+        self.at = tokio::time::Instant::now() + self.wait;
+        Err(self)
+    }
+}
+
+/// When to try to reach a lost logind again; never, with none lost.
+async fn lost_due<L>(lost: &Option<Lost<L>>) {
+    match lost {
+        Some(l) => tokio::time::sleep_until(l.at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -715,8 +783,9 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
         check_left_over: true,
     };
     let mut guard = None;
+    let mut lost: Option<Lost<L>> = None;
+    let drain_timeout = config.drain.timeout.to_std();
     if let Some(l) = host {
-        let drain_timeout = config.drain.timeout.to_std();
         if let Some((g, preparing)) =
             logind::Guard::start(l, &node, drain_timeout, &agent.metrics).await
         {
@@ -757,7 +826,14 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
             wake = host_shutdown_wake(&mut guard) => {
                 let Some(g) = guard.as_mut() else { continue };
                 if !agent.on_host_shutdown(g, wake, view.as_ref()).await {
-                    guard = None;
+                    lost = guard.take().map(|g| Lost::new(g.into_logind()));
+                }
+            }
+            _ = lost_due(&lost) => {
+                let Some(l) = lost.take() else { continue };
+                match l.reach(&node, drain_timeout, &agent.metrics).await {
+                    Ok(g) => guard = Some(g),
+                    Err(l) => lost = Some(l),
                 }
             }
             _ = tick.tick() => {

@@ -177,6 +177,10 @@ impl HostShutdowns for SystemLogind {
     fn describe(&self) -> String {
         format!("logind on {}", self.address)
     }
+
+    async fn reconnect(&self) -> Result<SystemLogind, LogindError> {
+        SystemLogind::connect(&self.address).await
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,10 @@
 //! host. The decisions are pure, in [`decide`]. It must never hold a lock past the release rule
 //! (a host whose shutdown waits on rollboot is a host that cannot be shut down), never write any
 //! Node but the agent's own nor any key but `shutdown-requested`, and never stop the agent: a
-//! host without logind is said once and the agent goes on without it.
+//! host without logind is said once and the agent goes on without it. A logind whose bus
+//! connection ends is given back ([`Guard::into_logind`]) for the agent to reach again
+//! ([`HostShutdowns::reconnect`]); its lock goes with the guard, since nothing can be heard
+//! while the bus is away.
 
 pub mod dbus;
 pub mod decide;
@@ -81,6 +84,11 @@ pub trait HostShutdowns: Send {
 
     /// One phrase for the log: what and where.
     fn describe(&self) -> String;
+
+    /// A new connection to the same logind, after this one ended (the bus was restarted).
+    fn reconnect(&self) -> impl Future<Output = Result<Self, LogindError>> + Send
+    where
+        Self: Sized;
 }
 
 /// No host shutdowns to hear: the agent without logind (the simulator's agents today).
@@ -106,6 +114,10 @@ impl HostShutdowns for NoLogind {
     }
 
     fn describe(&self) -> String {
+        match *self {}
+    }
+
+    async fn reconnect(&self) -> Result<NoLogind, LogindError> {
         match *self {}
     }
 }
@@ -263,6 +275,12 @@ impl<L: HostShutdowns> Guard<L> {
         self.lock.is_some()
     }
 
+    /// Ends the guard, its lock let go, and gives its logind back (to reach it again with
+    /// [`HostShutdowns::reconnect`]).
+    pub fn into_logind(self) -> L {
+        self.logind
+    }
+
     /// The next thing to act on: a signal, the end of logind, or a due timer. Cancel-safe.
     pub async fn next(&mut self) -> Wake {
         let due = self.due();
@@ -365,8 +383,10 @@ impl<L: HostShutdowns> Guard<L> {
         }
     }
 
-    /// Acts on a due timer: the deadline of the lock, a write or a lock to try again.
-    pub async fn on_timer(&mut self, own: &OwnNode<'_>, view: Option<&NodeView>) {
+    /// Acts on a due timer: the deadline of the lock, a write or a lock to try again. Gives
+    /// what to say in an Event when the lock was let go at its deadline with the node not
+    /// drained.
+    pub async fn on_timer(&mut self, own: &OwnNode<'_>, view: Option<&NodeView>) -> Option<String> {
         let now = Instant::now();
         if self.retry_at.is_some_and(|t| t <= now) {
             self.retry_at = None;
@@ -382,9 +402,14 @@ impl<L: HostShutdowns> Guard<L> {
             .as_ref()
             .filter(|p| !p.released && p.release_at <= now)
             .map(|p| p.seen);
-        if let Some(seen) = late {
-            self.release(Release::Deadline, seen, own, view);
-        }
+        let seen = late?;
+        self.release(Release::Deadline, seen, own, view);
+        Some(format!(
+            "the host is shutting down by itself and logind's delay for it ({:.0} s, InhibitDelayMaxUSec) is nearly spent: the agent let its inhibitor go after {:.0} s with the node not drained ({}); the host shuts down with what is left on it",
+            self.delay_max.as_secs_f64(),
+            seen.elapsed().as_secs_f64(),
+            decide::state_words(view)
+        ))
     }
 
     /// Lets the lock go (closes its fd) for `cause`, saying how long it was held since the
