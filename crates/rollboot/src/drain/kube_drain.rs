@@ -102,7 +102,19 @@ impl DrainApi for KubeDrain {
             delete_options: Some(dp),
             ..Default::default()
         };
-        match api.evict(&pod.name, &ep).await {
+        // Sent from a task of its own: a drain stopped mid-way (its node uncordoned, its reboot
+        // no longer wanted, the leader gone) drops this future, and an eviction already sent
+        // must still get its answer. Cut off, the API server may or may not have evicted the
+        // pod, and answers the request 504.
+        let name = pod.name.clone();
+        let sent = tokio::spawn(async move { api.evict(&name, &ep).await });
+        let answer = match sent.await {
+            Ok(a) => a,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only when the runtime shuts down.
+            Err(e) => Err(kube::Error::Service(Box::new(e))),
+        };
+        match answer {
             Ok(_) => Ok(Evicted::Accepted),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(Evicted::Gone),
             // A UID precondition failure: the pod was replaced, so ours is gone.
