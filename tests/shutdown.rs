@@ -40,6 +40,8 @@ async fn a_host_that_shuts_down_by_itself_is_drained_before_logind_lets_it_go() 
     let mut h = harness(Duration::from_secs(30), 1.0).await;
     let node = "node-0001";
     let before = h.node(node).await.unwrap();
+    let on = h.cluster.world().undrained(node).len();
+    assert!(on > 0);
     h.host_shutdown(node).unwrap().await.unwrap();
     let records = h
         .shutdowns
@@ -51,6 +53,8 @@ async fn a_host_that_shuts_down_by_itself_is_drained_before_logind_lets_it_go() 
         .clone();
     let r = &records[0];
     assert!(r.drained_before_shutdown, "{r:?}");
+    // Each of its pods the drain evicts, evicted before the host went down.
+    assert_eq!(r.pods_evicted, on, "{r:?}");
     assert!(r.released_before_limit, "{r:?}");
     assert!(r.seconds_to_release < 25.0, "{r:?}");
     // Handed over once drained: no token for the agent, the host went down by itself.
@@ -93,6 +97,7 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
     // margin, so the agent lets it go at once.
     let mut h = harness(Duration::from_millis(50), 0.0).await;
     let node = "node-0002";
+    let on = h.cluster.world().undrained(node).len();
     h.host_shutdown(node).unwrap().await.unwrap();
     let records = h
         .shutdowns
@@ -104,6 +109,7 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
         .clone();
     let r = &records[0];
     assert!(!r.drained_before_shutdown && r.pods_left > 0, "{r:?}");
+    assert_eq!(r.pods_evicted + r.pods_left, on, "{r:?}");
     let (back, n) = h
         .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
         .await

@@ -640,8 +640,9 @@ impl Report {
         for u in &self.unplanned_shutdowns {
             let _ = writeln!(
                 s,
-                "  unplanned shutdown       {}: {} {:.2} s after PrepareForShutdown{}",
+                "  unplanned shutdown       {}: {} pod(s) evicted, {} {:.2} s after PrepareForShutdown{}",
                 u.node,
+                u.pods_evicted,
                 if u.drained_before_shutdown {
                     "drained, released".to_string()
                 } else {

@@ -27,6 +27,10 @@ pub struct UnplannedShutdown {
     pub drained_before_shutdown: bool,
     /// The pods (not DaemonSet or mirror pods) still on the node then.
     pub pods_left: usize,
+    /// The pods evicted between `PrepareForShutdown` and the host going down: those on the
+    /// node at the signal that were gone at the shutdown (the node is cordoned meanwhile, so
+    /// none comes in).
+    pub pods_evicted: usize,
     /// Real seconds from `PrepareForShutdown` to the release of the last inhibitor lock (or
     /// to logind's limit).
     pub seconds_to_release: f64,
@@ -90,6 +94,7 @@ impl Shutdowns {
             }
         };
         let start = Instant::now();
+        let pods_before = method.world.undrained(node).len();
         let sent = signals.is_some_and(|s| s.send(true).is_ok());
         // The agent hears it and, if it holds a lock, keeps it until drained: give it a moment
         // to be heard before the count is read.
@@ -107,6 +112,7 @@ impl Shutdowns {
                 node: node.into(),
                 drained_before_shutdown: pods_left == 0,
                 pods_left,
+                pods_evicted: pods_before.saturating_sub(pods_left),
                 seconds_to_release,
                 released_before_limit: released,
             });
