@@ -13,8 +13,10 @@
 //! by the recipe's run-rollboot.sh: the suite must SIGKILL and restart the leader and agents,
 //! and its fixed metrics ports could collide with another run.
 //!
-//! The flow, 20 or so flags over five nodes (about 7.5 minutes on 2 cores): node-1 and node-2 flagged
-//! together; the node with the most pods to evict of node-3..5, its leader killed mid-drain;
+//! The flow, 20 or so flags over five nodes (about 10 minutes on 2 cores): node-1 and node-2 flagged
+//! together; node-1's host rebooting itself over FleetLock; the busier of node-1 and node-2 shut
+//! down by its host, cancelled mid-drain then carried through (its agent on a fake logind); the
+//! node with the most pods to evict of node-3..5, its leader killed mid-drain;
 //! another, its leader killed as soon as it is `rebooting`; issue 22's cases (`e2e::faults`):
 //! four nodes flagged at once, each struck while its host is down for its acknowledged token,
 //! then two tokens the agent must refuse, each node cleared with `rollboot retry`, then the
@@ -54,12 +56,20 @@
 //! 18 a budget with maxUnavailable 0: the node fails within seconds, naming it;
 //! 19 a StatefulSet pod's ReadWriteOnce CSI volume: the reboot asked only once its
 //!   VolumeAttachment on the node is gone, the moved pod Ready elsewhere with no Multi-Attach.
+//! 20 a FleetLock host: pre-reboot granted only once drained and handed off, steady-state once
+//!   verified (the protocol's client of `tests/common/fleetlock_client.rs`, through a standby
+//!   replica).
+//! 21 a shutdown nobody coordinated, the agent's logind inhibitor on a fake logind
+//!   (`e2e::shutdown`): cancelled mid-drain, released; carried through, the lock let go once
+//!   drained, the node verified after the host's own reboot.
 //!
 //! Without `ROLLBOOT_REALCLUSTER_BIN` it prints one line and passes (see `e2e::setup`).
 //! `scripts/e2e-realcluster.sh` runs it; the README's "End-to-end on a real control plane"
 //! says how to build the plane.
 
 mod e2e;
+#[path = "common/fake_logind.rs"]
+mod fake_logind;
 #[path = "common/fleetlock_client.rs"]
 mod fleetlock_client;
 
@@ -187,8 +197,13 @@ struct Suite<'a> {
     struck: std::collections::BTreeSet<String>,
     /// Each controller's FleetLock address (its own config names its own port).
     fleetlock: Vec<(String, std::net::SocketAddr)>,
-    /// Reboots each host made by itself over FleetLock (no reboot command ran for them).
+    /// Reboots each host made by itself (over FleetLock, or a shutdown of its own: no reboot
+    /// command ran for them).
     host_reboots: BTreeMap<String, usize>,
+    /// The system bus each agent is given (`DBUS_SYSTEM_BUS_ADDRESS`): a fake logind's for
+    /// check 21; for the others an address where nothing listens, so no agent of the suite
+    /// ever asks this machine's own logind for a lock.
+    buses: BTreeMap<String, String>,
 }
 
 impl<'a> Suite<'a> {
@@ -258,6 +273,7 @@ impl<'a> Suite<'a> {
             struck: Default::default(),
             fleetlock: Vec::new(),
             host_reboots: BTreeMap::new(),
+            buses: BTreeMap::new(),
         };
         let mut blocked: Option<String> = None;
         phase!(
@@ -280,6 +296,12 @@ impl<'a> Suite<'a> {
             blocked,
             "a FleetLock host reboots itself",
             s.fleetlock_host(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "a host shuts down by itself",
+            s.host_shutdown(report)
         );
         phase!(
             report,
@@ -704,6 +726,12 @@ impl<'a> Suite<'a> {
                         .to_string(),
                 ),
                 ("NO_COLOR", "1".into()),
+                (
+                    "DBUS_SYSTEM_BUS_ADDRESS",
+                    self.buses.get(node).cloned().unwrap_or_else(|| {
+                        format!("unix:path={}", self.rb.join("no-system-bus").display())
+                    }),
+                ),
             ],
         )
     }
@@ -1744,7 +1772,7 @@ impl<'a> Suite<'a> {
                     failures.push(format!("{n}: ends in state {:?}, not done", v.state()));
                 }
                 notes.push(format!(
-                    "{n}: {flags} flag(s), {done} reboot(s) asked of the agent, {by_host} by the host over FleetLock, ends {}",
+                    "{n}: {flags} flag(s), {done} reboot(s) asked of the agent, {by_host} by the host itself (FleetLock, its own shutdown), ends {}",
                     v.state().unwrap_or("without a state")
                 ));
             }
@@ -1768,6 +1796,7 @@ impl<'a> Suite<'a> {
         let mut notes = Vec::new();
         let mut count = 0;
         let mut retried = 0;
+        let mut released = 0;
         let mut closest: Option<(f64, String)> = None;
         self.obs.with(|w| {
             for (name, vs) in &w.nodes {
@@ -1782,7 +1811,6 @@ impl<'a> Suite<'a> {
                         retried += 1;
                         continue;
                     }
-                    count += 1;
                     let taints = cur.lifecycle_taints();
                     // The version that cordoned it: the first of the unschedulable run.
                     let cordoned = vs[..i]
@@ -1791,6 +1819,25 @@ impl<'a> Suite<'a> {
                         .take_while(|v| v.unschedulable)
                         .last()
                         .expect("prev is unschedulable");
+                    // A cycle ended without a reboot, on the boot it was cordoned on, because
+                    // its reason went away: the host's shutdown cancelled (the agent removed
+                    // its request), or a FleetLock host gave its slot back (check 21 and 20
+                    // judge those).
+                    let cancelled = prev.rollboot.get("rollboot.dev/cycle-for").map(String::as_str)
+                        == Some("shutdown")
+                        && !prev.has("shutdown-requested");
+                    let given_back = prev
+                        .rollboot
+                        .get("rollboot.dev/fleetlock")
+                        .is_some_and(|f| f.contains("\"returned\""));
+                    if cur.state() == Some("done")
+                        && cur.boot_id == cordoned.boot_id
+                        && (cancelled || given_back)
+                    {
+                        released += 1;
+                        continue;
+                    }
+                    count += 1;
                     if cur.boot_id == cordoned.boot_id {
                         failures.push(format!(
                             "{name}: uncordoned at resourceVersion {} ({}) with the boot ID it had when cordoned ({}): not rebooted",
@@ -1832,7 +1879,7 @@ impl<'a> Suite<'a> {
             );
         }
         notes.push(format!(
-            "{count} uncordon(s) observed with every Node version from the start; {retried} more by `rollboot retry` of a failed node (not judged: no reboot to wait for)"
+            "{count} uncordon(s) observed with every Node version from the start; {retried} more by `rollboot retry` of a failed node, {released} more ending a cycle without a reboot (a shutdown cancelled, a FleetLock slot given back) (not judged: no reboot to wait for)"
         ));
         if let Some((gap, node)) = closest {
             notes.push(format!(
@@ -2101,7 +2148,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 27] = [
+const CHECKS: [(&str, &str); 28] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -2128,6 +2175,7 @@ const CHECKS: [(&str, &str); 27] = [
     ("18", "a PodDisruptionBudget with maxUnavailable 0 over a pod of the node: the node fails within 10 s of its drain's start with a reason naming the budget and a BudgetNeverAllows Event, no reboot command (issue 24, drain.whenBlocked.never); once the budget is gone, `rollboot retry`: one reboot"),
     ("19", "a StatefulSet pod with a ReadWriteOnce CSI volume (the real attach-detach controller's VolumeAttachment, the fake kubelet's attacher): its node's reboot is asked only after the VolumeAttachment of the evicted pod's volume on that node is gone; the moved pod is Ready on another node with no FailedAttachVolume Multi-Attach Event, and the cycle's end waited until the volume was attached there (issue 24, drain.volumes.waitForDetach and waitForReattach)"),
     ("20", "a FleetLock host (Zincati's protocol, asked through a standby replica): pre-reboot is 200 only once the node is cordoned, drained and its reboot handed to the host (no token, no reboot command), and again for the holder; the host reboots itself; steady-state is 200 once the node is verified, uncordoned and done (issue 27)"),
+    ("21", "a shutdown rollboot did not start (the agent's delay inhibitor on a fake logind): PrepareForShutdown(true) makes the agent write shutdown-requested and the controller cordon and drain the node at once; cancelled mid-drain (PrepareForShutdown(false)), the drain stops and the node is released, uncordoned, with a ReleasedWithoutReboot Event and no reboot; carried through, the agent lets its lock go only once the node is drained and handed to its host (no token, no reboot command), and after the host's own reboot the node is verified, uncordoned and done (issue 27)"),
     ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 

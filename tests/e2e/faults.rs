@@ -406,7 +406,7 @@ impl Suite<'_> {
 
     /// rollboot's Events about Node `node` with `reason`, as `kubectl get events -A` (admin)
     /// shows them: (type, message).
-    async fn events(&self, node: &str, reason: &str) -> Vec<(String, String)> {
+    pub(crate) async fn events(&self, node: &str, reason: &str) -> Vec<(String, String)> {
         let out = kubectl(&self.cluster.admin, &["get", "events", "-A", "-o", "json"]).await;
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&out.stdout) else {
             return Vec::new();
@@ -433,7 +433,7 @@ impl Suite<'_> {
     }
 
     /// Waits up to 15 s for an Event of [`Suite::events`] whose message passes `ok`.
-    async fn await_event(
+    pub(crate) async fn await_event(
         &self,
         node: &str,
         reason: &str,

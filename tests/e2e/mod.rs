@@ -12,6 +12,8 @@
 //! - [`faults`]: the phases of issue 22's cases: annotations garbled or written backwards
 //!   mid-reboot, the lock and leader Leases deleted, tokens an agent refuses (an unreadable ack,
 //!   a wrong host), the kube-apiserver stopped and killed mid-drain.
+//! - [`shutdown`]: issue 27's phase: a host's shutdown nobody coordinated, the agent's logind
+//!   inhibitor on a fake logind (cancelled mid-drain, then carried through).
 //! - [`volumes`]: issue 24's phase: a StatefulSet with ReadWriteOnce CSI volumes, the node of one
 //!   of its pods drained and rebooted only once the pod's VolumeAttachment is gone.
 //!
@@ -25,4 +27,5 @@ pub mod faults;
 pub mod observe;
 pub mod report;
 pub mod setup;
+pub mod shutdown;
 pub mod volumes;
