@@ -19,6 +19,12 @@ use tokio::sync::broadcast;
 use super::index::Index;
 use super::kinds::Kind;
 
+/// The Node labels kube-apiserver copies onto a Pod bound to it (PodTopologyLabels).
+pub const TOPOLOGY_LABELS: [&str; 2] = [
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+];
+
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -240,6 +246,34 @@ impl Store {
 
 impl Inner {
     /// One object.
+    /// kube-apiserver's PodTopologyLabels admission (on by default since v1.35): a pod
+    /// created on a node, or bound to one, gets that Node's `topology.kubernetes.io/zone` and
+    /// `topology.kubernetes.io/region` labels. A pod already on a node in the store keeps its
+    /// labels as written.
+    fn bind_topology(&self, value: &mut Value) {
+        let Some(node) = value["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+            return;
+        };
+        let key = super::index::key_of(
+            value["metadata"]["namespace"].as_str().unwrap_or_default(),
+            value["metadata"]["name"].as_str().unwrap_or_default(),
+        );
+        let bound = self
+            .get(Kind::Pod, &key)
+            .is_some_and(|e| e.idx.node_name.is_some());
+        if bound {
+            return;
+        }
+        let Some(n) = self.get(Kind::Node, node) else {
+            return;
+        };
+        for k in TOPOLOGY_LABELS {
+            if let Some(v) = n.idx.labels.get(k) {
+                value["metadata"]["labels"][k] = Value::String(v.clone());
+            }
+        }
+    }
+
     pub fn get(&self, kind: Kind, key: &str) -> Option<&Entry> {
         self.tables[&kind.storage()].objects.get(key)
     }
@@ -293,6 +327,9 @@ impl Inner {
     /// Writes `value` (canonical, complete but for resourceVersion) at the next revision.
     pub fn put(&mut self, kind: Kind, mut value: Value) -> Entry {
         let kind = kind.storage();
+        if kind == Kind::Pod {
+            self.bind_topology(&mut value);
+        }
         self.rv += 1;
         let rv = self.rv;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
@@ -749,6 +786,47 @@ mod tests {
         assert_eq!(keys(&mut inner.pods_with_label("a", "app", "db")), ["a/p"]);
         assert_eq!(keys(&mut inner.pods_owned_by("rs-2")), ["a/p"]);
         assert_eq!(keys(&mut inner.pods_on("n1")), ["a/p"]);
+    }
+
+    #[test]
+    fn a_pod_bound_to_a_node_gets_its_topology_labels_as_kube_apiserver_gives_them() {
+        let store = Store::new(100);
+        let mut inner = store.lock();
+        inner.put(
+            Kind::Node,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {
+                "topology.kubernetes.io/zone": "zone-b", "topology.kubernetes.io/region": "r-1",
+                "kubernetes.io/hostname": "n1"}}}),
+        );
+        let labels =
+            |inner: &Inner, key: &str| inner.get(Kind::Pod, key).unwrap().idx.labels.clone();
+        // Created unbound, then bound: the zone and region at the binding, no other label.
+        inner.put(Kind::Pod, pod("a", "p", None));
+        assert!(labels(&inner, "a/p").is_empty());
+        let e = inner.put(Kind::Pod, pod("a", "p", Some("n1")));
+        assert_eq!(
+            e.idx
+                .labels
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            Some("zone-b")
+        );
+        assert_eq!(
+            e.idx
+                .labels
+                .get("topology.kubernetes.io/region")
+                .map(String::as_str),
+            Some("r-1")
+        );
+        assert!(!e.idx.labels.contains_key("kubernetes.io/hostname"));
+        // Created on a node: the same.
+        let e = inner.put(Kind::Pod, pod("a", "q", Some("n1")));
+        assert_eq!(e.idx.labels.len(), 2);
+        // A later write of a bound pod keeps its labels as written.
+        let mut v = pod("a", "q", Some("n1"));
+        v["metadata"]["labels"] = json!({"app": "web"});
+        let e = inner.put(Kind::Pod, v);
+        assert_eq!(e.idx.labels.keys().collect::<Vec<_>>(), ["app"]);
     }
 
     /// A node's pods, from the node index, are those a scan of every pod finds, in key order

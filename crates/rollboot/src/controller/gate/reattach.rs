@@ -2,7 +2,8 @@
 //! pods' replacements run (`drain.volumes.waitForReattach`), pure.
 //!
 //! Owns how a replacement is found (among the pods of the claim's namespace that carry the
-//! evicted pod's labels, less those that name one pod or one revision: the pod that mounts the
+//! evicted pod's labels, less those that name one pod, one revision or the node's topology:
+//! the pod that mounts the
 //! same claim, not being deleted), where each volume stands ([`Where`]), and [`Reattach`],
 //! which keeps what is still waited for and says it. It must never do I/O, hold a client or
 //! read a clock: the pods and VolumeAttachments are read by the health phase
@@ -16,13 +17,20 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::drain::volumes::attachment_of_unique;
 use crate::drain::{claims_of, Moved};
 
-/// Labels that name one pod or one revision of its controller: a replacement does not carry
-/// the evicted pod's values of them (a StatefulSet's replacement keeps its pod's name anyway).
+/// Labels that name one pod, one revision of its controller or the place it was bound to: a
+/// replacement does not carry the evicted pod's values of them (a StatefulSet's replacement
+/// keeps its pod's name anyway). The topology ones are copied from the Node onto the Pod at
+/// binding by kube-apiserver's PodTopologyLabels admission (on by default since v1.35): a
+/// replacement in another zone has another value, and a selector with the old one never finds
+/// it (the real-control-plane suite's check 19 failed so, when db-0 moved from zone-b to
+/// zone-c).
 pub const PER_POD_LABELS: &[&str] = &[
     "statefulset.kubernetes.io/pod-name",
     "apps.kubernetes.io/pod-index",
     "controller-revision-hash",
     "pod-template-hash",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
 ];
 
 /// The label selector (`k=v,...`) that lists the candidates for `m`'s replacement in its
@@ -211,6 +219,15 @@ mod tests {
     #[test]
     fn candidates_are_listed_by_the_labels_the_replacement_shares() {
         assert_eq!(candidates_selector(&moved("pg-0", "data-pg-0")), "app=pg");
+        // The zone and region kube-apiserver copied from the evicted pod's node at binding.
+        let mut zoned = moved("pg-0", "data-pg-0");
+        for (k, v) in [
+            ("topology.kubernetes.io/zone", "zone-b"),
+            ("topology.kubernetes.io/region", "r-1"),
+        ] {
+            zoned.labels.insert(k.into(), v.into());
+        }
+        assert_eq!(candidates_selector(&zoned), "app=pg");
         let mut bare = moved("solo", "c");
         bare.labels.clear();
         assert_eq!(candidates_selector(&bare), "");
