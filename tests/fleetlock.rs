@@ -295,3 +295,26 @@ async fn a_rollout_with_fleetlock_hosts_keeps_every_invariant() {
     assert!(r.max_nodes_out <= 2);
     assert_eq!(r.pdb_violations, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleetlock_hosts_own_reboot_is_not_held_by_a_stall_meant_for_its_agent() {
+    // The chaos campaign's seed 18: a `stallAgent` queued on a FleetLock host, whose agent
+    // never reboots it, was taken by the host's own reboot, which then never happened.
+    let mut h = harness(2, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    replicas(&h).await;
+    let node = "node-0001";
+    let before = h.node(node).await.unwrap();
+    *h.host.stall.lock().unwrap().entry(node.into()).or_default() += 1;
+    h.start_zincati(node, Duration::from_millis(50));
+    h.fleetlock.pending.lock().unwrap().insert(node.into());
+    let (done, n) = h
+        .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(done, "{n:?}");
+    assert_ne!(n.boot_id, before.boot_id);
+    assert_eq!(h.reboots(node), 1);
+    // Still queued for the agent, which was never asked to reboot.
+    assert_eq!(h.host.stall.lock().unwrap().get(node), Some(&1));
+    h.shutdown().await;
+}

@@ -150,6 +150,29 @@ pub struct SimReboot {
 }
 
 impl SimReboot {
+    /// The host reboots: the command (which a `hostFails` fault makes fail), then down and,
+    /// unless a `hostHangs` fault holds it, up again on a new boot. Without the agent's part:
+    /// a host that reboots by itself (its FleetLock client) is not held by a stall of the
+    /// agent (`stallAgent`), which the agent's reboot ([`RebootMethod::reboot`]) plays first.
+    pub fn reboot_itself(&self, token: &str) -> Result<(), AgentError> {
+        let node = self.on.as_str();
+        if self.host.failing.lock().expect("failing").contains(node) {
+            return Err(AgentError::Reboot {
+                node: node.into(),
+                reason: "the simulated reboot command failed".into(),
+            });
+        }
+        self.going_down(node);
+        // A broken host hangs in its reboot: it never comes back, and no agent runs on it (an
+        // agent still running in the simulator reads no boot ID there) until it is fixed
+        // (`Harness::fix_host`). One that could report its token lost would ask for, and run,
+        // a second reboot command (the chaos campaign: hostHangs with killAgent).
+        if !self.host.broken.lock().expect("broken").contains(node) {
+            self.world.reboot(node, token);
+        }
+        Ok(())
+    }
+
     /// The host shuts down by itself (and comes back on a new boot): counted as a reboot of
     /// its host, under `token`, with no check that it was drained: an unplanned shutdown is the
     /// host's, and the report says what was left on it.
@@ -195,13 +218,7 @@ impl RebootMethod for SimReboot {
                 _ => false,
             }
         };
-        if self.host.failing.lock().expect("failing").contains(node) {
-            return Err(AgentError::Reboot {
-                node: node.into(),
-                reason: "the simulated reboot command failed".into(),
-            });
-        }
-        if stalls {
+        if stalls && !self.host.failing.lock().expect("failing").contains(node) {
             tracing::info!(
                 node,
                 token,
@@ -209,15 +226,7 @@ impl RebootMethod for SimReboot {
             );
             return std::future::pending().await;
         }
-        self.going_down(node);
-        // A broken host hangs in its reboot: it never comes back, and no agent runs on it (an
-        // agent still running in the simulator reads no boot ID there) until it is fixed
-        // (`Harness::fix_host`). One that could report its token lost would ask for, and run,
-        // a second reboot command (the chaos campaign: hostHangs with killAgent).
-        if !self.host.broken.lock().expect("broken").contains(node) {
-            self.world.reboot(node, token);
-        }
-        Ok(())
+        self.reboot_itself(token)
     }
 
     /// The simulated host's boot ID: the one its kubelet reports once the host is up, none

@@ -140,7 +140,8 @@ pub async fn run(
                 tokio::time::sleep(poll).await;
             };
             let token = format!("fleetlock-{node}-{grants}");
-            match method.reboot(&node, &token).await {
+            // The host's own reboot: not the agent's, so not held by a stall of the agent.
+            match method.reboot_itself(&token) {
                 Ok(()) => break before,
                 // Zincati keeps its slot and tries again once it is still allowed to (a node
                 // failed meanwhile is not 200 any more).
