@@ -183,6 +183,17 @@ impl SimReboot {
         Ok(())
     }
 
+    /// How many times the host went down so far (its reboots and shutdowns).
+    pub fn downs(&self) -> usize {
+        self.host
+            .reboots
+            .lock()
+            .expect("reboots")
+            .get(&self.on)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The host of `node` goes down: its sentinel is gone with the boot, the reboot counted,
     /// and the boot it leaves remembered (it is down until its Node reports another).
     fn going_down(&self, node: &str) {

@@ -116,8 +116,15 @@ pub async fn run(
         }
         let asked = std::time::Instant::now();
         let mut first = true;
+        // The host knows its own boot; the simulation reads it from the kubelet's Node, which
+        // a fault may delete for a moment: the last one read stands in then.
+        let mut known = method.boot_id(&node);
+        let downs = method.downs();
         let before = loop {
             while ask(Endpoint::PreReboot).await != 200 {
+                if let Some(b) = method.boot_id(&node) {
+                    known = Some(b);
+                }
                 tokio::time::sleep(poll).await;
             }
             if first {
@@ -131,18 +138,20 @@ pub async fn run(
                 hosts.hold(&node, true);
             }
             grants += 1;
-            // The host knows its own boot; the simulation reads it from the kubelet's Node,
-            // which a fault may have deleted for a moment: read again until it is there.
-            let before = loop {
-                if let Some(b) = method.boot_id(&node) {
-                    break b;
-                }
-                tokio::time::sleep(poll).await;
-            };
+            // A host that went down meanwhile (a shutdown of its own) took this Zincati with
+            // it: the staged update went in with that boot, and the Zincati of the new boot
+            // starts over.
+            if method.downs() != downs {
+                break None;
+            }
+            // It reboots at once on 200, as a real host does: waiting for its Node to be
+            // there again would reboot it later, on whatever the Node says then (a Node
+            // registered again is not cordoned).
+            let before = method.boot_id(&node).or_else(|| known.clone());
             let token = format!("fleetlock-{node}-{grants}");
             // The host's own reboot: not the agent's, so not held by a stall of the agent.
             match method.reboot_itself(&token) {
-                Ok(()) => break before,
+                Ok(()) => break Some(before),
                 // Zincati keeps its slot and tries again once it is still allowed to (a node
                 // failed meanwhile is not 200 any more).
                 Err(e) => {
@@ -153,7 +162,11 @@ pub async fn run(
         };
         hosts.pending.lock().expect("pending").remove(&node);
         // Up again on a new boot (a host that hangs stays down until fixed).
-        while method.boot_id(&node).is_none_or(|b| b == before) {
+        let before = before.unwrap_or(known);
+        while method
+            .boot_id(&node)
+            .is_none_or(|b| Some(&b) == before.as_ref())
+        {
             tokio::time::sleep(poll).await;
         }
     }
