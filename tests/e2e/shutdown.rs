@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::audit::{self, Cut};
+use super::observe::NodeVersion;
 use super::report::Report;
 use crate::fake_logind::{closed_within, FakeLogind, Inhibited, PrivateBus};
 use crate::{reboot_requests, reboots, title, Suite, CYCLE_TIMEOUT};
@@ -126,12 +127,7 @@ impl Suite<'_> {
             .obs
             .wait(CYCLE_TIMEOUT, |w| {
                 let v = w.node(&n)?;
-                (v.state() == Some("done")
-                    && !v.unschedulable
-                    && !v.has("cordoned-by")
-                    && !v.has("shutdown-requested")
-                    && !v.has("cycle-for"))
-                .then(|| w.evictable_on(&n).len())
+                (ended_uncordoned(v) && !v.has("cycle-for")).then(|| w.evictable_on(&n).len())
             })
             .await;
         match released {
@@ -238,12 +234,7 @@ impl Suite<'_> {
         let done = self
             .obs
             .wait(CYCLE_TIMEOUT, |w| {
-                let v = w.node(&n)?;
-                (v.state() == Some("done")
-                    && !v.unschedulable
-                    && !v.has("cordoned-by")
-                    && !v.has("shutdown-requested"))
-                .then_some(())
+                ended_uncordoned(w.node(&n)?).then_some(())
             })
             .await;
         if done.is_none() {
@@ -284,4 +275,13 @@ impl Suite<'_> {
             )
         })
     }
+}
+
+/// The cycle is over and left nothing of rollboot's: `done`, uncordoned, and neither the
+/// cordon's record nor the agent's shutdown request left on the Node.
+fn ended_uncordoned(v: &NodeVersion) -> bool {
+    v.state() == Some("done")
+        && !v.unschedulable
+        && !v.has("cordoned-by")
+        && !v.has("shutdown-requested")
 }
