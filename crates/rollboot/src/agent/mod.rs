@@ -653,67 +653,6 @@ impl<R: RebootMethod> Agent<'_, R> {
     }
 }
 
-/// The first wait before reaching logind again after its bus connection ended, doubled after
-/// each failed try up to [`RECONNECT_MAX`].
-const RECONNECT_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
-const RECONNECT_MAX: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// A logind whose bus connection ended, to be reached again (a restarted system bus).
-struct Lost<L> {
-    logind: L,
-    at: tokio::time::Instant,
-    wait: std::time::Duration,
-    tries: u32,
-}
-
-impl<L: HostShutdowns> Lost<L> {
-    fn new(logind: L) -> Lost<L> {
-        Lost {
-            logind,
-            at: tokio::time::Instant::now() + RECONNECT_FIRST,
-            wait: RECONNECT_FIRST,
-            tries: 0,
-        }
-    }
-
-    /// One try: the guard again, holding a new lock; or `self` back, for a later try (the
-    /// first failure said at warn level, the others at debug).
-    async fn reach(
-        mut self,
-        node: &str,
-        drain_timeout: std::time::Duration,
-        metrics: &AgentMetrics,
-    ) -> Result<logind::Guard<L>, Lost<L>> {
-        self.tries += 1;
-        let failed = match self.logind.reconnect().await {
-            Ok(l) => match logind::Guard::start(l, node, drain_timeout, metrics).await {
-                Some((g, _)) => {
-                    tracing::info!(node, tries = self.tries, "logind reached again");
-                    return Ok(g);
-                }
-                None => "logind answered no lock".to_string(),
-            },
-            Err(e) => e.to_string(),
-        };
-        if self.tries == 1 {
-            tracing::warn!(node, error = %failed, "logind cannot be reached again yet; trying again, waiting longer each time (up to a minute)");
-        } else {
-            tracing::debug!(node, error = %failed, tries = self.tries, "logind still out of reach");
-        }
-        self.wait = (self.wait * 2).min(RECONNECT_MAX);
-        self.at = tokio::time::Instant::now() + self.wait;
-        Err(self)
-    }
-}
-
-/// When to try to reach a lost logind again; never, with none lost.
-async fn lost_due<L>(lost: &Option<Lost<L>>) {
-    match lost {
-        Some(l) => tokio::time::sleep_until(l.at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The next wake of the logind guard; never, without one.
 async fn host_shutdown_wake<L: HostShutdowns>(
     guard: &mut Option<logind::Guard<L>>,
@@ -783,7 +722,7 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
         check_left_over: true,
     };
     let mut guard = None;
-    let mut lost: Option<Lost<L>> = None;
+    let mut lost: Option<logind::Lost<L>> = None;
     let drain_timeout = config.drain.timeout.to_std();
     if let Some(l) = host {
         if let Some((g, preparing)) =
@@ -826,10 +765,10 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
             wake = host_shutdown_wake(&mut guard) => {
                 let Some(g) = guard.as_mut() else { continue };
                 if !agent.on_host_shutdown(g, wake, view.as_ref()).await {
-                    lost = guard.take().map(|g| Lost::new(g.into_logind()));
+                    lost = guard.take().map(|g| logind::Lost::new(g.into_logind()));
                 }
             }
-            _ = lost_due(&lost) => {
+            _ = logind::Lost::due(&lost) => {
                 let Some(l) = lost.take() else { continue };
                 match l.reach(&node, drain_timeout, &agent.metrics).await {
                     Ok(g) => guard = Some(g),

@@ -10,9 +10,9 @@
 //! (a host whose shutdown waits on rollboot is a host that cannot be shut down), never write any
 //! Node but the agent's own nor any key but `shutdown-requested`, and never stop the agent: a
 //! host without logind is said once and the agent goes on without it. A logind whose bus
-//! connection ends is given back ([`Guard::into_logind`]) for the agent to reach again
-//! ([`HostShutdowns::reconnect`]); its lock goes with the guard, since nothing can be heard
-//! while the bus is away.
+//! connection ends is given back ([`Guard::into_logind`]) and reached again ([`Lost`], through
+//! [`HostShutdowns::reconnect`]) with the same back-off as a lock taken again; its lock goes
+//! with the guard, since nothing can be heard while the bus is away.
 
 pub mod dbus;
 pub mod decide;
@@ -191,10 +191,16 @@ struct Pending {
 }
 
 /// How long a failed write of `shutdown-requested`, or a lock that could not be taken again,
-/// waits before the next try.
+/// waits before the next try; also the first wait before reaching a lost logind again.
 const RETRY: Duration = Duration::from_secs(1);
-/// The longest wait between tries to take the lock again after a cancel.
-const RELOCK_MAX: Duration = Duration::from_secs(60);
+/// The longest wait between tries to take the lock again after a cancel, or to reach logind
+/// again after its bus connection ended.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The wait after `last` (none yet: [`RETRY`]), doubled up to [`RETRY_MAX`].
+fn backoff(last: Option<Duration>) -> Duration {
+    last.map_or(RETRY, |w| (w * 2).min(RETRY_MAX))
+}
 
 /// The agent's inhibitor lock and the shutdown it holds back.
 pub struct Guard<L: HostShutdowns> {
@@ -206,7 +212,7 @@ pub struct Guard<L: HostShutdowns> {
     /// again when `retry_at` is due.
     unwritten: Option<Option<String>>,
     /// The lock could not be taken again after a cancel: tried again when `retry_at` is due,
-    /// waiting `relock_wait` (doubling up to [`RELOCK_MAX`]).
+    /// waiting `relock_wait` (doubling up to [`RETRY_MAX`]).
     relock_wait: Option<Duration>,
     retry_at: Option<Instant>,
 }
@@ -466,7 +472,7 @@ impl<L: HostShutdowns> Guard<L> {
                 }
             }
             Err(e) => {
-                let wait = self.relock_wait.map_or(RETRY, |w| (w * 2).min(RELOCK_MAX));
+                let wait = backoff(self.relock_wait);
                 if self.relock_wait.is_none() {
                     tracing::warn!(node = own.node, error = %e, "could not take a new logind inhibitor; trying again");
                 }
@@ -479,5 +485,63 @@ impl<L: HostShutdowns> Guard<L> {
     fn retry_soon(&mut self, wait: Duration) {
         let t = Instant::now() + wait;
         self.retry_at = Some(self.retry_at.map_or(t, |r| r.min(t)));
+    }
+}
+
+/// A logind whose bus connection ended, to be reached again (a restarted system bus): tried
+/// after [`RETRY`], then waiting twice as long each time, up to [`RETRY_MAX`].
+pub struct Lost<L> {
+    logind: L,
+    at: Instant,
+    wait: Duration,
+    tries: u32,
+}
+
+impl<L: HostShutdowns> Lost<L> {
+    /// The logind of a guard whose bus connection ended ([`Guard::into_logind`]).
+    pub fn new(logind: L) -> Lost<L> {
+        Lost {
+            logind,
+            at: Instant::now() + RETRY,
+            wait: RETRY,
+            tries: 0,
+        }
+    }
+
+    /// One try: the guard again, holding a new lock; or `self` back, for a later try (the
+    /// first failure said at warn level, the others at debug).
+    pub async fn reach(
+        mut self,
+        node: &str,
+        drain_timeout: Duration,
+        metrics: &AgentMetrics,
+    ) -> Result<Guard<L>, Lost<L>> {
+        self.tries += 1;
+        let failed = match self.logind.reconnect().await {
+            Ok(l) => match Guard::start(l, node, drain_timeout, metrics).await {
+                Some((g, _)) => {
+                    tracing::info!(node, tries = self.tries, "logind reached again");
+                    return Ok(g);
+                }
+                None => "logind answered no lock".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if self.tries == 1 {
+            tracing::warn!(node, error = %failed, "logind cannot be reached again yet; trying again, waiting longer each time (up to a minute)");
+        } else {
+            tracing::debug!(node, error = %failed, tries = self.tries, "logind still out of reach");
+        }
+        self.wait = backoff(Some(self.wait));
+        self.at = Instant::now() + self.wait;
+        Err(self)
+    }
+
+    /// When to try again; never, with none lost.
+    pub async fn due(lost: &Option<Lost<L>>) {
+        match lost {
+            Some(l) => tokio::time::sleep_until(l.at).await,
+            None => std::future::pending().await,
+        }
     }
 }
