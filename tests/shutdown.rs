@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use rollboot::node::NodeState;
 use rollboot_sim::sim::Scenario;
+use rollboot_sim::simulate::shutdowns::UnplannedShutdown;
 use rollboot_sim::simulate::{sim_config, Harness};
 
 #[path = "common/log.rs"]
@@ -35,6 +36,11 @@ async fn harness(delay: Duration, pdb_share: f64) -> Harness {
     h
 }
 
+/// The first unplanned shutdown the simulator played, as the report has it.
+fn first_shutdown(h: &Harness) -> UnplannedShutdown {
+    h.shutdowns.as_ref().unwrap().records.lock().unwrap()[0].clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_host_that_shuts_down_by_itself_is_drained_before_logind_lets_it_go() {
     let mut h = harness(Duration::from_secs(30), 1.0).await;
@@ -43,15 +49,7 @@ async fn a_host_that_shuts_down_by_itself_is_drained_before_logind_lets_it_go() 
     let on = h.cluster.world().undrained(node).len();
     assert!(on > 0);
     h.host_shutdown(node).unwrap().await.unwrap();
-    let records = h
-        .shutdowns
-        .as_ref()
-        .unwrap()
-        .records
-        .lock()
-        .unwrap()
-        .clone();
-    let r = &records[0];
+    let r = &first_shutdown(&h);
     assert!(r.drained_before_shutdown, "{r:?}");
     // Each of its pods the drain evicts, evicted before the host went down.
     assert_eq!(r.pods_evicted, on, "{r:?}");
@@ -99,15 +97,7 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
     let node = "node-0002";
     let on = h.cluster.world().undrained(node).len();
     h.host_shutdown(node).unwrap().await.unwrap();
-    let records = h
-        .shutdowns
-        .as_ref()
-        .unwrap()
-        .records
-        .lock()
-        .unwrap()
-        .clone();
-    let r = &records[0];
+    let r = &first_shutdown(&h);
     assert!(!r.drained_before_shutdown && r.pods_left > 0, "{r:?}");
     assert_eq!(r.pods_evicted + r.pods_left, on, "{r:?}");
     let (back, n) = h

@@ -140,6 +140,18 @@ pub struct Host {
     pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
+impl Host {
+    /// How many times `node`'s host went down so far (its reboots and shutdowns).
+    pub fn downs(&self, node: &str) -> usize {
+        self.reboots
+            .lock()
+            .expect("reboots")
+            .get(node)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// The simulator's reboot method: the world reboots the host (new bootID after the scenario's
 /// reboot time). The host is the one of node `on`: its agent's own, or another one's where a
 /// test starts an agent on the wrong host ([`Harness::start_agent_on`]).
@@ -185,13 +197,7 @@ impl SimReboot {
 
     /// How many times the host went down so far (its reboots and shutdowns).
     pub fn downs(&self) -> usize {
-        self.host
-            .reboots
-            .lock()
-            .expect("reboots")
-            .get(&self.on)
-            .copied()
-            .unwrap_or(0)
+        self.host.downs(&self.on)
     }
 
     /// The host of `node` goes down: its sentinel is gone with the boot, the reboot counted,
@@ -689,13 +695,7 @@ impl Harness {
 
     /// Reboots performed on `node` so far.
     pub fn reboots(&self, node: &str) -> usize {
-        self.host
-            .reboots
-            .lock()
-            .expect("reboots")
-            .get(node)
-            .copied()
-            .unwrap_or(0)
+        self.host.downs(node)
     }
 
     /// Polls `cond` on the nodes every 100 ms until it holds or `timeout` passes; returns
