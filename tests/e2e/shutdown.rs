@@ -169,25 +169,51 @@ impl Suite<'_> {
             ));
         }
         let held = seen.elapsed();
-        // What the Node said when the lock was let go: drained, handed to its host.
-        let (left, at_release) = self.obs.with(|w| {
-            let left: Vec<String> = w.evictable_on(node).iter().map(|p| p.key.clone()).collect();
-            let v = w.node(node).map(|v| {
-                (
-                    v.unschedulable,
-                    v.state().map(String::from),
-                    v.has("handed-off"),
-                    v.has("reboot"),
-                )
-            });
-            (left, v)
-        });
-        match at_release {
-            Some((true, Some(s), true, false)) if s == "rebooting" => {}
-            other => failures.push(format!(
-                "at the lock's release: (cordoned, state, handed-off, reboot token) = {other:?}, want (true, rebooting, true, false)"
+        let released = Utc::now();
+        // The suite's watch may be a moment behind the agent's: the version the agent acted on
+        // is the first since the signal that says `rebooting` and `handed-off`. The lock must
+        // not have gone before that version was written (its `state-since`, the controller's
+        // clock on this machine), and it carries no token.
+        let handed = self
+            .obs
+            .wait(Duration::from_secs(10), |w| {
+                w.node_since(&n, t1)
+                    .into_iter()
+                    .find(|v| v.state() == Some("rebooting") && v.has("handed-off"))
+                    .map(|v| {
+                        (
+                            v.unschedulable,
+                            v.has("reboot"),
+                            v.rollboot.get("rollboot.dev/state-since").cloned(),
+                        )
+                    })
+            })
+            .await;
+        match handed {
+            None => failures.push(format!(
+                "no version since PrepareForShutdown(true) says rebooting and handed-off, within 10 s of the lock's release: {}",
+                self.describe(node)
             )),
+            Some((cordoned, token, since)) => {
+                if !cordoned || token {
+                    failures.push(format!(
+                        "the hand-off: cordoned {cordoned}, a reboot token written {token}; want cordoned and no token"
+                    ));
+                }
+                let since = since
+                    .as_deref()
+                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok());
+                if since.is_none_or(|t| t > released) {
+                    failures.push(format!(
+                        "the lock was let go at {released} before the hand-off was written (state-since {since:?})"
+                    ));
+                }
+            }
         }
+        // The drain ended before the hand-off was written: nothing left to evict.
+        let left: Vec<String> = self
+            .obs
+            .with(|w| w.evictable_on(node).iter().map(|p| p.key.clone()).collect());
         if !left.is_empty() {
             failures.push(format!(
                 "the lock was let go with pods left to evict: {left:?}"
