@@ -569,8 +569,25 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
         pod: &PodRef,
         budgets: Vec<Covering>,
     ) -> Result<Vec<String>, DrainError> {
+        // `disruptedPods` changes with every eviction admitted: read now, not taken from the
+        // drain's first read of its budgets (`covering`), which may predate the eviction whose
+        // deletion never happened (a refusal, then an eviction cut off and refused again).
+        let labels = self
+            .found
+            .drained()
+            .find(|p| PodRef::of(p) == *pod)
+            .and_then(|p| p.metadata.labels.clone())
+            .unwrap_or_default();
+        let now_read = self.api.budgets(&pod.namespace, &[labels]).await?;
         let mut notes = Vec::new();
-        for b in budgets {
+        for mut b in budgets {
+            if let Some(fresh) = now_read
+                .iter()
+                .map(|f| covering_budget(&pod.namespace, f))
+                .find(|f| f.name == b.name)
+            {
+                b.disrupted = fresh.disrupted;
+            }
             let mut deleting = BTreeMap::new();
             for listed in b.disrupted.keys() {
                 deleting.insert(

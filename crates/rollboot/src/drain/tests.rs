@@ -174,6 +174,19 @@ struct Fake {
     calls: Mutex<Vec<String>>,
     /// The Node's record of the volumes its drain waits for.
     recorded: Mutex<BTreeSet<volumes::Volume>>,
+    /// Answers given first to last before anything else, whatever the pod.
+    script: Mutex<std::collections::VecDeque<Scripted>>,
+}
+
+/// One answer of [`Fake::script`].
+enum Scripted {
+    /// Refused by `web-pdb`.
+    Blocked,
+    /// Accepted.
+    Accepted,
+    /// Admitted into `web-pdb`'s `disruptedPods`, the pod never deleted, answered 504: the
+    /// evicting request was cut off between the two writes.
+    Abandoned,
 }
 
 impl Fake {
@@ -197,6 +210,7 @@ impl Fake {
             attachments: Mutex::default(),
             calls: Mutex::default(),
             recorded: Mutex::default(),
+            script: Mutex::default(),
         }
     }
 }
@@ -221,6 +235,29 @@ impl DrainApi for Fake {
             .lock()
             .unwrap()
             .push(format!("evict {}", pod.name));
+        let blocked = || Evicted::Blocked {
+            message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
+                .into(),
+            retry_after: Some(Duration::from_millis(5)),
+        };
+        match self.script.lock().unwrap().pop_front() {
+            Some(Scripted::Blocked) => return Ok(blocked()),
+            Some(Scripted::Accepted) => return Ok(Evicted::Accepted),
+            Some(Scripted::Abandoned) => {
+                self.disrupted
+                    .lock()
+                    .unwrap()
+                    .insert(pod.name.clone(), Utc::now());
+                self.pod_states
+                    .lock()
+                    .unwrap()
+                    .insert(pod.name.clone(), Some(false));
+                return Ok(Evicted::ServerError(
+                    "Timeout: request did not complete within requested timeout".into(),
+                ));
+            }
+            None => {}
+        }
         let mut denials = self.denials.lock().unwrap();
         if !denials.is_empty() {
             return Ok(Evicted::Denied(denials.remove(0)));
@@ -241,11 +278,7 @@ impl DrainApi for Fake {
         let mut b = self.blocked_for.lock().unwrap();
         if *b > 0 {
             *b -= 1;
-            return Ok(Evicted::Blocked {
-                message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
-                    .into(),
-                retry_after: Some(Duration::from_millis(5)),
-            });
+            return Ok(blocked());
         }
         Ok(Evicted::Accepted)
     }
@@ -677,6 +710,43 @@ async fn a_refusal_by_a_budget_holding_a_phantom_disruption_says_so_in_its_event
             && events[0].contains("counts pod web-0 as disrupted")
             && events[0].contains("not being deleted")
             && events[0].contains("Kubernetes stops counting it"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_phantom_that_appears_after_the_budgets_were_first_read_is_still_explained() {
+    // web-1 is refused (the budgets are read for its Event, nothing disrupted yet), then
+    // accepted; web-2's eviction is admitted into the budget and cut off (504), and its
+    // retry is refused by that very entry: the Event must name it, read then, not from the
+    // drain's first read of the budgets.
+    let api = Fake::new(
+        vec![
+            pod("web-1", Some("ReplicaSet")),
+            pod("web-2", Some("ReplicaSet")),
+        ],
+        0,
+    );
+    api.script.lock().unwrap().extend([
+        Scripted::Blocked,
+        Scripted::Accepted,
+        Scripted::Abandoned,
+        Scripted::Blocked,
+    ]);
+    let c = Drain {
+        concurrent_evictions: 1,
+        ..quick()
+    };
+    drain_n1(&api, &c, chrono::Duration::seconds(5), &ok)
+        .await
+        .unwrap();
+    let events = api.events.lock().unwrap();
+    let web2 = events
+        .iter()
+        .find(|e| e.starts_with("EvictionBlocked") && e.contains("default/web-2"))
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(
+        web2.contains("counts pod web-2 as disrupted") && web2.contains("not being deleted"),
         "{events:?}"
     );
 }
