@@ -91,3 +91,44 @@ async fn a_node_passed_over_for_a_held_budget_is_taken_once_it_has_room() {
     assert!(inv.max_nodes_unavailable <= 3);
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_drain_refused_by_its_budget_asks_again_once_the_budget_has_room() {
+    log();
+    // Nodes in order (no pass over), siblings on consecutive nodes: drains are refused by
+    // budgets their neighbours' drains hold. The retry interval is an hour: only the budget's
+    // watch seeing room again brings the next eviction, and the rollout ends within minutes.
+    let config = sim_config(
+        "concurrency: {maxNodes: 3, passOverFor: 0s}\nnodes: {order: name}\n\
+         drain: {evictionRetryInterval: 1h, timeout: 1h}\n",
+    )
+    .unwrap();
+    let mut h = Harness::start(siblings_on_consecutive_nodes(), config)
+        .await
+        .unwrap();
+    let all = h.node_names().await.unwrap();
+    h.start_rollout_flagged(&all).await.unwrap();
+    let names: BTreeSet<String> = all.into_iter().collect();
+    let done = h
+        .wait_for(Duration::from_secs(90), |ns| Harness::finished(ns, &names))
+        .await
+        .unwrap();
+    let blocked = h.events("EvictionBlocked").await.unwrap();
+    assert!(done, "not finished; refusals: {blocked:?}");
+    assert!(
+        !blocked.is_empty(),
+        "siblings on consecutive nodes under maxNodes 3, nodes in order: some eviction must \
+         have been refused"
+    );
+    for n in h.nodes().await.unwrap() {
+        assert_eq!(n.state, Some(NodeState::Done), "{}", n.name);
+        assert_eq!(h.reboots(&n.name), 1, "{}", n.name);
+    }
+    let inv = h.cluster.invariants();
+    assert!(
+        inv.pdb_violations.is_empty(),
+        "PDB violations: {:?}",
+        inv.pdb_violations
+    );
+    h.shutdown().await;
+}

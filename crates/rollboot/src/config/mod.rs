@@ -218,7 +218,9 @@ pub enum NodeOrder {
 pub struct Drain {
     /// Longest a drain may take before the node fails. Default 15m.
     pub timeout: Duration,
-    /// Wait between evictions refused by a PodDisruptionBudget. Default 5s, as kubectl.
+    /// Longest wait between evictions refused by a PodDisruptionBudget (default 5s, as
+    /// kubectl): the controller asks again as soon as its watch sees the budget allow a
+    /// disruption, and after this at the latest.
     pub eviction_retry_interval: Duration,
     /// Evictions in flight at once for one node. Default 10.
     pub concurrent_evictions: u32,

@@ -136,6 +136,13 @@ pub trait DrainApi: Send + Sync {
         namespace: &str,
         pods: &[BTreeMap<String, String>],
     ) -> impl Future<Output = Result<Vec<PodDisruptionBudget>, DrainError>> + Send;
+    /// Resolves when budget `namespace/name` is seen to allow a disruption again, in a change
+    /// seen after the call: a drain it refused asks again then, not only after
+    /// `drain.evictionRetryInterval`. Never, when nothing watches the budget (the default).
+    fn budget_room(&self, namespace: &str, name: &str) -> impl Future<Output = ()> + Send {
+        let _ = (namespace, name);
+        std::future::pending()
+    }
     /// Whether pod `namespace/name` is being deleted: `None` when it does not exist.
     fn pod_deleting(
         &self,

@@ -38,6 +38,9 @@ pub trait BudgetSource: Send + Sync {
         pods: &'a [BTreeMap<String, String>],
         wait: Duration,
     ) -> BoxFuture<'a, Option<Vec<PodDisruptionBudget>>>;
+    /// Resolves when budget `namespace/name` is seen to allow a disruption, in a change seen
+    /// after the call; never when its namespace's budgets are not watched.
+    fn room<'a>(&'a self, namespace: &'a str, name: &'a str) -> BoxFuture<'a, ()>;
 }
 
 /// [`DrainApi`] over a kube client.
@@ -236,6 +239,13 @@ impl DrainApi for KubeDrain {
                 Some(c) => lp = lp.continue_token(&c),
                 None => return Ok(out),
             }
+        }
+    }
+
+    async fn budget_room(&self, namespace: &str, name: &str) {
+        match &self.budgets_from {
+            Some(source) => source.room(namespace, name).await,
+            None => std::future::pending().await,
         }
     }
 

@@ -344,7 +344,21 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                         self.say_blocked(&pod, &message).await?;
                     }
                     self.judge_held(&pod, &message).await?;
-                    retry_after.unwrap_or(retry)
+                    match retry_after {
+                        Some(w) => w,
+                        // No hint from the server: asked again as soon as a budget of the pod
+                        // is seen to have room, else after the interval. A refused drain
+                        // otherwise waited up to the interval (5 s by default) after its
+                        // sibling's replacement was Ready.
+                        None => {
+                            let left = (self.deadline - Utc::now()).to_std().unwrap_or_default();
+                            if left.is_zero() {
+                                return Ok(Eviction::Stuck(pod));
+                            }
+                            self.wait_for_room(&pod, retry.min(left)).await?;
+                            continue;
+                        }
+                    }
                 }
                 Evicted::ServerError(message) => {
                     self.say_failed(&pod, &message).await?;
@@ -380,6 +394,32 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             }
             tokio::time::sleep(wait.min(left)).await;
         }
+    }
+
+    /// Waits `wait`, or until a budget covering `pod` is seen to allow a disruption,
+    /// whichever comes first.
+    async fn wait_for_room(
+        &self,
+        pod: &PodRef,
+        wait: std::time::Duration,
+    ) -> Result<(), DrainError> {
+        let budgets = self.covering_of(pod).await?;
+        let rooms: Vec<_> = budgets
+            .iter()
+            .filter_map(|b| {
+                let (ns, name) = b.name.split_once('/')?;
+                Some(Box::pin(self.api.budget_room(ns, name)))
+            })
+            .collect();
+        if rooms.is_empty() {
+            tokio::time::sleep(wait).await;
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = futures::future::select_all(rooms) => {}
+        }
+        Ok(())
     }
 
     /// The Event of an eviction a budget refused: the budgets that may have refused it, and

@@ -176,11 +176,14 @@ struct Fake {
     recorded: Mutex<BTreeSet<volumes::Volume>>,
     /// Answers given first to last before anything else, whatever the pod.
     script: Mutex<std::collections::VecDeque<Scripted>>,
+    /// What `budget_room` waits for: a budget's watch seeing it allow a disruption.
+    room: tokio::sync::Notify,
 }
 
 /// One answer of [`Fake::script`].
 enum Scripted {
-    /// Refused by `web-pdb`.
+    /// Refused by `web-pdb`, with no Retry-After (as kube-apiserver refuses for a budget
+    /// with no disruption left).
     Blocked,
     /// Accepted.
     Accepted,
@@ -211,6 +214,7 @@ impl Fake {
             calls: Mutex::default(),
             recorded: Mutex::default(),
             script: Mutex::default(),
+            room: tokio::sync::Notify::new(),
         }
     }
 }
@@ -235,13 +239,18 @@ impl DrainApi for Fake {
             .lock()
             .unwrap()
             .push(format!("evict {}", pod.name));
+        let message = "The disruption budget web-pdb needs 2 healthy pods and has 2 currently";
         let blocked = || Evicted::Blocked {
-            message: "The disruption budget web-pdb needs 2 healthy pods and has 2 currently"
-                .into(),
+            message: message.into(),
             retry_after: Some(Duration::from_millis(5)),
         };
         match self.script.lock().unwrap().pop_front() {
-            Some(Scripted::Blocked) => return Ok(blocked()),
+            Some(Scripted::Blocked) => {
+                return Ok(Evicted::Blocked {
+                    message: message.into(),
+                    retry_after: None,
+                })
+            }
             Some(Scripted::Accepted) => return Ok(Evicted::Accepted),
             Some(Scripted::Abandoned) => {
                 self.disrupted
@@ -281,6 +290,9 @@ impl DrainApi for Fake {
             return Ok(blocked());
         }
         Ok(Evicted::Accepted)
+    }
+    async fn budget_room(&self, _: &str, _: &str) {
+        self.room.notified().await
     }
     async fn delete(&self, pod: &PodRef) -> Result<(), DrainError> {
         self.deletions.lock().unwrap().push(pod.name.clone());
@@ -749,6 +761,54 @@ async fn a_phantom_that_appears_after_the_budgets_were_first_read_is_still_expla
         web2.contains("counts pod web-2 as disrupted") && web2.contains("not being deleted"),
         "{events:?}"
     );
+}
+
+#[tokio::test]
+async fn a_refused_eviction_is_asked_again_when_its_budget_gets_room_not_only_after_the_interval() {
+    // Refused with no Retry-After; the interval and the deadline are an hour away, so only
+    // the budget's watch seeing room brings the second, accepted, eviction within the
+    // test's 10 s.
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    api.script.lock().unwrap().push_back(Scripted::Blocked);
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_secs(3600),
+        ..cfg()
+    };
+    let drain = tokio::time::timeout(
+        Duration::from_secs(10),
+        drain_n1(&api, &c, chrono::Duration::hours(1), &ok),
+    );
+    let (drained, ()) = tokio::join!(drain, async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        api.room.notify_one();
+    });
+    drained
+        .expect("asked again when the budget had room")
+        .unwrap();
+    assert_eq!(
+        *api.evictions.lock().unwrap(),
+        vec!["web-1".to_string(), "web-1".to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_eviction_without_news_of_room_waits_its_interval() {
+    // The same refusals, the budget never seen with room: asked once, then once more at the
+    // deadline (the interval cut short by it), and the pod is stuck there.
+    let api = Fake::new(vec![pod("web-1", Some("ReplicaSet"))], 0);
+    api.script
+        .lock()
+        .unwrap()
+        .extend([Scripted::Blocked, Scripted::Blocked]);
+    let c = Drain {
+        eviction_retry_interval: crate::config::Duration::from_secs(3600),
+        ..cfg()
+    };
+    let err = drain_n1(&api, &c, chrono::Duration::milliseconds(300), &ok)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DrainError::Timeout { .. }), "{err}");
+    assert_eq!(api.evictions.lock().unwrap().len(), 2);
 }
 
 #[tokio::test]

@@ -547,6 +547,39 @@ impl Hub {
         })
     }
 
+    /// Resolves when budget `namespace/name` allows a disruption in a change its watch sees
+    /// after this call (a relist included); never when the namespace's budgets are not
+    /// watched. Only a change counts, not the state now: a drain just refused by the server
+    /// while this watch still shows the budget's room from before must not ask again at once.
+    pub async fn room(&self, namespace: &str, name: &str) {
+        let feed = {
+            let feeds = self.feeds.lock().expect("gate feeds");
+            feeds
+                .get(&(GateKind::Budget, namespace.to_string()))
+                .map(|(f, _)| f.clone())
+        };
+        let Some(feed) = feed else {
+            return std::future::pending().await;
+        };
+        let mut rx = feed.shared.tx.subscribe();
+        let has_room = || {
+            let st = feed.shared.state.lock().expect("gate feed");
+            st.objects.get(name).is_some_and(|o| o.allowed > 0)
+        };
+        loop {
+            match rx.recv().await {
+                Ok(FeedEvent::Apply(o)) if o.name == name && o.allowed > 0 => return,
+                Ok(FeedEvent::InitDone) if has_room() => return,
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) if has_room() => return,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    return std::future::pending().await
+                }
+            }
+        }
+    }
+
     /// Wakes `wake` on every later change of a watched budget (`None`: no longer).
     pub fn wake_on_budget_change(&self, wake: Option<Arc<tokio::sync::Notify>>) {
         *self.budget_wake.lock().expect("budget wake") = wake;
@@ -577,6 +610,10 @@ impl crate::drain::BudgetSource for Hub {
         wait: Duration,
     ) -> futures::future::BoxFuture<'a, Option<Vec<PodDisruptionBudget>>> {
         Box::pin(Hub::budgets(self, namespace, pods, wait))
+    }
+
+    fn room<'a>(&'a self, namespace: &'a str, name: &'a str) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(Hub::room(self, namespace, name))
     }
 }
 
