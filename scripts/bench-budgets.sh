@@ -9,8 +9,9 @@
 #
 #   scripts/bench-budgets.sh [BINARY]
 #
-# SIZES (default "200:20 50:5") and PICKS (default "10m 0s") override. BINARY defaults to
-# target/release/rollboot. Run it on a quiet machine.
+# SIZES (default "200:20 50:5") and PICKS (default "10m 0s") override; RETRY sets
+# drain.evictionRetryInterval (default: the config's 5s, 50 ms at the time factor). BINARY
+# defaults to target/release/rollboot. Run it on a quiet machine.
 set -euo pipefail
 
 target_dir=${CARGO_TARGET_DIR:-target}
@@ -18,6 +19,7 @@ bin=${1:-$target_dir/release/rollboot}
 here=$(cd "$(dirname "$0")/.." && pwd)
 sizes=${SIZES-200:20 50:5}
 picks=${PICKS-10m 0s}
+retry=${RETRY:+evictionRetryInterval: $RETRY, }
 [ -x "$bin" ] || { echo "no binary at $bin (cargo build --release)" >&2; exit 2; }
 
 echo "| nodes | maxNodes | layout | passOverFor | makespan | lower bound (binding) | ratio | gate share | mean in flight | PDB violations |"
@@ -28,8 +30,8 @@ for size in $sizes; do
         for pick in $picks; do
             dir=$(mktemp -d)
             sed "s/^placement: .*/placement: $layout/" "$here/bench/budgets-200.yaml" >"$dir/scenario.yaml"
-            printf 'concurrency: {maxNodes: %s, passOverFor: %s}\ndrain: {timeout: 6h, evictUnreplicated: true, deleteEmptyDirData: true}\nreboot: {timeout: 6h}\nhealthGate: {timeout: 6h}\n' \
-                "$max" "$pick" >"$dir/config.yaml"
+            printf 'concurrency: {maxNodes: %s, passOverFor: %s}\ndrain: {%stimeout: 6h, evictUnreplicated: true, deleteEmptyDirData: true}\nreboot: {timeout: 6h}\nhealthGate: {timeout: 6h}\n' \
+                "$max" "$pick" "$retry" >"$dir/config.yaml"
             "$bin" simulate --scenario "$dir/scenario.yaml" --nodes "$nodes" --config "$dir/config.yaml" \
                 --output json >"$dir/report.json" 2>"$dir/log" || true
             python3 - "$dir" "$nodes" "$max" "$layout" "$pick" <<'PY'

@@ -35,11 +35,11 @@ fn siblings_on_consecutive_nodes() -> Scenario {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_node_passed_over_for_a_held_budget_is_taken_once_it_has_room() {
+/// Every node of [`siblings_on_consecutive_nodes`] flagged under the simulation config with
+/// `overrides`: the harness, and whether the rollout finished within 90 s.
+async fn roll_siblings(overrides: &str) -> (Harness, bool) {
     log();
-    let config =
-        sim_config("concurrency: {maxNodes: 3, passOverFor: 10m}\nnodes: {order: name}\n").unwrap();
+    let config = sim_config(overrides).unwrap();
     let mut h = Harness::start(siblings_on_consecutive_nodes(), config)
         .await
         .unwrap();
@@ -50,6 +50,13 @@ async fn a_node_passed_over_for_a_held_budget_is_taken_once_it_has_room() {
         .wait_for(Duration::from_secs(90), |ns| Harness::finished(ns, &names))
         .await
         .unwrap();
+    (h, done)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_passed_over_for_a_held_budget_is_taken_once_it_has_room() {
+    let (h, done) =
+        roll_siblings("concurrency: {maxNodes: 3, passOverFor: 10m}\nnodes: {order: name}\n").await;
     let nodes = h.nodes().await.unwrap();
     assert!(
         done,
@@ -94,25 +101,14 @@ async fn a_node_passed_over_for_a_held_budget_is_taken_once_it_has_room() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_drain_refused_by_its_budget_asks_again_once_the_budget_has_room() {
-    log();
     // Nodes in order (no pass over), siblings on consecutive nodes: drains are refused by
     // budgets their neighbours' drains hold. The retry interval is an hour: only the budget's
     // watch seeing room again brings the next eviction, and the rollout ends within minutes.
-    let config = sim_config(
+    let (h, done) = roll_siblings(
         "concurrency: {maxNodes: 3, passOverFor: 0s}\nnodes: {order: name}\n\
          drain: {evictionRetryInterval: 1h, timeout: 1h}\n",
     )
-    .unwrap();
-    let mut h = Harness::start(siblings_on_consecutive_nodes(), config)
-        .await
-        .unwrap();
-    let all = h.node_names().await.unwrap();
-    h.start_rollout_flagged(&all).await.unwrap();
-    let names: BTreeSet<String> = all.into_iter().collect();
-    let done = h
-        .wait_for(Duration::from_secs(90), |ns| Harness::finished(ns, &names))
-        .await
-        .unwrap();
+    .await;
     let blocked = h.events("EvictionBlocked").await.unwrap();
     assert!(done, "not finished; refusals: {blocked:?}");
     assert!(
