@@ -331,7 +331,9 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             let answered = Utc::now();
             let accepted = matches!(answer, Ok(Evicted::Accepted));
             self.own_state(&pod, accepted.then_some(OwnEviction::Accepted(answered)));
-            let wait = match answer? {
+            // How long to wait before asking again, and whether a budget of the pod getting
+            // room cuts that wait short.
+            let (wait, until_room) = match answer? {
                 Evicted::Accepted => return Ok(Eviction::Accepted(pod, answered)),
                 Evicted::Gone => return Ok(Eviction::Gone),
                 Evicted::Blocked {
@@ -344,25 +346,15 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                         self.say_blocked(&pod, &message).await?;
                     }
                     self.judge_held(&pod, &message).await?;
-                    match retry_after {
-                        Some(w) => w,
-                        // No hint from the server: asked again as soon as a budget of the pod
-                        // is seen to have room, else after the interval. A refused drain
-                        // otherwise waited up to the interval (5 s by default) after its
-                        // sibling's replacement was Ready.
-                        None => {
-                            let left = (self.deadline - Utc::now()).to_std().unwrap_or_default();
-                            if left.is_zero() {
-                                return Ok(Eviction::Stuck(pod));
-                            }
-                            self.wait_for_room(&pod, retry.min(left)).await?;
-                            continue;
-                        }
-                    }
+                    // No hint from the server: asked again as soon as a budget of the pod is
+                    // seen to have room, else after the interval. A refused drain otherwise
+                    // waited up to the interval (5 s by default) after its sibling's
+                    // replacement was Ready.
+                    (retry_after.unwrap_or(retry), retry_after.is_none())
                 }
                 Evicted::ServerError(message) => {
                     self.say_failed(&pod, &message).await?;
-                    retry
+                    (retry, false)
                 }
                 Evicted::Denied(message) => {
                     let times = match denied.take() {
@@ -385,14 +377,18 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                         self.held(&pod, held).await?;
                     }
                     denied = Some((message, times));
-                    retry
+                    (retry, false)
                 }
             };
             let left = (self.deadline - Utc::now()).to_std().unwrap_or_default();
             if left.is_zero() {
                 return Ok(Eviction::Stuck(pod));
             }
-            tokio::time::sleep(wait.min(left)).await;
+            if until_room {
+                self.wait_for_room(&pod, wait.min(left)).await?;
+            } else {
+                tokio::time::sleep(wait.min(left)).await;
+            }
         }
     }
 
@@ -411,13 +407,16 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
                 Some(Box::pin(self.api.budget_room(ns, name)))
             })
             .collect();
-        if rooms.is_empty() {
-            tokio::time::sleep(wait).await;
-            return Ok(());
-        }
+        // `select_all` refuses an empty list: no budget named, the interval alone.
+        let room = async {
+            if rooms.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            futures::future::select_all(rooms).await;
+        };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = futures::future::select_all(rooms) => {}
+            _ = room => {}
         }
         Ok(())
     }
