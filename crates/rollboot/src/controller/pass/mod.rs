@@ -231,6 +231,21 @@ impl Leading {
         // change wakes a pass.
         ctx.gate_hub
             .wake_on_budget_change((!detail.passed_over.is_empty()).then(|| ctx.wake.clone()));
+        for (n, held) in &detail.taken_anyway {
+            tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
+        }
+        let picked: Vec<(String, Option<String>)> = detail
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
+            .collect();
+        // A node rebooted less than nodes.minRebootInterval ago starts when it has rested.
+        if let Some(t) = decide::next_rested(&snap, &ctx.config) {
+            soon(next, t);
+        }
+        // The picked nodes take their slots first: the passed-over records are a write (and
+        // an Event) per node whose holding budget changed, and a slot waiting on them is idle.
+        start(ctx, picked, now).await?;
         for (n, held) in &detail.passed_over {
             if let Some(p) = &n.passed_over {
                 soon(
@@ -240,19 +255,7 @@ impl Leading {
             }
             passed_over(ctx, n, held, now).await;
         }
-        for (n, held) in &detail.taken_anyway {
-            tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
-        }
-        let picked: Vec<(String, Option<String>)> = detail
-            .nodes
-            .into_iter()
-            .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
-            .collect();
-        // A node rebooted less than nodes.minRebootInterval ago starts when it has rested.
-        if let Some(t) = decide::next_rested(&snap, &ctx.config) {
-            soon(next, t);
-        }
-        start(ctx, picked, now).await
+        Ok(())
     }
 }
 
