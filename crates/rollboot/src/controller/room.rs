@@ -123,25 +123,45 @@ impl Claims {
     /// read). A node with two pods under a budget that allows one is not held: its drain
     /// evicts one now and the other once the first is replaced.
     pub fn held(&self, node: &str, rooms: &Rooms) -> Option<Held> {
-        let budgets = rooms.nodes.get(node)?;
-        for (budget, pods) in budgets {
-            if pods.is_empty() {
-                continue;
+        self.holding(node, rooms).next()
+    }
+
+    /// How long `node`'s drain would wait, in the pick's terms: its pods under budgets that
+    /// hold it owed first to other nodes (each must be evicted and replaced before this one's
+    /// turn), then its pods under budgets at 0 with no claim (a disruption already granted,
+    /// whose replacement is on its way). `(0, 0)` for a node that is not held.
+    pub fn hold_weight(&self, node: &str, rooms: &Rooms) -> (usize, usize) {
+        let mut w = (0, 0);
+        for h in self.holding(node, rooms) {
+            let pods = rooms.nodes[node][&h.budget].len();
+            if h.taken_by.is_empty() {
+                w.1 += pods;
+            } else {
+                w.0 += pods;
             }
-            let Some(now) = rooms.budgets.get(budget) else {
-                continue;
-            };
-            let claims = self.by_budget.get(budget).map(Vec::as_slice).unwrap_or(&[]);
-            let owed: usize = claims.iter().map(|(_, n)| n).sum();
-            if i64::from(now.allowed) - owed as i64 <= 0 {
-                return Some(Held {
+        }
+        w
+    }
+
+    /// Every budget of `node`'s pods with no disruption left for it, by name.
+    fn holding<'a>(&'a self, node: &str, rooms: &'a Rooms) -> impl Iterator<Item = Held> + 'a {
+        let budgets = rooms.nodes.get(node);
+        budgets
+            .into_iter()
+            .flatten()
+            .filter_map(move |(budget, pods)| {
+                if pods.is_empty() {
+                    return None;
+                }
+                let now = rooms.budgets.get(budget)?;
+                let claims = self.by_budget.get(budget).map(Vec::as_slice).unwrap_or(&[]);
+                let owed: usize = claims.iter().map(|(_, n)| n).sum();
+                (i64::from(now.allowed) - owed as i64 <= 0).then(|| Held {
                     budget: budget.clone(),
                     allowed: now.allowed,
                     taken_by: claims.iter().map(|(n, _)| n.clone()).collect(),
-                });
-            }
-        }
-        None
+                })
+            })
     }
 }
 
