@@ -1625,11 +1625,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_node_whose_budget_is_held_is_passed_over_and_taken_once_the_budget_has_room() {
-        // x drains (in the lock), and its pod under budget `web` is not yet evicted; a and b
-        // wait before c in order, and their pods are under `web` too.
-        let mut nodes = vec![
+    /// a, b and c wait, in that order; x drains, in the lock.
+    fn three_waiting_and_x_draining() -> (Vec<NodeView>, BTreeMap<String, LockEntry>) {
+        let nodes = vec![
             flagged("a", "2026-01-01T00:00:00Z", &[]),
             flagged("b", "2026-01-02T00:00:00Z", &[]),
             flagged("c", "2026-01-03T00:00:00Z", &[]),
@@ -1640,6 +1638,14 @@ mod tests {
             ),
         ];
         let lock = BTreeMap::from([("x".to_string(), entry("2026-01-04T00:00:00Z"))]);
+        (nodes, lock)
+    }
+
+    #[test]
+    fn a_node_whose_budget_is_held_is_passed_over_and_taken_once_the_budget_has_room() {
+        // x drains (in the lock), and its pod under budget `web` is not yet evicted; a and b
+        // wait before c in order, and their pods are under `web` too.
+        let (mut nodes, lock) = three_waiting_and_x_draining();
         let c = cfg("concurrency: {maxNodes: 2}");
         let held = rooms(
             &[
@@ -1728,17 +1734,7 @@ mod tests {
         // x drains and still owes `web` its pod; `db` is at 0 with nobody owing it (a
         // disruption granted, its replacement on its way). a waits behind x's eviction and
         // its replacement, b only behind db's replacement, c behind both.
-        let nodes = vec![
-            flagged("a", "2026-01-01T00:00:00Z", &[]),
-            flagged("b", "2026-01-02T00:00:00Z", &[]),
-            flagged("c", "2026-01-03T00:00:00Z", &[]),
-            in_state(
-                flagged("x", "2025-12-31T00:00:00Z", &[]),
-                NodeState::Draining,
-                "2026-01-04T00:00:00Z",
-            ),
-        ];
-        let lock = BTreeMap::from([("x".to_string(), entry("2026-01-04T00:00:00Z"))]);
+        let (nodes, lock) = three_waiting_and_x_draining();
         let held = rooms(
             &[
                 ("x", &["web"]),
