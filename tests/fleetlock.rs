@@ -260,7 +260,18 @@ async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_
     assert_eq!(n.boot_id, before.boot_id);
     assert_eq!(n.history.count, None, "no reboot is recorded");
     assert_eq!(h.reboots(node), 0);
-    let said = h.events("ReleasedWithoutReboot").await.unwrap();
+    // The Event follows the write that released it (a CI run on 2026-11-27 saw it 10 s after the
+    // state): waited for, not read once.
+    let start = Instant::now();
+    let said = loop {
+        let said = h.events("ReleasedWithoutReboot").await.unwrap();
+        if said.iter().any(|s| s.contains("gave its slot back"))
+            || start.elapsed() > Duration::from_secs(30)
+        {
+            break said;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(
         said.iter().any(|s| s.contains("gave its slot back")),
         "{said:?}"
