@@ -123,7 +123,7 @@ impl Claims {
     /// read). A node with two pods under a budget that allows one is not held: its drain
     /// evicts one now and the other once the first is replaced.
     pub fn held(&self, node: &str, rooms: &Rooms) -> Option<Held> {
-        self.holding(node, rooms).next()
+        self.holding(node, rooms).next().map(|(h, _)| h)
     }
 
     /// How long `node`'s drain would wait, in the pick's terms: its pods under budgets that
@@ -132,8 +132,7 @@ impl Claims {
     /// whose replacement is on its way). `(0, 0)` for a node that is not held.
     pub fn hold_weight(&self, node: &str, rooms: &Rooms) -> (usize, usize) {
         let mut w = (0, 0);
-        for h in self.holding(node, rooms) {
-            let pods = rooms.nodes[node][&h.budget].len();
+        for (h, pods) in self.holding(node, rooms) {
             if h.taken_by.is_empty() {
                 w.1 += pods;
             } else {
@@ -143,8 +142,13 @@ impl Claims {
         w
     }
 
-    /// Every budget of `node`'s pods with no disruption left for it, by name.
-    fn holding<'a>(&'a self, node: &str, rooms: &'a Rooms) -> impl Iterator<Item = Held> + 'a {
+    /// Every budget of `node`'s pods with no disruption left for it, by name, with how many
+    /// of its pods fall under it.
+    fn holding<'a>(
+        &'a self,
+        node: &str,
+        rooms: &'a Rooms,
+    ) -> impl Iterator<Item = (Held, usize)> + 'a {
         let budgets = rooms.nodes.get(node);
         budgets
             .into_iter()
@@ -156,10 +160,13 @@ impl Claims {
                 let now = rooms.budgets.get(budget)?;
                 let claims = self.by_budget.get(budget).map(Vec::as_slice).unwrap_or(&[]);
                 let owed: usize = claims.iter().map(|(_, n)| n).sum();
-                (i64::from(now.allowed) - owed as i64 <= 0).then(|| Held {
-                    budget: budget.clone(),
-                    allowed: now.allowed,
-                    taken_by: claims.iter().map(|(n, _)| n.clone()).collect(),
+                (i64::from(now.allowed) - owed as i64 <= 0).then(|| {
+                    let held = Held {
+                        budget: budget.clone(),
+                        allowed: now.allowed,
+                        taken_by: claims.iter().map(|(n, _)| n.clone()).collect(),
+                    };
+                    (held, pods.len())
                 })
             })
     }
