@@ -287,12 +287,10 @@ async fn the_inhibitor_is_let_go_before_loginds_limit_when_the_node_never_says_d
             .iter()
             .any(|n| n.contains("InhibitDelayMaxUSec") && n.contains("not cordoned"))
     };
-    let t = Instant::now();
-    let mut notes = h.events("ShutdownNotDrained").await.unwrap();
-    while !said(&notes) && t.elapsed() < Duration::from_secs(5) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        notes = h.events("ShutdownNotDrained").await.unwrap();
-    }
+    let notes = h
+        .events_until("ShutdownNotDrained", Duration::from_secs(5), &said)
+        .await
+        .unwrap();
     assert!(said(&notes), "{notes:?}");
 }
 

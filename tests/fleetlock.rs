@@ -262,20 +262,12 @@ async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_
     assert_eq!(h.reboots(node), 0);
     // The Event follows the write that released it (a CI run on 2026-11-27 saw it 10 s after the
     // state): waited for, not read once.
-    let start = Instant::now();
-    let said = loop {
-        let said = h.events("ReleasedWithoutReboot").await.unwrap();
-        if said.iter().any(|s| s.contains("gave its slot back"))
-            || start.elapsed() > Duration::from_secs(30)
-        {
-            break said;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(
-        said.iter().any(|s| s.contains("gave its slot back")),
-        "{said:?}"
-    );
+    let gave_back = |notes: &[String]| notes.iter().any(|s| s.contains("gave its slot back"));
+    let said = h
+        .events_until("ReleasedWithoutReboot", Duration::from_secs(30), &gave_back)
+        .await
+        .unwrap();
+    assert!(gave_back(&said), "{said:?}");
     // It holds nothing now: steady-state is 200 and writes nothing new.
     let a = post(addrs[leader], STEADY, b, true).await;
     assert_eq!(a.status, 200, "{a:?}");

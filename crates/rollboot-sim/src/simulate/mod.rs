@@ -694,6 +694,24 @@ impl Harness {
             .collect())
     }
 
+    /// [`Harness::events`] with `reason`, read again every 50 ms until `until` holds of them or
+    /// `timeout` has passed (then as last read): an Event follows the write it tells of.
+    pub async fn events_until(
+        &self,
+        reason: &str,
+        timeout: Duration,
+        until: impl Fn(&[String]) -> bool,
+    ) -> anyhow::Result<Vec<String>> {
+        let start = Instant::now();
+        loop {
+            let notes = self.events(reason).await?;
+            if until(&notes) || start.elapsed() >= timeout {
+                return Ok(notes);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Reboots performed on `node` so far.
     pub fn reboots(&self, node: &str) -> usize {
         self.host.downs(node)
