@@ -1,6 +1,7 @@
 //! `rollboot simulate` as a new user runs it: bad values named before anything runs, a run
 //! that ends as soon as it is decided (a halted rollout does not wait for a timeout), a bound
-//! that is a lower bound, and `--serve --rollout` serving a rollout that kubectl can watch.
+//! that is a lower bound, the rollout's CPU time, and `--serve --rollout` serving a rollout that
+//! kubectl can watch.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -161,6 +162,41 @@ fn the_lower_bound_is_a_lower_bound_with_no_pods_and_there_is_no_median_with_two
     assert_eq!(code, 0, "{err}");
     assert_eq!(r["overheadPerNodeMedianMs"], serde_json::Value::Null);
     assert!((r["lowerBoundSeconds"].as_f64().unwrap() - 2.0 * 0.35).abs() < 1e-6);
+}
+
+/// The report's rollout CPU is the process's CPU time over the rollout: some, never more than
+/// the whole process used (its set-up and report included), and never more than every core
+/// the test may use for the rollout's length (a unit slip, milliseconds for seconds, fails).
+#[test]
+fn the_rollout_cpu_is_the_processs_cpu_time_over_the_rollout() {
+    let (code, r, err) = simulate(&["--nodes", "4", "--report", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let cpu = r["rolloutCpuSeconds"].as_f64().expect("rolloutCpuSeconds");
+    let makespan = r["makespanSeconds"].as_f64().unwrap();
+    // Every child this test binary has waited for, this run included: at least its CPU.
+    let children = {
+        let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a `rusage` into the pointer, which points to one.
+        assert_eq!(
+            unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, u.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: the call succeeded and wrote the struct.
+        let u = unsafe { u.assume_init() };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        secs(u.ru_utime) + secs(u.ru_stime)
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(cpu > 0.0, "{r}");
+    assert!(
+        cpu <= children,
+        "rollout {cpu} s, the process {children} s at most"
+    );
+    // The decision is seen up to 200 ms after it is made: 1 s of slack.
+    assert!(
+        cpu <= (makespan + 1.0) * cores,
+        "rollout {cpu} s of CPU in {makespan} s on {cores} core(s)"
+    );
 }
 
 /// `--serve --rollout`: the rollout runs behind the served API; a client watching it sees every

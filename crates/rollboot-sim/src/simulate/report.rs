@@ -383,6 +383,10 @@ pub struct Report {
     /// maxNodes > 1, where completions interleave, and when the run did not finish with every
     /// flagged node rebooted.
     pub overhead_per_node_median_ms: Option<f64>,
+    /// CPU seconds the whole process (simulated cluster, controllers, agents) used from the
+    /// flagging to the decision, user and system: the rollout's cost without the world's
+    /// set-up before it. Absent where the process's CPU time could not be read.
+    pub rollout_cpu_seconds: Option<f64>,
     /// Seconds the requests were counted over (from the start of the controllers).
     pub observed_seconds: f64,
     /// rollboot's API requests per minute over `observed_seconds`.
@@ -509,6 +513,12 @@ impl Report {
             "  makespan                 {:.2} s",
             self.makespan_seconds
         );
+        if let Some(cpu) = self.rollout_cpu_seconds {
+            let _ = writeln!(
+                s,
+                "  rollout CPU              {cpu:.1} s (this process, from the flagging to the decision)"
+            );
+        }
         let b = &self.lower_bound;
         let budget = match &b.budget {
             Some(name) => format!("budgets' {:.2} s (worst: {name})", b.budget_seconds),
@@ -756,6 +766,8 @@ pub struct Observed {
     pub budget_windows: Vec<BudgetWindows>,
     /// The faults, when any were played.
     pub faults: Option<FaultsPlayed>,
+    /// The process's CPU time from the flagging to the decision (`None`: not read).
+    pub rollout_cpu: Option<Duration>,
 }
 
 /// One budget's part of the lower bound: the disruption windows of the pods it covers on the
@@ -1313,6 +1325,7 @@ pub async fn report(
             }
         }),
         overhead_per_node_median_ms: median.filter(|_| measured_overhead),
+        rollout_cpu_seconds: seen.rollout_cpu.map(|d| d.as_secs_f64()),
         observed_seconds: seen.observed.as_secs_f64(),
         requests_per_minute: total as f64 * 60.0 / seen.observed.as_secs_f64().max(0.001),
         controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
