@@ -228,3 +228,58 @@ async fn a_quarantined_node_stays_cordoned_with_its_label_and_is_not_returned_to
     );
     h.shutdown().await;
 }
+
+/// A drain's wait for its evicted pods to go whose deadline comes before the node's pods could
+/// be listed (a busy API server) leaves every pod it waited for: a pod it has not seen go is not
+/// gone. (It once left none: a drain whose pod was stuck terminating ended as done in CI.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_pods_to_go_that_ends_before_its_first_list_leaves_every_pod() {
+    use chrono::{TimeDelta, Utc};
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ListParams;
+    use rollboot::drain::{DrainApi, KubeDrain, PodRef};
+    log();
+    let sc = Scenario {
+        nodes: 1,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    let cluster = rollboot_sim::sim::Cluster::start(sc).await.unwrap();
+    let client = cluster.kube_client().await.unwrap();
+    let node = "node-0000";
+    let on_node = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+        .unwrap();
+    let mut pods: Vec<PodRef> = on_node.items.iter().map(PodRef::of).collect();
+    pods.sort();
+    assert!(!pods.is_empty());
+    let drain = |client: kube::Client| KubeDrain {
+        client: client.clone(),
+        evict_client: client.clone(),
+        events: rollboot::events::Recorder::new(
+            client,
+            "default",
+            "rollboot.dev/controller",
+            "test",
+        ),
+        node: node.into(),
+        metrics: None,
+        budgets_from: None,
+    };
+    // The API server answers this client 2 s late: the wait's 300 ms end before its list.
+    let slow = cluster.kube_client_as("slow").await.unwrap();
+    cluster.hold("slow", Duration::from_secs(2), None);
+    let gone = drain(slow)
+        .wait_gone(node, &pods, Utc::now() + TimeDelta::milliseconds(300))
+        .await
+        .unwrap();
+    assert_eq!(gone.left, pods);
+    assert!(gone.seen_going.is_empty());
+    // Answered in time: the pods are there, so they are left all the same.
+    let gone = drain(client)
+        .wait_gone(node, &pods, Utc::now() + TimeDelta::milliseconds(500))
+        .await
+        .unwrap();
+    assert_eq!(gone.left, pods);
+}

@@ -196,7 +196,9 @@ pub trait DrainApi: Send + Sync {
         names: &[String],
     ) -> impl Future<Output = Result<std::collections::BTreeSet<String>, DrainError>> + Send;
     /// Waits until none of `pods` is present with the same UID on `node`, or the deadline.
-    /// Returns the pods still present, and when it saw each of the others go.
+    /// Returns the pods still present, and when it saw each of the others go. A pod not yet
+    /// seen gone at the deadline is still present, even when the node's pods could not be
+    /// listed by then.
     fn wait_gone(
         &self,
         node: &str,

@@ -432,7 +432,10 @@ impl DrainApi for KubeDrain {
         type PodIdentity = crate::client::Slim<Pod, serde::de::IgnoredAny, serde::de::IgnoredAny>;
         let api: kube::Api<PodIdentity> = kube::Api::all(self.client.clone());
         let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-        let mut present: BTreeSet<PodRef> = BTreeSet::new();
+        // Each waited pod is taken as still there until a list says otherwise: a deadline
+        // reached before the watch's first list (a slow or busy API server) leaves them all,
+        // never none (an empty set here once ended a drain whose pod was stuck terminating).
+        let mut present: BTreeSet<PodRef> = wanted.iter().map(|p| (*p).clone()).collect();
         let mut init: BTreeSet<PodRef> = BTreeSet::new();
         let stream = watcher(api, cfg);
         futures::pin_mut!(stream);
