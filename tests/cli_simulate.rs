@@ -199,6 +199,26 @@ fn the_rollout_cpu_is_the_processs_cpu_time_over_the_rollout() {
     );
 }
 
+/// The report's store lock is the simulated API server's lock over the rollout: taken, held
+/// no longer than the rollout lasted (one holder at a time; a unit slip fails), contended no
+/// more often than taken, and its share the held time over the makespan.
+#[test]
+fn the_store_lock_is_reported_over_the_rollout() {
+    let (code, r, err) = simulate(&["--nodes", "4", "--report", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let lock = &r["storeLock"];
+    let makespan = r["makespanSeconds"].as_f64().unwrap();
+    let taken = lock["taken"].as_u64().expect("storeLock.taken");
+    let held = lock["heldSeconds"].as_f64().expect("storeLock.heldSeconds");
+    assert!(taken > 0 && held > 0.0, "{lock}");
+    assert!(lock["contended"].as_u64().unwrap() <= taken, "{lock}");
+    assert!(lock["waitedSeconds"].as_f64().unwrap() >= 0.0, "{lock}");
+    // The decision is seen up to 200 ms after it is made: 1 s of slack.
+    assert!(held <= makespan + 1.0, "held {held} s in {makespan} s");
+    let share = lock["heldShare"].as_f64().unwrap();
+    assert!((share - held / makespan).abs() < 1e-9, "{lock}");
+}
+
 /// `--serve --rollout`: the rollout runs behind the served API; a client watching it sees every
 /// node rebooted (a new boot ID) and uncordoned, and Ctrl-C ends it with the report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -335,6 +335,11 @@ impl Cluster {
         &self.world
     }
 
+    /// How the store's lock has been used since the cluster was built.
+    pub fn store_lock_use(&self) -> store::LockUse {
+        self.shared.store.lock_use()
+    }
+
     /// Request accounting so far.
     pub fn stats(&self) -> StatsReport {
         self.shared.stats.report()

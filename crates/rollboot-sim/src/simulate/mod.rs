@@ -1267,7 +1267,9 @@ pub async fn rollout_with(
     h.start_rollout_flagged(&list).await?;
     let start = Instant::now();
     let cpu_at_start = process_cpu();
+    let lock_at_start = h.cluster.store_lock_use();
     let mut rollout_cpu: Option<Duration> = None;
+    let mut store_lock = None;
     let flagged_at = Utc::now();
     let tty = std::io::stderr().is_terminal();
     let mut last_print = Instant::now();
@@ -1326,6 +1328,7 @@ pub async fn rollout_with(
             rollout_cpu = cpu_at_start
                 .zip(process_cpu())
                 .map(|(a, b)| b.saturating_sub(a));
+            store_lock = Some(h.cluster.store_lock_use().since(&lock_at_start));
         }
         if decision.is_some() && opts.idle_for.is_none_or(|d| t >= d) {
             break;
@@ -1388,6 +1391,7 @@ pub async fn rollout_with(
         budget_windows,
         faults,
         rollout_cpu,
+        store_lock,
     };
     let r = report::report(&h, &flagged, seen).await?;
     if opts.serve.is_some() {

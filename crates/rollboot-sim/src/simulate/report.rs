@@ -387,6 +387,10 @@ pub struct Report {
     /// flagging to the decision, user and system: the rollout's cost without the world's
     /// set-up before it. Absent where the process's CPU time could not be read.
     pub rollout_cpu_seconds: Option<f64>,
+    /// How the simulated API server's store lock was used from the flagging to the decision:
+    /// every write and most reads take it, so a share held near 1 says the simulator is
+    /// serialized on it, and its waits are cores left idle. Absent without a decision.
+    pub store_lock: Option<StoreLock>,
     /// Seconds the requests were counted over (from the start of the controllers).
     pub observed_seconds: f64,
     /// rollboot's API requests per minute over `observed_seconds`.
@@ -517,6 +521,17 @@ impl Report {
             let _ = writeln!(
                 s,
                 "  rollout CPU              {cpu:.1} s (this process, from the flagging to the decision)"
+            );
+        }
+        if let Some(l) = &self.store_lock {
+            let _ = writeln!(
+                s,
+                "  store lock               held {:.1} s ({:.0}% of the makespan), waited for {:.1} s ({} of {} takes)",
+                l.held_seconds,
+                l.held_share * 100.0,
+                l.waited_seconds,
+                l.contended,
+                l.taken
             );
         }
         let b = &self.lower_bound;
@@ -768,6 +783,24 @@ pub struct Observed {
     pub faults: Option<FaultsPlayed>,
     /// The process's CPU time from the flagging to the decision (`None`: not read).
     pub rollout_cpu: Option<Duration>,
+    /// The store lock's use from the flagging to the decision.
+    pub store_lock: Option<crate::sim::store::LockUse>,
+}
+
+/// The store lock's use over the rollout (see [`Report::store_lock`]).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreLock {
+    /// Times it was taken.
+    pub taken: u64,
+    /// Times a taker had to wait for it.
+    pub contended: u64,
+    /// Seconds it was held, all holders together.
+    pub held_seconds: f64,
+    /// Seconds takers waited for it, all of them together.
+    pub waited_seconds: f64,
+    /// `held_seconds` over the makespan: the share of the rollout it was held.
+    pub held_share: f64,
 }
 
 /// One budget's part of the lower bound: the disruption windows of the pods it covers on the
@@ -1326,6 +1359,13 @@ pub async fn report(
         }),
         overhead_per_node_median_ms: median.filter(|_| measured_overhead),
         rollout_cpu_seconds: seen.rollout_cpu.map(|d| d.as_secs_f64()),
+        store_lock: seen.store_lock.map(|l| StoreLock {
+            taken: l.taken,
+            contended: l.contended,
+            held_seconds: l.held.as_secs_f64(),
+            waited_seconds: l.waited.as_secs_f64(),
+            held_share: l.held.as_secs_f64() / makespan_s.max(1e-9),
+        }),
         observed_seconds: seen.observed.as_secs_f64(),
         requests_per_minute: total as f64 * 60.0 / seen.observed.as_secs_f64().max(0.001),
         controller_requests_per_minute: by_controller.values().sum::<u64>() as f64 * 60.0
