@@ -670,9 +670,10 @@ fn evict_or_abandon(
             if allowed - 1 == 0 {
                 set_condition(&mut v, false, &now);
             }
-            // The budget's own status, as read above with three counts changed: written as the
-            // disruption controller's refreshes are (no update semantics to apply, and its
-            // parse and typed round trip were a fifth of an eviction's time under the lock).
+            // The budget as read above, its allowance, disrupted pods and condition changed:
+            // written as the disruption controller's refreshes are (no update semantics to
+            // apply, and their parse and typed round trip were a fifth of an eviction's time
+            // under the lock).
             inner.put(Kind::Pdb, v);
             if abandon() {
                 return Ok(true);

@@ -1324,7 +1324,9 @@ pub async fn rollout_with(
                 decision = Some((t, (Outcome::Stuck, why)));
             }
         }
-        if decision.is_some() && rollout_cpu.is_none() {
+        // Measured once, at the decision: the lock's reading is always there to say so (the
+        // CPU's may not be, where getrusage fails).
+        if decision.is_some() && store_lock.is_none() {
             rollout_cpu = cpu_at_start
                 .zip(process_cpu())
                 .map(|(a, b)| b.saturating_sub(a));
