@@ -206,43 +206,27 @@ impl Merged {
     }
 }
 
+/// Whether storing `merged`, an update of `old`, removes the object: being deleted, its last
+/// finalizer gone (for a pod, once its grace period is over too).
+fn removes(kind: Kind, old: &Entry, merged: &Value) -> bool {
+    let finalizers_empty = merged["metadata"]["finalizers"]
+        .as_array()
+        .is_none_or(|f| f.is_empty());
+    old.idx.deleting
+        && finalizers_empty
+        && (kind != Kind::Pod || merged["metadata"]["deletionGracePeriodSeconds"] == 0)
+}
+
 impl Made {
-    /// Whether storing it removes the object: being deleted, its last finalizer gone (for
-    /// a pod, once its grace period is over too).
-    fn removes(&self, kind: Kind, old: &Entry) -> bool {
-        let merged = self.merged.value();
-        let finalizers_empty = merged["metadata"]["finalizers"]
-            .as_array()
-            .is_none_or(|f| f.is_empty());
-        old.idx.deleting
-            && finalizers_empty
-            && (kind != Kind::Pod || merged["metadata"]["deletionGracePeriodSeconds"] == 0)
-    }
-
-    /// Whether it leaves the object as stored (nothing is written).
-    fn unchanged(&self) -> bool {
-        *self.merged.value() == self.old_v
-    }
-
     /// Serializes and indexes the object to store, where it will be written: outside the
     /// store lock.
     fn prepare(self, kind: Kind, old: &Entry) -> Made {
-        if self.removes(kind, old) || self.unchanged() {
-            return self;
-        }
-        let Made {
-            name,
-            merged,
-            old_v,
-        } = self;
-        let merged = match merged {
-            Merged::Value(v) => Merged::Prepared(Box::new(Prepared::new(kind, v))),
-            prepared => prepared,
-        };
-        Made {
-            name,
-            merged,
-            old_v,
+        match self.merged {
+            Merged::Value(v) if !removes(kind, old, &v) && v != self.old_v => Made {
+                merged: Merged::Prepared(Box::new(Prepared::new(kind, v))),
+                ..self
+            },
+            _ => self,
         }
     }
 }
@@ -266,21 +250,20 @@ fn store_update(
             &made.old_v,
         )?;
     }
-    if made.removes(kind, old) {
+    let merged = match made.merged {
+        // Made ready outside the lock, where it was found to neither remove the object nor
+        // leave it unchanged: not compared again here.
+        Merged::Prepared(p) => return Ok(inner.put_prepared(*p)),
+        Merged::Value(v) => v,
+    };
+    if removes(kind, old, &merged) {
         let key = old.idx.key();
-        let last = match made.merged {
-            Merged::Value(v) => v,
-            Merged::Prepared(p) => p.into_value(),
-        };
-        return Ok(inner.remove(kind, &key, last).expect("present"));
+        return Ok(inner.remove(kind, &key, merged).expect("present"));
     }
-    if made.unchanged() {
+    if merged == made.old_v {
         return Ok(old.clone());
     }
-    Ok(match made.merged {
-        Merged::Value(v) => inner.put(kind, v),
-        Merged::Prepared(p) => inner.put_prepared(*p),
-    })
+    Ok(inner.put(kind, merged))
 }
 
 /// The registry's part of an update, before admission: the version checked, validated and
@@ -471,6 +454,18 @@ impl DeleteOptions {
     }
 }
 
+impl DeleteOptions {
+    /// The uid precondition, checked against the object as stored (`idx`).
+    fn check_uid(&self, kind: Kind, name: &str, idx: &Index) -> Result<(), ApiError> {
+        match &self.uid {
+            Some(uid) if *uid != idx.uid => {
+                Err(ApiError::uid_precondition(kind, name, uid, &idx.uid))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What a DELETE did.
 pub enum Deleted {
     /// Removed now: the last state.
@@ -511,11 +506,7 @@ fn delete_entry(
     admit: Option<&dyn Admit>,
 ) -> Result<Deleted, ApiError> {
     let key = old.idx.key();
-    if let Some(uid) = &opts.uid {
-        if *uid != old.idx.uid {
-            return Err(ApiError::uid_precondition(kind, name, uid, &old.idx.uid));
-        }
-    }
+    opts.check_uid(kind, name, &old.idx)?;
     if let Some(rv) = &opts.rv {
         if *rv != old.idx.rv.to_string() {
             return Err(ApiError::rv_precondition(
@@ -848,11 +839,7 @@ fn evict_or_abandon(
     // outside the lock, and written under it if the pod was not written meanwhile; else as
     // before, from the pod as it is now. Under the lock, they were most of an eviction's time
     // there, and evictions the largest share of the lock at 5,000 nodes.
-    if let Some(uid) = &opts.uid {
-        if *uid != idx.uid {
-            return Err(ApiError::uid_precondition(Kind::Pod, name, uid, &idx.uid));
-        }
-    }
+    opts.check_uid(Kind::Pod, name, &idx)?;
     let mut pv = pod.value();
     add_disruption_target(&mut pv);
     let deletion = match pod_deletion(pv.clone(), &idx, opts.grace, Utc::now()) {

@@ -59,6 +59,14 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The entry of `value` (complete, its resourceVersion set): serialized and indexed.
+    fn of(value: &Value) -> Entry {
+        Entry {
+            bytes: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            idx: Arc::new(Index::of(value)),
+        }
+    }
+
     /// The object as a JSON value (parses the bytes).
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
@@ -151,11 +159,6 @@ impl Prepared {
     /// The object (its resourceVersion as it was given).
     pub fn value(&self) -> &Value {
         &self.value
-    }
-
-    /// The object (its resourceVersion as it was given).
-    pub fn into_value(self) -> Value {
-        self.value
     }
 }
 
@@ -495,6 +498,12 @@ impl Inner {
         self.tables[&kind.storage()].objects.get(key)
     }
 
+    /// Whether the object is still at revision `rv` (not written nor removed since it was read
+    /// there): a write made outside the lock from that read may be stored.
+    pub fn still_at(&self, kind: Kind, key: &str, rv: u64) -> bool {
+        self.get(kind, key).is_some_and(|e| e.idx.rv == rv)
+    }
+
     /// The current revision.
     pub fn revision(&self) -> u64 {
         self.rv
@@ -556,10 +565,7 @@ impl Inner {
         self.rv += 1;
         let rv = self.rv;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let entry = Entry {
-            idx: Arc::new(Index::of(value)),
-            bytes: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-        };
+        let entry = Entry::of(value);
         self.commit(kind, rv, entry)
     }
 
@@ -635,10 +641,7 @@ impl Inner {
         self.remove_with(kind, key, |rv| {
             let mut last = last;
             last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-            Entry {
-                bytes: Bytes::from(serde_json::to_vec(&last).unwrap_or_default()),
-                idx: Arc::new(Index::of(&last)),
-            }
+            Entry::of(&last)
         })
     }
 

@@ -898,7 +898,7 @@ fn commit_ready(
 ) {
     for (kind, rv, p) in ready {
         let key = p.key();
-        if inner.get(kind, &key).is_some_and(|e| e.idx.rv == rv) {
+        if inner.still_at(kind, &key, rv) {
             inner.put_prepared(p);
         } else {
             redo(inner, kind, &key);
@@ -1904,10 +1904,7 @@ impl Runner {
         v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         let last = Prepared::new(Kind::Pod, v);
         let mut inner = self.shared.store.lock();
-        if inner
-            .get(Kind::Pod, key)
-            .is_none_or(|e| e.idx.rv != p.idx.rv)
-        {
+        if !inner.still_at(Kind::Pod, key, p.idx.rv) {
             drop(inner);
             return self.remove_pod(key, uid);
         }
@@ -1963,10 +1960,7 @@ impl Runner {
         v["status"] = running_status(&timestamp(Utc::now()), true);
         let running = Prepared::new(Kind::Pod, v);
         let mut inner = self.shared.store.lock();
-        if inner
-            .get(Kind::Pod, &key)
-            .is_none_or(|e| e.idx.rv != p.idx.rv)
-        {
+        if !inner.still_at(Kind::Pod, &key, p.idx.rv) {
             drop(inner);
             return self.start_pod(key, uid);
         }
