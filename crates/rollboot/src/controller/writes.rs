@@ -3,7 +3,7 @@
 //! Owns [`patch_node`] (every Node write of a step: leadership checked right before, the
 //! resourceVersion the step was decided from as a precondition, a 409 answered as
 //! [`Error::Conflict`], the result remembered and reported) and the lock's edits for one node
-//! ([`take_slot`], [`free`]: one edit at a time per replica, leadership checked before and on
+//! ([`take_slots`], [`free`]: one edit at a time per replica, leadership checked before and on
 //! each retry), with what a lock error means for the cache ([`lock_error`]). It must never
 //! decide what to write: the steps and the pass do.
 
@@ -71,29 +71,41 @@ pub(super) async fn patch_node(
     Ok(n)
 }
 
-/// Writes `node` into the lock (`cordoning`, since `now`, in `group`): its cycle starts.
-pub(super) async fn take_slot(
+/// Writes each of `picked` (node, group) into the lock (`cordoning`, since `now`, in its
+/// group), in one edit: their cycles start. One write for all of them, as a pass that starts
+/// twenty nodes wrote the Lease twenty times, one after the other.
+pub(super) async fn take_slots(
     ctx: &Ctx,
-    node: &str,
-    group: Option<String>,
+    picked: &[(String, Option<String>)],
     now: DateTime<Utc>,
 ) -> Result<(), Error> {
+    if picked.is_empty() {
+        return Ok(());
+    }
     ctx.leadership.ensure()?;
-    let entry = LockEntry {
-        group,
-        state: NodeState::Cordoning,
-        since: now,
-        leader: ctx.leadership.identity().to_string(),
-    };
+    let leader = ctx.leadership.identity().to_string();
+    let entries: Vec<(String, LockEntry)> = picked
+        .iter()
+        .map(|(name, group)| {
+            let entry = LockEntry {
+                group: group.clone(),
+                state: NodeState::Cordoning,
+                since: now,
+                leader: leader.clone(),
+            };
+            (name.clone(), entry)
+        })
+        .collect();
     let _edit = ctx.lock_edits.lock().await;
     let current = ctx.lock_now();
-    let name = node.to_string();
     let written = lock::update(
         &ctx.lock,
         &ctx.lock_owner,
         current,
         move |e| {
-            e.entry(name.clone()).or_insert_with(|| entry.clone());
+            for (name, entry) in &entries {
+                e.entry(name.clone()).or_insert_with(|| entry.clone());
+            }
         },
         &|| ctx.leadership.ensure(),
     )
