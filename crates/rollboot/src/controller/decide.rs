@@ -539,7 +539,8 @@ pub fn pick_among<'a>(
                 unread.push(n);
                 continue;
             }
-            if let Some(held) = claims.held(&n.name, r) {
+            let recorded = n.passed_over.as_ref().map(|p| p.budget.as_str());
+            if let Some(held) = claims.held_keeping(&n.name, r, recorded) {
                 let starved = n
                     .passed_over
                     .as_ref()

@@ -123,7 +123,23 @@ impl Claims {
     /// read). A node with two pods under a budget that allows one is not held: its drain
     /// evicts one now and the other once the first is replaced.
     pub fn held(&self, node: &str, rooms: &Rooms) -> Option<Held> {
-        self.holding(node, rooms).next().map(|(h, _)| h)
+        self.held_keeping(node, rooms, None)
+    }
+
+    /// [`Claims::held`], but `recorded` where that budget still holds `node` (the budget its
+    /// passed-over record names), though another comes before it by name: the record is
+    /// written again only when its budget no longer holds the node. (Issue 26's 200-node
+    /// rollout wrote 1,050 records, half of its Node writes, as the first holding budget
+    /// changed from pass to pass.)
+    pub fn held_keeping(&self, node: &str, rooms: &Rooms, recorded: Option<&str>) -> Option<Held> {
+        let mut first = None;
+        for (h, _) in self.holding(node, rooms) {
+            if recorded == Some(h.budget.as_str()) {
+                return Some(h);
+            }
+            first.get_or_insert(h);
+        }
+        first
     }
 
     /// How long `node`'s drain would wait, in the pick's terms: its pods under budgets that
@@ -262,6 +278,35 @@ mod tests {
             Claims::in_flight(&r, ["draining"]).held("waiting", &r),
             None
         );
+    }
+
+    #[test]
+    fn the_recorded_budget_is_kept_while_it_holds_the_node() {
+        let r = rooms(
+            &[(
+                "waiting",
+                &[
+                    ("ns/a", &["ns/a-1"]),
+                    ("ns/b", &["ns/b-1"]),
+                    ("ns/c", &["ns/c-1"]),
+                ],
+            )],
+            &[("ns/a", 0, &[]), ("ns/b", 0, &[]), ("ns/c", 1, &[])],
+        );
+        let c = Claims::default();
+        let budget = |recorded| c.held_keeping("waiting", &r, recorded).map(|h| h.budget);
+        // Two budgets hold it: the first by name, unless the record names the other.
+        assert_eq!(budget(None).as_deref(), Some("ns/a"));
+        assert_eq!(budget(Some("ns/b")).as_deref(), Some("ns/b"));
+        // A recorded budget with room again, or not one of its pods' budgets: the first.
+        assert_eq!(budget(Some("ns/c")).as_deref(), Some("ns/a"));
+        assert_eq!(budget(Some("ns/gone")).as_deref(), Some("ns/a"));
+        // Not held at all: nothing to record, whatever the record says.
+        let free = rooms(
+            &[("waiting", &[("ns/a", &["ns/a-1"])])],
+            &[("ns/a", 1, &[])],
+        );
+        assert_eq!(c.held_keeping("waiting", &free, Some("ns/a")), None);
     }
 
     #[test]
