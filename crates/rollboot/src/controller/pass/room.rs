@@ -61,7 +61,12 @@ impl RoomReader {
             .map(|n| n.name.as_str())
             .chain(draining.iter().copied())
             .collect();
-        self.known.retain(|n, _| wanted.contains(n.as_str()));
+        // A node the pick no longer looks at is kept while its read is fresh: the window
+        // follows the free slots (see `scan_window`), and a node at its end left and came back
+        // as slots freed and filled, read again each time (a 5,000-node rollout listed 20-30%
+        // more pods once its passes came faster).
+        self.known
+            .retain(|n, (at, _)| wanted.contains(n.as_str()) || now - *at <= FRESH_FOR);
         // The nodes in flight first (their claims hold the others), then the waiting ones never
         // read in the pick's order, then the stale ones, longest read first: at most `reads`.
         let mut to_read: Vec<String> = draining
@@ -99,7 +104,11 @@ impl RoomReader {
             }
         }
         let mut rooms = Rooms::default();
-        for (node, (_, b)) in &self.known {
+        let looked_at = self
+            .known
+            .iter()
+            .filter(|(n, _)| wanted.contains(n.as_str()));
+        for (node, (_, b)) in looked_at {
             for budget in b.keys() {
                 if rooms.budgets.contains_key(budget) {
                     continue;
