@@ -2,10 +2,10 @@
 //!
 //! Owns [`patch_node`] (every Node write of a step: leadership checked right before, the
 //! resourceVersion the step was decided from as a precondition, a 409 answered as
-//! [`Error::Conflict`], the result remembered and reported) and the lock's edits for one node
-//! ([`take_slots`], [`free`]: one edit at a time per replica, leadership checked before and on
-//! each retry), with what a lock error means for the cache ([`lock_error`]). It must never
-//! decide what to write: the steps and the pass do.
+//! [`Error::Conflict`], the result remembered and reported) and the lock's edits
+//! ([`take_slots`] for the nodes a pass starts, [`free`] for one node: one edit at a time per
+//! replica, leadership checked before and on each retry), with what a lock error means for the
+//! cache ([`lock_error`]). It must never decide what to write: the steps and the pass do.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
