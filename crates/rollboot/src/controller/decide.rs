@@ -690,21 +690,6 @@ pub enum Step {
     Free(String),
 }
 
-impl Step {
-    /// Whether carrying it out writes (the node's Node, its hooks' records, or its slot
-    /// freed in the lock) and waits for the answer; the other steps only wait, or start a
-    /// task (the health gate).
-    pub fn writes(&self) -> bool {
-        !matches!(
-            self,
-            Step::AwaitReboot { .. }
-                | Step::HealthGate { .. }
-                | Step::Settle { .. }
-                | Step::Hold { .. }
-        )
-    }
-}
-
 /// How many reboot tokens one cycle may issue: the first, and a new one each time the agent
 /// reports the previous one lost (acknowledged, then the agent restarted on the same boot).
 /// When they are spent the node fails, saying so.

@@ -6,7 +6,7 @@
 //! 1. read the lock, then the Nodes ([`views()`]), say what is malformed ([`notices`]), and
 //!    rebuild the lock's record when it cannot be trusted ([`restore`]: nothing else then);
 //! 2. resume every node in the lock: decide its next step ([`crate::controller::decide`])
-//!    and carry it out ([`crate::controller::steps`]), the nodes' writes made together;
+//!    and carry it out ([`crate::controller::steps`]);
 //! 3. keep house ([`housekeeping`]): date requests, PreferNoSchedule taints, failed nodes
 //!    returned to service;
 //! 4. start new nodes when some wait and nothing blocks ([`blockers`]): their slots taken in
@@ -25,8 +25,6 @@ pub(super) mod views;
 use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use futures::stream::FuturesUnordered;
-use futures::StreamExt;
 
 use super::context::Ctx;
 use super::decide::{self, Snapshot};
@@ -120,39 +118,20 @@ impl Leading {
         let resumes = record.foreign_holder(&ctx.lock_owner).is_none() || record.pause.is_some();
         ctx.metrics.set_in_flight(record.entries.len());
         if resumes {
-            let mut writes = Vec::new();
             for (name, entry) in &record.entries {
                 if self.tasks.contains_key(name) {
                     continue;
                 }
                 let view = by_name.get(name.as_str()).copied();
                 let step = decide::next_step(view, entry, &ctx.config, now);
-                if step.writes() {
-                    writes.push((name, view, step));
-                    continue;
+                match run_step(ctx, name, view, step, &mut self.tasks, &mut self.gates).await {
+                    Ok(Some(t)) => soon(next, t),
+                    Ok(None) => {}
+                    // Logged where it happened; the watch brings the newer version and a new
+                    // pass.
+                    Err(Error::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
                 }
-                let r = run_step(ctx, name, view, step, &mut self.tasks, &mut self.gates).await;
-                step_done(r, next)?;
-            }
-            // The steps that write do so to their own Node (the lock's edits take turns, see
-            // `writes::free`): made together, as one after another each node waited for the
-            // writes of the nodes before it in the lock (a pass that started twenty nodes
-            // cordoned the last one 50 ms after the first, issue 26). None of them touches the
-            // gates started early; the tasks they spawn are kept whatever the others' outcome.
-            let mut made = Vec::with_capacity(writes.len());
-            for (name, view, step) in writes {
-                made.push(write_step(ctx, name, view, step));
-            }
-            let done = at_most(WRITES_AT_ONCE, made).await;
-            let mut first_error = None;
-            for (r, tasks) in done {
-                self.tasks.extend(tasks);
-                if let Err(e) = step_done(r, next) {
-                    first_error.get_or_insert(e);
-                }
-            }
-            if let Some(e) = first_error {
-                return Err(e);
             }
         }
         // A gate started for a reboot that ended some other way (failed, freed, lock lost).
@@ -267,21 +246,15 @@ impl Leading {
         // The picked nodes take their slots first: the passed-over records are a write (and
         // an Event) per node whose holding budget changed, and a slot waiting on them is idle.
         start(ctx, picked, now).await?;
-        for (n, _) in &detail.passed_over {
+        for (n, held) in &detail.passed_over {
             if let Some(p) = &n.passed_over {
                 soon(
                     next,
                     p.since + ctx.config.concurrency.pass_over_for.to_chrono(),
                 );
             }
+            passed_over(ctx, n, held, now).await;
         }
-        // Each a write of its own Node: made together, as the next pass (which cordons the
-        // nodes just started) waits for this one to end.
-        let mut records = Vec::with_capacity(detail.passed_over.len());
-        for (n, held) in &detail.passed_over {
-            records.push(passed_over(ctx, n, held, now));
-        }
-        at_most(WRITES_AT_ONCE, records).await;
         Ok(())
     }
 }
@@ -343,86 +316,7 @@ async fn start(
     Ok(())
 }
 
-/// Node writes a pass makes at once: its steps' and its passed-over records'.
-const WRITES_AT_ONCE: usize = 16;
-
-/// A step that writes, carried out with tasks of its own (see [`decide::Step::writes`]: it
-/// touches no gate), returned with its outcome.
-async fn write_step(
-    ctx: &Ctx,
-    name: &str,
-    view: Option<&NodeView>,
-    step: decide::Step,
-) -> (
-    Result<Option<DateTime<Utc>>, Error>,
-    HashMap<String, StepTask>,
-) {
-    let mut tasks = HashMap::new();
-    let r = run_step(ctx, name, view, step, &mut tasks, &mut Gates::new()).await;
-    (r, tasks)
-}
-
-/// Runs `futures`, `n` at a time, and returns their outputs in the order they ended.
-async fn at_most<F: std::future::Future>(n: usize, futures: Vec<F>) -> Vec<F::Output> {
-    let mut left = futures.into_iter();
-    let mut running: FuturesUnordered<F> = left.by_ref().take(n).collect();
-    let mut out = Vec::new();
-    while let Some(o) = running.next().await {
-        out.push(o);
-        running.extend(left.next());
-    }
-    out
-}
-
-/// What a step's outcome means for the pass: its deadline taken into `next`; a conflict
-/// (logged where it happened; the watch brings the newer version and a new pass) is not an
-/// error of the pass.
-fn step_done(
-    r: Result<Option<DateTime<Utc>>, Error>,
-    next: &mut Option<DateTime<Utc>>,
-) -> Result<(), Error> {
-    match r {
-        Ok(Some(t)) => soon(next, t),
-        Ok(None) | Err(Error::Conflict { .. }) => {}
-        Err(e) => return Err(e),
-    }
-    Ok(())
-}
-
 /// `next` becomes `t` when `t` is sooner.
 fn soon(next: &mut Option<DateTime<Utc>>, t: DateTime<Utc>) {
     *next = Some(next.map_or(t, |n| n.min(t)));
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use super::at_most;
-
-    #[tokio::test]
-    async fn writes_made_together_are_at_most_so_many_at_once_and_all_answered() {
-        let running = AtomicUsize::new(0);
-        let most = AtomicUsize::new(0);
-        let write = |i: usize| {
-            let (running, most) = (&running, &most);
-            async move {
-                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                most.fetch_max(now, Ordering::SeqCst);
-                // Each answer comes after the others have had a turn to start.
-                for _ in 0..3 {
-                    tokio::task::yield_now().await;
-                }
-                running.fetch_sub(1, Ordering::SeqCst);
-                i
-            }
-        };
-        let mut answers = at_most(4, (0..10).map(write).collect()).await;
-        assert_eq!(most.load(Ordering::SeqCst), 4, "four at once, no more");
-        answers.sort_unstable();
-        assert_eq!(answers, (0..10).collect::<Vec<_>>(), "every write answered");
-        assert!(at_most(4, Vec::<std::future::Ready<()>>::new())
-            .await
-            .is_empty());
-    }
 }

@@ -63,8 +63,8 @@ impl RoomReader {
             .collect();
         // A node the pick no longer looks at is kept while its read is fresh: the window
         // follows the free slots (see `scan_window`), and a node at its end left and came back
-        // as slots freed and filled, read again each time (a 5,000-node rollout listed 20-30%
-        // more pods once its passes came faster).
+        // as slots freed and filled, read again each time (a 5,000-node rollout whose passes
+        // came faster listed 20-30% more pods).
         self.known
             .retain(|n, (at, _)| wanted.contains(n.as_str()) || now - *at <= FRESH_FOR);
         // The nodes in flight first (their claims hold the others), then the waiting ones never
