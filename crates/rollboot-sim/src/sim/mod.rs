@@ -64,6 +64,7 @@ pub mod stats;
 pub mod store;
 pub mod strategy;
 pub mod table;
+pub mod transport;
 pub mod validation;
 pub mod volumes;
 pub mod world;
@@ -323,6 +324,13 @@ impl Cluster {
     /// A kube client for this cluster, identified by `token`.
     pub async fn kube_client_as(&self, token: &str) -> anyhow::Result<kube::Client> {
         Ok(kube::Client::try_from(self.kube_config_as(token).await?)?)
+    }
+
+    /// A kube client for `config` (this cluster's, see [`Cluster::kube_config_as`]) whose
+    /// requests reach the API server in this process, without a socket (see [`transport`]).
+    pub fn in_process_client(&self, config: &kube::Config) -> anyhow::Result<kube::Client> {
+        let router = server::router(self.shared.clone());
+        Ok(transport::client(config, router, self.shared.clone())?)
     }
 
     /// A kube client for this cluster with the token `test`.

@@ -27,7 +27,6 @@ use rollboot::config::Config;
 use rollboot::metrics::Metrics;
 use rollboot::node::{NodeState, NodeView};
 
-pub mod agent_client;
 pub mod chaos;
 pub mod from_cluster;
 pub mod rehearse;
@@ -360,12 +359,8 @@ impl Harness {
         let client = cluster.kube_client_as("harness").await?;
         let mut agent_config = cluster.kube_config_as("agent").await?;
         rollboot::client::identify(&mut agent_config, "agent");
-        // The agents share one client, its requests in flight capped (see agent_client).
-        let agent_client = kube::client::ClientBuilder::try_from(agent_config)?
-            .with_layer(&agent_client::InFlightLimit::new(
-                agent_client::REQUESTS_IN_FLIGHT,
-            ))
-            .build();
+        // The agents share one client, in process (see sim::transport).
+        let agent_client = cluster.in_process_client(&agent_config)?;
         // What the deploy manifests create: the namespace of the Leases.
         let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
         for name in BTreeSet::from([
@@ -447,8 +442,17 @@ impl Harness {
     pub async fn start_controller(&mut self, i: usize) -> anyhow::Result<()> {
         let kc: kube::config::Kubeconfig =
             yaml_serde::from_str(&self.cluster.kubeconfig(&format!("controller-{i}")))?;
-        let mut client = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-        rollboot::client::identify(&mut client, "controller");
+        let mut kube_config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        rollboot::client::identify(&mut kube_config, "controller");
+        // In process (see sim::transport), built as the replica builds its own.
+        let clients = rollboot::controller::Clients {
+            api: self.cluster.in_process_client(&kube_config)?,
+            evict: self.cluster.in_process_client(&{
+                let mut c = kube_config.clone();
+                c.default_retry = false;
+                c
+            })?,
+        };
         while self.controllers.len() <= i {
             self.controllers.push(None);
             self.metrics.push(Arc::new(Metrics::default()));
@@ -460,8 +464,8 @@ impl Harness {
             let shutdown = async move {
                 let _ = rx.await;
             };
-            if let Err(e) = rollboot::controller::run(
-                client,
+            if let Err(e) = rollboot::controller::run_with_clients(
+                clients,
                 config,
                 format!("controller-{i}"),
                 metrics,
@@ -522,7 +526,9 @@ impl Harness {
                 let mut c = kube::Config::new(self.cluster.base_url().parse().expect("url"));
                 c.auth_info.token = Some(format!("{prefix}{node}").into());
                 rollboot::client::identify(&mut c, "agent");
-                kube::Client::try_from(c).unwrap_or_else(|_| self.agent_client.clone())
+                self.cluster
+                    .in_process_client(&c)
+                    .unwrap_or_else(|_| self.agent_client.clone())
             }
             None => self.agent_client.clone(),
         };

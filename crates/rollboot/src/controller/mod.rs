@@ -43,4 +43,4 @@ mod writes;
 
 pub use config_file::run_with_config_file;
 pub use error::Error;
-pub use replica::run;
+pub use replica::{run, run_with_clients, Clients};

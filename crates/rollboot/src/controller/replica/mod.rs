@@ -1,8 +1,8 @@
 //! One controller replica: its clients, its leader election, its caches, and, while it leads,
 //! the leader's loop.
 //!
-//! Owns [`run`] and its parts: the clients (one without kube's transparent 429 retry, for
-//! evictions), the elector of the leader Lease, the watches that fill the caches ([`watches`]),
+//! Owns [`run`] and its parts: the clients ([`Clients`]: one without kube's transparent 429
+//! retry, for evictions), the elector of the leader Lease, the watches that fill the caches ([`watches`]),
 //! the shared context ([`crate::controller::context::Ctx`]), and the loop that leads while
 //! elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a replica's
 //! future stops everything it started at once, as a crash would; it must never act without
@@ -42,7 +42,45 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let (client, evict_client) = clients(kube_config)?;
+    let clients = Clients::from_config(kube_config)?;
+    run_with_clients(clients, config, identity, metrics, shutdown).await
+}
+
+/// A replica's two clients: one for everything, and one without kube's transparent 429 retry,
+/// for evictions (an eviction refused by a budget must reach the drain).
+#[derive(Clone)]
+pub struct Clients {
+    /// Every request but evictions.
+    pub api: Client,
+    /// Evictions: no retry of its own.
+    pub evict: Client,
+}
+
+impl Clients {
+    /// Both clients built from `kube_config` (the evictions' one with `default_retry` off).
+    pub fn from_config(kube_config: kube::Config) -> Result<Clients, Error> {
+        let api =
+            Client::try_from(kube_config.clone()).map_err(|e| Error::Client(e.to_string()))?;
+        let mut no_retry = kube_config;
+        no_retry.default_retry = false;
+        let evict = Client::try_from(no_retry).map_err(|e| Error::Client(e.to_string()))?;
+        Ok(Clients { api, evict })
+    }
+}
+
+/// [`run`] with clients built by the caller (the simulator's reach its API server without a
+/// socket); they must be as [`Clients::from_config`] builds them.
+pub async fn run_with_clients(
+    clients: Clients,
+    config: Arc<Config>,
+    identity: String,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let Clients {
+        api: client,
+        evict: evict_client,
+    } = clients;
     let leader_lease = LeaseRef::new(
         client.clone(),
         &config.leader.namespace,
@@ -135,18 +173,6 @@ pub async fn run(
     })
     .await;
     Ok(())
-}
-
-/// The replica's client, and one without kube's transparent 429 retry: an eviction refused by
-/// a budget must reach the drain.
-fn clients(kube_config: kube::Config) -> Result<(Client, Client), Error> {
-    let client = Client::try_from(kube_config.clone()).map_err(|e| Error::Client(e.to_string()))?;
-    let evict_client = {
-        let mut c = kube_config;
-        c.default_retry = false;
-        Client::try_from(c).map_err(|e| Error::Client(e.to_string()))?
-    };
-    Ok((client, evict_client))
 }
 
 /// What the leader's loop and its tasks share, over the caches the watches fill.
