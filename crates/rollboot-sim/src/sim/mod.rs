@@ -3,8 +3,10 @@
 //! An HTTP server on 127.0.0.1 that speaks the part of the Kubernetes API rollboot and kubectl
 //! use, the way kube-apiserver v1.36 does (checked against recorded exchanges in
 //! `tests/golden/`), plus a world that plays kubelets, the scheduler, ReplicaSets,
-//! StatefulSets, DaemonSets and the disruption controller. Product code never imports this module; it talks to the
-//! simulator through an ordinary kubeconfig.
+//! StatefulSets, DaemonSets and the disruption controller. Product code never imports this
+//! module; it talks to the simulator through an ordinary kubeconfig, or, for the controller
+//! replicas and agents `rollboot simulate` runs in its own process, through kube clients that
+//! hand the same requests to the same router without a socket ([`transport`]).
 //!
 //! Known differences from kube-apiserver: no server-side apply (415); no deletecollection;
 //! lists at an exact old resourceVersion answer 410 (no history is kept); a continue token

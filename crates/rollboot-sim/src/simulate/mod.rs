@@ -5,7 +5,8 @@
 //! [`RebootMethod`](rollboot::agent::RebootMethod) and sentinel, the [`Harness`] the rollout tests
 //! drive (start, kill and restart controllers and agents), and the rollout report. It must never
 //! reach into the product's decisions: the controller and agents here are exactly the production
-//! code, talking HTTP to the simulator, each with its own identity in the request accounting.
+//! code, talking to the simulator's API (in process, see [`crate::sim::transport`]), each with
+//! its own identity in the request accounting.
 
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
