@@ -445,15 +445,10 @@ impl Harness {
             yaml_serde::from_str(&self.cluster.kubeconfig(&format!("controller-{i}")))?;
         let mut kube_config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
         rollboot::client::identify(&mut kube_config, "controller");
-        // In process (see sim::transport), built as the replica builds its own.
-        let clients = rollboot::controller::Clients {
-            api: self.cluster.in_process_client(&kube_config)?,
-            evict: self.cluster.in_process_client(&{
-                let mut c = kube_config.clone();
-                c.default_retry = false;
-                c
-            })?,
-        };
+        // In process (see sim::transport), from the configs the replica builds its own from.
+        let clients = rollboot::controller::Clients::built_by(kube_config, |c| {
+            self.cluster.in_process_client(&c)
+        })?;
         while self.controllers.len() <= i {
             self.controllers.push(None);
             self.metrics.push(Arc::new(Metrics::default()));

@@ -2,9 +2,9 @@
 //! the leader's loop.
 //!
 //! Owns [`run`] and its parts: the clients ([`Clients`]: one without kube's transparent 429
-//! retry, for evictions), the elector of the leader Lease, the watches that fill the caches ([`watches`]),
-//! the shared context ([`crate::controller::context::Ctx`]), and the loop that leads while
-//! elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a replica's
+//! retry, for evictions), the elector of the leader Lease, the watches that fill the caches
+//! ([`watches`]), the shared context ([`crate::controller::context::Ctx`]), and the loop that
+//! leads while elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a replica's
 //! future stops everything it started at once, as a crash would; it must never act without
 //! leading.
 
@@ -59,17 +59,25 @@ pub struct Clients {
 impl Clients {
     /// Both clients built from `kube_config` (the evictions' one with `default_retry` off).
     pub fn from_config(kube_config: kube::Config) -> Result<Clients, Error> {
-        let api =
-            Client::try_from(kube_config.clone()).map_err(|e| Error::Client(e.to_string()))?;
+        Clients::built_by(kube_config, Client::try_from)
+    }
+
+    /// Both clients, each made by `build` from its config: `kube_config` as it is, and for
+    /// the evictions `kube_config` with `default_retry` off (the simulator builds clients that
+    /// reach its API server without a socket).
+    pub fn built_by<E: std::fmt::Display>(
+        kube_config: kube::Config,
+        build: impl Fn(kube::Config) -> Result<Client, E>,
+    ) -> Result<Clients, Error> {
+        let api = build(kube_config.clone()).map_err(|e| Error::Client(e.to_string()))?;
         let mut no_retry = kube_config;
         no_retry.default_retry = false;
-        let evict = Client::try_from(no_retry).map_err(|e| Error::Client(e.to_string()))?;
+        let evict = build(no_retry).map_err(|e| Error::Client(e.to_string()))?;
         Ok(Clients { api, evict })
     }
 }
 
-/// [`run`] with clients built by the caller (the simulator's reach its API server without a
-/// socket); they must be as [`Clients::from_config`] builds them.
+/// [`run`] with clients built by the caller (see [`Clients::built_by`]).
 pub async fn run_with_clients(
     clients: Clients,
     config: Arc<Config>,
@@ -77,10 +85,7 @@ pub async fn run_with_clients(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let Clients {
-        api: client,
-        evict: evict_client,
-    } = clients;
+    let client = clients.api.clone();
     let leader_lease = LeaseRef::new(
         client.clone(),
         &config.leader.namespace,
@@ -148,14 +153,7 @@ pub async fn run_with_clients(
             let _ = stop_tx.send(true);
         }))
     };
-    let ctx = context(
-        (client, evict_client),
-        config,
-        &identity,
-        metrics,
-        &leadership,
-        &caches,
-    )?;
+    let ctx = context(clients, config, &identity, metrics, &leadership, &caches)?;
     let _fleetlock = fleetlock.map(|(listener, _)| {
         let (ctx, identity) = (ctx.clone(), identity.clone());
         Task(tokio::spawn(async move {
@@ -177,7 +175,10 @@ pub async fn run_with_clients(
 
 /// What the leader's loop and its tasks share, over the caches the watches fill.
 fn context(
-    (client, evict_client): (Client, Client),
+    Clients {
+        api: client,
+        evict: evict_client,
+    }: Clients,
     config: Arc<Config>,
     identity: &str,
     metrics: Arc<Metrics>,
