@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use rollboot_sim::sim::{Cluster, FaultConfig, Scenario};
+use rollboot_sim::sim::{Cluster, FaultConfig};
 use serde_json::{json, Value};
 
 /// Polls `$body` (an expression yielding `Option<T>`) every 20 ms until it is `Some`, or fails
@@ -24,20 +24,7 @@ macro_rules! eventually {
     }};
 }
 
-fn small() -> Scenario {
-    Scenario {
-        nodes: 3,
-        pods_per_node: 2,
-        replicas: 3,
-        pdb_share: 0.5,
-        bare_pods: 0,
-        mirror_pods: 0,
-        empty_dir_pods: 0,
-        // A slow world: nothing changes on its own during a test.
-        time_factor: 100.0,
-        ..Scenario::default()
-    }
-}
+use common::small_and_slow as small;
 
 /// kube's client retries 429s, which would hide the answer: see `common::http`.
 async fn raw(

@@ -1,6 +1,8 @@
 //! The in-process transport (`sim::transport`): the simulated controller and agents reach the
 //! API server without a socket, and must get what they would get over HTTP.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -8,19 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use rollboot_sim::sim::{Cluster, Scenario};
 
-fn small() -> Scenario {
-    Scenario {
-        nodes: 3,
-        pods_per_node: 2,
-        replicas: 3,
-        bare_pods: 0,
-        mirror_pods: 0,
-        empty_dir_pods: 0,
-        // A slow world: nothing changes on its own during a test.
-        time_factor: 100.0,
-        ..Scenario::default()
-    }
-}
+use common::small_and_slow as small;
 
 /// A request of `method` to `path` with `body` (JSON, or none).
 fn request(method: &str, path: &str, body: Option<&str>) -> http::Request<Vec<u8>> {

@@ -4,6 +4,26 @@
 use std::fmt::Display;
 use std::time::Duration;
 
+use rollboot_sim::sim::Scenario;
+
+/// Three nodes of two pods, in Deployments of three (half under budgets), no bare, mirror or
+/// emptyDir pods, in a slow world: nothing changes on its own during a test.
+// Each test crate that includes this module uses what it needs of it.
+#[allow(dead_code)]
+pub fn small_and_slow() -> Scenario {
+    Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        replicas: 3,
+        pdb_share: 0.5,
+        bare_pods: 0,
+        mirror_pods: 0,
+        empty_dir_pods: 0,
+        time_factor: 100.0,
+        ..Scenario::default()
+    }
+}
+
 /// Sends one request presenting `token` and returns the status code and the (de-chunked) body.
 /// A chunked body cut short (a watch the server ends) yields what arrived.
 // Each test crate that includes this module uses one of the two senders.
