@@ -4,6 +4,7 @@
 //! gives the slot back once up.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rollboot::node::{NodeState, NodeView};
@@ -319,5 +320,71 @@ async fn a_fleetlock_hosts_own_reboot_is_not_held_by_a_stall_meant_for_its_agent
     assert_eq!(h.reboots(node), 1);
     // Still queued for the agent, which was never asked to reboot.
     assert_eq!(h.host.stall.lock().unwrap().get(node), Some(&1));
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleetlock_host_that_goes_down_while_it_waits_for_a_slot_asks_no_more_from_that_boot() {
+    // The chaos campaign's seed 10 (seen once, 2026-11-26): a FleetLock host shut down by
+    // itself while its Zincati waited for a slot. The Zincati of the old boot asked on, got
+    // 200 once the slot was free, and waited for a reboot that had already happened; the
+    // controller failed the node at its reboot timeout.
+    let mut h = harness(
+        2,
+        "{fleetlock: {listen: '127.0.0.1:0'}, reboot: {timeout: 10s}}",
+    )
+    .await;
+    h.enable_shutdowns(Duration::from_millis(200));
+    let (addrs, leader) = replicas(&h).await;
+    // node-0000's host takes the only slot (maxNodes 1) and keeps it.
+    let holder = h.node("node-0000").await.unwrap();
+    let hb = body(&zincati_id(&holder.machine_id), "default");
+    until_ok(addrs[leader], PRE, &hb, Duration::from_secs(60)).await;
+    // node-0001 gets an update staged: its Zincati asks, and waits.
+    let node = "node-0001";
+    let before = h.node(node).await.unwrap();
+    h.start_zincati(node, Duration::from_millis(50));
+    h.fleetlock.pending.lock().unwrap().insert(node.into());
+    let asked = h
+        .wait_for(Duration::from_secs(20), |ns| {
+            ns.iter().any(|n| n.name == node && n.flagged())
+        })
+        .await
+        .unwrap();
+    assert!(asked, "node-0001's Zincati did not ask");
+    // Its host shuts down by itself (nothing holds logind: the agents started before it had
+    // one) and comes back on a new boot, with the update in.
+    h.host_shutdown(node).unwrap().await.unwrap();
+    let back = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter()
+                .any(|n| n.name == node && n.ready && n.boot_id != before.boot_id)
+        })
+        .await
+        .unwrap();
+    assert!(back, "the host did not come back");
+    // The slot is free again: the holder gives it back without a reboot.
+    until_ok(addrs[leader], STEADY, &hb, Duration::from_secs(30)).await;
+    // The new boot's Zincati withdraws the request; nothing is handed to this host for the
+    // update it already has.
+    let withdrawn = h
+        .wait_for(Duration::from_secs(20), |ns| {
+            ns.iter().any(|n| n.name == node && !n.flagged())
+        })
+        .await
+        .unwrap();
+    let n = h.node(node).await.unwrap();
+    assert!(withdrawn, "{n:?}");
+    assert_eq!(n.handed_off, None, "{n:?}");
+    assert_eq!(h.fleetlock.granted.load(Ordering::Relaxed), 0);
+    // The next update staged on this host is asked for, granted and rebooted for.
+    h.fleetlock.pending.lock().unwrap().insert(node.into());
+    let (done, n) = h
+        .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(done, "{n:?}");
+    assert_eq!(h.fleetlock.granted.load(Ordering::Relaxed), 1);
+    assert_eq!(h.reboots(node), 2, "the shutdown and the granted reboot");
     h.shutdown().await;
 }

@@ -3,11 +3,12 @@
 //!
 //! Owns the simulated client's loop ([`run`]): at start, `steady-state` until 200 (Zincati's
 //! initialization); while an update is staged ([`FleetLockHosts::pending`]), `pre-reboot` on a
-//! poll until 200; then the host's reboot (the world's, as the agent's simulated reboot does,
-//! with a token of its own per grant so the exactly-once invariant covers it), the wait until
-//! it is up on a new boot, and `steady-state` until 200. Requests go to the controller replicas
-//! in turn (a standby forwards to the leader). It must never reboot without a 200, and never
-//! decide anything for rollboot: it is the host's side only.
+//! poll until 200, or until the host goes down by itself, which ends that boot's Zincati (the
+//! update went in with that boot); then the host's reboot (the world's, as the agent's
+//! simulated reboot does, with a token of its own per grant so the exactly-once invariant
+//! covers it), the wait until it is up on a new boot, and `steady-state` until 200. Requests go
+//! to the controller replicas in turn (a standby forwards to the leader). It must never reboot
+//! without a 200, and never decide anything for rollboot: it is the host's side only.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,11 +122,26 @@ pub async fn run(
         let mut known = method.boot_id(&node);
         let downs = method.downs();
         let before = loop {
-            while ask(Endpoint::PreReboot).await != 200 {
+            // The Zincati of a boot the host left asks nothing more: a host that went down
+            // meanwhile (a shutdown of its own) took it along, and the staged update went in
+            // with that boot. Asking on would take a slot for a reboot that already happened
+            // (the chaos campaign's seed 10: a 200 twenty seconds after the host was back, for
+            // a reboot nobody made, and the node failed at its reboot timeout).
+            let granted = loop {
+                if method.downs() != downs {
+                    break false;
+                }
+                if ask(Endpoint::PreReboot).await == 200 {
+                    break true;
+                }
                 if let Some(b) = method.boot_id(&node) {
                     known = Some(b);
                 }
                 tokio::time::sleep(poll).await;
+            };
+            // Down while the 200 was on its way: that boot's Zincati never saw it.
+            if !granted || method.downs() != downs {
+                break None;
             }
             if first {
                 first = false;
@@ -138,12 +154,6 @@ pub async fn run(
                 hosts.hold(&node, true);
             }
             grants += 1;
-            // A host that went down meanwhile (a shutdown of its own) took this Zincati with
-            // it: the staged update went in with that boot, and the Zincati of the new boot
-            // starts over.
-            if method.downs() != downs {
-                break None;
-            }
             // It reboots at once on 200, as a real host does: waiting for its Node to be
             // there again would reboot it later, on whatever the Node says then (a Node
             // registered again is not cordoned).
@@ -161,13 +171,23 @@ pub async fn run(
             }
         };
         hosts.pending.lock().expect("pending").remove(&node);
-        // Up again on a new boot (a host that hangs stays down until fixed).
-        let before = before.unwrap_or(known);
-        while method
-            .boot_id(&node)
-            .is_none_or(|b| Some(&b) == before.as_ref())
-        {
-            tokio::time::sleep(poll).await;
+        // Up again (a host that hangs stays down until fixed): after its own reboot, on a boot
+        // other than the one it left; after a shutdown, on whatever boot it reports (none
+        // while it is down).
+        match before {
+            Some(before) => {
+                while method
+                    .boot_id(&node)
+                    .is_none_or(|b| Some(&b) == before.as_ref())
+                {
+                    tokio::time::sleep(poll).await;
+                }
+            }
+            None => {
+                while method.boot_id(&node).is_none() {
+                    tokio::time::sleep(poll).await;
+                }
+            }
         }
     }
 }
