@@ -201,7 +201,8 @@ impl Merged {
     fn value(&self) -> &Value {
         match self {
             Merged::Value(v) => v,
-            Merged::Prepared(p) => p.value(),
+            // Made by `Prepared::new`, which keeps the value.
+            Merged::Prepared(p) => p.value().unwrap_or(&Value::Null),
         }
     }
 }

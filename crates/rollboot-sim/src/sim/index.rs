@@ -98,16 +98,28 @@ impl Workload {
             "DaemonSet" => value["status"]["desiredNumberScheduled"].as_i64(),
             _ => return None,
         };
-        let counts = Self::COUNTS
-            .into_iter()
-            .filter_map(|f| Some((f, value["status"][f].as_i64()?)))
-            .collect();
         Some(Box::new(Workload {
             scale,
             generation: value["metadata"]["generation"].as_i64(),
-            counts,
+            counts: Self::counts_of(&value["status"]),
         }))
     }
+
+    /// The counts of a workload's `status`.
+    fn counts_of(status: &Value) -> BTreeMap<&'static str, i64> {
+        Self::COUNTS
+            .into_iter()
+            .filter_map(|f| Some((f, status[f].as_i64()?)))
+            .collect()
+    }
+}
+
+/// A `status` whose `Ready` condition is True.
+fn ready_in(status: &Value) -> bool {
+    status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 impl Index {
@@ -123,10 +135,7 @@ impl Index {
                     .collect()
             })
             .unwrap_or_default();
-        let ready = value["status"]["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
+        let ready = ready_in(&value["status"]);
         let owner = md["ownerReferences"].as_array().and_then(|refs| {
             refs.iter().find(|r| r["controller"] == true).map(|r| {
                 (
@@ -181,6 +190,25 @@ impl Index {
                 Some("VolumeAttachment") => s(&value["spec"]["source"]["persistentVolumeName"]),
                 _ => None,
             },
+        }
+    }
+
+    /// Recomputes what the index reads of an object's `status`, for the same object of `kind`
+    /// with `status` for its status (a status write spliced into the stored bytes). Reads
+    /// what [`Index::of`] reads there, no more.
+    pub fn set_status(&mut self, kind: Kind, status: &Value) {
+        let s = |v: &Value| v.as_str().map(str::to_string);
+        self.phase = s(&status["phase"]);
+        self.ready = ready_in(status);
+        if kind == Kind::Node {
+            self.boot_id = s(&status["nodeInfo"]["bootID"]);
+            self.machine_id = s(&status["nodeInfo"]["machineID"]);
+        }
+        if let Some(w) = self.workload.as_mut() {
+            w.counts = Workload::counts_of(status);
+            if kind == Kind::DaemonSet {
+                w.scale = status["desiredNumberScheduled"].as_i64();
+            }
         }
     }
 

@@ -789,15 +789,15 @@ pub fn refresh_pdb(inner: &mut Inner, key: &str) {
         return;
     };
     let pods = api::BudgetPods::read(inner, &old.idx);
-    if let Some(v) = next_pdb(&old, &pods) {
-        inner.put(Kind::Pdb, v);
+    if let Some(p) = next_pdb(&old, &pods) {
+        inner.put_prepared(p);
     }
 }
 
-/// A budget's next version, its status recomputed from `pods` as read with it; `None` when the
-/// status stays as it is. Pure: the budget is parsed here, outside the store lock where the
-/// world can.
-fn next_pdb(old: &Entry, pods: &api::BudgetPods) -> Option<Value> {
+/// A budget's next version, its status recomputed from `pods` as read with it, made ready for
+/// the store; `None` when the status stays as it is. Pure: the budget is parsed here, outside
+/// the store lock where the world can.
+fn next_pdb(old: &Entry, pods: &api::BudgetPods) -> Option<Prepared> {
     let mut v = old.value();
     let (b, disrupted) = pods.numbers(&v, Utc::now());
     let now = timestamp(Utc::now());
@@ -826,7 +826,7 @@ fn next_pdb(old: &Entry, pods: &api::BudgetPods) -> Option<Value> {
         v["status"]["disruptedPods"] = Value::Object(dp);
     }
     api::set_condition(&mut v, b.allowed > 0, &now);
-    (v["status"] != before).then_some(v)
+    (v["status"] != before).then(|| Prepared::with_status(Kind::Pdb, old, v["status"].take()))
 }
 
 /// The replica counts of a workload controller that differ from what it says, counted from
@@ -869,20 +869,21 @@ fn replicas_due(inner: &Inner, kind: Kind, key: &str) -> Option<(Entry, Counts)>
 type Counts = Vec<(&'static str, Option<i64>)>;
 
 /// A workload controller's next version with `counts` in its status (written without
-/// comparing the whole: a count differs). Pure.
-fn next_replicas(old: &Entry, counts: &Counts) -> Value {
-    let mut v = old.value();
+/// comparing the whole: a count differs), made ready for the store. Pure: only its status is
+/// parsed (the whole, pod template included, was most of a refresh).
+fn next_replicas(kind: Kind, old: &Entry, counts: &Counts) -> Prepared {
+    let mut status = old.status();
     for (f, n) in counts {
-        v["status"][*f] = json!(n);
+        status[*f] = json!(n);
     }
-    v
+    Prepared::with_status(kind, old, status)
 }
 
 /// Recomputes a StatefulSet's or a ReplicaSet's replica counts from its pods; writes only on
 /// change.
 fn refresh_replicas(inner: &mut Inner, kind: Kind, key: &str) {
     if let Some((old, counts)) = replicas_due(inner, kind, key) {
-        inner.put(kind, next_replicas(&old, &counts));
+        inner.put_prepared(next_replicas(kind, &old, &counts));
     }
 }
 
@@ -2120,10 +2121,7 @@ impl Runner {
             };
             let ready: Vec<(Kind, u64, Prepared)> = due
                 .into_iter()
-                .map(|(kind, old, counts)| {
-                    let v = next_replicas(&old, &counts);
-                    (kind, old.idx.rv, Prepared::new(kind, v))
-                })
+                .map(|(kind, old, counts)| (kind, old.idx.rv, next_replicas(kind, &old, &counts)))
                 .collect();
             if !ready.is_empty() {
                 let mut inner = self.shared.store.lock();
@@ -2162,10 +2160,7 @@ impl Runner {
         };
         let ready: Vec<(Kind, u64, Prepared)> = reads
             .iter()
-            .filter_map(|(old, pods)| {
-                let v = next_pdb(old, pods)?;
-                Some((Kind::Pdb, old.idx.rv, Prepared::new(Kind::Pdb, v)))
-            })
+            .filter_map(|(old, pods)| Some((Kind::Pdb, old.idx.rv, next_pdb(old, pods)?)))
             .collect();
         if !ready.is_empty() {
             let mut inner = self.shared.store.lock();
