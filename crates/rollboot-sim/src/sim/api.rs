@@ -132,6 +132,19 @@ pub fn insert(inner: &mut Inner, kind: Kind, body: Value) -> Result<Entry, ApiEr
     Ok(inner.put(kind, body))
 }
 
+/// [`insert`] of an object made ready outside the store lock.
+pub fn insert_prepared(inner: &mut Inner, p: Prepared) -> Result<Entry, ApiError> {
+    let kind = p.kind();
+    let idx = p.index();
+    if kind.namespaced() && inner.get(Kind::Namespace, &idx.namespace).is_none() {
+        return Err(ApiError::not_found(Kind::Namespace, &idx.namespace));
+    }
+    if inner.get(kind, &idx.key()).is_some() {
+        return Err(ApiError::already_exists(kind, &idx.name));
+    }
+    Ok(inner.put_prepared(p))
+}
+
 /// Validating admission of a write, asked under the store lock once the registry has prepared
 /// what it would store (kube-apiserver's create, update and delete validation functions, which
 /// the registry calls after its own checks and before storage's): the object's name, the
@@ -697,20 +710,34 @@ pub fn check_disruption(inner: &Inner, pod: &Index, cause: Cause, inv: &Invarian
         return;
     }
     for e in budgets_for(inner, pod) {
-        let v = e.value();
-        let (b, disrupted) = budget_now(inner, &e.idx, &v);
-        let was_healthy = pdb::healthy(pod, &disrupted);
-        let after = b.healthy - i64::from(was_healthy);
-        if after < b.desired {
-            inv.record_violation(
-                &e.idx.namespace,
-                &e.idx.name,
-                &pod.name,
-                cause,
-                after,
-                b.desired,
-            );
-        }
+        check_budget(inner, pod, &e, &e.value(), cause, inv);
+    }
+}
+
+/// [`check_disruption`] for one budget of `pod`, `budget`, already parsed as `parsed`.
+fn check_budget(
+    inner: &Inner,
+    pod: &Index,
+    budget: &Entry,
+    parsed: &Value,
+    cause: Cause,
+    inv: &Invariants,
+) {
+    if !pod.ready || pod.deleting {
+        return;
+    }
+    let (b, disrupted) = budget_now(inner, &budget.idx, parsed);
+    let was_healthy = pdb::healthy(pod, &disrupted);
+    let after = b.healthy - i64::from(was_healthy);
+    if after < b.desired {
+        inv.record_violation(
+            &budget.idx.namespace,
+            &budget.idx.name,
+            &pod.name,
+            cause,
+            after,
+            b.desired,
+        );
     }
 }
 
@@ -808,7 +835,8 @@ fn evict_or_abandon(
                 invariants.budget_refused(&pdb.idx.key(), &key);
                 return Err(ApiError::budget_exhausted(&pdb.idx.name, desired, current));
             }
-            check_disruption(&inner, &idx, Cause::Eviction, invariants);
+            // Its only budget, parsed above (a second parse was a tenth of an eviction).
+            check_budget(&inner, &idx, pdb, &v, Cause::Eviction, invariants);
             let now = timestamp(Utc::now());
             v["status"]["disruptionsAllowed"] = json!(allowed - 1);
             v["status"]["disruptedPods"][name] = json!(now);
@@ -818,8 +846,8 @@ fn evict_or_abandon(
             // The budget as read above, its allowance, disrupted pods and condition changed:
             // written as the disruption controller's refreshes are (no update semantics to
             // apply, and their parse and typed round trip were a fifth of an eviction's time
-            // under the lock).
-            inner.put(Kind::Pdb, v);
+            // under the lock), its status alone spliced into the stored bytes.
+            inner.put_prepared(Prepared::with_status(Kind::Pdb, pdb, v["status"].take()));
             if abandon() {
                 return Ok(true);
             }

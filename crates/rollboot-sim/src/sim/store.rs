@@ -216,6 +216,16 @@ impl Prepared {
         self.idx.key()
     }
 
+    /// The kind it is written as.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Its index (its resourceVersion not set yet).
+    pub fn index(&self) -> &Index {
+        &self.idx
+    }
+
     /// The object (its resourceVersion as it was given); `None` for a status write spliced
     /// into the stored bytes ([`Prepared::with_status`]).
     pub fn value(&self) -> Option<&Value> {

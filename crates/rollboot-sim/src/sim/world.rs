@@ -1666,21 +1666,33 @@ impl Runner {
             return;
         }
         let rsv = rs.value();
+        let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
+        let grace = template_grace(&rsv).unwrap_or(self.sc.grace_seconds);
         for _ in have..want {
-            let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
-            let mut inner = self.shared.store.lock();
-            let spec = PodSpec {
-                name: pod_name(&inner, ns, name, &mut self.rng),
+            let mut spec = PodSpec {
+                name: format!("{name}-{}", suffix(&mut self.rng)),
                 namespace: ns,
                 labels: rsv["spec"]["template"]["metadata"]["labels"].clone(),
                 owner: Some(("ReplicaSet", name, &rs.idx.uid)),
                 node: None,
                 running: false,
-                grace: template_grace(&rsv).unwrap_or(self.sc.grace_seconds),
+                grace,
                 empty_dir,
                 mirror: false,
                 daemon: false,
             };
+            // Built, serialized and indexed outside the store lock (under it, they were most
+            // of the lock's hold in a ReplicaSet's reconcile); the generated name is checked
+            // under it, and drawn again there in the rare case it was taken.
+            let mut v = pod_object(&spec, &mut self.rng);
+            template_priority(&mut v, &rsv);
+            let p = Prepared::new(Kind::Pod, v);
+            let mut inner = self.shared.store.lock();
+            if inner.get(Kind::Pod, &p.key()).is_none() {
+                let _ = api::insert_prepared(&mut inner, p);
+                continue;
+            }
+            spec.name = pod_name(&inner, ns, name, &mut self.rng);
             let mut v = pod_object(&spec, &mut self.rng);
             template_priority(&mut v, &rsv);
             let _ = api::insert(&mut inner, Kind::Pod, v);
