@@ -871,12 +871,14 @@ fn evict_or_abandon(
     opts.check_uid(Kind::Pod, name, &idx)?;
     let mut pv = pod.value();
     add_disruption_target(&mut pv);
-    let deletion = match pod_deletion(pv.clone(), &idx, opts.grace, Utc::now()) {
+    // The condition changes the status alone: spliced into the pod's stored bytes, without a
+    // copy of the whole pod made and written again.
+    let condition = Prepared::with_status(Kind::Pod, &pod, pv["status"].clone());
+    let deletion = match pod_deletion(pv, &idx, opts.grace, Utc::now()) {
         PodDeletion::AsIs => PodDeletion::AsIs,
         PodDeletion::Marked(v) => PodDeletion::Marked(Prepared::new(Kind::Pod, v)),
         PodDeletion::Gone(v) => PodDeletion::Gone(Prepared::new(Kind::Pod, v)),
     };
-    let condition = Prepared::new(Kind::Pod, pv);
     let mut inner = store.lock();
     match inner.get(Kind::Pod, &key).cloned() {
         Some(now) if now.idx.rv == idx.rv => {

@@ -100,7 +100,8 @@ pub struct Prepared {
     kind: Kind,
     /// The object as it will be stored but for its resourceVersion (a fallback where the
     /// serialization cannot be used as it is); `None` for a status write spliced into the
-    /// stored bytes ([`Prepared::with_status`]), which is made only where `at` is found.
+    /// stored bytes ([`Prepared::with_status`]), which is made only where `at` is found (a
+    /// pod's binding under the lock reads it from the bytes then).
     value: Option<Value>,
     bytes: Vec<u8>,
     /// Where [`RV_PLACEHOLDER_JSON`] starts in `bytes`, if found there once only.
@@ -142,21 +143,17 @@ impl Prepared {
     /// whole (a budget's or a workload's status refresh parsed, serialized and indexed the
     /// whole object: a tenth of a 5,000-node run, in the world's one task). Where the stored
     /// bytes do not end with a top-level `status`, or carry the stored revision more than
-    /// once, or for a pod (whose binding may need its value), the object is parsed and made
-    /// ready whole, as [`Prepared::new`] does. Pure.
+    /// once, the object is parsed and made ready whole, as [`Prepared::new`] does. Pure.
     pub fn with_status(kind: Kind, old: &Entry, status: Value) -> Prepared {
-        let spliced = (kind.storage() != Kind::Pod)
-            .then(|| status_at(&old.bytes))
-            .flatten()
-            .and_then(|start| {
-                let head = &old.bytes[..start];
-                let stored = format!("\"resourceVersion\":\"{}\"", old.idx.rv);
-                let mut found = memchr::memmem::find_iter(head, stored.as_bytes());
-                let (at, None) = (found.next()?, found.next()) else {
-                    return None;
-                };
-                Some((head, at, stored.len()))
-            });
+        let spliced = status_at(&old.bytes).and_then(|start| {
+            let head = &old.bytes[..start];
+            let stored = format!("\"resourceVersion\":\"{}\"", old.idx.rv);
+            let mut found = memchr::memmem::find_iter(head, stored.as_bytes());
+            let (at, None) = (found.next()?, found.next()) else {
+                return None;
+            };
+            Some((head, at, stored.len()))
+        });
         let Some((head, at, stored_len)) = spliced else {
             let mut v = old.value();
             v["status"] = status;
@@ -695,8 +692,12 @@ impl Inner {
                 .get(kind, &p.idx.key())
                 .is_none_or(|e| e.idx.node_name.is_none());
         if binds {
-            // A pod is always made ready with its value (see `with_status`).
-            return self.put(kind, p.value.unwrap_or_default());
+            let value = match p.value {
+                Some(v) => v,
+                // A status write spliced into the bytes keeps no value: read from them.
+                None => p.at_revision(0).value(),
+            };
+            return self.put(kind, value);
         }
         self.rv += 1;
         let rv = self.rv;
@@ -1147,9 +1148,10 @@ mod tests {
 
     /// A status write spliced into the stored bytes stores what the whole object made ready
     /// would: the same bytes and the same index, for a workload (its counts), a budget (its
-    /// conditions), a Node (its boot ID) and objects whose strings carry `"status":`, braces
-    /// and escaped quotes. Where the splice cannot be made (no status, one that is not the
-    /// last member, the stored revision written twice) the whole object is made ready.
+    /// conditions), a Node (its boot ID), a pod (its phase and readiness) and objects whose
+    /// strings carry `"status":`, braces and escaped quotes. Where the splice cannot be made
+    /// (no status, one that is not the last member, the stored revision written twice) the
+    /// whole object is made ready.
     #[test]
     fn a_status_write_spliced_into_the_stored_bytes_stores_what_a_whole_write_would() {
         let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -1186,6 +1188,12 @@ mod tests {
             (Kind::ReplicaSet, rs, rs_next.clone(), true),
             (Kind::Pdb, pdb, pdb_next.clone(), true),
             (Kind::Node, node, node_next, true),
+            (
+                Kind::Pod,
+                noted_pod("p", "{\"status\":1}"),
+                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+                true,
+            ),
             (Kind::ReplicaSet, bare, rs_next, false),
             (Kind::Pdb, trailing, pdb_next.clone(), false),
             (Kind::Pdb, twice, pdb_next, false),
@@ -1226,6 +1234,20 @@ mod tests {
             .put_prepared(Prepared::new(Kind::Pod, noted_pod("a", "x")));
         assert_eq!(got.idx.labels["topology.kubernetes.io/zone"], "z1");
         assert_eq!(got.idx.node_name.as_deref(), Some("n1"));
+        // A status write spliced into a bound pod's bytes, written where the pod stored is
+        // unbound (a caller that did not check its revision): bound all the same, from the
+        // spliced bytes.
+        let bound = store.get(Kind::Pod, "ns/a").unwrap();
+        let mut unbound = noted_pod("a", "y");
+        unbound["spec"]["nodeName"].take();
+        store.lock().put(Kind::Pod, unbound);
+        let p = Prepared::with_status(Kind::Pod, &bound, json!({"phase": "Succeeded"}));
+        assert!(p.value.is_none());
+        let got = store.lock().put_prepared(p);
+        assert_eq!(got.idx.labels["topology.kubernetes.io/zone"], "z1");
+        assert_eq!(got.idx.node_name.as_deref(), Some("n1"));
+        assert_eq!(got.idx.phase.as_deref(), Some("Succeeded"));
+        assert_eq!(got.value()["metadata"]["annotations"]["note"], "x");
     }
 
     fn budget(ns: &str, name: &str, selector: Value) -> Value {

@@ -1969,9 +1969,8 @@ impl Runner {
             return;
         }
         drop(inner);
-        let mut v = p.value();
-        v["status"] = running_status(&timestamp(Utc::now()), true);
-        let running = Prepared::new(Kind::Pod, v);
+        let running =
+            Prepared::with_status(Kind::Pod, &p, running_status(&timestamp(Utc::now()), true));
         let mut inner = self.shared.store.lock();
         if !inner.still_at(Kind::Pod, &key, p.idx.rv) {
             drop(inner);
