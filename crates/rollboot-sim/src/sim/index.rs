@@ -37,6 +37,8 @@ pub struct Index {
     pub ready: bool,
     /// metadata.deletionTimestamp is set
     pub deleting: bool,
+    /// metadata.finalizers is not empty
+    pub finalizers: bool,
     /// spec.unschedulable (nodes)
     pub unschedulable: bool,
     /// a `node.kubernetes.io/not-ready` or `unreachable` taint (nodes)
@@ -158,6 +160,7 @@ impl Index {
             phase: s(&value["status"]["phase"]),
             ready,
             deleting: !md["deletionTimestamp"].is_null(),
+            finalizers: md["finalizers"].as_array().is_some_and(|f| !f.is_empty()),
             unschedulable: value["spec"]["unschedulable"] == true,
             not_ready_taint: value["spec"]["taints"].as_array().is_some_and(|ts| {
                 ts.iter().any(|t| {

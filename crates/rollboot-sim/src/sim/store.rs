@@ -146,30 +146,51 @@ impl Prepared {
     /// once, the object is parsed and made ready whole, as [`Prepared::new`] does. Pure.
     pub fn with_status(kind: Kind, old: &Entry, status: Value) -> Prepared {
         let spliced = status_at(&old.bytes).and_then(|start| {
-            let head = &old.bytes[..start];
-            let stored = format!("\"resourceVersion\":\"{}\"", old.idx.rv);
-            let mut found = memchr::memmem::find_iter(head, stored.as_bytes());
-            let (at, None) = (found.next()?, found.next()) else {
-                return None;
-            };
-            Some((head, at, stored.len()))
+            // serde_json writes to a Vec without failing.
+            let text = serde_json::to_vec(&status).unwrap_or_default();
+            splice(old, vec![(start, old.bytes.len() - 1 - start, text)])
         });
-        let Some((head, at, stored_len)) = spliced else {
+        let Some((bytes, placeholder)) = spliced else {
             let mut v = old.value();
             v["status"] = status;
             return Prepared::new(kind, v);
         };
-        let key_len = "\"resourceVersion\":".len();
-        let mut bytes = Vec::with_capacity(old.bytes.len() + RV_PLACEHOLDER_JSON.len());
-        bytes.extend_from_slice(&head[..at + key_len]);
-        let placeholder = bytes.len();
-        bytes.extend_from_slice(RV_PLACEHOLDER_JSON);
-        bytes.extend_from_slice(&head[at + stored_len..]);
-        // serde_json writes to a Vec without failing.
-        let _ = serde_json::to_writer(&mut bytes, &status);
-        bytes.push(b'}');
         let mut idx = Index::clone(&old.idx);
         idx.set_status(kind, &status);
+        Prepared {
+            kind,
+            value: None,
+            bytes,
+            at: Some(placeholder),
+            idx,
+        }
+    }
+
+    /// The next version of `old`, an object being deleted, with `grace` for its
+    /// `metadata.deletionGracePeriodSeconds` and nothing else changed (a pod's last state, as
+    /// the kubelet's final delete leaves it): spliced into the stored bytes as
+    /// [`Prepared::with_status`] splices a status, or made ready whole where the stored number
+    /// is not found there exactly once. Pure.
+    pub fn with_deletion_grace(kind: Kind, old: &Entry, grace: i64) -> Prepared {
+        const FIELD: &str = "\"deletionGracePeriodSeconds\":";
+        let spliced = old.idx.deletion_grace.and_then(|was| {
+            let stored = format!("{FIELD}{was}");
+            // The number ends there: `:3` is not the start of `:30`.
+            let at = find_once(&old.bytes, stored.as_bytes(), |next| {
+                matches!(next, Some(b',' | b'}'))
+            })?;
+            splice(
+                old,
+                vec![(at, stored.len(), format!("{FIELD}{grace}").into_bytes())],
+            )
+        });
+        let Some((bytes, placeholder)) = spliced else {
+            let mut v = old.value();
+            v["metadata"]["deletionGracePeriodSeconds"] = Value::from(grace);
+            return Prepared::new(kind, v);
+        };
+        let mut idx = Index::clone(&old.idx);
+        idx.deletion_grace = Some(grace);
         Prepared {
             kind,
             value: None,
@@ -228,6 +249,45 @@ impl Prepared {
     pub fn value(&self) -> Option<&Value> {
         self.value.as_ref()
     }
+}
+
+/// Where `needle` is in `bytes`, if it is there exactly once where the byte after it passes
+/// `ends`.
+fn find_once(bytes: &[u8], needle: &[u8], ends: impl Fn(Option<&u8>) -> bool) -> Option<usize> {
+    let mut found =
+        memchr::memmem::find_iter(bytes, needle).filter(|&i| ends(bytes.get(i + needle.len())));
+    match (found.next(), found.next()) {
+        (Some(at), None) => Some(at),
+        _ => None,
+    }
+}
+
+/// The stored bytes of `old` with `edits` made (each a span, by start and length, and the text
+/// that replaces it) and the stored revision replaced by the placeholder, and where the
+/// placeholder starts; `None` where the revision is not found exactly once or the spans
+/// overlap.
+fn splice(old: &Entry, mut edits: Vec<(usize, usize, Vec<u8>)>) -> Option<(Vec<u8>, usize)> {
+    const KEY: &[u8] = b"\"resourceVersion\":";
+    let stored = format!("\"resourceVersion\":\"{}\"", old.idx.rv);
+    let rv_at = find_once(&old.bytes, stored.as_bytes(), |_| true)?;
+    edits.push((rv_at, stored.len(), [KEY, RV_PLACEHOLDER_JSON].concat()));
+    edits.sort_by_key(|e| e.0);
+    if edits.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return None;
+    }
+    let grows: usize = edits.iter().map(|e| e.2.len()).sum();
+    let mut bytes = Vec::with_capacity(old.bytes.len() + grows);
+    let (mut from, mut placeholder) = (0, 0);
+    for (at, len, text) in &edits {
+        bytes.extend_from_slice(&old.bytes[from..*at]);
+        if *at == rv_at {
+            placeholder = bytes.len() + KEY.len();
+        }
+        bytes.extend_from_slice(text);
+        from = at + len;
+    }
+    bytes.extend_from_slice(&old.bytes[from..]);
+    Some((bytes, placeholder))
 }
 
 /// Where the value of the top-level `status` starts in an object's canonical JSON, when
@@ -1215,6 +1275,47 @@ mod tests {
             assert_eq!(got.idx.rv, 7);
             assert_eq!(got.value()["status"], want.value()["status"]);
             assert_eq!(old.status(), before["status"].clone(), "{before}");
+        }
+    }
+
+    /// A pod's last state spliced into its stored bytes (its grace period set to 0) is what the
+    /// whole pod made ready would be; where the stored number is not found exactly once (no
+    /// grace period, or the same field and number twice) the whole pod is made ready.
+    #[test]
+    fn a_deletion_grace_spliced_into_the_stored_bytes_is_what_a_whole_write_would_be() {
+        let mut deleting = noted_pod("a", "\"deletionGracePeriodSeconds\":3");
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-11-28T00:00:00Z");
+        deleting["metadata"]["deletionGracePeriodSeconds"] = json!(3);
+        deleting["spec"]["terminationGracePeriodSeconds"] = json!(30);
+        let mut twice = deleting.clone();
+        twice["spec"]["extra"] = json!({"deletionGracePeriodSeconds": 3});
+        let mut thirty = deleting.clone();
+        thirty["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        thirty["spec"]["extra"] = json!({"deletionGracePeriodSeconds": 3});
+        // `:3` is found at the start of `:30` too: not the number sought.
+        let mut prefix = deleting.clone();
+        prefix["spec"]["extra"] = json!({"deletionGracePeriodSeconds": 30});
+        let cases = [
+            (deleting, true),
+            (prefix, true),
+            (noted_pod("b", "running"), false),
+            (twice, false),
+            (thirty, true),
+        ];
+        for (before, spliced) in cases {
+            let store = Store::new(16);
+            let old = store.lock().put(Kind::Pod, before.clone());
+            let mut after = before.clone();
+            after["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            let p = Prepared::with_deletion_grace(Kind::Pod, &old, 0);
+            assert_eq!(p.value.is_none(), spliced, "{before}");
+            let got = p.at_revision(9);
+            let want = Prepared::new(Kind::Pod, after).at_revision(9);
+            assert_eq!(
+                String::from_utf8_lossy(&got.bytes),
+                String::from_utf8_lossy(&want.bytes)
+            );
+            assert_eq!(got.idx, want.idx, "{before}");
         }
     }
 

@@ -1907,15 +1907,11 @@ impl Runner {
         if p.idx.uid != uid {
             return;
         }
-        let mut v = p.value();
-        if v["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty())
-        {
+        if p.idx.finalizers {
             return;
         }
-        v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        let last = Prepared::new(Kind::Pod, v);
+        // Its last state: the stored pod with a grace period of 0, spliced into its bytes.
+        let last = Prepared::with_deletion_grace(Kind::Pod, &p, 0);
         let mut inner = self.shared.store.lock();
         if !inner.still_at(Kind::Pod, key, p.idx.rv) {
             drop(inner);
