@@ -5,8 +5,11 @@
 //! Owns consistency: every write happens under one lock, gets the next revision, and is
 //! published (to a bounded per-resource ring that lets a watch resume from a recent revision,
 //! to the per-resource broadcast that live watches read, and to the world's stream) before the
-//! lock is released, so a watch started from a list never misses or repeats an event. It must
-//! never decide API semantics (see `api.rs`) nor block on I/O while holding the lock.
+//! lock is released, so a watch started from a list never misses or repeats an event. A write
+//! may be made ready outside the lock ([`Prepared`]): the whole object serialized and indexed,
+//! or a status or one number spliced into the stored bytes, which stores the same bytes and
+//! index. It must never decide API semantics (see `api.rs`) nor block on I/O while holding the
+//! lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
@@ -150,20 +153,13 @@ impl Prepared {
             let text = serde_json::to_vec(&status).unwrap_or_default();
             splice(old, vec![(start, old.bytes.len() - 1 - start, text)])
         });
-        let Some((bytes, placeholder)) = spliced else {
-            let mut v = old.value();
-            v["status"] = status;
-            return Prepared::new(kind, v);
-        };
-        let mut idx = Index::clone(&old.idx);
-        idx.set_status(kind, &status);
-        Prepared {
+        Prepared::of_splice(
             kind,
-            value: None,
-            bytes,
-            at: Some(placeholder),
-            idx,
-        }
+            old,
+            spliced,
+            |v| v["status"] = status.clone(),
+            |idx| idx.set_status(kind, &status),
+        )
     }
 
     /// The next version of `old`, an object being deleted, with `grace` for its
@@ -184,13 +180,32 @@ impl Prepared {
                 vec![(at, stored.len(), format!("{FIELD}{grace}").into_bytes())],
             )
         });
+        Prepared::of_splice(
+            kind,
+            old,
+            spliced,
+            |v| v["metadata"]["deletionGracePeriodSeconds"] = Value::from(grace),
+            |idx| idx.deletion_grace = Some(grace),
+        )
+    }
+
+    /// The next version of `old` from a splice of its bytes (`spliced`, as [`splice`] gives
+    /// it), its index the old one with `index` applied; where no splice could be made, `old`
+    /// parsed, with `change` made, and made ready whole.
+    fn of_splice(
+        kind: Kind,
+        old: &Entry,
+        spliced: Option<(Vec<u8>, usize)>,
+        change: impl FnOnce(&mut Value),
+        index: impl FnOnce(&mut Index),
+    ) -> Prepared {
         let Some((bytes, placeholder)) = spliced else {
             let mut v = old.value();
-            v["metadata"]["deletionGracePeriodSeconds"] = Value::from(grace);
+            change(&mut v);
             return Prepared::new(kind, v);
         };
         let mut idx = Index::clone(&old.idx);
-        idx.deletion_grace = Some(grace);
+        index(&mut idx);
         Prepared {
             kind,
             value: None,
