@@ -121,7 +121,9 @@ pub async fn run(
         // a fault may delete for a moment: the last one read stands in then.
         let mut known = method.boot_id(&node);
         let downs = method.downs();
-        let before = loop {
+        // The boot the host leaves, where known: its own reboot's; none after a shutdown, which
+        // left its boot already.
+        let left = loop {
             // The Zincati of a boot the host left asks nothing more: a host that went down
             // meanwhile (a shutdown of its own) took it along, and the staged update went in
             // with that boot. Asking on would take a slot for a reboot that already happened
@@ -131,16 +133,16 @@ pub async fn run(
                 if method.downs() != downs {
                     break false;
                 }
+                // Down while the 200 was on its way: that boot's Zincati never saw it.
                 if ask(Endpoint::PreReboot).await == 200 {
-                    break true;
+                    break method.downs() == downs;
                 }
                 if let Some(b) = method.boot_id(&node) {
                     known = Some(b);
                 }
                 tokio::time::sleep(poll).await;
             };
-            // Down while the 200 was on its way: that boot's Zincati never saw it.
-            if !granted || method.downs() != downs {
+            if !granted {
                 break None;
             }
             if first {
@@ -157,11 +159,11 @@ pub async fn run(
             // It reboots at once on 200, as a real host does: waiting for its Node to be
             // there again would reboot it later, on whatever the Node says then (a Node
             // registered again is not cordoned).
-            let before = method.boot_id(&node).or_else(|| known.clone());
+            let left = method.boot_id(&node).or_else(|| known.clone());
             let token = format!("fleetlock-{node}-{grants}");
             // The host's own reboot: not the agent's, so not held by a stall of the agent.
             match method.reboot_itself(&token) {
-                Ok(()) => break Some(before),
+                Ok(()) => break left,
                 // Zincati keeps its slot and tries again once it is still allowed to (a node
                 // failed meanwhile is not 200 any more).
                 Err(e) => {
@@ -171,23 +173,13 @@ pub async fn run(
             }
         };
         hosts.pending.lock().expect("pending").remove(&node);
-        // Up again (a host that hangs stays down until fixed): after its own reboot, on a boot
-        // other than the one it left; after a shutdown, on whatever boot it reports (none
-        // while it is down).
-        match before {
-            Some(before) => {
-                while method
-                    .boot_id(&node)
-                    .is_none_or(|b| Some(&b) == before.as_ref())
-                {
-                    tokio::time::sleep(poll).await;
-                }
-            }
-            None => {
-                while method.boot_id(&node).is_none() {
-                    tokio::time::sleep(poll).await;
-                }
-            }
+        // Up again on a boot other than the one it left (a host that hangs stays down until
+        // fixed); after a shutdown, on whatever boot it reports (none while it is down).
+        while method
+            .boot_id(&node)
+            .is_none_or(|b| Some(&b) == left.as_ref())
+        {
+            tokio::time::sleep(poll).await;
         }
     }
 }
