@@ -101,15 +101,23 @@ const RV_PLACEHOLDER_JSON: &[u8] = b"\"\\u0000rollboot-sim-rv\\u0000\"";
 /// cluster on it at 5,000 nodes (held two thirds of a rollout, its waits the idle core).
 pub struct Prepared {
     kind: Kind,
-    /// The object as it will be stored but for its resourceVersion (a fallback where the
-    /// serialization cannot be used as it is); `None` for a status write spliced into the
-    /// stored bytes ([`Prepared::with_status`]), which is made only where `at` is found (a
-    /// pod's binding under the lock reads it from the bytes then).
-    value: Option<Value>,
-    bytes: Vec<u8>,
-    /// Where [`RV_PLACEHOLDER_JSON`] starts in `bytes`, if found there once only.
-    at: Option<usize>,
+    body: Body,
     idx: Index,
+}
+
+/// What a [`Prepared`] write stores, but for its revision.
+enum Body {
+    /// Its serialization, [`RV_PLACEHOLDER_JSON`] found there once, starting at `at`; with the
+    /// object's value where the write was made from one (a splice has none: where a pod's
+    /// binding needs it, it is read from the bytes).
+    Serialized {
+        bytes: Vec<u8>,
+        at: usize,
+        value: Option<Value>,
+    },
+    /// Its value, whose serialization carried the placeholder other than once (an object whose
+    /// own strings carry it): serialized again at its revision.
+    Value(Value),
 }
 
 impl Prepared {
@@ -130,13 +138,15 @@ impl Prepared {
         };
         let idx = Index::of(&value);
         value["metadata"]["resourceVersion"] = given;
-        Prepared {
-            kind,
-            value: Some(value),
-            bytes,
-            at,
-            idx,
-        }
+        let body = match at {
+            Some(at) => Body::Serialized {
+                bytes,
+                at,
+                value: Some(value),
+            },
+            None => Body::Value(value),
+        };
+        Prepared { kind, body, idx }
     }
 
     /// The next version of `old` (a stored object of `kind`) with `status` for its status and
@@ -144,7 +154,7 @@ impl Prepared {
     /// old one, the placeholder in place of the stored revision, the index the old one with
     /// what it reads of a status recomputed. Neither the object nor its index is rebuilt
     /// whole (a budget's or a workload's status refresh parsed, serialized and indexed the
-    /// whole object: a tenth of a 5,000-node run, in the world's one task). Where the stored
+    /// whole object: a sixth of a 5,000-node run, in the world's one task). Where the stored
     /// bytes do not end with a top-level `status`, or carry the stored revision more than
     /// once, the object is parsed and made ready whole, as [`Prepared::new`] does. Pure.
     pub fn with_status(kind: Kind, old: &Entry, status: Value) -> Prepared {
@@ -208,30 +218,22 @@ impl Prepared {
         index(&mut idx);
         Prepared {
             kind,
-            value: None,
-            bytes,
-            at: Some(placeholder),
+            body: Body::Serialized {
+                bytes,
+                at: placeholder,
+                value: None,
+            },
             idx,
         }
     }
 
     /// The stored entry at revision `rv`: the revision spliced into the serialization where
-    /// the placeholder was found (once, else the value is serialized again).
+    /// the placeholder was found once, else the value serialized again.
     fn at_revision(self, rv: u64) -> Entry {
         let digits = rv.to_string();
-        let bytes = match self.at {
-            Some(at) => {
-                let mut bytes = Vec::with_capacity(self.bytes.len() + digits.len());
-                bytes.extend_from_slice(&self.bytes[..at]);
-                bytes.push(b'"');
-                bytes.extend_from_slice(digits.as_bytes());
-                bytes.push(b'"');
-                bytes.extend_from_slice(&self.bytes[at + RV_PLACEHOLDER_JSON.len()..]);
-                bytes
-            }
-            None => {
-                // `value` is kept wherever `at` was not found (see the field).
-                let mut v = self.value.unwrap_or_default();
+        let bytes = match self.body {
+            Body::Serialized { bytes, at, .. } => with_revision(&bytes, at, &digits),
+            Body::Value(mut v) => {
                 v["metadata"]["resourceVersion"] = Value::String(digits);
                 serde_json::to_vec(&v).unwrap_or_default()
             }
@@ -259,11 +261,38 @@ impl Prepared {
         &self.idx
     }
 
-    /// The object (its resourceVersion as it was given); `None` for a status write spliced
-    /// into the stored bytes ([`Prepared::with_status`]).
+    /// The object (its resourceVersion as it was given); `None` for a write spliced into the
+    /// stored bytes ([`Prepared::with_status`]).
     pub fn value(&self) -> Option<&Value> {
-        self.value.as_ref()
+        match &self.body {
+            Body::Serialized { value, .. } => value.as_ref(),
+            Body::Value(v) => Some(v),
+        }
     }
+
+    /// The object (its resourceVersion as it was given, or 0 for a splice), read from its bytes
+    /// where it was spliced.
+    fn into_value(self) -> Value {
+        match self.body {
+            Body::Value(v) | Body::Serialized { value: Some(v), .. } => v,
+            Body::Serialized {
+                bytes,
+                at,
+                value: None,
+            } => serde_json::from_slice(&with_revision(&bytes, at, "0")).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// `bytes` with the revision `digits` where the placeholder starts, at `at`.
+fn with_revision(bytes: &[u8], at: usize, digits: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + digits.len());
+    out.extend_from_slice(&bytes[..at]);
+    out.push(b'"');
+    out.extend_from_slice(digits.as_bytes());
+    out.push(b'"');
+    out.extend_from_slice(&bytes[at + RV_PLACEHOLDER_JSON.len()..]);
+    out
 }
 
 /// Where `needle` is in `bytes`, if it is there exactly once where the byte after it passes
@@ -767,12 +796,7 @@ impl Inner {
                 .get(kind, &p.idx.key())
                 .is_none_or(|e| e.idx.node_name.is_none());
         if binds {
-            let value = match p.value {
-                Some(v) => v,
-                // A status write spliced into the bytes keeps no value: read from them.
-                None => p.at_revision(0).value(),
-            };
-            return self.put(kind, value);
+            return self.put(kind, p.into_value());
         }
         self.rv += 1;
         let rv = self.rv;
@@ -1198,7 +1222,11 @@ mod tests {
             }
             let want = locked.lock().put(Kind::Pod, noted_pod("a", note));
             let p = Prepared::new(Kind::Pod, noted_pod("a", note));
-            assert_eq!(p.at.is_some(), note == "plain", "{note:?}");
+            assert_eq!(
+                matches!(p.body, Body::Serialized { .. }),
+                note == "plain",
+                "{note:?}"
+            );
             let got = prepared.lock().put_prepared(p);
             assert_eq!(got.bytes, want.bytes, "{note:?}");
             assert_eq!(got.idx, want.idx, "{note:?}");
@@ -1255,9 +1283,8 @@ mod tests {
         bare.as_object_mut().unwrap().remove("status");
         let mut trailing = pdb.clone();
         trailing["zzz"] = json!("after status");
-        // Its stored revision (2) is also the text of an annotation in the same form.
+        // Its stored revision (2) is written a second time, in its spec, in the same form.
         let mut twice = pdb.clone();
-        twice["metadata"]["annotations"] = json!({"x": "y"});
         twice["spec"]["resourceVersion"] = json!("2");
         let cases = [
             (Kind::ReplicaSet, rs, rs_next.clone(), true),
@@ -1279,7 +1306,7 @@ mod tests {
             let mut after = before.clone();
             after["status"] = status.clone();
             let p = Prepared::with_status(kind, &old, status);
-            assert_eq!(p.value.is_none(), spliced, "{before}");
+            assert_eq!(p.value().is_none(), spliced, "{before}");
             let got = p.at_revision(7);
             let want = Prepared::new(kind, after).at_revision(7);
             assert_eq!(
@@ -1323,7 +1350,7 @@ mod tests {
             let mut after = before.clone();
             after["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             let p = Prepared::with_deletion_grace(Kind::Pod, &old, 0);
-            assert_eq!(p.value.is_none(), spliced, "{before}");
+            assert_eq!(p.value().is_none(), spliced, "{before}");
             let got = p.at_revision(9);
             let want = Prepared::new(Kind::Pod, after).at_revision(9);
             assert_eq!(
@@ -1358,7 +1385,7 @@ mod tests {
         unbound["spec"]["nodeName"].take();
         store.lock().put(Kind::Pod, unbound);
         let p = Prepared::with_status(Kind::Pod, &bound, json!({"phase": "Succeeded"}));
-        assert!(p.value.is_none());
+        assert!(p.value().is_none());
         let got = store.lock().put_prepared(p);
         assert_eq!(got.idx.labels["topology.kubernetes.io/zone"], "z1");
         assert_eq!(got.idx.node_name.as_deref(), Some("n1"));
