@@ -123,26 +123,27 @@ pub fn insert(inner: &mut Inner, kind: Kind, body: Value) -> Result<Entry, ApiEr
         .unwrap_or("")
         .to_string();
     let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
-    if kind.namespaced() && inner.get(Kind::Namespace, &ns).is_none() {
-        return Err(ApiError::not_found(Kind::Namespace, &ns));
-    }
-    if inner.get(kind, &key_of(&ns, &name)).is_some() {
-        return Err(ApiError::already_exists(kind, &name));
-    }
+    insertable(inner, kind, &ns, &name)?;
     Ok(inner.put(kind, body))
 }
 
 /// [`insert`] of an object made ready outside the store lock.
 pub fn insert_prepared(inner: &mut Inner, p: Prepared) -> Result<Entry, ApiError> {
-    let kind = p.kind();
     let idx = p.index();
-    if kind.namespaced() && inner.get(Kind::Namespace, &idx.namespace).is_none() {
-        return Err(ApiError::not_found(Kind::Namespace, &idx.namespace));
-    }
-    if inner.get(kind, &idx.key()).is_some() {
-        return Err(ApiError::already_exists(kind, &idx.name));
-    }
+    insertable(inner, p.kind(), &idx.namespace, &idx.name)?;
     Ok(inner.put_prepared(p))
+}
+
+/// Whether an object of `kind` named `name` can be stored in `ns`: its namespace exists and
+/// the name is not taken there.
+fn insertable(inner: &Inner, kind: Kind, ns: &str, name: &str) -> Result<(), ApiError> {
+    if kind.namespaced() && inner.get(Kind::Namespace, ns).is_none() {
+        return Err(ApiError::not_found(Kind::Namespace, ns));
+    }
+    if inner.get(kind, &key_of(ns, name)).is_some() {
+        return Err(ApiError::already_exists(kind, name));
+    }
+    Ok(())
 }
 
 /// Validating admission of a write, asked under the store lock once the registry has prepared

@@ -344,11 +344,16 @@ fn suffix(rng: &mut SmallRng) -> String {
         .collect()
 }
 
+/// `base-xxxxx`, as generateName makes it.
+fn generated_name(base: &str, rng: &mut SmallRng) -> String {
+    format!("{base}-{}", suffix(rng))
+}
+
 /// `base-xxxxx` not yet taken by a pod of `namespace` (generateName: kube-apiserver retries a
 /// name that collides; 5,000 DaemonSet pods would otherwise collide about once).
 fn pod_name(inner: &Inner, namespace: &str, base: &str, rng: &mut SmallRng) -> String {
     loop {
-        let name = format!("{base}-{}", suffix(rng));
+        let name = generated_name(base, rng);
         if inner.get(Kind::Pod, &key_of(namespace, &name)).is_none() {
             return name;
         }
@@ -1668,9 +1673,10 @@ impl Runner {
         let rsv = rs.value();
         let empty_dir = !rsv["spec"]["template"]["spec"]["volumes"].is_null();
         let grace = template_grace(&rsv).unwrap_or(self.sc.grace_seconds);
-        for _ in have..want {
-            let mut spec = PodSpec {
-                name: format!("{name}-{}", suffix(&mut self.rng)),
+        let mut made = 0;
+        while have + made < want {
+            let spec = PodSpec {
+                name: generated_name(name, &mut self.rng),
                 namespace: ns,
                 labels: rsv["spec"]["template"]["metadata"]["labels"].clone(),
                 owner: Some(("ReplicaSet", name, &rs.idx.uid)),
@@ -1683,19 +1689,15 @@ impl Runner {
             };
             // Built, serialized and indexed outside the store lock (under it, they were most
             // of the lock's hold in a ReplicaSet's reconcile); the generated name is checked
-            // under it, and drawn again there in the rare case it was taken.
+            // under it, and the pod made again with another in the rare case it was taken.
             let mut v = pod_object(&spec, &mut self.rng);
             template_priority(&mut v, &rsv);
             let p = Prepared::new(Kind::Pod, v);
             let mut inner = self.shared.store.lock();
             if inner.get(Kind::Pod, &p.key()).is_none() {
                 let _ = api::insert_prepared(&mut inner, p);
-                continue;
+                made += 1;
             }
-            spec.name = pod_name(&inner, ns, name, &mut self.rng);
-            let mut v = pod_object(&spec, &mut self.rng);
-            template_priority(&mut v, &rsv);
-            let _ = api::insert(&mut inner, Kind::Pod, v);
         }
     }
 
