@@ -79,6 +79,16 @@ async fn until_ok(addr: SocketAddr, path: &str, body: &str, within: Duration) ->
     }
 }
 
+/// Waits until `node` is `Done` (fails the test after `within`); the node as then read.
+async fn done_within(h: &Harness, node: &str, within: Duration) -> NodeView {
+    let (done, n) = h
+        .wait_for_state(node, NodeState::Done, within)
+        .await
+        .unwrap();
+    assert!(done, "{node} not Done within {within:?}: {n:?}");
+    n
+}
+
 /// The pods on `node` a drain evicts (not DaemonSet or mirror pods).
 async fn evictable_on(h: &Harness, node: &str) -> Vec<String> {
     use k8s_openapi::api::core::v1::Pod;
@@ -251,11 +261,7 @@ async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_
     // The host decides not to reboot (its Zincati started again): steady-state on the same boot.
     let a = post(addrs[1 - leader], STEADY, b.clone(), true).await;
     assert_eq!(a.status, 200, "{a:?}");
-    let (released, n) = h
-        .wait_for_state(node, NodeState::Done, Duration::from_secs(20))
-        .await
-        .unwrap();
-    assert!(released, "{n:?}");
+    let n = done_within(&h, node, Duration::from_secs(20)).await;
     assert!(!n.unschedulable, "uncordoned");
     assert!(!n.flagged());
     assert_eq!(n.boot_id, before.boot_id);
@@ -311,11 +317,7 @@ async fn a_fleetlock_hosts_own_reboot_is_not_held_by_a_stall_meant_for_its_agent
     *h.host.stall.lock().unwrap().entry(node.into()).or_default() += 1;
     h.start_zincati(node, Duration::from_millis(50));
     h.fleetlock.pending.lock().unwrap().insert(node.into());
-    let (done, n) = h
-        .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert!(done, "{n:?}");
+    let n = done_within(&h, node, Duration::from_secs(60)).await;
     assert_ne!(n.boot_id, before.boot_id);
     assert_eq!(h.reboots(node), 1);
     // Still queued for the agent, which was never asked to reboot.
@@ -379,11 +381,7 @@ async fn a_fleetlock_host_that_goes_down_while_it_waits_for_a_slot_asks_no_more_
     assert_eq!(h.fleetlock.granted.load(Ordering::Relaxed), 0);
     // The next update staged on this host is asked for, granted and rebooted for.
     h.fleetlock.pending.lock().unwrap().insert(node.into());
-    let (done, n) = h
-        .wait_for_state(node, NodeState::Done, Duration::from_secs(60))
-        .await
-        .unwrap();
-    assert!(done, "{n:?}");
+    done_within(&h, node, Duration::from_secs(60)).await;
     assert_eq!(h.fleetlock.granted.load(Ordering::Relaxed), 1);
     assert_eq!(h.reboots(node), 2, "the shutdown and the granted reboot");
     h.shutdown().await;

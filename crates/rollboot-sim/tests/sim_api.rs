@@ -29,17 +29,12 @@ fn golden(n: u32) -> Value {
     serde_json::from_str(&std::fs::read_to_string(entry).unwrap()).unwrap()
 }
 
+/// The small world of `common`, at the simulator's usual pace: its pods start and budgets
+/// refresh during a test.
 fn small() -> Scenario {
     Scenario {
-        nodes: 3,
-        pods_per_node: 2,
-        replicas: 3,
-        pdb_share: 0.5,
-        bare_pods: 0,
-        mirror_pods: 0,
-        empty_dir_pods: 0,
         time_factor: 0.01,
-        ..Scenario::default()
+        ..common::small_and_slow()
     }
 }
 

@@ -4,9 +4,9 @@
 //! Owns [`run`] and its parts: the clients ([`Clients`]: one without kube's transparent 429
 //! retry, for evictions), the elector of the leader Lease, the watches that fill the caches
 //! ([`watches`]), the shared context ([`crate::controller::context::Ctx`]), and the loop that
-//! leads while elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a replica's
-//! future stops everything it started at once, as a crash would; it must never act without
-//! leading.
+//! leads while elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a
+//! replica's future stops everything it started at once, as a crash would; it must never act
+//! without leading.
 
 mod lead;
 mod watches;
