@@ -109,3 +109,53 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
     assert_eq!(h.reboots(node), 1);
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_agent_of_the_next_boot_removes_a_request_left_from_the_boot_that_shut_down() {
+    // No controller: nobody drains, logind's limit lets the host go, and the request the
+    // agent wrote outlives its boot. The agent of the next boot removes it once the Node
+    // reports that boot; the agent that wrote it ended with its host.
+    log();
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config(CLOSED).unwrap())
+        .await
+        .unwrap();
+    h.enable_shutdowns(Duration::from_millis(300));
+    h.start_all_agents().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let node = "node-0000";
+    let before = h.node(node).await.unwrap();
+    h.host_shutdown(node).unwrap().await.unwrap();
+    let r = &first_shutdown(&h);
+    assert!(!r.drained_before_shutdown, "{r:?}");
+    let asked = h
+        .wait_for(Duration::from_secs(5), |ns| {
+            ns.iter().any(|n| n.name == node && n.shutdown_requested)
+        })
+        .await
+        .unwrap();
+    assert!(
+        asked,
+        "the agent of the boot that shut down wrote its request"
+    );
+    let cleared = h
+        .wait_for(Duration::from_secs(20), |ns| {
+            ns.iter().any(|n| {
+                n.name == node
+                    && n.boot_id != before.boot_id
+                    && !n.boot_id.is_empty()
+                    && !n.shutdown_requested
+            })
+        })
+        .await
+        .unwrap();
+    let n = h.node(node).await.unwrap();
+    assert!(cleared, "{n:?}");
+    assert!(!n.unschedulable && n.state.is_none(), "{n:?}");
+    assert_eq!(h.reboots(node), 1);
+    h.shutdown().await;
+}

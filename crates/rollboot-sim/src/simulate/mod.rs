@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -139,6 +140,9 @@ pub struct Host {
     /// The boot ID each host had when its reboot was asked: the host is down until its Node
     /// reports another one (the simulated kubelet does when the host is up again).
     pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Per host, its unplanned shutdowns so far: the agent process of that boot ends with each
+    /// (see [`Harness::start_agent_on`]).
+    shut: Arc<Mutex<BTreeMap<String, tokio::sync::watch::Sender<usize>>>>,
 }
 
 impl Host {
@@ -150,6 +154,23 @@ impl Host {
             .get(node)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Resolves at the next unplanned shutdown of `node`'s host from now.
+    fn next_shutdown(&self, node: &str) -> impl std::future::Future<Output = ()> + Send {
+        let mut rx = self
+            .shut
+            .lock()
+            .expect("shut")
+            .entry(node.into())
+            .or_insert_with(|| tokio::sync::watch::Sender::new(0))
+            .subscribe();
+        async move {
+            // A sender never dropped (the map keeps it): an error would mean no more shutdowns.
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 }
 
@@ -193,6 +214,9 @@ impl SimReboot {
         let node = self.on.as_str();
         self.going_down(node);
         self.world.shut_down(node, token);
+        if let Some(tx) = self.host.shut.lock().expect("shut").get(node) {
+            tx.send_modify(|n| *n += 1);
+        }
         Ok(())
     }
 
@@ -508,15 +532,6 @@ impl Harness {
     ///
     /// [`start_agent`]: Harness::start_agent
     pub fn start_agent_on(&mut self, node: &str, host: &str) {
-        let method = SimReboot {
-            world: self.cluster.world().clone(),
-            host: self.host.clone(),
-            on: host.to_string(),
-        };
-        let sentinel = SimSentinel {
-            node: node.into(),
-            host: self.host.clone(),
-        };
         let client = match &self.agent_token_prefix {
             Some(prefix) => {
                 let mut c = kube::Config::new(self.cluster.base_url().parse().expect("url"));
@@ -528,23 +543,58 @@ impl Harness {
             }
             None => self.agent_client.clone(),
         };
-        let (client, config, name) = (client, self.config.clone(), node.to_string());
+        let (config, name, host) = (self.config.clone(), node.to_string(), host.to_string());
         let metrics = self.agent_metrics.clone();
-        let logind = self.shutdowns.as_ref().map(|s| s.logind(host));
+        let (world, hosts) = (self.cluster.world().clone(), self.host.clone());
+        let shutdowns = self.shutdowns.clone();
+        // The first boot's logind and shutdown signal are taken now: a shutdown played right
+        // after this call reaches this agent.
+        let mut logind = shutdowns.as_ref().map(|s| s.logind(&host));
+        let mut down = hosts.next_shutdown(&host);
         let task = tokio::spawn(async move {
-            if let Err(e) = rollboot::agent::run_with_host_shutdowns(
-                client,
-                config,
-                name.clone(),
-                method,
-                sentinel,
-                metrics,
-                logind,
-                std::future::pending(),
-            )
-            .await
-            {
-                tracing::error!(node = name, error = %e, "agent stopped");
+            let sim = || SimReboot {
+                world: world.clone(),
+                host: hosts.clone(),
+                on: host.clone(),
+            };
+            // One agent process per boot of the host: an unplanned shutdown ends it, as it
+            // ends a real one, and the next starts once the host is up again, reading the
+            // Node afresh (a request for a drain left from the boot before is removed then).
+            // The agent's own reboots keep the process: the token protocol carries them.
+            loop {
+                let sentinel = SimSentinel {
+                    node: name.clone(),
+                    host: hosts.clone(),
+                };
+                let shut = Arc::new(AtomicBool::new(false));
+                let flag = shut.clone();
+                let res = rollboot::agent::run_with_host_shutdowns(
+                    client.clone(),
+                    config.clone(),
+                    name.clone(),
+                    sim(),
+                    sentinel,
+                    metrics.clone(),
+                    logind.take(),
+                    async move {
+                        down.await;
+                        flag.store(true, Ordering::Relaxed);
+                    },
+                )
+                .await;
+                if let Err(e) = res {
+                    tracing::error!(node = name, error = %e, "agent stopped");
+                    return;
+                }
+                if !shut.load(Ordering::Relaxed) {
+                    return;
+                }
+                down = hosts.next_shutdown(&host);
+                logind = shutdowns.as_ref().map(|s| s.logind(&host));
+                // The next agent runs on the next boot (none while the host is down).
+                while sim().boot_id(&host).is_none() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
             }
         });
         if let Some(old) = self.agents.insert(node.into(), task) {
