@@ -560,7 +560,11 @@ impl Harness {
             // One agent process per boot of the host: an unplanned shutdown ends it, as it
             // ends a real one, and the next starts once the host is up again, reading the
             // Node afresh (a request for a drain left from the boot before is removed then).
-            // The agent's own reboots keep the process: the token protocol carries them.
+            // The agent's own reboots still keep the process, which a real host does not: it
+            // keeps the token it rebooted for, so a shutdown within reboot.timeout after that
+            // reboot is taken for rollboot's own and let go undrained. A process per boot there
+            // too makes the agent of the new boot refuse a token left with a garbled ack
+            // (`tests/agent_refusals.rs`), a change of the agent's own to make first.
             loop {
                 let sentinel = SimSentinel {
                     node: name.clone(),
