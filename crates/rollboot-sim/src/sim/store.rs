@@ -131,11 +131,7 @@ impl Prepared {
         let bytes = serde_json::to_vec(&value).unwrap_or_default();
         static FINDER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
         let finder = FINDER.get_or_init(|| memchr::memmem::Finder::new(RV_PLACEHOLDER_JSON));
-        let mut found = finder.find_iter(&bytes);
-        let at = match (found.next(), found.next()) {
-            (Some(at), None) => Some(at),
-            _ => None,
-        };
+        let at = only(finder.find_iter(&bytes));
         let idx = Index::of(&value);
         value["metadata"]["resourceVersion"] = given;
         let body = match at {
@@ -298,8 +294,11 @@ fn with_revision(bytes: &[u8], at: usize, digits: &str) -> Vec<u8> {
 /// Where `needle` is in `bytes`, if it is there exactly once where the byte after it passes
 /// `ends`.
 fn find_once(bytes: &[u8], needle: &[u8], ends: impl Fn(Option<&u8>) -> bool) -> Option<usize> {
-    let mut found =
-        memchr::memmem::find_iter(bytes, needle).filter(|&i| ends(bytes.get(i + needle.len())));
+    only(memchr::memmem::find_iter(bytes, needle).filter(|&i| ends(bytes.get(i + needle.len()))))
+}
+
+/// The one position `found` gives, if it gives exactly one.
+fn only(mut found: impl Iterator<Item = usize>) -> Option<usize> {
     match (found.next(), found.next()) {
         (Some(at), None) => Some(at),
         _ => None,
