@@ -12,7 +12,6 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -156,21 +155,14 @@ impl Host {
             .unwrap_or(0)
     }
 
-    /// Resolves at the next unplanned shutdown of `node`'s host from now.
-    fn next_shutdown(&self, node: &str) -> impl std::future::Future<Output = ()> + Send {
-        let mut rx = self
-            .shut
+    /// The count of `node`'s host's unplanned shutdowns, to wait on for the next.
+    fn shutdowns_of(&self, node: &str) -> tokio::sync::watch::Receiver<usize> {
+        self.shut
             .lock()
             .expect("shut")
             .entry(node.into())
             .or_insert_with(|| tokio::sync::watch::Sender::new(0))
-            .subscribe();
-        async move {
-            // A sender never dropped (the map keeps it): an error would mean no more shutdowns.
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
+            .subscribe()
     }
 }
 
@@ -547,10 +539,11 @@ impl Harness {
         let metrics = self.agent_metrics.clone();
         let (world, hosts) = (self.cluster.world().clone(), self.host.clone());
         let shutdowns = self.shutdowns.clone();
-        // The first boot's logind and shutdown signal are taken now: a shutdown played right
+        // The first boot's logind and shutdown count are taken now: a shutdown played right
         // after this call reaches this agent.
         let mut logind = shutdowns.as_ref().map(|s| s.logind(&host));
-        let mut down = hosts.next_shutdown(&host);
+        let mut shut = hosts.shutdowns_of(&host);
+        let mut seen = *shut.borrow();
         let task = tokio::spawn(async move {
             let sim = || SimReboot {
                 world: world.clone(),
@@ -570,8 +563,6 @@ impl Harness {
                     node: name.clone(),
                     host: hosts.clone(),
                 };
-                let shut = Arc::new(AtomicBool::new(false));
-                let flag = shut.clone();
                 let res = rollboot::agent::run_with_host_shutdowns(
                     client.clone(),
                     config.clone(),
@@ -580,9 +571,11 @@ impl Harness {
                     sentinel,
                     metrics.clone(),
                     logind.take(),
-                    async move {
-                        down.await;
-                        flag.store(true, Ordering::Relaxed);
+                    async {
+                        // The map keeps the sender: an error would mean no more shutdowns.
+                        if shut.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
                     },
                 )
                 .await;
@@ -590,10 +583,12 @@ impl Harness {
                     tracing::error!(node = name, error = %e, "agent stopped");
                     return;
                 }
-                if !shut.load(Ordering::Relaxed) {
+                // Ended otherwise (its watch of its Node closed): not a new boot.
+                let now = *shut.borrow_and_update();
+                if now == seen {
                     return;
                 }
-                down = hosts.next_shutdown(&host);
+                seen = now;
                 logind = shutdowns.as_ref().map(|s| s.logind(&host));
                 // The next agent runs on the next boot (none while the host is down).
                 while sim().boot_id(&host).is_none() {
