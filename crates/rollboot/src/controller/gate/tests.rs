@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 
 use super::hub::{
-    budget_disrupted, budget_health, budget_never, budget_selector, replicas, FeedEvent, FeedState,
-    Obj, SlimBudget, SlimReplicas,
+    budget_disrupted, budget_health, budget_never, budget_selector, replicas, FeedEvent,
+    FeedShared, FeedState, Obj, SlimBudget, SlimReplicas,
 };
 use super::record::{GateKind, GateRecord, GateState, Health, Stream, Update, Wanted};
 use super::waiting::Forwarder;
@@ -589,4 +589,35 @@ fn a_watched_object_is_read_for_what_the_gate_keeps() {
         <SlimBudget as kube::Resource>::plural(&()),
         "poddisruptionbudgets"
     );
+}
+
+/// Whoever waits for a namespace's first list (the budget-aware pick, a drain naming the
+/// budgets that refuse it) goes on the moment the list completes, not at a poll's next turn;
+/// and gives up at the end of its wait when no list completes. Virtual time: the instants
+/// are exact.
+#[tokio::test(start_paused = true)]
+async fn a_first_list_is_waited_for_until_it_completes_and_no_longer() {
+    use std::time::Duration;
+    use tokio::time::Instant;
+    let shared = Arc::new(FeedShared::new());
+    let t0 = Instant::now();
+    let lister = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(7)).await;
+        lister.publish(FeedEvent::Init);
+        lister.publish(obj("web-1", 1));
+        lister.publish(FeedEvent::InitDone);
+    });
+    assert!(shared.first_list(Duration::from_secs(2)).await);
+    assert_eq!(t0.elapsed(), Duration::from_millis(7));
+    // Listed once, it is not waited for again (a relist keeps the last list).
+    shared.publish(FeedEvent::Init);
+    let t1 = Instant::now();
+    assert!(shared.first_list(Duration::from_secs(2)).await);
+    assert_eq!(t1.elapsed(), Duration::ZERO);
+
+    let never = FeedShared::new();
+    let t2 = Instant::now();
+    assert!(!never.first_list(Duration::from_secs(2)).await);
+    assert_eq!(t2.elapsed(), Duration::from_secs(2));
 }
