@@ -39,15 +39,7 @@ async fn prometheus_firing(names: &[&str]) -> String {
 
 /// A cluster of `nodes` nodes and no pods of its own; the test adds what it needs.
 async fn start(nodes: usize, config: &str) -> (Harness, tempfile::TempDir, PathBuf, PathBuf) {
-    let sc = Scenario {
-        nodes,
-        pods_per_node: 0,
-        daemon_sets: 0,
-        bare_pods: 0,
-        empty_dir_pods: 0,
-        mirror_pods: 0,
-        ..Scenario::default()
-    };
+    let sc = Scenario::nodes_only(nodes);
     let h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

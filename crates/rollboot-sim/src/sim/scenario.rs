@@ -200,6 +200,20 @@ impl Scenario {
         }
     }
 
+    /// `nodes` nodes and no pod (no workload, DaemonSet, bare, emptyDir or mirror pod): for a
+    /// test that adds what it needs. The rest as [`Scenario::default`].
+    pub fn nodes_only(nodes: usize) -> Scenario {
+        Scenario {
+            nodes,
+            pods_per_node: 0,
+            daemon_sets: 0,
+            bare_pods: 0,
+            empty_dir_pods: 0,
+            mirror_pods: 0,
+            ..Scenario::default()
+        }
+    }
+
     /// A real-time duration for `secs` simulated seconds.
     pub fn scaled(&self, secs: f64) -> std::time::Duration {
         std::time::Duration::from_secs_f64((secs * self.time_factor).max(0.0))

@@ -2319,15 +2319,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_reboots_phases_are_timed_from_the_request_not_from_the_runners_turn() {
         use std::time::Duration;
-        let sc = Scenario {
-            nodes: 1,
-            pods_per_node: 0,
-            daemon_sets: 0,
-            bare_pods: 0,
-            empty_dir_pods: 0,
-            mirror_pods: 0,
-            ..Scenario::default()
-        };
+        let sc = Scenario::nodes_only(1);
         let cluster = crate::sim::Cluster::start(sc.clone()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
         let store = &cluster.shared.store;
