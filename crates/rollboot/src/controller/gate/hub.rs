@@ -340,7 +340,7 @@ impl FeedState {
 pub(super) struct FeedShared {
     pub(super) state: std::sync::Mutex<FeedState>,
     pub(super) tx: tokio::sync::broadcast::Sender<FeedEvent>,
-    /// Whether a list completed (as `FeedState::listed`), for those who wait for the first.
+    /// `FeedState::listed` as of the last event, for those who wait for the first list.
     listed: tokio::sync::watch::Sender<bool>,
 }
 
@@ -368,9 +368,9 @@ impl FeedShared {
     pub(super) fn publish(&self, ev: FeedEvent) {
         let mut st = self.state.lock().expect("gate feed");
         st.apply(&ev);
-        if matches!(ev, FeedEvent::InitDone) {
-            self.listed.send_replace(true);
-        }
+        // Mirrors the state (which says what completes a list): waiters woken on a change only.
+        self.listed
+            .send_if_modified(|l| std::mem::replace(l, st.listed) != st.listed);
         // Sent under the lock: a gate that subscribes under it gets every later event.
         let _ = self.tx.send(ev);
     }
@@ -518,7 +518,7 @@ impl Hub {
             return None;
         }
         let st = feed.shared.state.lock().expect("gate feed");
-        st.listed.then(|| read(&st))
+        Some(read(&st))
     }
 
     /// For each of `pods` (name, labels) of `namespace`, the budgets that select it (by name,
