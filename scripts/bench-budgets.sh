@@ -13,8 +13,8 @@
 # 0s") override; RUNS (default 1) repeats each row, a line per run (the ratio moves by a few
 # points from run to run), and with RUNS above 1 a second table sums each row's runs up: mean,
 # median and range of the ratio, and how many runs are within issue 26's goal for the layout
-# (1.2 `spread`, 1.3 `roundRobin`) and had no PDB violation; RETRY sets drain.evictionRetryInterval (default: the config's 5s,
-# 50 ms at the time factor). BINARY defaults to target/release/rollboot. Run it on a quiet
+# (1.2 `spread`, 1.3 `roundRobin`) and had no PDB violation; RETRY sets
+# drain.evictionRetryInterval (default: the config's 5s, 50 ms at the time factor). BINARY defaults to target/release/rollboot. Run it on a quiet
 # machine.
 set -euo pipefail
 
@@ -27,7 +27,8 @@ layouts=${LAYOUTS-spread roundRobin}
 runs=${RUNS:-1}
 retry=${RETRY:+evictionRetryInterval: $RETRY, }
 [ -x "$bin" ] || { echo "no binary at $bin (cargo build --release)" >&2; exit 2; }
-# One line per run (nodes, maxNodes, layout, passOverFor, ratio, PDB violations) for the summary.
+# One line per run (nodes, maxNodes, layout, passOverFor, ratio, PDB violations, finished) for
+# the summary; a run without a report is written as not finished.
 runs_file=$(mktemp)
 trap 'rm -f "$runs_file"' EXIT
 
@@ -47,10 +48,14 @@ for size in $sizes; do
                 python3 - "$dir" "$nodes" "$max" "$layout" "$pick" "$runs_file" <<'PY'
 import json, sys
 d, nodes, mx, layout, pick, runs_file = sys.argv[1:]
+def record(ratio, violations, ok):
+    with open(runs_file, "a") as f:
+        f.write(f"{nodes} {mx} {layout} {pick} {ratio:.4f} {violations} {int(ok)}\n")
 try:
     r = json.load(open(f"{d}/report.json"))
 except Exception as e:
     print(f"| {nodes} | {mx} | {layout} | {pick} | no report ({e}); log in {d}/log | | | | | | | |")
+    record(float("nan"), 0, False)
     sys.exit()
 m, b = r["makespanSeconds"], r["lowerBoundSeconds"]
 c = r.get("cycleParts") or {}
@@ -58,8 +63,7 @@ note = "" if r["ok"] else f" ({r['outcome']})"
 print(f"| {nodes} | {mx} | {layout} | {pick} | {m:.2f} s{note} | {b:.2f} s ({r['lowerBound']['binding']}) "
       f"| {m / b:.2f} | {c.get('cycle', {}).get('mean', 0):.3f} s | {c.get('gateShare', 0) * 100:.0f}% "
       f"| {c.get('meanInFlight', 0):.1f} | {r['blockedByCause'].get('budget', 0)} | {r['pdbViolations']} |")
-with open(runs_file, "a") as f:
-    f.write(f"{nodes} {mx} {layout} {pick} {m / b:.4f} {r['pdbViolations']} {int(r['ok'])}\n")
+record(m / b, r["pdbViolations"], r["ok"])
 PY
             done
         done
