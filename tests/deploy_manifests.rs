@@ -972,11 +972,11 @@ fn the_admission_policy_binds_to_the_agent_identity_and_names_only_its_annotatio
         .find(|v| v.name == "allowed")
         .unwrap()
         .expression;
-    // Exactly the keys the agent writes (agent/mod.rs: Agent::act, refuse, check_sentinel;
-    // agent/logind: shutdown-requested; node.rs).
+    // Exactly the keys the agent writes (agent/mod.rs: Agent::act, refuse, check_sentinel,
+    // know_host; agent/logind: shutdown-requested; node.rs).
     assert_eq!(
         allowed,
-        "['rollboot.dev/reboot-required', 'rollboot.dev/reboot-required-reason', 'rollboot.dev/reboot-ack', 'rollboot.dev/reboot-lost', 'rollboot.dev/reboot-refused', 'rollboot.dev/shutdown-requested']"
+        "['rollboot.dev/reboot-required', 'rollboot.dev/reboot-required-reason', 'rollboot.dev/reboot-ack', 'rollboot.dev/reboot-lost', 'rollboot.dev/reboot-refused', 'rollboot.dev/shutdown-requested', 'rollboot.dev/agent-host']"
     );
     let node_name = &vars
         .iter()

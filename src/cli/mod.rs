@@ -350,6 +350,13 @@ fn agent(
         let r = &config.reboot;
         let method = rollboot::agent::HostReboot::from_config(r);
         let sentinel = rollboot::agent::HostSentinel::from_config(r);
+        // The config file (a ConfigMap) is watched: a valid change is taken in place.
+        let (config_tx, configs) = tokio::sync::watch::channel(config.clone());
+        tokio::spawn(rollboot::reload::watch(
+            file.to_path_buf(),
+            config_tx,
+            rollboot::reload::CHECK,
+        ));
         let metrics = std::sync::Arc::new(rollboot::agent::AgentMetrics::default());
         if let Some(addr) = metrics_addr {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
@@ -365,7 +372,7 @@ fn agent(
             });
         }
         {
-            use rollboot::agent::RebootMethod;
+            use rollboot::agent::{RebootMethod, Sentinel};
             let boot = method.boot_id(&node_name);
             tracing::info!(
                 node = %node_name,
@@ -374,6 +381,7 @@ fn agent(
                 config = %file.display(),
                 host_boot_id = boot.as_deref().unwrap_or("unreadable"),
                 host_machine_id = method.machine_id(&node_name).as_deref().unwrap_or("unknown"),
+                host_init_start = method.init_start(&node_name),
                 "agent starting"
             );
         }
@@ -384,9 +392,9 @@ fn agent(
         );
         let logind = rollboot::agent::logind::connect_system(&node_name, &bus).await;
         let shutdown = shutdown_signal();
-        rollboot::agent::run_with_host_shutdowns(
+        rollboot::agent::run_reloading(
             client,
-            config.clone(),
+            configs,
             node_name,
             method,
             sentinel,

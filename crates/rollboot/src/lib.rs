@@ -3,6 +3,7 @@
 //! The product: everything that runs in a cluster or talks to one. One module per part of the
 //! system (see `DESIGN.md` in the project's shared notes):
 //! - [`config`]: the config file, its defaults and its strict validation;
+//! - [`reload`]: the config file watched while a process runs on it;
 //! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`node`]: the Node annotation protocol and a pure view of a Node;
@@ -40,6 +41,7 @@ pub mod migrate;
 pub mod node;
 pub mod notify;
 pub mod plan;
+pub mod reload;
 pub mod render;
 pub mod selector;
 pub mod silences;

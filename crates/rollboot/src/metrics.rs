@@ -108,6 +108,7 @@ pub struct Metrics {
     in_flight: AtomicU64,
     started: AtomicU64,
     done: AtomicU64,
+    undrained: AtomicU64,
     failed: AtomicU64,
     evicted: AtomicU64,
     errors: Mutex<BTreeMap<&'static str, u64>>,
@@ -285,6 +286,10 @@ impl Metrics {
     pub fn done(&self) {
         self.done.fetch_add(1, Ordering::Relaxed);
     }
+    /// A finished cycle was a shutdown of its host that went before its drain was over.
+    pub fn undrained(&self) {
+        self.undrained.fetch_add(1, Ordering::Relaxed);
+    }
     /// A node failed.
     pub fn failed(&self) {
         self.failed.fetch_add(1, Ordering::Relaxed);
@@ -348,6 +353,13 @@ impl Metrics {
             "Reboot cycles finished",
             "counter",
             self.done.load(Ordering::Relaxed),
+        );
+        g(
+            &mut s,
+            "shutdowns_undrained_total",
+            "Finished cycles whose host shut down by itself before the drain was over (the pods went down with it, budgets not kept)",
+            "counter",
+            self.undrained.load(Ordering::Relaxed),
         );
         g(
             &mut s,

@@ -41,6 +41,10 @@ pub const STATE_SINCE: &str = "rollboot.dev/state-since";
 pub const CORDONED_BY: &str = "rollboot.dev/cordoned-by";
 /// Controller: `status.nodeInfo.bootID` before the reboot.
 pub const BOOT_ID_BEFORE: &str = "rollboot.dev/boot-id-before";
+/// Controller: the start of the host's PID 1 before the reboot, as its agent wrote it in
+/// `agent-host` (written with `boot-id-before` where known): on a node whose boot ID never
+/// changes (kind-like), a new start is the new boot.
+pub const INIT_START_BEFORE: &str = "rollboot.dev/init-start-before";
 /// Controller: a fresh token meaning "reboot now".
 pub const REBOOT: &str = "rollboot.dev/reboot";
 /// Agent: the token it acted on, written before it reboots.
@@ -79,6 +83,16 @@ pub const PASSED_OVER: &str = "rollboot.dev/passed-over";
 /// (`rebooting` with no token) once drained. The agent removes it when the shutdown is
 /// cancelled, or when it starts again (on the same boot: cancelled; on a new one: done).
 pub const SHUTDOWN_REQUESTED: &str = "rollboot.dev/shutdown-requested";
+/// Agent: what the agent reads of its host (JSON, see [`AgentHost`]): its boot ID and machine
+/// ID as the host's PID 1 sees them, PID 1's start time (which tells one boot from the next on
+/// a node whose boot ID never changes), and how a shutdown nobody planned would go there.
+/// Written when the agent starts and whenever what it reads changes.
+pub const AGENT_HOST: &str = "rollboot.dev/agent-host";
+/// Controller: the host of a cycle started for its own shutdown went down before the drain
+/// was over (JSON, see [`Undrained`]): what was left, and why. Written when the controller sees
+/// the host on a new boot, or hands it back with the kubelet's graceful node shutdown having
+/// killed the pods; `done` counts the cycle as undrained.
+pub const UNDRAINED: &str = "rollboot.dev/undrained";
 /// Operator: the FleetLock id of this Node's host, when it cannot be derived from
 /// `status.nodeInfo.machineID` (lower-case hex, as the host's FleetLock client sends it).
 pub const FLEETLOCK_ID: &str = "rollboot.dev/fleetlock-id";
@@ -109,6 +123,9 @@ pub const LAST_BOOT_ID_BEFORE: &str = "rollboot.dev/last-boot-id-before";
 pub const LAST_BOOT_ID_AFTER: &str = "rollboot.dev/last-boot-id-after";
 /// Controller, history: how many reboot cycles rollboot finished on this node.
 pub const REBOOT_COUNT: &str = "rollboot.dev/reboot-count";
+/// Controller, history: how many of the node's cycles ended with a shutdown of its host that
+/// went before the drain was over ([`UNDRAINED`]); those are not counted in `reboot-count`.
+pub const UNDRAINED_COUNT: &str = "rollboot.dev/undrained-count";
 /// Controller, history: how long the parts of the last cycle took (JSON, see [`LastCycle`]),
 /// for `rollboot plan`'s estimates and a rehearsal's timings.
 pub const LAST_CYCLE: &str = "rollboot.dev/last-cycle";
@@ -126,9 +143,11 @@ pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
 /// them (the controller's cordon step removes them), and clearing a failure removes them too.
 /// The agent's ack, lost report and refusal name the token they go with: they go with it (a
 /// garbled ack left behind would make the agent refuse every later token).
-pub const CYCLE_KEYS: [&str; 10] = [
+pub const CYCLE_KEYS: [&str; 12] = [
     REBOOT,
     HANDED_OFF,
+    UNDRAINED,
+    INIT_START_BEFORE,
     CYCLE_FOR,
     BOOT_ID_BEFORE,
     HEALTH_GATE,
@@ -253,6 +272,10 @@ pub enum RefusalCause {
     HostUnknown,
     /// The host under the agent is not the Node's: its boot ID (or machine ID) is another.
     WrongHost,
+    /// The host's boot ID has differed from the Node's since before the token was issued (the
+    /// agent reads its host's boot ID from the wrong place, or runs on another host): nothing
+    /// rebooted, and nothing the agent reads can tell a reboot of its host.
+    BootMismatch,
     /// The host rebooted since the token was issued: acting would be a second reboot.
     AlreadyRebooted,
     /// The node is not cordoned.
@@ -277,6 +300,7 @@ impl RefusalCause {
                 | RefusalCause::AckUnreadable
                 | RefusalCause::HostUnknown
                 | RefusalCause::WrongHost
+                | RefusalCause::BootMismatch
                 | RefusalCause::RebootCommandFailed
         )
     }
@@ -289,6 +313,7 @@ impl RefusalCause {
             RefusalCause::AckUnreadable => "ackUnreadable",
             RefusalCause::HostUnknown => "hostUnknown",
             RefusalCause::WrongHost => "wrongHost",
+            RefusalCause::BootMismatch => "bootMismatch",
             RefusalCause::AlreadyRebooted => "alreadyRebooted",
             RefusalCause::NotCordoned => "notCordoned",
             RefusalCause::NotInLock => "notInLock",
@@ -328,6 +353,149 @@ impl Refusal {
     pub fn parse(text: &str) -> Option<Refusal> {
         serde_json::from_str(text).ok()
     }
+}
+
+/// How a shutdown of its host that nobody planned would go on a node, as its agent reads its
+/// host: whether the drain rollboot does before it can keep the budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ShutdownDrain {
+    /// The agent holds a logind delay inhibitor, logind waits at least `drain.timeout` for it,
+    /// and the kubelet's graceful node shutdown is off: the node is drained, under its budgets,
+    /// before the host goes down.
+    Ready,
+    /// The kubelet holds a shutdown inhibitor (its graceful node shutdown is on): when a
+    /// shutdown begins it kills the node's pods at once, without evictions, so no budget is
+    /// kept; rollboot's drain comes after it and the cycle is recorded undrained.
+    Kubelet,
+    /// logind waits less than `drain.timeout` for the agent's inhibitor: a drain may be cut
+    /// short by the host going down.
+    ShortDelay,
+    /// The agent cannot hold a logind inhibitor (no system bus, no logind): nothing is drained
+    /// before such a shutdown.
+    NoLogind,
+}
+
+impl ShutdownDrain {
+    /// The code, as in the annotation and the metric's label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShutdownDrain::Ready => "ready",
+            ShutdownDrain::Kubelet => "kubelet",
+            ShutdownDrain::ShortDelay => "shortDelay",
+            ShutdownDrain::NoLogind => "noLogind",
+        }
+    }
+
+    /// What it means for the node, in a sentence.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ShutdownDrain::Ready => {
+                "a shutdown nobody planned waits for rollboot's drain, which keeps the budgets"
+            }
+            ShutdownDrain::Kubelet => {
+                "the kubelet's graceful node shutdown is on: a shutdown nobody planned has the \
+                 kubelet kill the node's pods at once, without evictions, so budgets are not kept \
+                 (set the kubelet's shutdownGracePeriod to 0s for rollboot's drain to keep them)"
+            }
+            ShutdownDrain::ShortDelay => {
+                "logind waits less than drain.timeout for the agent: a drain before a shutdown \
+                 nobody planned may be cut short (raise InhibitDelayMaxSec)"
+            }
+            ShutdownDrain::NoLogind => {
+                "the agent cannot reach logind: nothing is drained before a shutdown nobody planned"
+            }
+        }
+    }
+}
+
+impl fmt::Display for ShutdownDrain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an agent writes in `agent-host`: its host as it reads it there.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentHost {
+    /// The host's boot ID, as its PID 1 sees it.
+    pub boot_id: String,
+    /// The start time of the host's PID 1, in clock ticks after the kernel's boot
+    /// (`/proc/1/stat`): on nodes that share one kernel (kind-like), whose boot ID never
+    /// changes, a new value is a new boot of the node; an agent's restart never changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_start: Option<u64>,
+    /// The host's machine ID, when it can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
+    /// How a shutdown nobody planned would go there.
+    pub shutdown_drain: ShutdownDrain,
+    /// logind's `InhibitDelayMaxUSec`, in seconds, when logind answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inhibit_delay_seconds: Option<u64>,
+}
+
+impl AgentHost {
+    /// The annotation text.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("an AgentHost serializes")
+    }
+
+    /// Parses the annotation text; `None` unless it is the JSON an agent writes, with a
+    /// well-formed boot ID.
+    pub fn parse(text: &str) -> Option<AgentHost> {
+        serde_json::from_str::<AgentHost>(text)
+            .ok()
+            .filter(|h| boot_id_well_formed(&h.boot_id))
+    }
+}
+
+/// What the controller writes in `undrained`: the host of a shutdown cycle went down before
+/// its drain was over.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Undrained {
+    /// When the controller saw it (RFC 3339).
+    pub at: String,
+    /// Why, in a sentence.
+    pub why: String,
+}
+
+impl Undrained {
+    /// The annotation text.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("an Undrained serializes")
+    }
+
+    /// Parses the annotation text.
+    pub fn parse(text: &str) -> Option<Undrained> {
+        serde_json::from_str(text).ok()
+    }
+}
+
+/// A boot of a host in words, for messages: its boot ID, and its PID 1's start where known.
+pub fn boot_words(boot_id: &str, init_start: Option<u64>) -> String {
+    match init_start {
+        Some(t) => format!("{boot_id} (PID 1 started at {t})"),
+        None => boot_id.to_string(),
+    }
+}
+
+/// Whether a host on boot `boot_id`, whose PID 1 started at `init_start`, is still on the boot
+/// recorded as `before_id` and `before_init` (`boot-id-before`, `init-start-before`). The
+/// boot IDs decide; where PID 1's start was recorded and is known now, it must be the same
+/// too (a kind-like node's boot ID is the same on every boot; its PID 1's start is not). An
+/// unknown start now is taken as the same (the agent of a new boot has not said yet): only a
+/// change seen is a new boot.
+pub fn same_boot(
+    before_id: &str,
+    before_init: Option<u64>,
+    boot_id: &str,
+    init_start: Option<u64>,
+) -> bool {
+    before_id.eq_ignore_ascii_case(boot_id)
+        && before_init.zip(init_start).is_none_or(|(a, b)| a == b)
 }
 
 /// A rollboot annotation whose value is not in the format rollboot writes.
@@ -428,6 +596,8 @@ pub struct NodeView {
     pub cordoned_by: Option<String>,
     /// `boot-id-before`, when well formed (see [`boot_id_well_formed`]).
     pub boot_id_before: Option<String>,
+    /// `init-start-before`, when it parses.
+    pub init_start_before: Option<u64>,
     /// `reboot` token text.
     pub reboot_token: Option<String>,
     /// `reboot-ack` token text, as found (a malformed one is also listed in `malformed`).
@@ -452,6 +622,11 @@ pub struct NodeView {
     pub shutdown_requested: bool,
     /// The instant written in `shutdown-requested`, when it is one.
     pub shutdown_requested_at: Option<DateTime<Utc>>,
+    /// `agent-host`, when it parses: the agent's reading of its host.
+    pub agent_host: Option<AgentHost>,
+    /// `undrained`, when it parses: the host of this shutdown cycle went down before its drain
+    /// was over.
+    pub undrained: Option<Undrained>,
     /// `fleetlock-id`: the host's FleetLock id, given by an operator.
     pub fleetlock_id: Option<String>,
     /// `cycle-for`: why this cycle started (`shutdown`), when rollboot wrote it.
@@ -553,6 +728,8 @@ pub struct History {
     pub boot_id_after: Option<String>,
     /// `reboot-count`.
     pub count: Option<u32>,
+    /// `undrained-count`.
+    pub undrained_count: Option<u32>,
     /// `last-cycle`: how long its parts took.
     pub last_cycle: Option<LastCycle>,
 }
@@ -596,6 +773,10 @@ pub struct LastCycle {
     /// `drain.volumes.reattachTimeout` (a warning: the node went on).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_reattached: Vec<String>,
+    /// The cycle was a shutdown of its host that went before its drain was over: why (its
+    /// parts measure what happened, not what a drained cycle takes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undrained: Option<String>,
 }
 
 /// One step of a finished drain, as the cycle's record and the simulator's report show it.
@@ -643,6 +824,7 @@ impl LastCycle {
             drain_parts: Vec::new(),
             reattach_seconds: None,
             not_reattached: Vec::new(),
+            undrained: None,
         }
     }
 
@@ -668,7 +850,9 @@ impl LastCycle {
 
 impl History {
     /// The annotations that record one more finished cycle at `now`, from boot `before` to
-    /// boot `after`: the count goes on from this one (from 1 when absent or malformed).
+    /// boot `after`: the count goes on from this one (from 1 when absent or malformed). An
+    /// undrained cycle ([`LastCycle::undrained`]) is counted in `undrained-count`, not in
+    /// `reboot-count`: its host went down with its pods on it.
     pub fn next(
         &self,
         now: DateTime<Utc>,
@@ -676,14 +860,16 @@ impl History {
         after: &str,
         cycle: &LastCycle,
     ) -> Vec<(&'static str, Option<String>)> {
+        let (key, count) = if cycle.undrained.is_some() {
+            (UNDRAINED_COUNT, self.undrained_count)
+        } else {
+            (REBOOT_COUNT, self.count)
+        };
         vec![
             (LAST_REBOOT, Some(time::annotation(now))),
             (LAST_BOOT_ID_BEFORE, Some(before.to_string())),
             (LAST_BOOT_ID_AFTER, Some(after.to_string())),
-            (
-                REBOOT_COUNT,
-                Some((self.count.unwrap_or(0).saturating_add(1)).to_string()),
-            ),
+            (key, Some((count.unwrap_or(0).saturating_add(1)).to_string())),
             (LAST_CYCLE, Some(cycle.to_annotation())),
         ]
     }
@@ -694,6 +880,7 @@ struct CycleKeys {
     state: Option<NodeState>,
     state_since: Option<DateTime<Utc>>,
     boot_id_before: Option<String>,
+    init_start_before: Option<u64>,
     reboot_token: Option<String>,
     handed_off: Option<DateTime<Utc>>,
     reboot_attempt: Option<u32>,
@@ -727,6 +914,13 @@ impl CycleKeys {
             boot_id_before: parsed(ann, malformed, BOOT_ID_BEFORE, BOOT_ID_TEXT, |v| {
                 boot_id_well_formed(v).then(|| v.to_string())
             }),
+            init_start_before: parsed(
+                ann,
+                malformed,
+                INIT_START_BEFORE,
+                "a whole number (clock ticks)",
+                |v| v.parse::<u64>().ok(),
+            ),
             reboot_token: parsed(ann, malformed, REBOOT, token, as_token),
             handed_off: parsed(
                 ann,
@@ -774,6 +968,13 @@ impl History {
                 ann,
                 malformed,
                 REBOOT_COUNT,
+                "a whole number from 1",
+                |v| v.parse::<u32>().ok().filter(|c| *c >= 1),
+            ),
+            undrained_count: parsed(
+                ann,
+                malformed,
+                UNDRAINED_COUNT,
                 "a whole number from 1",
                 |v| v.parse::<u32>().ok().filter(|c| *c >= 1),
             ),
@@ -860,6 +1061,7 @@ impl NodeView {
             state_since: cycle.state_since,
             cordoned_by: get(CORDONED_BY),
             boot_id_before: cycle.boot_id_before,
+            init_start_before: cycle.init_start_before,
             reboot_token: cycle.reboot_token,
             reboot_ack: get(REBOOT_ACK),
             reboot_lost: get(REBOOT_LOST),
@@ -875,6 +1077,8 @@ impl NodeView {
             shutdown_requested_at: ann
                 .get(SHUTDOWN_REQUESTED)
                 .and_then(|v| time::parse_annotation(v)),
+            agent_host: ann.get(AGENT_HOST).and_then(|v| AgentHost::parse(v)),
+            undrained: ann.get(UNDRAINED).and_then(|v| Undrained::parse(v)),
             fleetlock_id: get(FLEETLOCK_ID),
             cycle_for: get(CYCLE_FOR),
             handed_off: cycle.handed_off,
@@ -905,13 +1109,51 @@ impl NodeView {
         self.handed_off.filter(|_| self.reboot_token.is_none())
     }
 
-    /// The node reports a boot ID other than `boot-id-before`.
-    pub fn came_back(&self) -> bool {
+    /// The start of its host's PID 1 on the boot the Node reports, as its agent wrote it
+    /// (`None` when the agent's record is of another boot ID, or has none).
+    pub fn host_init_start(&self) -> Option<u64> {
+        self.agent_host
+            .as_ref()
+            .filter(|h| h.boot_id.eq_ignore_ascii_case(&self.boot_id))
+            .and_then(|h| h.init_start)
+    }
+
+    /// The boot the node is on, as the annotations that record it before a reboot have it:
+    /// `boot-id-before` (its boot ID) and `init-start-before` (its host's PID 1 start, where
+    /// the agent wrote it for that boot ID).
+    pub fn boot_before(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![
+            (BOOT_ID_BEFORE, Some(self.boot_id.clone())),
+            (
+                INIT_START_BEFORE,
+                self.host_init_start().map(|t| t.to_string()),
+            ),
+        ]
+    }
+
+    /// The boot the node is on, in words.
+    pub fn boot_words(&self) -> String {
+        boot_words(&self.boot_id, self.host_init_start())
+    }
+
+    /// Whether the node is on a boot other than `before` and `init-start-before`
+    /// ([`same_boot`]): it reports another boot ID, or (a kind-like node, whose boot ID never
+    /// changes) its agent reports another start of the host's PID 1.
+    pub fn booted_since(&self, before: &str) -> bool {
         !self.boot_id.is_empty()
-            && self
-                .boot_id_before
-                .as_ref()
-                .is_some_and(|b| *b != self.boot_id)
+            && !same_boot(
+                before,
+                self.init_start_before,
+                &self.boot_id,
+                self.host_init_start(),
+            )
+    }
+
+    /// The node is on a boot other than `boot-id-before`.
+    pub fn came_back(&self) -> bool {
+        self.boot_id_before
+            .as_deref()
+            .is_some_and(|b| self.booted_since(b))
     }
 
     /// This cycle was started for a shutdown of its host (`cycle-for: shutdown`).
@@ -1631,6 +1873,7 @@ mod tests {
                 boot_id_before: Some("boot-1".into()),
                 boot_id_after: Some("boot-2".into()),
                 count: Some(2),
+                undrained_count: None,
                 last_cycle: Some(LastCycle {
                     drain_seconds: Some(41.2),
                     reboot_seconds: Some(95.0),
@@ -1844,5 +2087,75 @@ mod tests {
         let p = patch(&[(CORDONED_BY, None)], Some(false));
         assert_eq!(p["spec"]["unschedulable"], Value::Null);
         assert_eq!(p["metadata"]["annotations"][CORDONED_BY], Value::Null);
+    }
+
+    #[test]
+    fn a_boot_is_its_boot_id_and_where_recorded_its_pid_1s_start() {
+        // Recorded without PID 1's start: the boot ID alone decides.
+        assert!(same_boot("b-1", None, "B-1", Some(9)));
+        assert!(!same_boot("b-1", None, "b-2", None));
+        // Recorded with it: both must be the same; one not known now is taken as the same.
+        assert!(same_boot("b-1", Some(57), "b-1", Some(57)));
+        assert!(!same_boot("b-1", Some(57), "b-1", Some(58)));
+        assert!(same_boot("b-1", Some(57), "b-1", None));
+        assert!(!same_boot("b-1", Some(57), "b-2", Some(57)));
+        // The Node's side: PID 1's start counts only from a record of the boot ID it reports.
+        let host = |boot: &str, init| AgentHost {
+            boot_id: boot.into(),
+            init_start: Some(init),
+            machine_id: None,
+            shutdown_drain: ShutdownDrain::Ready,
+            inhibit_delay_seconds: Some(1020),
+        };
+        let mut v = NodeView::from_node(&annotate(
+            annotate(node("n1", &[]), INIT_START_BEFORE, "57"),
+            AGENT_HOST,
+            &host("b-1", 57).to_annotation(),
+        ));
+        v.boot_id = "b-1".into();
+        assert_eq!(v.init_start_before, Some(57));
+        assert_eq!(
+            v.boot_before(),
+            [
+                (BOOT_ID_BEFORE, Some("b-1".to_string())),
+                (INIT_START_BEFORE, Some("57".to_string()))
+            ]
+        );
+        assert!(!v.booted_since("b-1") && v.booted_since("b-0"));
+        v.agent_host = Some(host("b-1", 3));
+        assert!(v.booted_since("b-1"), "PID 1 started again");
+        v.agent_host = Some(host("b-0", 3));
+        assert!(!v.booted_since("b-1"), "a stale record says nothing");
+        assert_eq!(v.boot_before()[1], (INIT_START_BEFORE, None));
+        assert_eq!(
+            AgentHost::parse(&host("b-1", 57).to_annotation()),
+            Some(host("b-1", 57))
+        );
+        assert_eq!(AgentHost::parse("junk"), None);
+        let bad = NodeView::from_node(&annotate(node("n1", &[]), INIT_START_BEFORE, "soon"));
+        assert!(bad.is_malformed(INIT_START_BEFORE));
+    }
+
+    #[test]
+    fn an_undrained_cycle_is_counted_apart_from_the_reboots() {
+        let h = History {
+            count: Some(4),
+            ..History::default()
+        };
+        let drained = h.next(Utc::now(), "b-1", "b-2", &LastCycle::default());
+        let get = |v: &[(&str, Option<String>)], k: &str| {
+            v.iter().find(|(key, _)| *key == k).and_then(|(_, v)| v.clone())
+        };
+        assert_eq!(get(&drained, REBOOT_COUNT).as_deref(), Some("5"));
+        assert_eq!(get(&drained, UNDRAINED_COUNT), None);
+        let cycle = LastCycle {
+            undrained: Some("the host went down mid-drain".into()),
+            ..LastCycle::default()
+        };
+        let undrained = h.next(Utc::now(), "b-1", "b-2", &cycle);
+        assert_eq!(get(&undrained, REBOOT_COUNT), None);
+        assert_eq!(get(&undrained, UNDRAINED_COUNT).as_deref(), Some("1"));
+        let text = get(&undrained, LAST_CYCLE).unwrap();
+        assert_eq!(LastCycle::parse(&text).unwrap().undrained, cycle.undrained);
     }
 }

@@ -6,7 +6,10 @@
 //! (`rollboot_agent_refusals_total{cause}`), the host shutdowns logind announced
 //! (`rollboot_agent_shutdowns_total`), the releases of the logind inhibitor by cause
 //! (`rollboot_agent_inhibitor_releases_total{cause}`) and whether it is held now
-//! (`rollboot_agent_inhibitor_held`). It must never block the agent: every update is an
+//! (`rollboot_agent_inhibitor_held`), how a shutdown nobody planned would go on the node
+//! (`rollboot_agent_shutdown_drain{state}`), whether the host the agent reads is its Node's
+//! (`rollboot_agent_host_matches_node`) and the config reloads
+//! (`rollboot_agent_config_reloads_total`). It must never block the agent: every update is an
 //! atomic operation or a short uncontended lock.
 
 use std::collections::BTreeMap;
@@ -14,7 +17,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::node::RefusalCause;
+use crate::node::{RefusalCause, ShutdownDrain};
 
 /// The counters of one agent.
 #[derive(Debug, Default)]
@@ -24,6 +27,10 @@ pub struct AgentMetrics {
     shutdowns: AtomicU64,
     releases: Mutex<BTreeMap<&'static str, u64>>,
     inhibitor_held: AtomicU64,
+    shutdown_drain: Mutex<Option<ShutdownDrain>>,
+    /// 0: not compared yet; 1: matches; 2: differs.
+    host_matches: AtomicU64,
+    config_reloads: AtomicU64,
 }
 
 impl AgentMetrics {
@@ -69,6 +76,22 @@ impl AgentMetrics {
             .store(u64::from(held), Ordering::Relaxed);
     }
 
+    /// How a shutdown nobody planned would go on the node now.
+    pub fn shutdown_drain(&self, now: ShutdownDrain) {
+        *self.shutdown_drain.lock().expect("agent metrics") = Some(now);
+    }
+
+    /// Whether the host the agent reads is its Node's (boot ID, machine ID).
+    pub fn host_matches(&self, matches: bool) {
+        self.host_matches
+            .store(if matches { 1 } else { 2 }, Ordering::Relaxed);
+    }
+
+    /// Counts a config reload.
+    pub fn config_reloaded(&self) {
+        self.config_reloads.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -107,6 +130,40 @@ impl AgentMetrics {
             "# HELP rollboot_agent_inhibitor_held 1 while the agent holds a logind delay inhibitor for shutdown.\n# TYPE rollboot_agent_inhibitor_held gauge\nrollboot_agent_inhibitor_held {}",
             self.inhibitor_held.load(Ordering::Relaxed)
         );
+        if let Some(now) = *self.shutdown_drain.lock().expect("agent metrics") {
+            let _ = writeln!(
+                out,
+                "# HELP rollboot_agent_shutdown_drain How a shutdown of the host nobody planned would go, 1 for the current state: ready (drained under the budgets first), kubelet (the kubelet's graceful node shutdown kills the pods first, without evictions), shortDelay (logind's delay is shorter than drain.timeout), noLogind (nothing drained).\n# TYPE rollboot_agent_shutdown_drain gauge"
+            );
+            for state in [
+                ShutdownDrain::Ready,
+                ShutdownDrain::Kubelet,
+                ShutdownDrain::ShortDelay,
+                ShutdownDrain::NoLogind,
+            ] {
+                let _ = writeln!(
+                    out,
+                    "rollboot_agent_shutdown_drain{{state=\"{}\"}} {}",
+                    state.as_str(),
+                    u8::from(state == now)
+                );
+            }
+        }
+        match self.host_matches.load(Ordering::Relaxed) {
+            0 => {}
+            v => {
+                let _ = writeln!(
+                    out,
+                    "# HELP rollboot_agent_host_matches_node 1 while the host's boot ID (and machine ID) as the agent reads them are the ones its Node reports; 0 while they differ (the agent refuses every reboot token).\n# TYPE rollboot_agent_host_matches_node gauge\nrollboot_agent_host_matches_node {}",
+                    u8::from(v == 1)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP rollboot_agent_config_reloads_total Config files the agent took while running.\n# TYPE rollboot_agent_config_reloads_total counter\nrollboot_agent_config_reloads_total {}",
+            self.config_reloads.load(Ordering::Relaxed)
+        );
         out
     }
 }
@@ -139,6 +196,27 @@ mod tests {
             t.contains("rollboot_agent_refusals_total{cause=\"wrongHost\"} 1\n"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn how_a_shutdown_would_go_and_the_hosts_match_are_gauges() {
+        let m = AgentMetrics::default();
+        let t = m.render();
+        assert!(!t.contains("rollboot_agent_shutdown_drain{"), "{t}");
+        assert!(!t.contains("rollboot_agent_host_matches_node "), "{t}");
+        m.shutdown_drain(ShutdownDrain::Kubelet);
+        m.host_matches(false);
+        m.config_reloaded();
+        let t = m.render();
+        assert!(
+            t.contains("rollboot_agent_shutdown_drain{state=\"kubelet\"} 1\n")
+                && t.contains("rollboot_agent_shutdown_drain{state=\"ready\"} 0\n"),
+            "{t}"
+        );
+        assert!(t.contains("\nrollboot_agent_host_matches_node 0\n"), "{t}");
+        assert!(t.contains("\nrollboot_agent_config_reloads_total 1\n"), "{t}");
+        m.host_matches(true);
+        assert!(m.render().contains("\nrollboot_agent_host_matches_node 1\n"));
     }
 
     #[test]

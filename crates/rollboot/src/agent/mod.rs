@@ -39,7 +39,7 @@ use crate::config::Config;
 use crate::events::Recorder;
 use crate::lease::LeaseRef;
 use crate::lock;
-use crate::node::{self as proto, NodeView, RefusalCause, Token};
+use crate::node::{self as proto, AgentHost, NodeView, RefusalCause, ShutdownDrain, Token};
 pub use host::{CommandReboot, HostMethod, HostReboot, RebootMethod, SignalReboot};
 pub use logind::{HostShutdowns, NoLogind, SystemLogind};
 pub use metrics::AgentMetrics;
@@ -76,6 +76,11 @@ pub struct HostSeen<'a> {
     pub boot_id: Option<&'a str>,
     /// Its machine ID; `None` when unknown.
     pub machine_id: Option<&'a str>,
+    /// When its PID 1 started (see [`RebootMethod::init_start`]); `None` when unknown.
+    pub init_start: Option<u64>,
+    /// Since when this agent has seen its host's boot ID differ from its Node's, without a
+    /// break: a mismatch already there when a token was issued is no reboot.
+    pub mismatch_since: Option<chrono::DateTime<Utc>>,
 }
 
 /// Why the agent refuses a token, if it does, as a cause and a sentence: pure. `host` is the
@@ -113,22 +118,31 @@ pub fn refusal(
             ),
         ));
     };
+    // A boot ID that already differed from the Node's before this request says nothing of a
+    // reboot: the agent reads the wrong file, or runs on another host (a machine ID that
+    // differs says which, below).
+    let mismatched_before = host
+        .mismatch_since
+        .is_some_and(|since| since <= t.issued)
+        && !host_boot.eq_ignore_ascii_case(&view.boot_id);
     // The host rebooted since the controller read its boot ID for this request: acting now
     // would be a second reboot. The Node says so once the kubelet is back; for a token issued
     // in answer to a lost one, the host says so at once (that report was made on the host's
     // boot `before`, read on the host itself, so a host boot that differs now is a reboot).
-    if let Some(before) = &view.boot_id_before {
+    if let Some(before) = view.boot_id_before.as_deref().filter(|_| !mismatched_before) {
         let retry = view.reboot_attempt.is_some_and(|a| a >= 2);
-        let now_boot = if retry && host_boot != before {
-            Some(host_boot)
+        let moved = !proto::same_boot(before, view.init_start_before, host_boot, host.init_start);
+        let now_boot = if retry && moved {
+            Some(proto::boot_words(host_boot, host.init_start))
         } else {
-            Some(view.boot_id.as_str()).filter(|b| !b.is_empty() && b != before)
+            view.booted_since(before).then(|| view.boot_words())
         };
         if let Some(b) = now_boot {
             return Some((
                 RefusalCause::AlreadyRebooted,
                 format!(
-                    "the host already rebooted since token {token} was issued (boot ID {before} -> {b})"
+                    "the host already rebooted since token {token} was issued (boot {} -> {b})",
+                    proto::boot_words(before, view.init_start_before)
                 ),
             ));
         }
@@ -144,7 +158,7 @@ pub fn refusal(
             ),
         ));
     }
-    if let Some(why) = not_this_host(view, host_boot, host.machine_id) {
+    if let Some(why) = not_this_host(view, host_boot, host, mismatched_before, config) {
         return Some(why);
     }
     if !view.unschedulable {
@@ -163,15 +177,19 @@ pub fn refusal(
 }
 
 /// Why the host under the agent is not its Node's, if it is not: its machine ID (where both
-/// are known) or its boot ID differs from the Node's `nodeInfo`. A host whose machine ID is
-/// the Node's but whose boot ID is newer has rebooted and its kubelet has not said so yet.
+/// are known) or its boot ID differs from the Node's `nodeInfo`. A boot ID that differed
+/// already before the token (`mismatched_before`) is a mismatch the agent saw from its start
+/// or since, never a reboot; a host whose machine ID is the Node's but whose boot ID became
+/// another since has rebooted and its kubelet has not said so yet.
 fn not_this_host(
     view: &NodeView,
     host_boot: &str,
-    host_machine: Option<&str>,
+    host: HostSeen<'_>,
+    mismatched_before: bool,
+    config: &Config,
 ) -> Option<(RefusalCause, String)> {
     let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
-    let machine = host_machine.filter(|_| !view.machine_id.is_empty());
+    let machine = host.machine_id.filter(|_| !view.machine_id.is_empty());
     if let Some(m) = machine.filter(|m| !same(m, &view.machine_id)) {
         return Some((
             RefusalCause::WrongHost,
@@ -184,6 +202,25 @@ fn not_this_host(
     }
     if view.boot_id.is_empty() || same(host_boot, &view.boot_id) {
         return None;
+    }
+    if mismatched_before {
+        let since = host
+            .mismatch_since
+            .map(crate::time::annotation)
+            .unwrap_or_default();
+        return Some((
+            RefusalCause::BootMismatch,
+            format!(
+                "the host's boot ID as the agent reads it ({host_boot}, from {}) has differed \
+                 from node {}'s ({}) since {since}, before this request: nothing rebooted, and \
+                 the agent cannot tell its host's reboots; on a node that is a container (kind, \
+                 k3d, systemd-nspawn), read PID 1's view, {} (the default, with hostPID)",
+                config.reboot.host_boot_id_file,
+                view.name,
+                view.boot_id,
+                host::HOST_BOOT_ID
+            ),
+        ));
     }
     if machine.is_some() {
         return Some((
@@ -208,12 +245,14 @@ fn not_this_host(
 
 /// The token to report lost, if any: pure. It is the live token of a rebooting node that
 /// this node's agent acknowledged, but not this process (`acted`: the tokens it acknowledged
-/// itself), while the host is still on the boot from before the request: an earlier agent died
-/// between its ack and the reboot. Needs the host's own boot ID: the Node's may lag behind a
-/// reboot that did happen, and reporting that one lost would cause a second.
+/// itself), while the host is still on the boot from before the request (its boot ID, and its
+/// PID 1's start where the request recorded it: on a kind-like node the boot ID never
+/// changes): an earlier agent died between its ack and the reboot. Needs the host's own boot
+/// ID: the Node's may lag behind a reboot that did happen, and reporting that one lost would
+/// cause a second.
 pub fn lost_token(
     view: &NodeView,
-    host_boot: Option<&str>,
+    host: HostSeen<'_>,
     acted: &[String],
     config: &Config,
     now: chrono::DateTime<Utc>,
@@ -221,7 +260,13 @@ pub fn lost_token(
     let token = view.reboot_token.as_deref()?;
     let live =
         Token::parse(token).is_some_and(|t| now - t.issued <= config.reboot.timeout.to_chrono());
-    let unchanged = host_boot.is_some() && view.boot_id_before.as_deref() == host_boot;
+    let unchanged = host.boot_id.is_some_and(|b| {
+        view.boot_id_before
+            .as_deref()
+            .is_some_and(|before| {
+                proto::same_boot(before, view.init_start_before, b, host.init_start)
+            })
+    });
     (view.state == Some(proto::NodeState::Rebooting)
         && view.reboot_ack.as_deref() == Some(token)
         && view.reboot_lost.as_deref() != Some(token)
@@ -231,15 +276,56 @@ pub fn lost_token(
         .then(|| token.to_string())
 }
 
+/// What the agent says of its host against its Node, pure: `Ok` when its boot ID (and machine
+/// ID, where both are known) are the Node's, else the sentence that says what differs.
+pub fn identity(view: &NodeView, host: HostSeen<'_>) -> Result<(), String> {
+    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    let Some(boot) = host.boot_id else {
+        return Err("the host's boot ID cannot be read".into());
+    };
+    let mut differ = Vec::new();
+    if !view.boot_id.is_empty() && !same(boot, &view.boot_id) {
+        differ.push(format!(
+            "boot ID {boot} (node {} reports {})",
+            view.name, view.boot_id
+        ));
+    }
+    if let Some(m) = host.machine_id.filter(|_| !view.machine_id.is_empty()) {
+        if !same(m, &view.machine_id) {
+            differ.push(format!(
+                "machine ID {m} (node {} reports {})",
+                view.name, view.machine_id
+            ));
+        }
+    }
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the host the agent reads has {}", differ.join(" and ")))
+    }
+}
+
 /// What one agent process remembers between the events it handles.
 struct Agent<'a, R> {
     api: Api<Node>,
     lock_ref: LeaseRef,
     events: Recorder,
-    config: &'a Config,
+    /// The config as last loaded (it is reloaded while the agent runs).
+    config: Arc<Config>,
     node: &'a str,
-    method: &'a R,
+    method: R,
     metrics: Arc<AgentMetrics>,
+    /// Since when the host's boot ID has differed from the Node's, without a break.
+    mismatch_since: Option<chrono::DateTime<Utc>>,
+    /// What was last said of the host against its Node (`None`: nothing yet): said again only
+    /// when it changes.
+    identity_said: Option<Result<(), String>>,
+    /// The Warning Event for the current mismatch was published.
+    mismatch_published: bool,
+    /// How a shutdown nobody planned would go (from the logind guard), as last said.
+    shutdown_drain: Option<ShutdownDrain>,
+    /// logind's delay in seconds, with the guard.
+    inhibit_delay: Option<u64>,
     /// The last refusal said, (token, cause, why): said once, looked at again while the token
     /// lives.
     refused: Option<(String, RefusalCause, String)>,
@@ -288,8 +374,10 @@ impl<R: RebootMethod> Agent<'_, R> {
         let host = HostSeen {
             boot_id: host_boot.as_deref(),
             machine_id: host_machine.as_deref(),
+            init_start: self.method.init_start(self.node),
+            mismatch_since: self.mismatch_since,
         };
-        if let Some(token) = lost_token(v, host.boot_id, &self.acted, self.config, Utc::now()) {
+        if let Some(token) = lost_token(v, host, &self.acted, &self.config, Utc::now()) {
             self.report_lost(v, &token, host_boot.unwrap_or_default())
                 .await;
             return;
@@ -350,7 +438,7 @@ impl<R: RebootMethod> Agent<'_, R> {
         host: HostSeen<'_>,
     ) -> Option<Option<(RefusalCause, String)>> {
         let now = Utc::now();
-        if let Some(why) = refusal(v, token, true, host, self.config, now) {
+        if let Some(why) = refusal(v, token, true, host, &self.config, now) {
             return Some(Some(why));
         }
         match lock::read(&self.lock_ref).await {
@@ -364,7 +452,7 @@ impl<R: RebootMethod> Agent<'_, R> {
                     token,
                     r.entries.contains_key(self.node),
                     host,
-                    self.config,
+                    &self.config,
                     now,
                 ),
             }),
@@ -688,7 +776,8 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
 }
 
 /// Runs the agent for `node` until `shutdown` resolves (or the future is dropped), holding a
-/// delay inhibitor through `host` (logind) when given and logind answers.
+/// delay inhibitor through `host` (logind) when given and logind answers, with `config` as
+/// given (see [`run_reloading`] for a config that changes).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
     client: Client,
@@ -700,6 +789,34 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
     host: Option<L>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), AgentError> {
+    let (_keep, configs) = tokio::sync::watch::channel(config);
+    run_reloading(
+        client, configs, node, method, sentinel, metrics, host, shutdown,
+    )
+    .await
+}
+
+/// How long a host whose boot ID differs from its Node's may go unsaid by a Warning Event:
+/// an agent started with its host's new boot may see the Node before the kubelet wrote it.
+pub const MISMATCH_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
+/// Runs the agent for `node` until `shutdown` resolves (or the future is dropped), as
+/// [`run_with_host_shutdowns`], taking each new config `configs` brings (a reloaded config
+/// file): the reboot method and the sentinel rebuild themselves from it, the check period
+/// and the timeouts are the new ones from then on. What the agent remembers (the tokens it
+/// acted on, the refusals it said, its logind inhibitor) is kept across a reload.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
+    client: Client,
+    mut configs: tokio::sync::watch::Receiver<Arc<Config>>,
+    node: String,
+    method: R,
+    mut sentinel: S,
+    metrics: Arc<AgentMetrics>,
+    host: Option<L>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let config = configs.borrow_and_update().clone();
     let api: Api<Node> = Api::all(client.clone());
     let mut agent = Agent {
         api: api.clone(),
@@ -710,10 +827,15 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
             "rollboot.dev/agent",
             &node,
         ),
-        config: &config,
+        config: config.clone(),
         node: &node,
-        method: &method,
+        method,
         metrics,
+        mismatch_since: None,
+        identity_said: None,
+        mismatch_published: false,
+        shutdown_drain: None,
+        inhibit_delay: None,
         refused: None,
         acted: Vec::new(),
         unsettled: false,
@@ -723,16 +845,16 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
     };
     let mut guard = None;
     let mut lost: Option<logind::Lost<L>> = None;
-    let drain_timeout = config.drain.timeout.to_std();
     if let Some(l) = host {
-        if let Some((g, preparing)) =
-            logind::Guard::start(l, &node, drain_timeout, &agent.metrics).await
-        {
+        if let Some((g, preparing)) = logind::Guard::start(l, &node, &agent.metrics).await {
             // logind is shutting the host down now: a request on the Node is live.
             agent.check_left_over = !preparing;
             guard = Some(g);
         }
     }
+    agent
+        .say_shutdown_drain(guard.as_ref().map(logind::Guard::host))
+        .await;
     let stream = watcher(
         api.clone(),
         watcher::Config::default().fields(&format!("metadata.name={node}")),
@@ -742,8 +864,13 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
     futures::pin_mut!(stream);
     tokio::pin!(shutdown);
     let mut view: Option<NodeView> = None;
-    let mut tick = tokio::time::interval(config.reboot.check_period.to_std());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let period = |c: &Config| {
+        let mut tick = tokio::time::interval(c.reboot.check_period.to_std());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick
+    };
+    let mut tick = period(&config);
+    let mut reloading = true;
     loop {
         tokio::select! {
             _ = &mut shutdown => return Ok(()),
@@ -754,6 +881,7 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
                     None => return Ok(()),
                 }
                 if let Some(v) = &view {
+                    agent.know_host(v).await;
                     agent.act(v).await;
                     agent.clear_left_over_request(v).await;
                     if let Some(g) = guard.as_mut() {
@@ -762,21 +890,52 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
                     }
                 }
             }
+            changed = configs.changed(), if reloading => {
+                if changed.is_err() {
+                    // Nobody can send a new config any more: the one in hand stays.
+                    reloading = false;
+                    continue;
+                }
+                let config = configs.borrow_and_update().clone();
+                agent.method.reconfigure(&config.reboot);
+                sentinel.reconfigure(&config.reboot);
+                tick = period(&config);
+                agent.config = config;
+                agent.metrics.config_reloaded();
+                tracing::info!(node, sentinel = %sentinel.describe(), check_period = %agent.config.reboot.check_period, "config reloaded: the new settings apply from now on");
+                agent
+                    .say_shutdown_drain(guard.as_ref().map(logind::Guard::host))
+                    .await;
+                if let Some(v) = &view {
+                    agent.know_host(v).await;
+                }
+            }
             wake = host_shutdown_wake(&mut guard) => {
                 let Some(g) = guard.as_mut() else { continue };
                 if !agent.on_host_shutdown(g, wake, view.as_ref()).await {
                     lost = guard.take().map(|g| logind::Lost::new(g.into_logind()));
+                    agent.say_shutdown_drain(None).await;
                 }
             }
             _ = logind::Lost::due(&lost) => {
                 let Some(l) = lost.take() else { continue };
-                match l.reach(&node, drain_timeout, &agent.metrics).await {
-                    Ok(g) => guard = Some(g),
+                match l.reach(&node, &agent.metrics).await {
+                    Ok(g) => {
+                        agent.say_shutdown_drain(Some(g.host())).await;
+                        guard = Some(g);
+                    }
                     Err(l) => lost = Some(l),
                 }
             }
             _ = tick.tick() => {
+                if let Some(g) = guard.as_mut() {
+                    if g.refresh(&node).await {
+                        let host = g.host();
+                        agent.say_shutdown_drain(Some(host)).await;
+                    }
+                }
                 let Some(v) = &view else { continue };
+                agent.know_host(v).await;
                 // A refusal for a reason that can pass with no change to this Node (the node
                 // listed in the lock again), or a look cut short by a failed request, is
                 // looked at again, while the token lives.
@@ -790,6 +949,123 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
     }
 }
 
+/// The agent's reading of its host, around [`Agent`]: compared with its Node, said, and
+/// written to the Node's `agent-host`.
+impl<R: RebootMethod> Agent<'_, R> {
+    /// Compares the host with its Node `v` ([`identity`]): says the result when it changes
+    /// (info when they agree, a warning when not), keeps since when the boot IDs differ (a
+    /// token issued after that is refused as `bootMismatch`, never taken for a reboot),
+    /// publishes a Warning Event once a mismatch has lasted [`MISMATCH_GRACE`], and writes
+    /// `agent-host` when what it reads differs from what the Node has.
+    async fn know_host(&mut self, v: &NodeView) {
+        let node = self.node;
+        let now = Utc::now();
+        let boot = self.method.boot_id(node);
+        let machine = self.method.machine_id(node);
+        let init = self.method.init_start(node);
+        let seen = HostSeen {
+            boot_id: boot.as_deref(),
+            machine_id: machine.as_deref(),
+            init_start: init,
+            mismatch_since: None,
+        };
+        let result = identity(v, seen);
+        let boots_differ = boot
+            .as_deref()
+            .is_some_and(|b| !v.boot_id.is_empty() && !b.eq_ignore_ascii_case(&v.boot_id));
+        if boots_differ {
+            self.mismatch_since.get_or_insert(now);
+        } else {
+            self.mismatch_since = None;
+        }
+        if result.is_ok() {
+            self.mismatch_published = false;
+        }
+        if self.identity_said.as_ref() != Some(&result) {
+            self.metrics.host_matches(result.is_ok());
+            match &result {
+                Ok(()) => tracing::info!(
+                    node,
+                    host_boot_id = boot.as_deref().unwrap_or_default(),
+                    host_machine_id = machine.as_deref().unwrap_or("unknown"),
+                    host_init_start = init,
+                    "the host is this node's: its boot ID (and machine ID) are the ones the Node reports"
+                ),
+                Err(why) => tracing::warn!(
+                    node,
+                    boot_id_file = %self.config.reboot.host_boot_id_file,
+                    "{why}: the agent refuses every reboot token while this lasts"
+                ),
+            }
+            self.identity_said = Some(result.clone());
+        }
+        if let Err(why) = &result {
+            let lasted = self
+                .mismatch_since
+                .is_none_or(|since| now - since >= MISMATCH_GRACE);
+            if !self.mismatch_published && lasted {
+                self.mismatch_published = true;
+                self.events
+                    .publish(
+                        node,
+                        true,
+                        "HostMismatch",
+                        format!(
+                            "{why} (host boot ID read from {}): the agent refuses every reboot \
+                             token while this lasts",
+                            self.config.reboot.host_boot_id_file
+                        ),
+                    )
+                    .await;
+            }
+        }
+        let Some(boot_id) = boot.filter(|b| proto::boot_id_well_formed(b)) else {
+            return;
+        };
+        let record = AgentHost {
+            boot_id,
+            init_start: init,
+            machine_id: machine,
+            shutdown_drain: self.shutdown_drain.unwrap_or(ShutdownDrain::NoLogind),
+            inhibit_delay_seconds: self.inhibit_delay,
+        };
+        if v.agent_host.as_ref() == Some(&record) {
+            return;
+        }
+        let p = proto::patch(&[(proto::AGENT_HOST, Some(record.to_annotation()))], None);
+        if let Err(e) = self.patch(p, "writing agent-host").await {
+            tracing::warn!(node, error = %e, "could not write what the agent reads of its host; trying again on the next check");
+        }
+    }
+
+    /// Says how a shutdown nobody planned would go on this node, from logind's delay and the
+    /// kubelet's inhibitor (`host`, `None` without logind): a log line, a Warning Event and the
+    /// metric when it changes. The Node's `agent-host` takes it on the next look.
+    async fn say_shutdown_drain(&mut self, host: Option<(std::time::Duration, bool)>) {
+        let drain_timeout = self.config.drain.timeout.to_std();
+        let now = logind::decide::shutdown_drain(host, drain_timeout);
+        self.inhibit_delay = host.map(|(d, _)| d.as_secs());
+        if self.shutdown_drain == Some(now) {
+            return;
+        }
+        self.shutdown_drain = Some(now);
+        self.metrics.shutdown_drain(now);
+        let node = self.node;
+        let mut note = now.meaning().to_string();
+        if let Some(w) = host.and_then(|(d, _)| logind::decide::delay_warning(d, drain_timeout)) {
+            note = format!("{note}; {w}");
+        }
+        if now == ShutdownDrain::Ready {
+            tracing::info!(node, shutdown_drain = now.as_str(), "{note}");
+            return;
+        }
+        tracing::warn!(node, shutdown_drain = now.as_str(), "{note}");
+        self.events
+            .publish(node, true, "ShutdownDrain", format!("{}: {note}", now.as_str()))
+            .await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -799,7 +1075,17 @@ mod tests {
     const HOME: HostSeen<'static> = HostSeen {
         boot_id: Some("boot-1"),
         machine_id: Some("m-1"),
+        init_start: None,
+        mismatch_since: None,
     };
+
+    /// The host on boot `b`, machine unknown.
+    fn on(b: &str) -> HostSeen<'_> {
+        HostSeen {
+            boot_id: Some(b),
+            ..HostSeen::default()
+        }
+    }
 
     /// A cordoned node on boot `boot-1`, machine `m-1`.
     fn cordoned() -> NodeView {
@@ -909,10 +1195,7 @@ mod tests {
         let v = asked(&fresh);
         // Started with the wrong --node-name, or against a simulator on a workstation: the
         // host's boot ID is not the Node's, and nothing says it is the same machine.
-        let elsewhere = HostSeen {
-            boot_id: Some("workstation-boot"),
-            machine_id: None,
-        };
+        let elsewhere = on("workstation-boot");
         let (why, text) = refusal(&v, &fresh, true, elsewhere, &c, now).unwrap();
         assert_eq!(why, RefusalCause::WrongHost);
         assert!(
@@ -922,16 +1205,16 @@ mod tests {
         assert!(why.fails_the_node());
         // Another machine, whatever its boot.
         let other = HostSeen {
-            boot_id: Some("boot-1"),
             machine_id: Some("m-2"),
+            ..on("boot-1")
         };
         let (why, text) = refusal(&v, &fresh, true, other, &c, now).unwrap();
         assert_eq!(why, RefusalCause::WrongHost);
         assert!(text.contains("machine ID m-2"), "{text}");
         // The same machine on a newer boot: it rebooted and the Node lags; not a wrong host.
         let newer = HostSeen {
-            boot_id: Some("boot-9"),
             machine_id: Some("M-1"),
+            ..on("boot-9")
         };
         assert_eq!(
             cause(refusal(&v, &fresh, true, newer, &c, now)),
@@ -940,11 +1223,14 @@ mod tests {
         // A host whose boot ID cannot be read is not taken for the Node's.
         let unknown = HostSeen {
             boot_id: None,
-            machine_id: Some("m-1"),
+            ..HOME
         };
         let (why, text) = refusal(&v, &fresh, true, unknown, &c, now).unwrap();
         assert_eq!(why, RefusalCause::HostUnknown);
-        assert!(text.contains("/proc/sys/kernel/random/boot_id"), "{text}");
+        assert!(
+            text.contains("/proc/1/root/proc/sys/kernel/random/boot_id"),
+            "{text}"
+        );
         // Machine IDs unknown on either side: the boot ID alone decides.
         let quiet = NodeView {
             machine_id: String::new(),
@@ -963,27 +1249,148 @@ mod tests {
             ..asked(&t)
         };
         assert_eq!(
-            lost_token(&acked, Some("boot-1"), &[], &c, now),
+            lost_token(&acked, on("boot-1"), &[], &c, now),
             Some(t.clone())
         );
         // This process took it itself: its reboot is under way.
         assert_eq!(
-            lost_token(&acked, Some("boot-1"), std::slice::from_ref(&t), &c, now),
+            lost_token(&acked, on("boot-1"), std::slice::from_ref(&t), &c, now),
             None
         );
         // The host booted since: the reboot happened, whatever the Node says yet.
-        assert_eq!(lost_token(&acked, Some("boot-2"), &[], &c, now), None);
+        assert_eq!(lost_token(&acked, on("boot-2"), &[], &c, now), None);
         // Without the host's own boot ID, a reboot the kubelet has not reported yet cannot be
         // told from a lost one: nothing is reported.
-        assert_eq!(lost_token(&acked, None, &[], &c, now), None);
+        assert_eq!(lost_token(&acked, HostSeen::default(), &[], &c, now), None);
         // Already reported, not acknowledged, or too old.
         let reported = NodeView {
             reboot_lost: Some(t.clone()),
             ..acked.clone()
         };
-        assert_eq!(lost_token(&reported, Some("boot-1"), &[], &c, now), None);
-        assert_eq!(lost_token(&asked(&t), Some("boot-1"), &[], &c, now), None);
+        assert_eq!(lost_token(&reported, on("boot-1"), &[], &c, now), None);
+        assert_eq!(lost_token(&asked(&t), on("boot-1"), &[], &c, now), None);
         let later = now + chrono::Duration::hours(1);
-        assert_eq!(lost_token(&acked, Some("boot-1"), &[], &c, later), None);
+        assert_eq!(lost_token(&acked, on("boot-1"), &[], &c, later), None);
+    }
+
+    #[test]
+    fn a_boot_id_that_differed_before_the_request_fails_the_node_and_is_never_taken_for_a_reboot()
+    {
+        let c = Config::default();
+        let now = Utc::now();
+        let issued = now - chrono::Duration::seconds(5);
+        let fresh = Token::new(issued, 1).text;
+        let v = asked(&fresh);
+        // The agent reads the kernel's boot ID of a nested node: the machine is the Node's,
+        // the boot ID never was, since the agent started (before the request).
+        let nested = HostSeen {
+            boot_id: Some("kernel-boot"),
+            mismatch_since: Some(issued - chrono::Duration::minutes(3)),
+            ..HOME
+        };
+        let (why, text) = refusal(&v, &fresh, true, nested, &c, now).unwrap();
+        assert_eq!(why, RefusalCause::BootMismatch);
+        assert!(why.fails_the_node());
+        assert!(
+            text.contains("kernel-boot")
+                && text.contains("boot-1")
+                && text.contains("before this request")
+                && text.contains("/proc/1/root/proc/sys/kernel/random/boot_id"),
+            "{text}"
+        );
+        // A retry token (the host's own boot believed first) does not turn it into one.
+        let retry = NodeView {
+            reboot_attempt: Some(2),
+            ..v.clone()
+        };
+        assert_eq!(
+            cause(refusal(&retry, &fresh, true, nested, &c, now)),
+            Some(RefusalCause::BootMismatch)
+        );
+        // The same host boot first seen after the request: the host rebooted since.
+        let since = HostSeen {
+            mismatch_since: Some(now),
+            ..nested
+        };
+        assert_eq!(
+            cause(refusal(&v, &fresh, true, since, &c, now)),
+            Some(RefusalCause::AlreadyRebooted)
+        );
+    }
+
+    #[test]
+    fn on_a_kind_like_node_pid_1s_start_tells_a_reboot_from_an_agent_restart() {
+        let c = Config::default();
+        let now = Utc::now();
+        let t = Token::new(now, 3).text;
+        // Every boot of the node reports boot-1; the request recorded PID 1's start 100.
+        let acked = NodeView {
+            reboot_ack: Some(t.clone()),
+            init_start_before: Some(100),
+            ..asked(&t)
+        };
+        let started = |init| HostSeen {
+            init_start: Some(init),
+            ..HOME
+        };
+        // An agent restarted on the same boot: the token is lost.
+        assert_eq!(lost_token(&acked, started(100), &[], &c, now), Some(t.clone()));
+        // The node rebooted (its init started again): no second reboot is asked for.
+        assert_eq!(lost_token(&acked, started(4242), &[], &c, now), None);
+        // A token issued after a lost one, on a node that rebooted since: refused as
+        // rebooted, whatever the unchanged boot ID says.
+        let retry = NodeView {
+            reboot_attempt: Some(2),
+            reboot_ack: None,
+            ..acked.clone()
+        };
+        let (why, text) = refusal(&retry, &t, true, started(4242), &c, now).unwrap();
+        assert_eq!(why, RefusalCause::AlreadyRebooted);
+        assert!(
+            text.contains("boot-1 (PID 1 started at 100) -> boot-1 (PID 1 started at 4242)"),
+            "{text}"
+        );
+        assert_eq!(refusal(&retry, &t, true, started(100), &c, now), None);
+        // The Node side: the agent of the new boot wrote its record.
+        let back = NodeView {
+            agent_host: Some(proto::AgentHost {
+                boot_id: "boot-1".into(),
+                init_start: Some(4242),
+                machine_id: None,
+                shutdown_drain: ShutdownDrain::NoLogind,
+                inhibit_delay_seconds: None,
+            }),
+            ..retry.clone()
+        };
+        assert!(back.came_back());
+        assert!(!retry.came_back());
+    }
+
+    #[test]
+    fn the_host_is_compared_with_its_node_and_what_differs_is_named() {
+        let v = cordoned();
+        assert_eq!(identity(&v, HOME), Ok(()));
+        let e = identity(
+            &v,
+            HostSeen {
+                boot_id: Some("kernel-boot"),
+                machine_id: Some("m-9"),
+                ..HOME
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("boot ID kernel-boot (node n1 reports boot-1)")
+                && e.contains("machine ID m-9 (node n1 reports m-1)"),
+            "{e}"
+        );
+        assert!(identity(&v, HostSeen::default()).is_err());
+        // Unknown on the Node's side: nothing to compare.
+        let blank = NodeView {
+            boot_id: String::new(),
+            machine_id: String::new(),
+            ..v
+        };
+        assert_eq!(identity(&blank, on("anything")), Ok(()));
     }
 }

@@ -25,6 +25,15 @@ pub struct SentinelError {
 pub trait Sentinel: Send + Sync {
     /// Checks once.
     fn check(&self) -> impl Future<Output = Result<Option<String>, SentinelError>> + Send;
+
+    /// One phrase for the log: what is checked, and where.
+    fn describe(&self) -> String {
+        "a sentinel".into()
+    }
+
+    /// Takes the reboot settings of a config reloaded while the agent runs. The sentinels
+    /// built from the config ([`HostSentinel`]) rebuild themselves; others keep what they are.
+    fn reconfigure(&mut self, _reboot: &crate::config::Reboot) {}
 }
 
 /// A file whose existence means "reboot needed".
@@ -54,6 +63,9 @@ pub struct CommandSentinel {
     pub mount_namespace: Option<PathBuf>,
     /// How long it may run before it is killed.
     pub timeout: Duration,
+    /// The environment it gets: the host's PID 1's (see [`super::host::host_environment`])
+    /// where it runs in the host's mount namespace; `None`: the agent's own.
+    pub environ: Option<PathBuf>,
 }
 
 impl CommandSentinel {
@@ -66,6 +78,7 @@ impl CommandSentinel {
             no_reboot_codes: vec![1],
             mount_namespace: None,
             timeout,
+            environ: None,
         }
     }
 
@@ -91,6 +104,9 @@ impl Sentinel for CommandSentinel {
             .kill_on_drop(true);
         if let Some(ns) = &self.mount_namespace {
             super::host::enter_mount_namespace(&mut cmd, ns).map_err(|e| self.error(e))?;
+        }
+        if let Some(environ) = &self.environ {
+            super::host::host_environment(&mut cmd, environ);
         }
         let within = match &self.mount_namespace {
             Some(ns) => format!(" in the mount namespace {}", ns.display()),
@@ -146,21 +162,41 @@ impl HostSentinel {
     /// minute: a hung one must not keep the agent from its Node.
     pub fn from_config(r: &crate::config::Reboot) -> HostSentinel {
         match &r.sentinel_command {
-            Some(argv) => HostSentinel::Command(CommandSentinel {
-                argv: argv.clone(),
-                reboot_codes: r.sentinel_reboot_exit_codes.clone(),
-                no_reboot_codes: r.sentinel_no_reboot_codes(),
-                mount_namespace: Some(&r.host_mount_namespace)
+            Some(argv) => {
+                let mount_namespace = Some(&r.host_mount_namespace)
                     .filter(|p| !p.is_empty())
-                    .map(PathBuf::from),
-                timeout: r.check_period.to_std().min(Duration::from_secs(60)),
-            }),
+                    .map(PathBuf::from);
+                HostSentinel::Command(CommandSentinel {
+                    argv: argv.clone(),
+                    reboot_codes: r.sentinel_reboot_exit_codes.clone(),
+                    no_reboot_codes: r.sentinel_no_reboot_codes(),
+                    // In the host's mount namespace, the host's environment too.
+                    environ: mount_namespace
+                        .is_some()
+                        .then(|| super::host::HOST_ENVIRON.into()),
+                    mount_namespace,
+                    timeout: r.check_period.to_std().min(Duration::from_secs(60)),
+                })
+            }
             None => HostSentinel::File(FileSentinel(r.sentinel_file.clone().into())),
         }
     }
+}
+
+impl Sentinel for HostSentinel {
+    async fn check(&self) -> Result<Option<String>, SentinelError> {
+        match self {
+            HostSentinel::File(s) => s.check().await,
+            HostSentinel::Command(s) => s.check().await,
+        }
+    }
+
+    fn reconfigure(&mut self, reboot: &crate::config::Reboot) {
+        *self = HostSentinel::from_config(reboot);
+    }
 
     /// One phrase for the start-up line.
-    pub fn describe(&self) -> String {
+    fn describe(&self) -> String {
         match self {
             HostSentinel::File(f) => format!("file {}", f.0.display()),
             HostSentinel::Command(c) => format!(
@@ -173,15 +209,6 @@ impl HostSentinel {
                     |p| format!("the mount namespace {}", p.display())
                 )
             ),
-        }
-    }
-}
-
-impl Sentinel for HostSentinel {
-    async fn check(&self) -> Result<Option<String>, SentinelError> {
-        match self {
-            HostSentinel::File(s) => s.check().await,
-            HostSentinel::Command(s) => s.check().await,
         }
     }
 }
@@ -225,6 +252,11 @@ mod tests {
                 assert_eq!(
                     (c.reboot_codes.clone(), c.no_reboot_codes.clone()),
                     (vec![0], vec![1])
+                );
+                // Run in the host, with the host's environment.
+                assert_eq!(
+                    c.environ.as_deref(),
+                    Some(std::path::Path::new("/proc/1/environ"))
                 );
             }
             HostSentinel::File(_) => panic!("the command is the sentinel"),

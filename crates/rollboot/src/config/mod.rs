@@ -505,7 +505,10 @@ impl WhenBlocked {
 pub struct Reboot {
     /// Longest from the reboot request until the node is back with a new boot ID and Ready. Default 15m.
     pub timeout: Duration,
-    /// A file whose existence means "reboot needed". Default `/var/run/reboot-required`.
+    /// A file whose existence means "reboot needed", as the agent sees it. Default
+    /// `/host/var/run/reboot-required`: the host's `/var/run/reboot-required`, where the agent's
+    /// DaemonSet mounts the host's `/var/run` (at `/host/var/run`, never over the container's
+    /// own `/var/run`, which holds its service-account token).
     pub sentinel_file: String,
     /// A command (argv) whose exit status says whether a reboot is needed; replaces
     /// `sentinelFile`. It runs in the host's mount namespace (see `hostMountNamespace`), so
@@ -525,8 +528,10 @@ pub struct Reboot {
     /// agent runs with hostPID). Empty: the agent container's own.
     pub host_mount_namespace: String,
     /// Where the agent reads its host's boot ID, which must equal its Node's
-    /// `status.nodeInfo.bootID` before it acts on a token. Default the kernel's
-    /// `/proc/sys/kernel/random/boot_id` (not namespaced: a container reads its host's).
+    /// `status.nodeInfo.bootID` before it acts on a token. Default PID 1's view,
+    /// `/proc/1/root/proc/sys/kernel/random/boot_id` (the agent runs with hostPID): the ID the
+    /// kubelet reports. A pod's own `/proc/sys/kernel/random/boot_id` is the kernel's, which is
+    /// not the node's where nodes are containers (kind, k3d, systemd-nspawn).
     pub host_boot_id_file: String,
     /// Where the agent reads its host's machine ID, compared with its Node's
     /// `status.nodeInfo.machineID` where both are known. Default the host's
@@ -547,12 +552,12 @@ impl Default for Reboot {
     fn default() -> Self {
         Reboot {
             timeout: Duration::from_mins(15),
-            sentinel_file: "/var/run/reboot-required".into(),
+            sentinel_file: "/host/var/run/reboot-required".into(),
             sentinel_command: None,
             sentinel_reboot_exit_codes: vec![0],
             sentinel_no_reboot_exit_codes: None,
             host_mount_namespace: "/proc/1/ns/mnt".into(),
-            host_boot_id_file: "/proc/sys/kernel/random/boot_id".into(),
+            host_boot_id_file: "/proc/1/root/proc/sys/kernel/random/boot_id".into(),
             host_machine_id_file: "/proc/1/root/etc/machine-id".into(),
             check_period: Duration::from_mins(1),
             method: RebootMethod::Command,

@@ -633,10 +633,14 @@ pub enum Step {
         /// Which request of the cycle this is (2 for the first new token).
         attempt: u32,
     },
-    /// Hand the reboot to the host itself (a FleetLock host): write `state: rebooting`,
-    /// `boot-id-before` and `handed-off`, and no token; the host's next `pre-reboot` is
-    /// answered 200.
+    /// Hand the reboot to the host itself: write `state: rebooting`, `boot-id-before` and
+    /// `handed-off`, and no token. A FleetLock host's next `pre-reboot` is answered 200; a host
+    /// shutting down by itself is let go by its agent (the Node says drained).
     HandOff,
+    /// The host of a cycle for its own shutdown went down before the drain was over and is on
+    /// a new boot (saying so): write `state: rebooting` with `handed-off` and `undrained`, so
+    /// the cycle goes on to verify it and ends counted as undrained. Nothing more is evicted.
+    Overtaken(String),
     /// End the cycle without a reboot (the host gave its FleetLock slot back before it
     /// rebooted, saying why): uncordon if rollboot cordoned it, remove the cycle's keys and the
     /// host's request, and free the slot.
@@ -705,7 +709,7 @@ fn acknowledged(n: &NodeView) -> bool {
 fn reboot_lost(n: &NodeView) -> bool {
     acknowledged(n)
         && n.reboot_lost == n.reboot_token
-        && n.boot_id_before.as_deref() == Some(n.boot_id.as_str())
+        && n.boot_id_before.as_deref().is_some_and(|b| !n.booted_since(b))
 }
 
 /// What a Node's reboot annotations say of the reboot of the cycle `entry` started, whatever
@@ -904,7 +908,7 @@ fn refused(n: &NodeView) -> Option<&proto::Refusal> {
 fn handed_timeout_reason(n: &NodeView, config: &Config) -> String {
     let within = config.reboot.timeout;
     let before = n.boot_id_before.as_deref().unwrap_or_default();
-    if n.boot_id == before {
+    if !n.booted_since(before) {
         format!(
             "the host was given its reboot (it reboots itself) but its boot ID is still {before} \
              after {within}: it did not reboot, or is still down"
@@ -947,13 +951,13 @@ fn reboot_timeout_reason(n: &NodeView, config: &Config) -> String {
                  not running, or it refused the token (see the node's RebootRefused Events)"
             ),
         }
-    } else if n.boot_id == before {
+    } else if n.boot_id.is_empty() {
+        format!("the node reports no boot ID {within} after the agent acknowledged reboot token {token}")
+    } else if !n.booted_since(before) {
         format!(
             "the agent acknowledged reboot token {token}, but the node's boot ID is still \
              {before} after {within}: the host did not reboot, or is still down"
         )
-    } else if n.boot_id.is_empty() {
-        format!("the node reports no boot ID {within} after the agent acknowledged reboot token {token}")
     } else if !n.ready {
         format!(
             "the node rebooted (boot ID {before} -> {}) but is not Ready within {within}",
@@ -1038,10 +1042,15 @@ pub fn next_step(
             ))
         }
     };
-    // The reason for the reboot went away before it (its host's shutdown cancelled, a
-    // FleetLock host's slot given back): the cycle ends now, mid-drain too. Evicting more pods
-    // for a reboot that will not happen is disruption for nothing.
+    // The host of a shutdown cycle went down before the drain was over and is back: nothing
+    // is left to drain for that shutdown; the cycle is at its reboot, undrained. The reason
+    // for the reboot went away before it (its host's shutdown cancelled, a FleetLock host's
+    // slot given back): the cycle ends now, mid-drain too. Evicting more pods for a reboot
+    // that will not happen, or that happened, is disruption for nothing.
     if matches!(current, NodeState::Cordoning | NodeState::Draining) {
+        if let Some(why) = overtaken(n) {
+            return Step::Overtaken(why);
+        }
         if let Some(why) = abandoned(n, entry.since) {
             return Step::Release(why);
         }
@@ -1084,6 +1093,10 @@ pub fn next_step(
 /// `start`: when the cycle started (its lock entry's instant). The drain's end asks it too,
 /// when no afterDrain hooks come first.
 pub fn reboot_step(n: &NodeView, start: DateTime<Utc>) -> Step {
+    // Its host shut down by itself and is back: never a token for a reboot that happened.
+    if let Some(why) = overtaken(n) {
+        return Step::Overtaken(why);
+    }
     // Its host shuts down by itself: handed over once drained, whatever started the cycle.
     if n.shutdown_requested {
         return Step::HandOff;
@@ -1107,9 +1120,66 @@ pub fn abandoned(n: &NodeView, start: DateTime<Utc>) -> Option<String> {
         return None;
     }
     if n.for_shutdown() {
+        // Back on a new boot, the request removed by the agent of that boot: the shutdown
+        // happened ([`overtaken`]), it was not cancelled.
+        if n.came_back() {
+            return None;
+        }
         return Some(shutdown_cancelled(n));
     }
     given_back(n, start)
+}
+
+/// Why a cycle for its host's own shutdown is at its reboot before its drain was over, if it
+/// is: the host went down and is back on a new boot (its agent let it go at logind's limit,
+/// or was killed with the node's pods by the kubelet's graceful node shutdown, or there was
+/// no inhibitor at all).
+pub fn overtaken(n: &NodeView) -> Option<String> {
+    if !n.for_shutdown() || n.handed_off.is_some() || !n.came_back() {
+        return None;
+    }
+    Some(format!(
+        "its host shut down by itself before the drain was over: the node is on a new boot \
+         ({} -> {}) with the pods that were left on it gone down with the host, budgets not \
+         kept{}",
+        proto::boot_words(
+            n.boot_id_before.as_deref().unwrap_or_default(),
+            n.init_start_before
+        ),
+        n.boot_words(),
+        kubelet_note(n)
+    ))
+}
+
+/// What the kubelet's graceful node shutdown did, when the agent says it holds a shutdown
+/// inhibitor on the node: a clause, or nothing.
+fn kubelet_note(n: &NodeView) -> &'static str {
+    if n
+        .agent_host
+        .as_ref()
+        .is_some_and(|h| h.shutdown_drain == proto::ShutdownDrain::Kubelet)
+    {
+        " (the kubelet's graceful node shutdown is on there: it kills the pods at once, \
+         without evictions)"
+    } else {
+        ""
+    }
+}
+
+/// Why a cycle for its host's own shutdown, handed back to the host now, is not drained, if
+/// it is not: the kubelet's graceful node shutdown killed the node's pods without evictions
+/// the moment the shutdown began (the agent says the kubelet holds a shutdown inhibitor),
+/// whatever the drain then found to evict. `None` for any other cycle.
+pub fn undrained_at_hand_off(n: &NodeView) -> Option<String> {
+    if !n.for_shutdown() {
+        return None;
+    }
+    (!kubelet_note(n).is_empty()).then(|| {
+        "the kubelet's graceful node shutdown is on: it killed the node's pods without \
+         evictions when the shutdown began, before rollboot's drain, so the budgets were not \
+         kept (set the kubelet's shutdownGracePeriod to 0s for rollboot to drain first)"
+            .to_string()
+    })
 }
 
 /// Why a cycle started for a shutdown ends without a reboot: the agent removed its request
@@ -1149,7 +1219,7 @@ pub const GIVE_BACK_SETTLE: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 fn given_back(n: &NodeView, start: DateTime<Utc>) -> Option<String> {
     let f = n.fleetlock.as_ref()?;
     let at = f.returned.filter(|t| *t >= start)?;
-    let unchanged = n.boot_id_before.as_deref().is_none_or(|b| b == n.boot_id);
+    let unchanged = n.boot_id_before.as_deref().is_none_or(|b| !n.booted_since(b));
     unchanged.then(|| {
         format!(
             "its host (FleetLock id {}) gave its slot back at {} before rebooting (steady-state on boot {})",
@@ -1169,12 +1239,12 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
     // Back means a new boot, Ready, and the node-lifecycle controller agreeing: until it
     // takes its not-ready/unreachable taints off, pods scheduled there after an
     // uncordon can be evicted by the NoExecute taint.
-    if n.boot_id != before && !n.boot_id.is_empty() && n.ready && !n.not_ready_taint {
+    if n.booted_since(before) && n.ready && !n.not_ready_taint {
         return Step::MarkVerifying;
     }
     if let Some(handed) = n.handed_off_at() {
         // Its shutdown was cancelled (the agent removed its request) on the same boot.
-        if n.for_shutdown() && !n.shutdown_requested && n.boot_id == before {
+        if n.for_shutdown() && !n.shutdown_requested && !n.booted_since(before) {
             return Step::Release(shutdown_cancelled(n));
         }
         if let Some(why) = given_back(n, handed) {
@@ -3483,5 +3553,141 @@ mod tests {
             next_step(Some(&waiting), &e, &c, now),
             Step::AwaitReboot { .. }
         ));
+    }
+
+    /// A cycle for its host's own shutdown, mid-drain, started on boot `boot-1`.
+    fn shutdown_draining() -> NodeView {
+        let mut n = fleetlock_drained("2026-01-05T00:01:00Z", &[]);
+        n.reboot_requested = false;
+        n.fleetlock = None;
+        n.hooks = None;
+        n.shutdown_requested = true;
+        n.cycle_for = Some(proto::CYCLE_FOR_SHUTDOWN.into());
+        n.boot_id = "boot-1".into();
+        n.boot_id_before = Some("boot-1".into());
+        n
+    }
+
+    #[test]
+    fn a_shutdown_that_goes_before_its_drain_is_recorded_undrained_never_cancelled_nor_asked_again()
+    {
+        let c = cfg("{}");
+        let e = entry("2026-01-05T00:00:00Z");
+        let now = t("2026-01-05T00:05:00Z");
+        let mid = shutdown_draining();
+        assert!(matches!(
+            next_step(Some(&mid), &e, &c, now),
+            Step::Drain { .. }
+        ));
+        // The host went down mid-drain and is back; its new agent removed the request.
+        let mut back = mid.clone();
+        back.boot_id = "boot-2".into();
+        back.shutdown_requested = false;
+        let Step::Overtaken(why) = next_step(Some(&back), &e, &c, now) else {
+            panic!("{:?}", next_step(Some(&back), &e, &c, now));
+        };
+        assert!(
+            why.contains("before the drain was over") && why.contains("(boot-1 -> boot-2)"),
+            "{why}"
+        );
+        assert_eq!(abandoned(&back, e.since), None, "not a cancelled shutdown");
+        // The drain's end decides the same: never a token for a reboot that happened.
+        assert!(matches!(reboot_step(&back, e.since), Step::Overtaken(_)));
+        // Recorded (rebooting, handed off): verified like any reboot.
+        let mut recorded = back.clone();
+        recorded.state = Some(NodeState::Rebooting);
+        recorded.state_since = Some(t("2026-01-05T00:04:00Z"));
+        recorded.handed_off = Some(t("2026-01-05T00:04:00Z"));
+        assert_eq!(overtaken(&recorded), None);
+        assert_eq!(next_step(Some(&recorded), &e, &c, now), Step::MarkVerifying);
+        // A kind-like node: the boot ID stays, its agent's PID 1 start tells.
+        let host = |init| proto::AgentHost {
+            boot_id: "boot-1".into(),
+            init_start: Some(init),
+            machine_id: None,
+            shutdown_drain: proto::ShutdownDrain::Ready,
+            inhibit_delay_seconds: Some(1020),
+        };
+        let mut kind = mid.clone();
+        kind.init_start_before = Some(100);
+        kind.agent_host = Some(host(100));
+        assert!(matches!(
+            next_step(Some(&kind), &e, &c, now),
+            Step::Drain { .. }
+        ));
+        kind.agent_host = Some(host(900));
+        assert!(matches!(
+            next_step(Some(&kind), &e, &c, now),
+            Step::Overtaken(_)
+        ));
+    }
+
+    #[test]
+    fn a_shutdown_the_kubelet_went_through_first_is_handed_back_undrained() {
+        let mut drained = shutdown_draining();
+        assert_eq!(undrained_at_hand_off(&drained), None);
+        drained.agent_host = Some(proto::AgentHost {
+            boot_id: "boot-1".into(),
+            init_start: None,
+            machine_id: None,
+            shutdown_drain: proto::ShutdownDrain::Kubelet,
+            inhibit_delay_seconds: Some(20),
+        });
+        let why = undrained_at_hand_off(&drained).unwrap();
+        assert!(why.contains("kubelet") && why.contains("shutdownGracePeriod"), "{why}");
+        // A FleetLock or token cycle on such a node is rollboot's own reboot: drained first.
+        let mut fleet = fleetlock_drained("2026-01-05T00:01:00Z", &[]);
+        fleet.agent_host = drained.agent_host.clone();
+        assert_eq!(undrained_at_hand_off(&fleet), None);
+    }
+
+    #[test]
+    fn on_a_kind_like_node_a_reboot_is_verified_by_its_agents_pid_1_start() {
+        let c = cfg("reboot: {timeout: 10m}");
+        let e = entry("2026-01-05T00:00:00Z");
+        let now = t("2026-01-05T00:05:00Z");
+        let tok = Token::new(t("2026-01-05T00:02:00Z"), 1).text;
+        let host = |init| proto::AgentHost {
+            boot_id: "kernel-boot".into(),
+            init_start: Some(init),
+            machine_id: None,
+            shutdown_drain: proto::ShutdownDrain::NoLogind,
+            inhibit_delay_seconds: None,
+        };
+        let mut n = node("k1", &[]);
+        n.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        for (k, v) in [
+            (proto::STATE, "rebooting"),
+            (proto::STATE_SINCE, "2026-01-05T00:02:00Z"),
+            (proto::CORDONED_BY, "c-0"),
+            (proto::BOOT_ID_BEFORE, "kernel-boot"),
+            (proto::INIT_START_BEFORE, "100"),
+            (proto::REBOOT, tok.as_str()),
+            (proto::REBOOT_ACK, tok.as_str()),
+        ] {
+            n = annotate(n, k, v);
+        }
+        let mut v = NodeView::from_node(&n);
+        v.boot_id = "kernel-boot".into();
+        v.agent_host = Some(host(100));
+        // The same boot (the agent restarted, or the node is still down): waits.
+        assert!(matches!(
+            next_step(Some(&v), &e, &c, now),
+            Step::AwaitReboot { .. }
+        ));
+        // The agent of the new boot says PID 1 started again: back.
+        v.agent_host = Some(host(5000));
+        assert_eq!(next_step(Some(&v), &e, &c, now), Step::MarkVerifying);
+        // A token reported lost by an agent restarted on the same boot is asked again; not
+        // once the node booted.
+        let mut lost = v.clone();
+        lost.agent_host = Some(host(100));
+        lost.reboot_lost = Some(tok.clone());
+        assert!(matches!(
+            next_step(Some(&lost), &e, &c, now),
+            Step::RequestReboot { attempt: 2 }
+        ));
+        lost.agent_host = Some(host(5000));
+        assert_eq!(next_step(Some(&lost), &e, &c, now), Step::MarkVerifying);
     }
 }

@@ -67,6 +67,16 @@ pub struct Note {
     pub note: String,
 }
 
+/// Where the agent sees the host's file `path`, when it is under the host's `/var/run` (or
+/// `/run`, which `/var/run` leads to on every systemd host): under `/host/var/run`, where the
+/// agent's DaemonSet mounts it.
+fn host_run_path(path: &str) -> Option<String> {
+    let rest = path
+        .strip_prefix("/var/run/")
+        .or_else(|| path.strip_prefix("/run/"))?;
+    (!rest.is_empty() && !rest.split('/').any(|p| p == "..")).then(|| format!("/host/var/run/{rest}"))
+}
+
 /// The config and its notes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Migration {
@@ -764,7 +774,21 @@ pub fn migrate(flags: &Flags) -> Result<Migration, MigrateError> {
         json!(crate::config::Duration::from_millis(period).to_string()),
     );
     if let Some(f) = flags.str("reboot-sentinel") {
-        reboot.insert("sentinelFile".into(), json!(f));
+        // kured's sentinel is a path on the host; rollboot's agent sees the host's /var/run
+        // (= /run) at /host/var/run, and any other host path through a command run in the
+        // host's mount namespace.
+        match host_run_path(f) {
+            Some(seen) => {
+                reboot.insert("sentinelFile".into(), json!(seen));
+            }
+            None => {
+                reboot.insert("sentinelCommand".into(), json!(["test", "-e", f]));
+                note(
+                    "reboot-sentinel",
+                    format!("{f} is outside the host's /var/run, which the agent mounts: checked as `test -e {f}` in the host's mount namespace (reboot.sentinelCommand)"),
+                );
+            }
+        }
     }
     if let Some(c) = flags
         .str("reboot-sentinel-command")

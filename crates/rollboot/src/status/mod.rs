@@ -53,10 +53,39 @@ pub struct Status {
     pub maintenance: Maintenance,
     /// Failed nodes against `failures.maxFailures`.
     pub failures: Failures,
+    /// The hosts as their agents read them: how a shutdown nobody planned would go on each
+    /// node, and the nodes whose agent reads a host that is not theirs.
+    pub hosts: Hosts,
     /// What keeps new reboots from starting now (the controller's own rules), as sentences.
     pub blockers: Vec<String>,
     /// Configured blockers this report does not evaluate (it reads no Pods and no Prometheus).
     pub not_checked: Vec<String>,
+}
+
+/// The hosts as their agents read them (`rollboot.dev/agent-host`).
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hosts {
+    /// How many nodes, by how a shutdown of their host nobody planned would go (`ready`,
+    /// `kubelet`, `shortDelay`, `noLogind`); nodes whose agent wrote nothing are not counted.
+    pub shutdown_drain: BTreeMap<String, usize>,
+    /// What each of those states means, for the states counted.
+    pub meaning: BTreeMap<String, String>,
+    /// The nodes whose shutdowns would not be drained under their budgets, by name.
+    pub not_drainable: Vec<String>,
+    /// The nodes whose agent reads a boot ID or machine ID other than the Node's (the agent
+    /// refuses every reboot token there), each with what differs.
+    pub mismatched: Vec<HostMismatch>,
+}
+
+/// A node whose agent reads a host that is not its Node's.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostMismatch {
+    /// Node name.
+    pub node: String,
+    /// What differs.
+    pub why: String,
 }
 
 /// The leader Lease.
@@ -118,8 +147,11 @@ pub struct NodeHistory {
     pub boot_id_before: Option<String>,
     /// Boot ID after it.
     pub boot_id_after: Option<String>,
-    /// Cycles finished on it.
+    /// Cycles finished on it (its host rebooted drained).
     pub count: Option<u32>,
+    /// Cycles that ended with a shutdown of its host that went before the drain was over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undrained: Option<u32>,
     /// How long the parts of its last cycle took.
     pub last_cycle: Option<crate::node::LastCycle>,
 }
@@ -403,9 +435,41 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         counts: counts(snap, &record.entries),
         maintenance: maintenance(config, now),
         failures,
+        hosts: hosts(snap),
         blockers,
         not_checked: not_checked(config),
     }
+}
+
+/// The hosts as their agents wrote them: counted by how an unplanned shutdown would go, the
+/// nodes where it would not be drained named, and the nodes whose agent reads another host.
+fn hosts(snap: &Snapshot) -> Hosts {
+    let mut h = Hosts::default();
+    for n in &snap.nodes {
+        let Some(a) = &n.agent_host else { continue };
+        let state = a.shutdown_drain;
+        *h.shutdown_drain.entry(state.as_str().into()).or_default() += 1;
+        h.meaning
+            .entry(state.as_str().into())
+            .or_insert_with(|| state.meaning().into());
+        if state != crate::node::ShutdownDrain::Ready {
+            h.not_drainable.push(n.name.clone());
+        }
+        let seen = crate::agent::HostSeen {
+            boot_id: Some(&a.boot_id),
+            machine_id: a.machine_id.as_deref(),
+            ..Default::default()
+        };
+        if let Err(why) = crate::agent::identity(n, seen) {
+            h.mismatched.push(HostMismatch {
+                node: n.name.clone(),
+                why,
+            });
+        }
+    }
+    h.not_drainable.sort();
+    h.mismatched.sort_by(|a, b| a.node.cmp(&b.node));
+    h
 }
 
 /// The maintenance lock: its holder, whether that is rollboot, a pause, and each node it
@@ -500,7 +564,7 @@ fn node_statuses(
                 asking: n.hands_off(),
                 holds_slot: entries.get(&n.name).is_some_and(|e| {
                     n.handed_off_at().is_some_and(|t| t >= e.since)
-                        && n.boot_id_before.as_deref() == Some(n.boot_id.as_str())
+                        && n.boot_id_before.as_deref().is_some_and(|b| !n.booted_since(b))
                 }),
             }),
         })
@@ -521,6 +585,7 @@ fn history(snap: &Snapshot) -> Vec<NodeHistory> {
             boot_id_before: n.history.boot_id_before.clone(),
             boot_id_after: n.history.boot_id_after.clone(),
             count: n.history.count,
+            undrained: n.history.undrained_count,
             last_cycle: n.history.last_cycle.clone(),
         })
         .collect();

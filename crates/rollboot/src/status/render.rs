@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
 
-use super::{CordonedBy, Failures, Leader, Lock, Maintenance, NodeHistory, NodeStatus, Status};
+use super::{
+    CordonedBy, Failures, Hosts, Leader, Lock, Maintenance, NodeHistory, NodeStatus, Status,
+};
 use crate::config::Duration;
 use crate::controller::decide;
 use crate::node::LastCycle;
@@ -37,6 +39,7 @@ impl Render for Status {
         if !self.not_checked.is_empty() {
             let _ = writeln!(out, "not checked:  {}", self.not_checked.join(", "));
         }
+        hosts(&mut out, &self.hosts);
         nodes(&mut out, &self.nodes);
         history(&mut out, &self.history);
         out
@@ -264,6 +267,32 @@ fn nodes(out: &mut String, nodes: &[NodeStatus]) {
     );
 }
 
+/// `unplanned shutdowns:` how a shutdown nobody planned would go, by state with what the
+/// others mean and their nodes; `host mismatch:` the nodes whose agent reads another host.
+fn hosts(out: &mut String, h: &Hosts) {
+    if !h.shutdown_drain.is_empty() {
+        let counts: Vec<String> = h
+            .shutdown_drain
+            .iter()
+            .map(|(state, n)| format!("{n} {state}"))
+            .collect();
+        let _ = writeln!(out, "unplanned shutdowns: {}", counts.join(", "));
+        for (state, meaning) in h.meaning.iter().filter(|(s, _)| *s != "ready") {
+            let _ = writeln!(out, "  - {state}: {meaning}");
+        }
+        if !h.not_drainable.is_empty() {
+            let _ = writeln!(out, "  not drained first on: {}", h.not_drainable.join(", "));
+        }
+    }
+    for m in &h.mismatched {
+        let _ = writeln!(
+            out,
+            "host mismatch: {}: {} (its agent refuses every reboot token)",
+            m.node, m.why
+        );
+    }
+}
+
 /// The reboot history table.
 fn history(out: &mut String, history: &[NodeHistory]) {
     if history.is_empty() {
@@ -273,9 +302,17 @@ fn history(out: &mut String, history: &[NodeHistory]) {
         .iter()
         .map(|h| {
             let id = |b: &Option<String>| b.clone().unwrap_or_else(|| "?".into());
+            let count = match (h.count, h.undrained) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(_)) => "0".into(),
+                (None, None) => "?".into(),
+            };
             vec![
                 h.node.clone(),
-                h.count.map_or("?".into(), |c| c.to_string()),
+                match h.undrained {
+                    Some(u) => format!("{count} (+{u} undrained)"),
+                    None => count,
+                },
                 h.last_reboot.map_or("?".into(), instant),
                 format!("{} -> {}", id(&h.boot_id_before), id(&h.boot_id_after)),
                 h.last_cycle.as_ref().map_or("-".into(), cycle_text),

@@ -2,7 +2,8 @@
 //!
 //! Owns the connection to the bus (`DBUS_SYSTEM_BUS_ADDRESS`, else the system bus's standard
 //! socket), the calls to `org.freedesktop.login1.Manager` (`Inhibit`, the properties
-//! `InhibitDelayMaxUSec` and `PreparingForShutdown`) and the subscription to its
+//! `InhibitDelayMaxUSec` and `PreparingForShutdown`, `ListInhibitors` to see whether the
+//! kubelet holds one of its own) and the subscription to its
 //! `PrepareForShutdown` signal. It must never decide when a lock is let go ([`super::decide`]
 //! does), nor take any inhibitor but the one `delay` lock for `shutdown` the agent asks for.
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use super::{HostShutdowns, LogindError};
+use super::{HostShutdowns, Inhibitor, LogindError};
 
 /// logind's bus name.
 pub const DESTINATION: &str = "org.freedesktop.login1";
@@ -43,6 +44,10 @@ pub const INHIBIT_MODE: &str = "delay";
 trait Manager {
     /// Takes an inhibitor lock; the fd holds it until closed.
     fn inhibit(&self, what: &str, who: &str, why: &str, mode: &str) -> zbus::Result<zbus::OwnedFd>;
+
+    /// The inhibitor locks held now: what, who, why, mode, uid, pid.
+    #[allow(clippy::type_complexity)]
+    fn list_inhibitors(&self) -> zbus::Result<Vec<(String, String, String, String, u32, u32)>>;
 
     /// The longest logind waits for a delay lock, in microseconds.
     #[zbus(property(emits_changed_signal = "false"), name = "InhibitDelayMaxUSec")]
@@ -160,6 +165,24 @@ impl HostShutdowns for SystemLogind {
             .preparing_for_shutdown()
             .await
             .map_err(self.call_error("reading PreparingForShutdown"))
+    }
+
+    async fn inhibitors(&self) -> Result<Vec<Inhibitor>, LogindError> {
+        let list = self
+            .manager
+            .list_inhibitors()
+            .await
+            .map_err(self.call_error("listing the inhibitors (ListInhibitors)"))?;
+        Ok(list
+            .into_iter()
+            .map(|(what, who, why, mode, _uid, pid)| Inhibitor {
+                what,
+                who,
+                why,
+                mode,
+                pid,
+            })
+            .collect())
     }
 
     async fn next(&mut self) -> Option<bool> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::node::{NodeState, NodeView, Token};
+use crate::node::{NodeState, NodeView, ShutdownDrain, Token};
 
 /// The least time kept between the release and logind's limit: the release, the close of
 /// the fd and logind's own reaction must land before the limit.
@@ -49,19 +49,58 @@ pub fn release_after(delay_max: Duration) -> Duration {
     delay_max.saturating_sub(MIN_MARGIN.max(delay_max / 10))
 }
 
-/// The warning to say at start when logind's delay cannot hold a whole drain (it is shorter
-/// than `drain.timeout`), naming the setting to raise; `None` when it can.
+/// The shortest `InhibitDelayMaxSec`, in whole minutes, whose hold ([`release_after`]) covers
+/// a whole drain of `drain_timeout`.
+pub fn delay_needed(drain_timeout: Duration) -> Duration {
+    let mut minutes = drain_timeout.as_secs().div_ceil(60).max(1);
+    while release_after(Duration::from_secs(minutes * 60)) < drain_timeout {
+        minutes += 1;
+    }
+    Duration::from_secs(minutes * 60)
+}
+
+/// The warning to say when logind's delay cannot hold a whole drain (the agent lets its
+/// inhibitor go [`release_after`] it, before `drain.timeout`), naming the value that would;
+/// `None` when it can.
 pub fn delay_warning(delay_max: Duration, drain_timeout: Duration) -> Option<String> {
-    (delay_max < drain_timeout).then(|| {
+    (release_after(delay_max) < drain_timeout).then(|| {
+        let needed = delay_needed(drain_timeout);
         format!(
-            "logind delays a shutdown by at most {}s (InhibitDelayMaxUSec), less than \
-             drain.timeout ({}s): a drain before an unplanned shutdown may be cut short; raise \
-             InhibitDelayMaxSec in logind.conf (e.g. InhibitDelayMaxSec=5min in \
-             /etc/systemd/logind.conf.d/rollboot.conf) and restart systemd-logind",
+            "logind delays a shutdown by at most {}s (InhibitDelayMaxUSec) and the agent lets \
+             its inhibitor go {}s after the shutdown begins, before drain.timeout ({}s): a \
+             drain before an unplanned shutdown may be cut short; set InhibitDelayMaxSec={}min \
+             (e.g. in /etc/systemd/logind.conf.d/rollboot.conf, then restart systemd-logind), \
+             or lower drain.timeout",
             delay_max.as_secs_f64(),
-            drain_timeout.as_secs_f64()
+            release_after(delay_max).as_secs_f64(),
+            drain_timeout.as_secs_f64(),
+            needed.as_secs() / 60
         )
     })
+}
+
+/// Whether the kubelet holds a delay inhibitor for shutdown among `inhibitors`: its graceful
+/// node shutdown is on (`shutdownGracePeriod` above 0), and it will kill the node's pods,
+/// without evictions, the moment a shutdown begins.
+pub fn kubelet_holds(inhibitors: &[super::Inhibitor]) -> bool {
+    inhibitors.iter().any(|i| {
+        i.who.to_ascii_lowercase().contains("kubelet")
+            && i.what.split(':').any(|w| w == "shutdown")
+            && i.mode == "delay"
+    })
+}
+
+/// How a shutdown nobody planned would go on the node: `logind` is logind's delay and whether
+/// the kubelet holds a shutdown inhibitor, `None` without logind.
+pub fn shutdown_drain(logind: Option<(Duration, bool)>, drain_timeout: Duration) -> ShutdownDrain {
+    match logind {
+        None => ShutdownDrain::NoLogind,
+        Some((_, true)) => ShutdownDrain::Kubelet,
+        Some((delay, false)) if delay_warning(delay, drain_timeout).is_some() => {
+            ShutdownDrain::ShortDelay
+        }
+        Some(_) => ShutdownDrain::Ready,
+    }
 }
 
 /// Whether a shutdown that begins now is rollboot's own: the agent is running its reboot
@@ -186,15 +225,54 @@ mod tests {
     }
 
     #[test]
-    fn a_delay_shorter_than_the_drain_timeout_is_said_naming_the_setting() {
+    fn a_delay_that_cannot_hold_the_drain_is_said_naming_a_value_that_can() {
         let s = Duration::from_secs;
         let w = delay_warning(s(5), s(900)).unwrap();
         assert!(
-            w.contains("InhibitDelayMaxSec") && w.contains("5s") && w.contains("900s"),
+            w.contains("InhibitDelayMaxSec=17min") && w.contains("5s") && w.contains("900s"),
             "{w}"
         );
-        assert_eq!(delay_warning(s(900), s(900)), None);
+        // 5 min against a 15 min drain: the value it names is not the one it found.
+        let w = delay_warning(s(300), s(900)).unwrap();
+        assert!(w.contains("300s") && w.contains("=17min"), "{w}");
+        // The value it names silences it; the drain timeout itself does not (the inhibitor
+        // goes a tenth before logind's limit).
+        assert_eq!(delay_needed(s(900)), s(17 * 60));
+        assert_eq!(delay_warning(s(17 * 60), s(900)), None);
+        assert!(delay_warning(s(900), s(900)).is_some());
         assert_eq!(delay_warning(s(1800), s(900)), None);
+        // Short drains: a whole minute at least.
+        assert_eq!(delay_needed(s(20)), s(60));
+        assert_eq!(delay_warning(s(60), s(20)), None);
+    }
+
+    #[test]
+    fn the_kubelets_shutdown_inhibitor_is_told_from_others() {
+        let lock = |who: &str, what: &str, mode: &str| super::super::Inhibitor {
+            what: what.into(),
+            who: who.into(),
+            why: "Kubelet needs time to handle node shutdown".into(),
+            mode: mode.into(),
+            pid: 42,
+        };
+        assert!(kubelet_holds(&[
+            lock("rollboot", "shutdown", "delay"),
+            lock("kubelet", "shutdown", "delay"),
+        ]));
+        assert!(kubelet_holds(&[lock("Kubelet", "sleep:shutdown", "delay")]));
+        assert!(!kubelet_holds(&[lock("rollboot", "shutdown", "delay")]));
+        assert!(!kubelet_holds(&[lock("kubelet", "sleep", "delay")]));
+        assert!(!kubelet_holds(&[lock("kubelet", "shutdown", "block")]));
+        assert!(!kubelet_holds(&[]));
+    }
+
+    #[test]
+    fn how_an_unplanned_shutdown_would_go_is_read_from_logind_and_the_kubelet() {
+        let s = Duration::from_secs;
+        assert_eq!(shutdown_drain(None, s(900)), ShutdownDrain::NoLogind);
+        assert_eq!(shutdown_drain(Some((s(3600), true)), s(900)), ShutdownDrain::Kubelet);
+        assert_eq!(shutdown_drain(Some((s(300), false)), s(900)), ShutdownDrain::ShortDelay);
+        assert_eq!(shutdown_drain(Some((s(1200), false)), s(900)), ShutdownDrain::Ready);
     }
 
     #[test]

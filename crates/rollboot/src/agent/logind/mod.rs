@@ -78,6 +78,12 @@ pub trait HostShutdowns: Send {
     /// Whether a shutdown is under way now (`PreparingForShutdown`).
     fn preparing(&self) -> impl Future<Output = Result<bool, LogindError>> + Send;
 
+    /// The inhibitor locks held now, everyone's (`ListInhibitors`): whether the kubelet holds
+    /// one for its graceful node shutdown. None, where the host cannot list them.
+    fn inhibitors(&self) -> impl Future<Output = Result<Vec<Inhibitor>, LogindError>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
     /// The next `PrepareForShutdown`: `true` a shutdown begins, `false` it was cancelled;
     /// `None` once no more can come (the bus connection ended). Cancel-safe.
     fn next(&mut self) -> impl Future<Output = Option<bool>> + Send;
@@ -89,6 +95,21 @@ pub trait HostShutdowns: Send {
     fn reconnect(&self) -> impl Future<Output = Result<Self, LogindError>> + Send
     where
         Self: Sized;
+}
+
+/// One inhibitor lock held on the host, as logind lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inhibitor {
+    /// What it inhibits (`shutdown`, `sleep`, ... joined by `:`).
+    pub what: String,
+    /// Who holds it.
+    pub who: String,
+    /// Why.
+    pub why: String,
+    /// `delay` or `block`.
+    pub mode: String,
+    /// The process that took it.
+    pub pid: u32,
 }
 
 /// No host shutdowns to hear: the agent without logind (the simulator's agents today).
@@ -207,6 +228,8 @@ pub struct Guard<L: HostShutdowns> {
     logind: L,
     lock: Option<L::Lock>,
     delay_max: Duration,
+    /// The kubelet holds a delay inhibitor for shutdown (its graceful node shutdown is on).
+    kubelet: bool,
     pending: Option<Pending>,
     /// A write of `shutdown-requested` that failed (`Some(value)` or `None`: remove), tried
     /// again when `retry_at` is due.
@@ -218,13 +241,13 @@ pub struct Guard<L: HostShutdowns> {
 }
 
 impl<L: HostShutdowns> Guard<L> {
-    /// Takes the inhibitor and reads logind's delay, saying once at warn level when it is
-    /// shorter than `drain_timeout`. `None` (said in one line) when logind cannot be asked: the
-    /// agent goes on without it. Also whether a shutdown is under way now.
+    /// Takes the inhibitor and reads logind's delay and whether the kubelet holds a shutdown
+    /// inhibitor too (the agent says what they mean for the node: [`decide::shutdown_drain`]).
+    /// `None` (said in one line) when logind cannot be asked: the agent goes on without it.
+    /// Also whether a shutdown is under way now.
     pub async fn start(
         logind: L,
         node: &str,
-        drain_timeout: Duration,
         metrics: &AgentMetrics,
     ) -> Option<(Guard<L>, bool)> {
         let what = logind.describe();
@@ -248,26 +271,21 @@ impl<L: HostShutdowns> Guard<L> {
             tracing::warn!(node, logind = %what, error = %e, "cannot read logind's PreparingForShutdown; taking it as false");
             false
         });
-        if let Some(w) = decide::delay_warning(delay_max, drain_timeout) {
-            tracing::warn!(
-                node,
-                delay_max_secs = delay_max.as_secs_f64(),
-                drain_timeout_secs = drain_timeout.as_secs_f64(),
-                "{w}"
-            );
-        }
+        let kubelet = kubelet_holds(&logind, node).await.unwrap_or(false);
         tracing::info!(
             node,
             logind = %what,
             delay_max_secs = delay_max.as_secs_f64(),
             release_after_secs = decide::release_after(delay_max).as_secs_f64(),
             preparing,
+            kubelet_inhibitor = kubelet,
             "holding a logind delay inhibitor for shutdown"
         );
         let guard = Guard {
             logind,
             lock: Some(lock),
             delay_max,
+            kubelet,
             pending: None,
             unwritten: None,
             relock_wait: None,
@@ -279,6 +297,25 @@ impl<L: HostShutdowns> Guard<L> {
     /// Whether the lock is held now.
     pub fn holding(&self) -> bool {
         self.lock.is_some()
+    }
+
+    /// logind's delay and whether the kubelet holds a shutdown inhibitor, as last read.
+    pub fn host(&self) -> (Duration, bool) {
+        (self.delay_max, self.kubelet)
+    }
+
+    /// Reads logind's delay and the kubelet's inhibitor again (logind's config reloaded, the
+    /// kubelet restarted with another `shutdownGracePeriod`); what cannot be read stays as it
+    /// was. Whether either changed.
+    pub async fn refresh(&mut self, node: &str) -> bool {
+        let before = self.host();
+        if let Ok(d) = self.logind.delay_max().await {
+            self.delay_max = d;
+        }
+        if let Some(k) = kubelet_holds(&self.logind, node).await {
+            self.kubelet = k;
+        }
+        before != self.host()
     }
 
     /// Ends the guard, its lock let go, and gives its logind back (to reach it again with
@@ -329,6 +366,11 @@ impl<L: HostShutdowns> Guard<L> {
         }
         own.metrics.shutdown_seen();
         let seen = Instant::now();
+        // logind's delay as it is now: its config may have changed since the agent started,
+        // and the deadline must be the one logind keeps for this shutdown.
+        if let Ok(d) = self.logind.delay_max().await {
+            self.delay_max = d;
+        }
         if decide::own_shutdown(agent.rebooting, agent.reboot_timeout, Utc::now()) {
             tracing::info!(
                 node,
@@ -488,6 +530,18 @@ impl<L: HostShutdowns> Guard<L> {
     }
 }
 
+/// Whether the kubelet holds a shutdown inhibitor on `logind`'s host; `None` (said at debug
+/// level) when the inhibitors cannot be listed.
+async fn kubelet_holds<L: HostShutdowns>(logind: &L, node: &str) -> Option<bool> {
+    match logind.inhibitors().await {
+        Ok(list) => Some(decide::kubelet_holds(&list)),
+        Err(e) => {
+            tracing::debug!(node, error = %e, "cannot list logind's inhibitors");
+            None
+        }
+    }
+}
+
 /// A logind whose bus connection ended, to be reached again (a restarted system bus): tried
 /// after [`RETRY`], then waiting twice as long each time, up to [`RETRY_MAX`].
 pub struct Lost<L> {
@@ -513,12 +567,11 @@ impl<L: HostShutdowns> Lost<L> {
     pub async fn reach(
         mut self,
         node: &str,
-        drain_timeout: Duration,
         metrics: &AgentMetrics,
     ) -> Result<Guard<L>, Lost<L>> {
         self.tries += 1;
         let failed = match self.logind.reconnect().await {
-            Ok(l) => match Guard::start(l, node, drain_timeout, metrics).await {
+            Ok(l) => match Guard::start(l, node, metrics).await {
                 Some((g, _)) => {
                     tracing::info!(node, tries = self.tries, "logind reached again");
                     return Ok(g);

@@ -216,7 +216,7 @@ fn in_cycle(ask: &Ask<'_>, entry: &LockEntry, write: Option<Write>) -> Reply {
             ),
             write,
         ),
-        Step::MarkVerifying | Step::Uncordon | Step::HealthGate { .. } => Reply::no(
+        Step::Overtaken(_) | Step::MarkVerifying | Step::Uncordon | Step::HealthGate { .. } => Reply::no(
             Kind::Verifying,
             format!("node {} is back and being verified", n.name),
             write,

@@ -40,7 +40,7 @@ pub(in crate::controller) async fn cordon(
     // agent lets it go at logind's limit) and be back on a new boot by then.
     if view.shutdown_requested {
         ann.push((proto::CYCLE_FOR, Some(proto::CYCLE_FOR_SHUTDOWN.into())));
-        ann.push((proto::BOOT_ID_BEFORE, Some(view.boot_id.clone())));
+        ann.extend(view.boot_before());
     }
     patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
     tracing::info!(

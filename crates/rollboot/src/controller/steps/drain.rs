@@ -50,13 +50,14 @@ pub(super) async fn start(
         view.state_since.unwrap_or(now)
     };
     let deadline = since + ctx.config.drain.timeout.to_chrono();
-    let boot_id = view.boot_id.clone();
+    // The boot the reboot is asked from (with PID 1's start where the agent reads it).
+    let boot = view.boot_before();
     let ctx2 = ctx.clone();
     let node = name.to_string();
     tasks.insert(
         name.into(),
         StepTask::spawn(ctx.wake.clone(), async move {
-            let r = drain_then_request(&ctx2, &node, &boot_id, deadline).await;
+            let r = drain_then_request(&ctx2, &node, &boot, deadline).await;
             ended(&ctx2, node, r).await;
         }),
     );
@@ -104,7 +105,7 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
 async fn drain_then_request(
     ctx: &Ctx,
     node: &str,
-    boot_id: &str,
+    boot: &[(&'static str, Option<String>)],
     deadline: DateTime<Utc>,
 ) -> Result<(), Error> {
     let Some(drained) = drain_while_cordoned(ctx, node, deadline).await? else {
@@ -138,8 +139,9 @@ async fn drain_then_request(
         } else {
             match decide::reboot_step(&view, start) {
                 Step::HandOff => hand_off(ctx, &view, gate_text()).await,
+                Step::Overtaken(why) => super::reboot::overtaken(ctx, &view, why).await,
                 Step::Release(why) => super::end::release(ctx, &view, why).await,
-                _ => request_reboot(ctx, &view, boot_id, gate_text(), 1).await,
+                _ => request_reboot(ctx, &view, boot, gate_text(), 1).await,
             }
         };
         match written {
@@ -180,9 +182,10 @@ async fn drain_while_cordoned(
         deadline,
         &ensure,
     );
-    // What stops the drain before its end: the node uncordoned, or the reboot's reason gone
+    // What stops the drain before its end: the node uncordoned, the reboot's reason gone
     // (`decide::abandoned`: the shutdown cancelled, the FleetLock slot given back), which the
-    // next pass ends with a release.
+    // next pass ends with a release, or the host of a shutdown cycle gone down and back
+    // (`decide::overtaken`), which the next pass records as undrained.
     let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
     let stopped = async {
         let mut seq = ctx.node_seq.clone();
@@ -192,7 +195,7 @@ async fn drain_while_cordoned(
                 if !v.unschedulable {
                     return None;
                 }
-                if let Some(why) = decide::abandoned(&v, start) {
+                if let Some(why) = decide::overtaken(&v).or_else(|| decide::abandoned(&v, start)) {
                     return Some(why);
                 }
             }
@@ -206,7 +209,7 @@ async fn drain_while_cordoned(
         why = stopped => {
             match why {
                 None => tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon"),
-                Some(why) => tracing::info!(node, reason = %why, "the reboot is no longer wanted; stopping the drain, the cycle ends without one"),
+                Some(why) => tracing::info!(node, reason = %why, "stopping the drain: the reboot is no longer wanted, or has happened"),
             }
             Ok(None)
         }

@@ -60,6 +60,7 @@ pub(in crate::controller) async fn finish(
         cycle.reattach_seconds = r.seconds;
         cycle.not_reattached = r.late.clone();
     }
+    cycle.undrained = view.undrained.as_ref().map(|u| u.why.clone());
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
@@ -74,6 +75,7 @@ pub(in crate::controller) async fn finish(
         proto::HEALTH_GATE,
         proto::DRAIN_VOLUMES,
         proto::BOOT_ID_BEFORE,
+        proto::INIT_START_BEFORE,
         proto::SILENCE_ID,
     ] {
         ann.push((k, None));
@@ -90,15 +92,24 @@ pub(in crate::controller) async fn finish(
     expire_silence(ctx, view).await;
     patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
     let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
-    tracing::info!(node, state = "done", "reboot cycle done");
     ctx.metrics.done();
+    let note = match (&cycle.undrained, view.for_shutdown()) {
+        (Some(why), _) => {
+            ctx.metrics.undrained();
+            tracing::warn!(node, state = "done", undrained = %why, "cycle done, not drained: the host's own shutdown went first");
+            format!("its host shut down by itself and is back, verified and healthy again; not drained: {why}")
+        }
+        (None, true) => {
+            tracing::info!(node, state = "done", "cycle done: the host's own shutdown, drained first");
+            "its host shut down by itself, drained first; back, verified and healthy again".into()
+        }
+        (None, false) => {
+            tracing::info!(node, state = "done", "reboot cycle done");
+            "rebooted, verified and healthy again".into()
+        }
+    };
     ctx.events
-        .publish(
-            node,
-            false,
-            "RebootDone",
-            "rebooted, verified and healthy again".into(),
-        )
+        .publish(node, cycle.undrained.is_some(), "RebootDone", note)
         .await;
     if after_done {
         // The slot is freed once the afterDone hooks are done (the next pass).

@@ -63,6 +63,9 @@ pub(super) async fn run_step(
         Step::HandOff => {
             reboot::hand_off(ctx, view.expect("a hand-off step has a node"), None).await?
         }
+        Step::Overtaken(why) => {
+            reboot::overtaken(ctx, view.expect("an overtaken step has a node"), why).await?
+        }
         Step::Release(reason) => {
             end::release(ctx, view.expect("a release step has a node"), reason).await?
         }

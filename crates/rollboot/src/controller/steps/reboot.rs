@@ -31,7 +31,7 @@ pub(super) async fn request_again(ctx: &Ctx, view: &NodeView, attempt: u32) -> R
             "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
         );
     }
-    request_reboot(ctx, view, &view.boot_id, view.health_gate.clone(), attempt).await
+    request_reboot(ctx, view, &view.boot_before(), view.health_gate.clone(), attempt).await
 }
 
 /// Writes `state: rebooting` with a fresh token (request `attempt` of the cycle), on condition
@@ -39,7 +39,7 @@ pub(super) async fn request_again(ctx: &Ctx, view: &NodeView, attempt: u32) -> R
 pub(super) async fn request_reboot(
     ctx: &Ctx,
     view: &NodeView,
-    boot_id: &str,
+    boot: &[(&'static str, Option<String>)],
     gate: Option<String>,
     attempt: u32,
 ) -> Result<(), Error> {
@@ -52,11 +52,12 @@ pub(super) async fn request_reboot(
     let now = Utc::now();
     let token = Token::new(now, rand::random());
     let mut ann = proto::state_annotations(NodeState::Rebooting, now);
-    ann.push((proto::BOOT_ID_BEFORE, Some(boot_id.to_string())));
+    ann.extend(boot.iter().cloned());
     ann.push((proto::REBOOT, Some(token.text.clone())));
     ann.push((proto::REBOOT_ATTEMPT, Some(attempt.to_string())));
     ann.push((proto::HEALTH_GATE, gate));
     patch_node(ctx, view, "requesting the reboot", proto::patch(&ann, None)).await?;
+    let boot_id = boot.first().and_then(|(_, v)| v.as_deref()).unwrap_or_default();
     tracing::info!(node, token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
     // A new token is its own Event (a repeat of the first would keep the first's note).
     let (reason, note) = if attempt == 1 {
@@ -88,10 +89,13 @@ pub(super) async fn request_reboot(
     Ok(())
 }
 
-/// Hands the reboot to the host itself (a FleetLock host): `state: rebooting` with
-/// `boot-id-before` and `handed-off`, and no token (the agent has nothing to act on); the
-/// host's next `pre-reboot` is answered 200 and it reboots itself. Written on condition that
-/// the Node is still the version `view` shows and that it is cordoned, as a token would be.
+/// Hands the reboot to the host itself: `state: rebooting` with `boot-id-before` and
+/// `handed-off`, and no token (the agent has nothing to act on). A FleetLock host's next
+/// `pre-reboot` is answered 200 and it reboots itself; a host shutting down by itself is let
+/// go by its agent, which sees the Node drained. Written on condition that the Node is still
+/// the version `view` shows and that it is cordoned, as a token would be. A shutdown the
+/// kubelet's graceful node shutdown went through first is recorded undrained
+/// ([`decide::undrained_at_hand_off`]) in the same write.
 ///
 /// `gate`: the health gate's record, when the drain's end hands off at once (else the record
 /// written with the afterDrain phase stays).
@@ -108,16 +112,21 @@ pub(super) async fn hand_off(
     }
     let now = Utc::now();
     let mut ann = proto::state_annotations(NodeState::Rebooting, now);
-    // A cycle for a shutdown keeps the boot it started on: the host may have gone down and
-    // come back during the drain.
-    let before = view
-        .boot_id_before
-        .clone()
-        .filter(|_| view.for_shutdown())
-        .unwrap_or_else(|| view.boot_id.clone());
-    ann.push((proto::BOOT_ID_BEFORE, Some(before)));
+    // A cycle for a shutdown keeps the boot it started on (written with its cordon): the host
+    // may have gone down and come back during the drain.
+    if !(view.for_shutdown() && view.boot_id_before.is_some()) {
+        ann.extend(view.boot_before());
+    }
     ann.push((proto::HANDED_OFF, Some(crate::time::annotation(now))));
     ann.push((proto::REBOOT, None));
+    let undrained = decide::undrained_at_hand_off(view);
+    if let Some(why) = &undrained {
+        let record = proto::Undrained {
+            at: crate::time::annotation(now),
+            why: why.clone(),
+        };
+        ann.push((proto::UNDRAINED, Some(record.to_annotation())));
+    }
     if gate.is_some() {
         ann.push((proto::HEALTH_GATE, gate));
     }
@@ -128,6 +137,18 @@ pub(super) async fn hand_off(
         proto::patch(&ann, None),
     )
     .await?;
+    if view.for_shutdown() {
+        tracing::info!(node, state = "rebooting", boot_id = %view.boot_id, undrained = undrained.as_deref().unwrap_or(""), "the host's own shutdown goes on now: the agent lets its inhibitor go");
+        let (warning, reason, note) = match undrained {
+            Some(why) => (true, "ShutdownNotDrained", format!("the host is shutting down by itself; handed back to it, not drained: {why}")),
+            None => (false, "ShutdownDrained", "the host is shutting down by itself; drained and past its hooks, handed back to it: its agent lets the shutdown go on".to_string()),
+        };
+        ctx.events
+            .publish_action(node, warning, reason, "HandOff", note)
+            .await;
+        ctx.wake.notify_one();
+        return Ok(());
+    }
     let id = view
         .fleetlock
         .as_ref()
@@ -145,6 +166,36 @@ pub(super) async fn hand_off(
                  reboots itself: its next pre-reboot is answered 200"
             ),
         )
+        .await;
+    ctx.wake.notify_one();
+    Ok(())
+}
+
+/// The host of a cycle for its own shutdown went down before the drain was over and is back
+/// (`why`): `state: rebooting` with `handed-off` and `undrained` in one write, the boot it
+/// started on kept, so that the cycle goes on to verify the node and ends counted undrained.
+/// Said with a `ShutdownNotDrained` Event.
+pub(super) async fn overtaken(ctx: &Ctx, view: &NodeView, why: String) -> Result<(), Error> {
+    let node = view.name.as_str();
+    let now = Utc::now();
+    let mut ann = proto::state_annotations(NodeState::Rebooting, now);
+    ann.push((proto::HANDED_OFF, Some(crate::time::annotation(now))));
+    ann.push((proto::REBOOT, None));
+    let record = proto::Undrained {
+        at: crate::time::annotation(now),
+        why: why.clone(),
+    };
+    ann.push((proto::UNDRAINED, Some(record.to_annotation())));
+    patch_node(
+        ctx,
+        view,
+        "recording a shutdown that went before its drain",
+        proto::patch(&ann, None),
+    )
+    .await?;
+    tracing::warn!(node, state = "rebooting", reason = %why, "the host's own shutdown went before the drain was over; verifying the node, counted undrained");
+    ctx.events
+        .publish_action(node, true, "ShutdownNotDrained", "Overtaken", why)
         .await;
     ctx.wake.notify_one();
     Ok(())
