@@ -57,6 +57,7 @@ pub mod openapi;
 pub mod patch;
 pub mod pdb;
 pub mod protobuf;
+pub mod quantity;
 pub mod rbac;
 pub mod scenario;
 pub mod serve;
