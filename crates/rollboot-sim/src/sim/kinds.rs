@@ -359,6 +359,12 @@ impl Kind {
         )
     }
 
+    /// True when an update that changes the spec bumps `metadata.generation`: the kinds that
+    /// set it on create, and CSIDrivers, created without one (their strategy only bumps it).
+    pub fn bumps_generation(self) -> bool {
+        self.sets_generation() || self == Kind::CsiDriver
+    }
+
     /// Decodes `value` into the k8s-openapi type and back: validation and canonical form,
     /// with the quantities and empty strings of the volume kinds as kube-apiserver's Go types
     /// decode and serve them ([`go_form`]).

@@ -69,6 +69,7 @@ pub mod strategy;
 pub mod table;
 pub mod transport;
 pub mod validation;
+pub mod volume_strategy;
 pub mod volumes;
 pub mod world;
 
