@@ -1,27 +1,36 @@
 //! The simulator against a real kube-apiserver, request by request.
 //!
-//! Each recording `tests/golden/1NN-*.json` with a `compare` key (160-199 here) is a request
-//! that matters to rollboot (an agent's Node write under the admission policy, a probe of the
-//! admission `request` variable...) with the answer a real kube-apiserver v1.36.2 gave. Every
-//! test run sends the same requests, in file order, to the simulator enforcing the same RBAC
-//! and admission policies, as the same identities, and checks the status code and each field
-//! listed in `compare`.
+//! Each recording `tests/golden/NNN-*.json` of the ranges of this file (160-199: rollboot's own
+//! requests under the RBAC and admission policies of `deploy/`, an agent's Node writes, probes
+//! of the admission `request` variable...; 200-229: CSIDrivers, PersistentVolumes, their claims
+//! and VolumeAttachments, with what kube-controller-manager's PV controller and its
+//! pv-/pvc-protection controllers make of them) is a request with the answer a real
+//! kube-apiserver v1.36.2 gave. Every test run sends the same requests, in file order, to the
+//! simulator enforcing the same RBAC and admission policies, as the same identities, and checks
+//! the status code and each field listed in `compare`. A recording with `after_seconds` is sent
+//! that long after the one before it; one with `until` is sent again (each second on the real
+//! server, every 50 ms here) until its answer has that status and those fields, for at most
+//! `until.seconds`: the controllers of either cluster act a moment after a write, and the last
+//! answer is the one recorded and compared.
 //!
 //! The recordings come from this file too. With a control plane of `../shared/realcluster/`
-//! running (its `up.sh` and `fake-kubelet.py`, nodes `node-1` and `node-2`) and `kubectl apply
-//! -k deploy/` applied:
+//! running (its `up.sh`; for 160-199 also `fake-kubelet.py` with nodes `node-1` and `node-2`
+//! and `kubectl apply -k deploy/`):
 //!
 //! ```sh
 //! ROLLBOOT_RECORD_GOLDEN=$RUN_DIR cargo test --test apiserver_differential -- --ignored --nocapture
 //! ```
 //!
-//! rewrites the `response` of recordings 160-199 (`ROLLBOOT_RECORD_ONLY=190,191`: of those only)
-//! with what that server answers (after a set-up that writes admission policies, 3 s later:
-//! the server enforces them once its informers have them; it also
-//! applies `tests/golden/probe/vap-probe.yaml`, the probe policy of 170-179, and makes the
-//! ServiceAccount tokens with kubectl).
+//! rewrites the `response` of recordings 160-229 (`ROLLBOOT_RECORD_ONLY=190,191` or
+//! `ROLLBOOT_RECORD_ONLY=200-229`: of those only) with what that server answers (after a set-up
+//! that writes admission policies, 3 s later: the server enforces them once its informers have
+//! them; it also applies `tests/golden/probe/vap-probe.yaml`, the probe policy of 170-179, and
+//! makes the ServiceAccount tokens with kubectl). The volume recordings 200-229 create what
+//! they use (namespace `golden-volumes`, CSIDriver `golden.csi.rollboot.dev`, Node
+//! `golden-volumes-node`) and expect not to find it: record them on a control plane they have
+//! not run on (a new `RUN_DIR`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use rollboot_sim::sim::admission::Admission;
@@ -30,7 +39,12 @@ use rollboot_sim::sim::{Cluster, Scenario};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-const RECORDED_BY_THIS_FILE: std::ops::RangeInclusive<u32> = 160..=199;
+/// The recordings of this file: rollboot's requests under its policies, then the volume kinds.
+const RECORDED_BY_THIS_FILE: [std::ops::RangeInclusive<u32>; 2] = [160..=199, 200..=229];
+
+fn recorded_by_this_file(n: u32) -> bool {
+    RECORDED_BY_THIS_FILE.iter().any(|r| r.contains(&n))
+}
 
 /// This crate's directory (the recordings are in its `tests/golden/`).
 fn root() -> PathBuf {
@@ -98,12 +112,38 @@ struct Response {
 /// The `compare` entry that compares the `Warning` headers rather than a field of the body.
 const WARNING_HEADERS: &str = "header:Warning";
 
+/// What a recording's request is sent again until: the answer's status and fields.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+struct Until {
+    status: u16,
+    /// JSON pointers into the body, and the value each must have.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    fields: BTreeMap<String, Value>,
+    /// Given up after this long: the last answer stands.
+    seconds: u64,
+}
+
+impl Until {
+    fn met(&self, r: &Response) -> bool {
+        r.status == self.status
+            && self
+                .fields
+                .iter()
+                .all(|(p, v)| r.body.pointer(p) == Some(v))
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 struct Recording {
     case: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     setup: Vec<Step>,
     request: Request,
+    /// Sent this long after what came before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    until: Option<Until>,
     #[serde(default)]
     response: Response,
     compare: Vec<String>,
@@ -123,7 +163,7 @@ fn recordings() -> Vec<(PathBuf, Recording)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("tests/golden"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| number(p).is_some_and(|n| RECORDED_BY_THIS_FILE.contains(&n)))
+        .filter(|p| number(p).is_some_and(recorded_by_this_file))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     files.sort();
@@ -175,6 +215,25 @@ async fn send(client: &kube::Client, r: &Request) -> Response {
     }
 }
 
+/// Sends the request of `r` as the recording says: `after_seconds` later, and again every
+/// `every` until its `until` is met or its time is up. The last answer.
+async fn ask(client: &kube::Client, r: &Recording, every: std::time::Duration) -> Response {
+    if let Some(s) = r.after_seconds {
+        tokio::time::sleep(std::time::Duration::from_secs_f64(s)).await;
+    }
+    let Some(until) = &r.until else {
+        return send(client, &r.request).await;
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(until.seconds);
+    loop {
+        let got = send(client, &r.request).await;
+        if until.met(&got) || tokio::time::Instant::now() >= deadline {
+            return got;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Whether a set-up step writes an admission policy or binding: kube-apiserver enforces it
 /// only once its informers have it, a moment later.
 fn writes_a_policy(s: &Step) -> bool {
@@ -216,7 +275,7 @@ fn identities<'a>(recs: impl Iterator<Item = &'a Recording>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulator_answers_as_the_recorded_kube_apiserver() {
     let recs = recordings();
-    assert!(!recs.is_empty(), "no recordings 160-199 in tests/golden");
+    assert!(!recs.is_empty(), "no recordings 160-229 in tests/golden");
     let cluster = Cluster::start(Scenario {
         nodes: 1,
         ..Scenario::default()
@@ -262,7 +321,12 @@ async fn the_simulator_answers_as_the_recorded_kube_apiserver() {
                 ));
             }
         }
-        let got = send(&clients[&r.request.identity], &r.request).await;
+        let got = ask(
+            &clients[&r.request.identity],
+            r,
+            std::time::Duration::from_millis(50),
+        )
+        .await;
         let (code, body) = (got.status, &got.body);
         if code != r.response.status {
             problems.push(format!(
@@ -316,6 +380,16 @@ fn kubectl(admin: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// The numbers `N` or `N-M` names (none when it is neither).
+fn numbers(item: &str) -> Vec<u32> {
+    let item = item.trim();
+    let (a, b) = item.split_once('-').unwrap_or((item, item));
+    match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+        (Ok(a), Ok(b)) => (a..=b).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A token for `identity` on the recorded cluster.
@@ -384,9 +458,10 @@ async fn record() {
     );
     let kc = kube::config::Kubeconfig::read_from(&admin).unwrap();
     let mut clients = HashMap::new();
-    // ROLLBOOT_RECORD_ONLY=190,191: those recordings only (the others keep their answers).
+    // ROLLBOOT_RECORD_ONLY=190,191 or 200-229: those recordings only (the others keep their
+    // answers).
     let only: Vec<u32> = std::env::var("ROLLBOOT_RECORD_ONLY")
-        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .map(|v| v.split(',').flat_map(numbers).collect())
         .unwrap_or_default();
     let recs: Vec<(PathBuf, Recording)> = recordings()
         .into_iter()
@@ -422,7 +497,21 @@ async fn record() {
         if r.setup.iter().any(writes_a_policy) {
             std::thread::sleep(std::time::Duration::from_secs(3));
         }
-        r.response = send(&clients[&r.request.identity], &r.request).await;
+        r.response = ask(
+            &clients[&r.request.identity],
+            &r,
+            std::time::Duration::from_secs(1),
+        )
+        .await;
+        if let Some(u) = r.until.as_ref().filter(|u| !u.met(&r.response)) {
+            panic!(
+                "{}: not as awaited within {} s: {} {}",
+                path.display(),
+                u.seconds,
+                r.response.status,
+                r.response.body
+            );
+        }
         println!("{}: {}", path.display(), r.response.status);
         r.recorded = stamp.clone();
         std::fs::write(&path, serde_json::to_string_pretty(&r).unwrap() + "\n").unwrap();

@@ -1,6 +1,7 @@
 //! The simulated cluster's volumes: PersistentVolume(Claim)s, StorageClasses, CSIDrivers and
 //! VolumeAttachments served like kube-apiserver, and the world's StatefulSet controller,
-//! provisioner, attach/detach controller, CSI attacher and kubelets handling them.
+//! provisioner, PV controller and its protection controllers, attach/detach controller, CSI
+//! attacher and kubelets handling them.
 
 mod common;
 
@@ -515,4 +516,115 @@ async fn a_node_registered_again_during_a_detach_ends_without_the_volume() {
         let (attached, in_use) = node_status(c, &node).await;
         (!attached.contains(&unique) && !in_use.contains(&unique)).then_some(())
     });
+}
+
+/// The world's claims and volumes carry the protection finalizers, as kube-controller-manager
+/// keeps them: a claim deleted under its pod waits until the pod is gone, then its volume,
+/// Released, is deleted by the world's provisioner and goes once no longer Bound
+/// (tests/golden/219-227 show the same with a hand-made pair).
+#[tokio::test]
+async fn a_claim_deleted_under_its_pod_waits_for_it_then_its_provisioned_volume_goes() {
+    let cluster = Cluster::start(stateful()).await.unwrap();
+    let c = &cluster;
+    let (pv, _, _) = volume_of(c).await;
+    let claim = "/api/v1/namespaces/apps-0/persistentvolumeclaims/data-db-0-0";
+    let pv_path = format!("/api/v1/persistentvolumes/{pv}");
+    let (_, v) = get(c, claim).await;
+    assert_eq!(
+        v["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"])
+    );
+    let (_, v) = get(c, &pv_path).await;
+    assert_eq!(
+        v["metadata"]["finalizers"],
+        json!(["kubernetes.io/pv-protection"])
+    );
+    // No StatefulSet to make the pod again once it is deleted.
+    let (code, _) = call(
+        c,
+        Method::DELETE,
+        "/apis/apps/v1/namespaces/apps-0/statefulsets/db-0",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, v) = call(c, Method::DELETE, claim, "").await;
+    assert_eq!(code, 200, "{v}");
+    assert!(!v["metadata"]["deletionTimestamp"].is_null(), "{v}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (code, v) = get(c, claim).await;
+    assert_eq!(code, 200, "deleted while its pod mounts it: {v}");
+    assert_eq!(v["status"]["phase"], "Bound");
+    let (code, _) = call(c, Method::DELETE, POD, r#"{"gracePeriodSeconds":0}"#).await;
+    assert_eq!(code, 200);
+    eventually!(5, "the claim to go", {
+        let (code, _) = get(c, claim).await;
+        (code == 404).then_some(())
+    });
+    eventually!(5, "its volume to go", {
+        let (code, _) = get(c, &pv_path).await;
+        (code == 404).then_some(())
+    });
+    cluster.shutdown().await;
+}
+
+/// A volume made by hand for a claim of no class binds to it as kube-controller-manager binds
+/// an available volume that fits: the smallest one, marked bound by the controller on both.
+#[tokio::test]
+async fn a_claim_without_a_volume_binds_to_the_smallest_available_one_that_fits() {
+    let cluster = Cluster::start(tiny()).await.unwrap();
+    let c = &cluster;
+    for (name, size) in [
+        ("pv-big", "10Gi"),
+        ("pv-fits", "2Gi"),
+        ("pv-small", "512Mi"),
+    ] {
+        let body = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "csi": {"driver": "x.csi.example.com", "volumeHandle": name}}});
+        let (code, v) = call(
+            c,
+            Method::POST,
+            "/api/v1/persistentvolumes",
+            &body.to_string(),
+        )
+        .await;
+        assert_eq!(code, 201, "{v}");
+    }
+    eventually!(5, "the volumes to be Available", {
+        let (_, l) = get(c, "/api/v1/persistentvolumes").await;
+        l["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["status"]["phase"] == "Available")
+            .then_some(())
+    });
+    let body = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let path = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let (code, v) = call(c, Method::POST, path, &body.to_string()).await;
+    assert_eq!(code, 201, "{v}");
+    let claim = eventually!(5, "the claim to be Bound", {
+        let (_, v) = get(c, &format!("{path}/data")).await;
+        (v["status"]["phase"] == "Bound").then_some(v)
+    });
+    assert_eq!(claim["spec"]["volumeName"], "pv-fits");
+    assert_eq!(claim["status"]["capacity"], json!({"storage": "2Gi"}));
+    assert_eq!(
+        claim["metadata"]["annotations"],
+        json!({"pv.kubernetes.io/bind-completed": "yes", "pv.kubernetes.io/bound-by-controller": "yes"})
+    );
+    let (_, pv) = get(c, "/api/v1/persistentvolumes/pv-fits").await;
+    assert_eq!(pv["status"]["phase"], "Bound");
+    assert_eq!(pv["spec"]["claimRef"]["uid"], claim["metadata"]["uid"]);
+    assert_eq!(
+        pv["metadata"]["annotations"],
+        json!({"pv.kubernetes.io/bound-by-controller": "yes"})
+    );
+    let (_, other) = get(c, "/api/v1/persistentvolumes/pv-big").await;
+    assert_eq!(other["status"]["phase"], "Available");
+    cluster.shutdown().await;
 }

@@ -313,6 +313,7 @@ fn make_update(kind: Kind, old: &Entry, new: Value, target: Target) -> Result<Ma
         Target::Status => {
             let mut m = old_v.clone();
             m["status"] = new["status"].take();
+            strategy::prepare_status_update(kind, &mut m, &old_v);
             m
         }
         Target::Main => {
@@ -363,9 +364,11 @@ fn make_update(kind: Kind, old: &Entry, new: Value, target: Target) -> Result<Ma
         );
     }
     if target == Target::Main {
-        errors::check(kind, &name, &strategy::validate_spec(kind, &merged))?;
+        let mut errs = strategy::validate_spec(kind, &merged);
+        errs.extend(strategy::validate_update(kind, &merged, &old_v));
+        errors::check(kind, &name, &errs)?;
     }
-    if kind.sets_generation() && merged["spec"] != old_v["spec"] {
+    if kind.bumps_generation() && merged["spec"] != old_v["spec"] {
         let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         merged["metadata"]["generation"] = json!(g);
     }

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::quantity::{Quantity, QuantityError};
 use super::validation::NameRule;
 
 /// A written object that does not decode as its kind's type: the server's 400 (golden 65),
@@ -358,8 +359,22 @@ impl Kind {
         )
     }
 
-    /// Decodes `value` into the k8s-openapi type and back: validation and canonical form.
+    /// True when an update that changes the spec bumps `metadata.generation`: the kinds that
+    /// set it on create, and CSIDrivers, created without one (their strategy only bumps it).
+    pub fn bumps_generation(self) -> bool {
+        self.sets_generation() || self == Kind::CsiDriver
+    }
+
+    /// Decodes `value` into the k8s-openapi type and back: validation and canonical form,
+    /// with the quantities and empty strings of the volume kinds as kube-apiserver's Go types
+    /// decode and serve them ([`go_form`]).
     pub fn canonicalize(self, value: Value) -> Result<Value, DecodeError> {
+        let mut v = self.roundtrip(value)?;
+        go_form(self, &mut v).map_err(|e| DecodeError::new(self, e))?;
+        Ok(v)
+    }
+
+    fn roundtrip(self, value: Value) -> Result<Value, DecodeError> {
         use k8s_openapi::api as a;
         match self {
             Kind::Node => roundtrip::<a::core::v1::Node>(self, value),
@@ -400,7 +415,9 @@ impl Kind {
     /// `fieldValidation=Strict`: the 400 kube-apiserver answers when `value` has fields its
     /// type does not know (they would be dropped on decoding).
     pub fn check_strict(self, value: &Value) -> Result<(), DecodeError> {
-        let canonical = self.canonicalize(value.clone())?;
+        // Unknown fields are those the type drops, not those its Go form leaves out.
+        let canonical = self.roundtrip(value.clone())?;
+        go_form(self, &mut canonical.clone()).map_err(|e| DecodeError::new(self, e))?;
         let mut unknown = Vec::new();
         unknown_fields(value, &canonical, "", &mut unknown);
         if unknown.is_empty() {
@@ -415,6 +432,48 @@ impl Kind {
             format!("strict decoding error: {}", list.join(", ")),
         ))
     }
+}
+
+/// The resource lists of each kind whose values are `resource.Quantity`s.
+fn quantity_lists(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::PersistentVolume => &["/spec/capacity"],
+        Kind::PersistentVolumeClaim => &[
+            "/spec/resources/requests",
+            "/spec/resources/limits",
+            "/status/capacity",
+            "/status/allocatedResources",
+        ],
+        _ => &[],
+    }
+}
+
+/// What the Go types make of a decoded object where k8s-openapi's keep it as written: each
+/// quantity parsed (the decoder's error when one does not parse), rounded up to milli units
+/// (the scheme's `SetDefaults_ResourceList`) and served in its canonical form, and a
+/// PersistentVolume's empty `storageClassName` (a plain `omitempty` string there) left out.
+/// Quantities of other kinds (a Pod's resources, a Node's capacity) are kept as written (see
+/// `sim`).
+fn go_form(kind: Kind, v: &mut Value) -> Result<(), QuantityError> {
+    for list in quantity_lists(kind) {
+        let Some(map) = v.pointer_mut(list).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for q in map.values_mut() {
+            if let Some(s) = q.as_str() {
+                let mut parsed = Quantity::parse(s)?;
+                // SetDefaults_ResourceList: rounded up to milli units.
+                parsed.round_up(-3);
+                *q = Value::String(parsed.canonical());
+            }
+        }
+    }
+    if kind == Kind::PersistentVolume && v["spec"]["storageClassName"] == "" {
+        if let Some(spec) = v["spec"].as_object_mut() {
+            spec.remove("storageClassName");
+        }
+    }
+    Ok(())
 }
 
 /// Fields of `raw` (dotted paths, `[i]` for list items) that `canonical` lost.

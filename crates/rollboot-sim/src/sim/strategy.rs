@@ -7,29 +7,52 @@
 //! Above the kinds and the admission policies, below the write rules (`api.rs`), which call it.
 //! It must never store anything, read the store, or talk HTTP.
 
+use chrono::Utc;
 use serde_json::{json, Value};
 
 use super::admission;
 use super::kinds::Kind;
+use super::meta::timestamp;
 use super::validation::FieldError;
+use super::volume_strategy;
 
 /// The strategy's checks of a (decoded, defaulted) object beyond its metadata, on create and
 /// update, for the kinds whose objects the simulator acts on: admission policies and their
-/// bindings (`admission::check_policy`). Other kinds' specs are not validated (see `sim`).
+/// bindings (`admission::check_policy`) and the volume kinds (`volume_strategy`). Other kinds'
+/// specs are not validated (see `sim`).
 pub fn validate_spec(kind: Kind, v: &Value) -> Vec<FieldError> {
     match kind {
         Kind::ValidatingAdmissionPolicy => admission::check_policy(v),
         Kind::ValidatingAdmissionPolicyBinding => admission::check_binding(v),
+        Kind::PersistentVolume
+        | Kind::PersistentVolumeClaim
+        | Kind::CsiDriver
+        | Kind::VolumeAttachment => volume_strategy::validate(kind, v),
         _ => Vec::new(),
     }
+}
+
+/// The checks an update of the main resource adds to [`validate_spec`]: the fields the kind's
+/// strategy does not let change (the volume kinds'; other kinds keep what they may not change
+/// without refusing, see `sim`).
+pub fn validate_update(kind: Kind, new: &Value, old: &Value) -> Vec<FieldError> {
+    volume_strategy::validate_update(kind, new, old)
+}
+
+/// What a status strategy does to a status update before it is stored (a volume's phase
+/// transition time).
+pub fn prepare_status_update(kind: Kind, new: &mut Value, old: &Value) {
+    volume_strategy::prepare_status_update(kind, new, old, &timestamp(Utc::now()));
 }
 
 /// Defaults the real server fills in on create (a subset: see the module docs of `sim`): the
 /// scheme's defaults of [`default_fields`], then the registry strategies' create rules and, for
 /// Pods, what the ServiceAccount, Priority and DefaultTolerationSeconds admission plugins add
-/// (not the service-account token volume).
+/// (not the service-account token volume); for volumes and claims, the status they start
+/// with and the StorageObjectInUseProtection plugin's finalizer.
 pub fn apply_defaults(kind: Kind, v: &mut Value) {
     default_fields(kind, v);
+    volume_strategy::prepare_create(kind, v, &timestamp(Utc::now()));
     match kind {
         Kind::Pod => admit_pod(v),
         Kind::Namespace => {

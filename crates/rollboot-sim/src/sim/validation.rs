@@ -114,6 +114,21 @@ pub fn forbidden(field: &str, detail: &str) -> FieldError {
     }
 }
 
+/// `field.NotSupported`: the value, then the supported values quoted.
+pub fn not_supported(field: &str, value: BadValue, supported: &[&str]) -> FieldError {
+    let quoted: Vec<String> = supported.iter().map(|v| go_quote(v)).collect();
+    FieldError {
+        typ: ErrorType::NotSupported,
+        field: field.into(),
+        value,
+        detail: if quoted.is_empty() {
+            String::new()
+        } else {
+            format!("supported values: {}", quoted.join(", "))
+        },
+    }
+}
+
 /// `field.TooLong` (the value is never printed).
 pub fn too_long(field: &str, max_bytes: usize) -> FieldError {
     FieldError {

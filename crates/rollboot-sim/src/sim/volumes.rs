@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::index::key_of;
 use super::kinds::Kind;
 use super::store::Inner;
+use super::volume_strategy::{PVC_PROTECTION, PV_PROTECTION};
 
 /// The world's CSI driver (its CSIDriver says `attachRequired: true`).
 pub const DRIVER: &str = "rwo.csi.rollboot.dev";
@@ -125,7 +126,8 @@ pub fn claim_templates() -> Value {
 }
 
 /// The claim the StatefulSet controller makes from `template` for pod `pod` of `set`
-/// (`<template>-<pod>`), labelled with the set's selector, as its `getPersistentVolumeClaims`.
+/// (`<template>-<pod>`), labelled with the set's selector, as its `getPersistentVolumeClaims`;
+/// as stored, with the finalizer the StorageObjectInUseProtection admission plugin adds.
 pub fn claim_from_template(
     template: &Value,
     set: &Value,
@@ -147,12 +149,14 @@ pub fn claim_from_template(
     }
     json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
         "metadata": {"name": format!("{tname}-{pod}"), "namespace": set["metadata"]["namespace"],
-            "uid": uid, "creationTimestamp": now, "labels": labels},
+            "uid": uid, "creationTimestamp": now, "labels": labels,
+            "finalizers": [PVC_PROTECTION]},
         "spec": spec, "status": {"phase": "Pending"}})
 }
 
-/// The volume the provisioner of [`DRIVER`] makes for `claim` (`pvc-<claim uid>`), bound to it;
-/// and the claim bound to it in return.
+/// The volume the provisioner of [`DRIVER`] makes for `claim` (`pvc-<claim uid>`), bound to it
+/// (with the finalizer the StorageObjectInUseProtection admission plugin adds); and the claim
+/// bound to it in return, as kube-controller-manager's PV controller binds it.
 pub fn provision(claim: &Value, uid: &str, now: &str) -> (Value, Value) {
     let cuid = claim["metadata"]["uid"].as_str().unwrap_or("");
     let name = format!("pvc-{cuid}");
@@ -166,6 +170,7 @@ pub fn provision(claim: &Value, uid: &str, now: &str) -> (Value, Value) {
     };
     let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": name, "uid": uid, "creationTimestamp": now,
+            "finalizers": [PV_PROTECTION],
             "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER,
                 "volume.kubernetes.io/provisioner-deletion-secret-name": "",
                 "volume.kubernetes.io/provisioner-deletion-secret-namespace": ""}},
@@ -176,7 +181,7 @@ pub fn provision(claim: &Value, uid: &str, now: &str) -> (Value, Value) {
                 "name": claim["metadata"]["name"], "uid": cuid, "apiVersion": "v1",
                 "resourceVersion": claim_rv},
             "csi": {"driver": DRIVER, "volumeHandle": handle, "fsType": "ext4"}},
-        "status": {"phase": "Bound"}});
+        "status": {"phase": "Bound", "lastPhaseTransitionTime": now}});
     let mut c = claim.clone();
     let ann = &mut c["metadata"]["annotations"];
     for (k, v) in [

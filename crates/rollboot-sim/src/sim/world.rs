@@ -17,7 +17,11 @@
 //! it out of `volumesAttached`, deletes the VolumeAttachment, whose attacher finalizer goes
 //! `detachSeconds` later, not while the node is down in a reboot. Its per-volume state is
 //! indexed by claim and by volume (`claim_users`, `va_by_pv`), so a world without volumes pays
-//! one emptiness check per pod event.
+//! one emptiness check per pod event. For every claim and volume, whoever made it, it runs
+//! kube-controller-manager's PV controller and its pv-/pvc-protection controllers
+//! (`pv_controller.rs` decides): pre-bound and matching pairs are bound, a claim being deleted
+//! waits while a pod on a node mounts it, a volume while it is Bound, and its provisioner
+//! deletes the volumes it made once their claim is gone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -34,6 +38,7 @@ use super::index::{key_of, Index};
 use super::invariants::Cause;
 use super::kinds::Kind;
 use super::meta::timestamp;
+use super::pv_controller;
 use super::scenario::{Placement, Scenario};
 use super::server::Shared;
 use super::store::{Entry, EventType, Inner, Prepared, StoreEvent};
@@ -321,6 +326,60 @@ fn provision_claim(inner: &mut Inner, key: &str, rng: &mut SmallRng) {
     let (pv, claim) = volumes::provision(&cv, &uid(rng), &timestamp(Utc::now()));
     if api::insert(inner, Kind::PersistentVolume, pv).is_ok() {
         inner.put(Kind::PersistentVolumeClaim, claim);
+    }
+}
+
+/// Writes a controller's new version of an object: stored, or gone when it is being deleted
+/// and its last finalizer went. False when the object is gone.
+fn write(inner: &mut Inner, kind: Kind, key: &str, v: Value) -> bool {
+    let done = !v["metadata"]["deletionTimestamp"].is_null()
+        && v["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty());
+    if done {
+        inner.remove(kind, key, v);
+        return false;
+    }
+    inner.put(kind, v);
+    true
+}
+
+/// The binder, the world's provisioner's reclaim and the pv-protection controller, for one
+/// volume.
+fn sync_volume(inner: &mut Inner, name: &str, now: &str) {
+    let Some(e) = inner.get(Kind::PersistentVolume, name) else {
+        return;
+    };
+    let mut v = e.value();
+    let claim = pv_controller::claim_ref_key(&v)
+        .and_then(|k| inner.get(Kind::PersistentVolumeClaim, &k))
+        .map(|e| e.value());
+    if let Some(next) = pv_controller::sync_volume(&v, claim.as_ref(), now) {
+        if !write(inner, Kind::PersistentVolume, name, next.clone()) {
+            return;
+        }
+        v = next;
+    }
+    let reclaim = v["status"]["phase"] == "Released"
+        && v["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
+        && v["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == volumes::DRIVER
+        && v["metadata"]["deletionTimestamp"].is_null();
+    if reclaim {
+        match api::delete(
+            inner,
+            Kind::PersistentVolume,
+            "",
+            name,
+            &api::DeleteOptions::default(),
+            None,
+            None,
+        ) {
+            Ok(api::Deleted::Marked(e)) => v = e.value(),
+            _ => return,
+        }
+    }
+    if let Some(next) = pv_controller::protect_volume(&v) {
+        write(inner, Kind::PersistentVolume, name, next);
     }
 }
 
@@ -1019,6 +1078,13 @@ struct Runner {
     va_by_pv: HashMap<String, BTreeSet<String>>,
     /// PersistentVolumes whose attachments the attach/detach controller looks at next flush.
     dirty_pvs: BTreeSet<String>,
+    /// Claims (`namespace/name`) the PV controller and the pvc-protection controller look at
+    /// next flush.
+    dirty_claims: BTreeSet<String>,
+    /// PersistentVolumes the PV controller and the pv-protection controller look at next flush.
+    dirty_volumes: BTreeSet<String>,
+    /// A volume may have become available: the unbound claims that name none look for one.
+    unbound_claims_look: bool,
     /// Hosts down in a reboot (NotReady until up again): their kubelet writes nothing, and no
     /// detach of their volumes progresses.
     down: HashSet<String>,
@@ -1062,6 +1128,9 @@ pub fn start(
         claim_users: HashMap::new(),
         va_by_pv: HashMap::new(),
         dirty_pvs: BTreeSet::new(),
+        dirty_claims: BTreeSet::new(),
+        dirty_volumes: BTreeSet::new(),
+        unbound_claims_look: false,
         down: HashSet::new(),
         downs: HashMap::new(),
         awaiting: BTreeMap::new(),
@@ -1138,6 +1207,16 @@ impl Runner {
             inner
                 .range(Kind::PersistentVolume, None, None)
                 .map(|e| e.idx.name.clone()),
+        );
+        self.dirty_volumes.extend(
+            inner
+                .range(Kind::PersistentVolume, None, None)
+                .map(|e| e.idx.name.clone()),
+        );
+        self.dirty_claims.extend(
+            inner
+                .range(Kind::PersistentVolumeClaim, None, None)
+                .map(|e| e.idx.key()),
         );
         drop(inner);
         for p in &pods {
@@ -1261,9 +1340,23 @@ impl Runner {
                     provision_claim(&mut inner, &idx.key(), &mut self.rng);
                 }
                 self.dirty_pvs.extend(idx.volume.clone());
+                self.dirty_claims.insert(idx.key());
+                // Its volume sees it bound, changed or gone.
+                self.dirty_volumes.extend(idx.volume.clone());
+                let before = ev.prev.as_ref().and_then(|p| p.volume.clone());
+                self.dirty_volumes.extend(before);
             }
             Kind::PersistentVolume => {
                 self.dirty_pvs.insert(idx.name.clone());
+                self.dirty_volumes.insert(idx.name.clone());
+                // The claim it is (pre-)bound to may bind now, or lose it (its last state when
+                // it is gone); a volume bound to none may be the one an unbound claim waits for.
+                match pv_controller::claim_ref_key(&ev.entry.value()) {
+                    Some(k) => {
+                        self.dirty_claims.insert(k);
+                    }
+                    None => self.unbound_claims_look = ev.typ != EventType::Deleted,
+                }
             }
             Kind::VolumeAttachment => {
                 let before = ev.prev.as_ref().and_then(|p| p.volume.clone());
@@ -1313,11 +1406,21 @@ impl Runner {
                     .insert(key.clone());
             }
         }
+        // Whether a pod on a node mounts a claim, the pvc-protection controller's question,
+        // changes only with the pod's coming, going, node or claims (not with its status).
+        let placed = ev.typ != EventType::Modified
+            || ev
+                .prev
+                .as_ref()
+                .is_none_or(|p| p.node_name != idx.node_name || p.claims != idx.claims);
         let inner = self.shared.store.lock();
         let claims = ev.prev.iter().flat_map(|p| p.claims.iter());
         for c in claims.chain(idx.claims.iter()) {
             if let Some(pv) = claim_pv(&inner, &idx.namespace, c) {
                 self.dirty_pvs.insert(pv);
+            }
+            if placed {
+                self.dirty_claims.insert(key_of(&idx.namespace, c));
             }
         }
     }
@@ -2099,6 +2202,92 @@ impl Runner {
         }
     }
 
+    /// kube-controller-manager's PV controller and its protection controllers for the claims
+    /// and volumes changed since the last flush (`pv_controller` decides, this writes), and
+    /// the world's provisioner reclaiming the volumes it made: a Released volume of its class
+    /// with the Delete policy is deleted, as the CSI external-provisioner deletes it. Their
+    /// writes come back as changes and are looked at again next flush, until nothing changes.
+    fn sync_claims_and_volumes(&mut self) {
+        if self.dirty_claims.is_empty()
+            && self.dirty_volumes.is_empty()
+            && !self.unbound_claims_look
+        {
+            return;
+        }
+        let shared = self.shared.clone();
+        let mut inner = shared.store.lock();
+        if std::mem::take(&mut self.unbound_claims_look) {
+            self.dirty_claims.extend(
+                inner
+                    .range(Kind::PersistentVolumeClaim, None, None)
+                    .filter(|e| e.idx.volume.is_none())
+                    .map(|e| e.idx.key()),
+            );
+        }
+        let now = timestamp(Utc::now());
+        for key in std::mem::take(&mut self.dirty_claims) {
+            self.sync_claim(&mut inner, &key, &now);
+        }
+        for name in std::mem::take(&mut self.dirty_volumes) {
+            sync_volume(&mut inner, &name, &now);
+        }
+    }
+
+    /// The pvc-protection controller, then the binder, for one claim.
+    fn sync_claim(&self, inner: &mut Inner, key: &str, now: &str) {
+        let Some(c) = inner.get(Kind::PersistentVolumeClaim, key) else {
+            return;
+        };
+        let mut cv = c.value();
+        // A pod bound to a node that mounts it, deleting or not (podUsesPVCForDeletion).
+        let used = self.claim_users.get(key).into_iter().flatten().any(|p| {
+            inner
+                .get(Kind::Pod, p)
+                .is_some_and(|p| p.idx.node_name.is_some())
+        });
+        if let Some(next) = pv_controller::protect_claim(&cv, used) {
+            if !write(inner, Kind::PersistentVolumeClaim, key, next.clone()) {
+                return;
+            }
+            cv = next;
+        }
+        let named = cv["spec"]["volumeName"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .and_then(|n| inner.get(Kind::PersistentVolume, n))
+            .map(|e| e.value());
+        let matched = if cv["spec"]["volumeName"].as_str().unwrap_or("").is_empty()
+            && cv["status"]["phase"] != "Bound"
+        {
+            let delay = cv["spec"]["storageClassName"]
+                .as_str()
+                .and_then(|n| inner.get(Kind::StorageClass, n))
+                .is_some_and(|sc| sc.value()["volumeBindingMode"] == "WaitForFirstConsumer");
+            let volumes: Vec<Value> = inner
+                .range(Kind::PersistentVolume, None, None)
+                .map(|e| e.value())
+                .collect();
+            pv_controller::best_match(&cv, volumes.iter(), delay).cloned()
+        } else {
+            None
+        };
+        match pv_controller::sync_claim(&cv, named.as_ref(), matched.as_ref(), now) {
+            None => {}
+            Some(pv_controller::ClaimStep::Claim(c)) => {
+                write(inner, Kind::PersistentVolumeClaim, key, c);
+            }
+            Some(pv_controller::ClaimStep::Bind { volume, claim }) => {
+                if let Some(v) = volume {
+                    let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    write(inner, Kind::PersistentVolume, &name, v);
+                }
+                if let Some(c) = claim {
+                    write(inner, Kind::PersistentVolumeClaim, key, c);
+                }
+            }
+        }
+    }
+
     /// A Node just created (a kubelet registering again after its Node was deleted): its
     /// status is the kubelet's, Ready unless its host is down in a reboot, with the host's
     /// boot ID, whatever the creator wrote.
@@ -2133,6 +2322,7 @@ impl Runner {
     /// serialized outside it, and written under it again (the lock was held two thirds of a
     /// 5,000-node rollout, a third of that in these refreshes).
     fn flush(&mut self) {
+        self.sync_claims_and_volumes();
         while let Some(pv) = self.dirty_pvs.pop_first() {
             self.reconcile_pv(&pv);
         }
