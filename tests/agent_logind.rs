@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rollboot::agent::logind::{self, SystemLogind};
 use rollboot::agent::{AgentError, AgentMetrics, RebootMethod, Sentinel, SentinelError};
-use rollboot::node::{self as proto, NodeState, NodeView};
+use rollboot::node::{self as proto, NodeState, NodeView, ShutdownDrain};
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
 
@@ -490,4 +490,120 @@ async fn a_request_left_from_before_is_removed_at_start_on_the_boot_the_node_rep
     let (_m, _a) = start_agent(&h, rebooted, None, elsewhere, TestSentinel::default()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(h.node(rebooted).await.unwrap().shutdown_requested);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_says_how_an_unplanned_shutdown_would_go_and_sees_it_change() {
+    let Some(bus) = PrivateBus::start() else {
+        return;
+    };
+    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(3600)).await;
+    let h = cluster().await;
+    let name = h.node_names().await.unwrap()[0].clone();
+    let v = h.node(&name).await.unwrap();
+    let (metrics, _agent) = start_agent(
+        &h,
+        &name,
+        Some(&bus.address),
+        host_of(&v),
+        TestSentinel::default(),
+    )
+    .await;
+    let _lock = logind.next_lock().await;
+    let drain = |v: &NodeView| v.agent_host.as_ref().map(|a| a.shutdown_drain);
+    let gauge = |state: &str| format!("rollboot_agent_shutdown_drain{{state=\"{state}\"}} 1\n");
+    // logind waits an hour, no kubelet inhibitor: drained first, said on the Node.
+    let v = until(&h, &name, Duration::from_secs(10), |n| {
+        drain(n) == Some(ShutdownDrain::Ready)
+    })
+    .await;
+    let host = v.agent_host.unwrap();
+    assert_eq!(host.boot_id, v.boot_id);
+    assert_eq!(host.inhibit_delay_seconds, Some(3600));
+    assert!(
+        metrics.render().contains(&gauge("ready")),
+        "{}",
+        metrics.render()
+    );
+    // The kubelet restarted with graceful node shutdown on: seen on the agent's next look.
+    logind.kubelet_inhibits(true);
+    until(&h, &name, Duration::from_secs(10), |n| {
+        drain(n) == Some(ShutdownDrain::Kubelet)
+    })
+    .await;
+    assert!(
+        metrics.render().contains(&gauge("kubelet")),
+        "{}",
+        metrics.render()
+    );
+    // Off again, and logind's delay lowered below what a 2m drain needs (3min).
+    logind.kubelet_inhibits(false);
+    logind.set_delay_max(Duration::from_secs(120));
+    let v = until(&h, &name, Duration::from_secs(10), |n| {
+        drain(n) == Some(ShutdownDrain::ShortDelay)
+    })
+    .await;
+    assert_eq!(v.agent_host.unwrap().inhibit_delay_seconds, Some(120));
+    logind.set_delay_max(Duration::from_secs(180));
+    until(&h, &name, Duration::from_secs(10), |n| {
+        drain(n) == Some(ShutdownDrain::Ready)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_logind_the_node_says_nothing_is_drained_before_an_unplanned_shutdown() {
+    let h = cluster().await;
+    let name = h.node_names().await.unwrap()[0].clone();
+    let v = h.node(&name).await.unwrap();
+    let (metrics, _agent) =
+        start_agent(&h, &name, None, host_of(&v), TestSentinel::default()).await;
+    let v = until(&h, &name, Duration::from_secs(10), |n| {
+        n.agent_host.is_some()
+    })
+    .await;
+    let host = v.agent_host.unwrap();
+    assert_eq!(host.shutdown_drain, ShutdownDrain::NoLogind);
+    assert_eq!(host.inhibit_delay_seconds, None);
+    assert!(metrics
+        .render()
+        .contains("rollboot_agent_shutdown_drain{state=\"noLogind\"} 1\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_rebooting_on_the_reboot_it_was_handed_is_let_go_at_once() {
+    // A FleetLock host given its 200 reboots itself: its shutdown is the one rollboot granted
+    // on a drained node. Held, it would wait logind's whole delay (on real nodes: 162 s of
+    // 180 before this was fixed).
+    let Some(mut on) = on_bus(Duration::from_secs(300)).await else {
+        return;
+    };
+    let lock = on.logind.next_lock().await;
+    let now = rollboot::time::annotation(chrono::Utc::now());
+    let p = proto::patch(
+        &[
+            (proto::STATE, Some("rebooting".into())),
+            (proto::STATE_SINCE, Some(now.clone())),
+            (proto::HANDED_OFF, Some(now)),
+        ],
+        Some(true),
+    );
+    on.h.patch_node(&on.name, p).await.unwrap();
+    until(&on.h, &on.name, Duration::from_secs(10), |n| {
+        n.handed_off_at().is_some()
+    })
+    .await;
+    // The agent sees the Node through its own watch: give it a moment to.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    on.logind.prepare_for_shutdown(true).await;
+    assert!(
+        closed_within(&lock, Duration::from_secs(2)).await,
+        "the inhibitor was held for a reboot rollboot handed the host"
+    );
+    assert!(releases(&on.metrics, "ours"), "{}", on.metrics.render());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !on.h.node(&on.name).await.unwrap().shutdown_requested,
+        "the agent asked a drain for a reboot rollboot granted"
+    );
 }

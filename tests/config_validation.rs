@@ -30,7 +30,12 @@ fn an_empty_mapping_is_all_defaults() {
     assert_eq!(c.drain.eviction_retry_interval.as_millis(), 5_000);
     assert!(c.drain.ignore_daemon_sets);
     assert!(!c.drain.force_delete_after_timeout);
-    assert_eq!(c.reboot.sentinel_file, "/var/run/reboot-required");
+    // The host's /var/run/reboot-required, where the DaemonSet mounts the host's /var/run.
+    assert_eq!(c.reboot.sentinel_file, "/host/var/run/reboot-required");
+    assert_eq!(
+        c.reboot.host_boot_id_file,
+        "/proc/1/root/proc/sys/kernel/random/boot_id"
+    );
     assert_eq!(c.failures.max_failures, 0);
     assert_eq!(c.leader.lease_duration.as_millis(), 15_000);
     assert_eq!(c.leader.renew_deadline.as_millis(), 10_000);

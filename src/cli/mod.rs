@@ -393,14 +393,7 @@ fn agent(
         let logind = rollboot::agent::logind::connect_system(&node_name, &bus).await;
         let shutdown = shutdown_signal();
         rollboot::agent::run_reloading(
-            client,
-            configs,
-            node_name,
-            method,
-            sentinel,
-            metrics,
-            logind,
-            shutdown,
+            client, configs, node_name, method, sentinel, metrics, logind, shutdown,
         )
         .await?;
         Ok(ExitCode::SUCCESS)

@@ -4,11 +4,15 @@
 //! [`PrivateBus`] is Debian's `dbus-daemon` with a config of ours on a socket in a temp dir;
 //! [`FakeLogind`] serves `org.freedesktop.login1`'s Manager on it: it hands out one end of a
 //! socket pair for each `Inhibit` and keeps the other, so a test sees the agent's lock closed
-//! when its end reads end-of-file, and it sends `PrepareForShutdown` as logind does.
+//! when its end reads end-of-file, and it sends `PrepareForShutdown` as logind does. It lists a
+//! kubelet's shutdown inhibitor when a test says one is held, and its `InhibitDelayMaxUSec` can
+//! change, as a reloaded logind's does.
 #![allow(dead_code)]
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
@@ -115,7 +119,10 @@ pub struct Inhibited {
 
 /// A fake `org.freedesktop.login1.Manager`.
 pub struct FakeManager {
-    delay_max_usec: u64,
+    /// `InhibitDelayMaxUSec`, which a test may change (logind's config reloaded).
+    delay_max_usec: Arc<AtomicU64>,
+    /// A kubelet holds a delay inhibitor for shutdown (its graceful node shutdown is on).
+    kubelet: Arc<AtomicBool>,
     inhibits: mpsc::UnboundedSender<Inhibited>,
 }
 
@@ -137,9 +144,27 @@ impl FakeManager {
         Ok(OwnedFd::from(theirs).into())
     }
 
+    /// The kubelet's lock, when it holds one (the agent's own are not listed: the agent only
+    /// looks for others').
+    #[allow(clippy::type_complexity)]
+    fn list_inhibitors(&self) -> Vec<(String, String, String, String, u32, u32)> {
+        if self.kubelet.load(Ordering::Relaxed) {
+            vec![(
+                "shutdown".into(),
+                "kubelet".into(),
+                "Kubelet needs time to handle node shutdown".into(),
+                "delay".into(),
+                0,
+                4242,
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+
     #[zbus(property, name = "InhibitDelayMaxUSec")]
     fn inhibit_delay_max_usec(&self) -> u64 {
-        self.delay_max_usec
+        self.delay_max_usec.load(Ordering::Relaxed)
     }
 
     #[zbus(property, name = "PreparingForShutdown")]
@@ -152,13 +177,18 @@ impl FakeManager {
 pub struct FakeLogind {
     pub conn: zbus::Connection,
     pub inhibits: mpsc::UnboundedReceiver<Inhibited>,
+    delay_max_usec: Arc<AtomicU64>,
+    kubelet: Arc<AtomicBool>,
 }
 
 impl FakeLogind {
     pub async fn serve(bus: &PrivateBus, delay_max: Duration) -> FakeLogind {
         let (tx, rx) = mpsc::unbounded_channel();
+        let delay_max_usec = Arc::new(AtomicU64::new(delay_max.as_micros() as u64));
+        let kubelet = Arc::new(AtomicBool::new(false));
         let fake = FakeManager {
-            delay_max_usec: delay_max.as_micros() as u64,
+            delay_max_usec: delay_max_usec.clone(),
+            kubelet: kubelet.clone(),
             inhibits: tx,
         };
         let conn = zbus::connection::Builder::address(bus.address.as_str())
@@ -167,7 +197,23 @@ impl FakeLogind {
             .build()
             .await
             .unwrap();
-        FakeLogind { conn, inhibits: rx }
+        FakeLogind {
+            conn,
+            inhibits: rx,
+            delay_max_usec,
+            kubelet,
+        }
+    }
+
+    /// A kubelet takes (or lets go) its delay inhibitor for shutdown.
+    pub fn kubelet_inhibits(&self, holds: bool) {
+        self.kubelet.store(holds, Ordering::Relaxed);
+    }
+
+    /// logind's `InhibitDelayMaxUSec` changes (its config reloaded).
+    pub fn set_delay_max(&self, delay_max: Duration) {
+        self.delay_max_usec
+            .store(delay_max.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// Sends `PrepareForShutdown(start)`, as logind does to every listener.

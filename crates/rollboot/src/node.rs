@@ -869,7 +869,10 @@ impl History {
             (LAST_REBOOT, Some(time::annotation(now))),
             (LAST_BOOT_ID_BEFORE, Some(before.to_string())),
             (LAST_BOOT_ID_AFTER, Some(after.to_string())),
-            (key, Some((count.unwrap_or(0).saturating_add(1)).to_string())),
+            (
+                key,
+                Some((count.unwrap_or(0).saturating_add(1)).to_string()),
+            ),
             (LAST_CYCLE, Some(cycle.to_annotation())),
         ]
     }
@@ -2144,7 +2147,9 @@ mod tests {
         };
         let drained = h.next(Utc::now(), "b-1", "b-2", &LastCycle::default());
         let get = |v: &[(&str, Option<String>)], k: &str| {
-            v.iter().find(|(key, _)| *key == k).and_then(|(_, v)| v.clone())
+            v.iter()
+                .find(|(key, _)| *key == k)
+                .and_then(|(_, v)| v.clone())
         };
         assert_eq!(get(&drained, REBOOT_COUNT).as_deref(), Some("5"));
         assert_eq!(get(&drained, UNDRAINED_COUNT), None);

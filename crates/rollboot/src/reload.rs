@@ -44,7 +44,9 @@ pub async fn watch(path: PathBuf, tx: tokio::sync::watch::Sender<Arc<Config>>, e
                     return;
                 }
             }
-            Err(e) => tracing::error!(file = %path.display(), error = %e, "config changed but is invalid; keeping the running one"),
+            Err(e) => {
+                tracing::error!(file = %path.display(), error = %e, "config changed but is invalid; keeping the running one")
+            }
         }
     }
 }

@@ -446,7 +446,11 @@ mod tests {
         // The host's PID 1 has no PATH of its own here: the command gets systemd's default.
         std::fs::write(&environ, b"LANG=C.UTF-8\0container=test\0=junk\0noequals\0").unwrap();
         let m = CommandReboot {
-            argv: vec!["/bin/sh".into(), "-c".into(), format!("env > {}", out.display())],
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!("env > {}", out.display()),
+            ],
             environ: environ.clone(),
         };
         m.reboot("n1", "t1").await.unwrap();
@@ -455,7 +459,10 @@ mod tests {
             .lines()
             .filter_map(|l| l.split_once('=').map(|(k, _)| k))
             .collect();
-        assert!(env.contains("LANG=C.UTF-8") && env.contains("container=test"), "{env}");
+        assert!(
+            env.contains("LANG=C.UTF-8") && env.contains("container=test"),
+            "{env}"
+        );
         assert!(env.contains(&format!("PATH={HOST_PATH}")), "{env}");
         // Nothing of the agent's own (HOME is every test process's).
         assert!(std::env::var_os("HOME").is_some());
@@ -491,7 +498,11 @@ mod tests {
     fn pid_1_of_the_agents_own_pod_is_never_taken_for_the_hosts() {
         let dir = tempfile::tempdir().unwrap();
         let stat = dir.path().join("stat");
-        std::fs::write(&stat, "1 (pause) S 0 1 1 0 -1 4194560 1 1 1 1 1 1 1 1 20 0 1 0 99 1 1").unwrap();
+        std::fs::write(
+            &stat,
+            "1 (pause) S 0 1 1 0 -1 4194560 1 1 1 1 1 1 1 1 20 0 1 0 99 1 1",
+        )
+        .unwrap();
         std::fs::write(dir.path().join("comm"), "pause\n").unwrap();
         assert_eq!(host_init_start(&stat), None);
         std::fs::write(dir.path().join("comm"), "systemd\n").unwrap();
@@ -507,7 +518,10 @@ mod tests {
             ..Default::default()
         };
         h.reconfigure(&r);
-        assert!(matches!(h.method, HostMethod::Signal(SignalReboot { pid: 1, .. })));
+        assert!(matches!(
+            h.method,
+            HostMethod::Signal(SignalReboot { pid: 1, .. })
+        ));
         assert_eq!(h.boot_id_file, Path::new("/elsewhere/boot_id"));
         assert_eq!(h.init_stat_file.as_deref(), Some(Path::new(HOST_INIT_STAT)));
     }

@@ -214,9 +214,14 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("\nrollboot_agent_host_matches_node 0\n"), "{t}");
-        assert!(t.contains("\nrollboot_agent_config_reloads_total 1\n"), "{t}");
+        assert!(
+            t.contains("\nrollboot_agent_config_reloads_total 1\n"),
+            "{t}"
+        );
         m.host_matches(true);
-        assert!(m.render().contains("\nrollboot_agent_host_matches_node 1\n"));
+        assert!(m
+            .render()
+            .contains("\nrollboot_agent_host_matches_node 1\n"));
     }
 
     #[test]

@@ -121,15 +121,17 @@ pub fn refusal(
     // A boot ID that already differed from the Node's before this request says nothing of a
     // reboot: the agent reads the wrong file, or runs on another host (a machine ID that
     // differs says which, below).
-    let mismatched_before = host
-        .mismatch_since
-        .is_some_and(|since| since <= t.issued)
+    let mismatched_before = host.mismatch_since.is_some_and(|since| since <= t.issued)
         && !host_boot.eq_ignore_ascii_case(&view.boot_id);
     // The host rebooted since the controller read its boot ID for this request: acting now
     // would be a second reboot. The Node says so once the kubelet is back; for a token issued
     // in answer to a lost one, the host says so at once (that report was made on the host's
     // boot `before`, read on the host itself, so a host boot that differs now is a reboot).
-    if let Some(before) = view.boot_id_before.as_deref().filter(|_| !mismatched_before) {
+    if let Some(before) = view
+        .boot_id_before
+        .as_deref()
+        .filter(|_| !mismatched_before)
+    {
         let retry = view.reboot_attempt.is_some_and(|a| a >= 2);
         let moved = !proto::same_boot(before, view.init_start_before, host_boot, host.init_start);
         let now_boot = if retry && moved {
@@ -261,11 +263,9 @@ pub fn lost_token(
     let live =
         Token::parse(token).is_some_and(|t| now - t.issued <= config.reboot.timeout.to_chrono());
     let unchanged = host.boot_id.is_some_and(|b| {
-        view.boot_id_before
-            .as_deref()
-            .is_some_and(|before| {
-                proto::same_boot(before, view.init_start_before, b, host.init_start)
-            })
+        view.boot_id_before.as_deref().is_some_and(|before| {
+            proto::same_boot(before, view.init_start_before, b, host.init_start)
+        })
     });
     (view.state == Some(proto::NodeState::Rebooting)
         && view.reboot_ack.as_deref() == Some(token)
@@ -301,7 +301,10 @@ pub fn identity(view: &NodeView, host: HostSeen<'_>) -> Result<(), String> {
     if differ.is_empty() {
         Ok(())
     } else {
-        Err(format!("the host the agent reads has {}", differ.join(" and ")))
+        Err(format!(
+            "the host the agent reads has {}",
+            differ.join(" and ")
+        ))
     }
 }
 
@@ -914,7 +917,6 @@ pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
                 let Some(g) = guard.as_mut() else { continue };
                 if !agent.on_host_shutdown(g, wake, view.as_ref()).await {
                     lost = guard.take().map(|g| logind::Lost::new(g.into_logind()));
-                    agent.say_shutdown_drain(None).await;
                 }
             }
             _ = logind::Lost::due(&lost) => {
@@ -924,7 +926,12 @@ pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
                         agent.say_shutdown_drain(Some(g.host())).await;
                         guard = Some(g);
                     }
-                    Err(l) => lost = Some(l),
+                    // Said once logind stays away past the first try: a bus that goes away
+                    // as the host shuts down (its agent ends a moment later) is not news.
+                    Err(l) => {
+                        agent.say_shutdown_drain(None).await;
+                        lost = Some(l);
+                    }
                 }
             }
             _ = tick.tick() => {
@@ -1061,7 +1068,12 @@ impl<R: RebootMethod> Agent<'_, R> {
         }
         tracing::warn!(node, shutdown_drain = now.as_str(), "{note}");
         self.events
-            .publish(node, true, "ShutdownDrain", format!("{}: {note}", now.as_str()))
+            .publish(
+                node,
+                true,
+                "ShutdownDrain",
+                format!("{}: {note}", now.as_str()),
+            )
             .await;
     }
 }
@@ -1274,8 +1286,7 @@ mod tests {
     }
 
     #[test]
-    fn a_boot_id_that_differed_before_the_request_fails_the_node_and_is_never_taken_for_a_reboot()
-    {
+    fn a_boot_id_that_differed_before_the_request_fails_the_node_and_is_never_taken_for_a_reboot() {
         let c = Config::default();
         let now = Utc::now();
         let issued = now - chrono::Duration::seconds(5);
@@ -1334,7 +1345,10 @@ mod tests {
             ..HOME
         };
         // An agent restarted on the same boot: the token is lost.
-        assert_eq!(lost_token(&acked, started(100), &[], &c, now), Some(t.clone()));
+        assert_eq!(
+            lost_token(&acked, started(100), &[], &c, now),
+            Some(t.clone())
+        );
         // The node rebooted (its init started again): no second reboot is asked for.
         assert_eq!(lost_token(&acked, started(4242), &[], &c, now), None);
         // A token issued after a lost one, on a node that rebooted since: refused as

@@ -709,7 +709,9 @@ fn acknowledged(n: &NodeView) -> bool {
 fn reboot_lost(n: &NodeView) -> bool {
     acknowledged(n)
         && n.reboot_lost == n.reboot_token
-        && n.boot_id_before.as_deref().is_some_and(|b| !n.booted_since(b))
+        && n.boot_id_before
+            .as_deref()
+            .is_some_and(|b| !n.booted_since(b))
 }
 
 /// What a Node's reboot annotations say of the reboot of the cycle `entry` started, whatever
@@ -1154,8 +1156,7 @@ pub fn overtaken(n: &NodeView) -> Option<String> {
 /// What the kubelet's graceful node shutdown did, when the agent says it holds a shutdown
 /// inhibitor on the node: a clause, or nothing.
 fn kubelet_note(n: &NodeView) -> &'static str {
-    if n
-        .agent_host
+    if n.agent_host
         .as_ref()
         .is_some_and(|h| h.shutdown_drain == proto::ShutdownDrain::Kubelet)
     {
@@ -1219,7 +1220,10 @@ pub const GIVE_BACK_SETTLE: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 fn given_back(n: &NodeView, start: DateTime<Utc>) -> Option<String> {
     let f = n.fleetlock.as_ref()?;
     let at = f.returned.filter(|t| *t >= start)?;
-    let unchanged = n.boot_id_before.as_deref().is_none_or(|b| !n.booted_since(b));
+    let unchanged = n
+        .boot_id_before
+        .as_deref()
+        .is_none_or(|b| !n.booted_since(b));
     unchanged.then(|| {
         format!(
             "its host (FleetLock id {}) gave its slot back at {} before rebooting (steady-state on boot {})",
@@ -3634,7 +3638,10 @@ mod tests {
             inhibit_delay_seconds: Some(20),
         });
         let why = undrained_at_hand_off(&drained).unwrap();
-        assert!(why.contains("kubelet") && why.contains("shutdownGracePeriod"), "{why}");
+        assert!(
+            why.contains("kubelet") && why.contains("shutdownGracePeriod"),
+            "{why}"
+        );
         // A FleetLock or token cycle on such a node is rollboot's own reboot: drained first.
         let mut fleet = fleetlock_drained("2026-01-05T00:01:00Z", &[]);
         fleet.agent_host = drained.agent_host.clone();

@@ -74,7 +74,8 @@ fn host_run_path(path: &str) -> Option<String> {
     let rest = path
         .strip_prefix("/var/run/")
         .or_else(|| path.strip_prefix("/run/"))?;
-    (!rest.is_empty() && !rest.split('/').any(|p| p == "..")).then(|| format!("/host/var/run/{rest}"))
+    (!rest.is_empty() && !rest.split('/').any(|p| p == ".."))
+        .then(|| format!("/host/var/run/{rest}"))
 }
 
 /// The config and its notes.
@@ -1131,6 +1132,37 @@ spec:
             flags_of_manifest("kind: ConfigMap\n", "x.yaml"),
             Err(MigrateError::NoKured("x.yaml".into()))
         );
+    }
+
+    #[test]
+    fn kureds_host_sentinel_path_becomes_where_the_agent_sees_it() {
+        let sentinel = |flag: &str| {
+            let m = migrate_inputs(None, Some(flag)).unwrap();
+            let yaml = yaml_serde::to_string(&m.config).unwrap();
+            let c = crate::config::parse_str(&yaml).unwrap_or_else(|p| panic!("{p:?}\n{yaml}"));
+            let noted = m.notes.iter().any(|n| n.flag.contains("reboot-sentinel"));
+            (c.reboot.sentinel_file, c.reboot.sentinel_command, noted)
+        };
+        // Under the host's /var/run (= /run): the agent's mount of it.
+        let (file, cmd, noted) = sentinel("--reboot-sentinel=/var/run/reboot-required");
+        assert_eq!(
+            (file.as_str(), cmd, noted),
+            ("/host/var/run/reboot-required", None, false)
+        );
+        let (file, _, _) = sentinel("--reboot-sentinel=/run/upgrades/reboot-needed");
+        assert_eq!(file, "/host/var/run/upgrades/reboot-needed");
+        // Anywhere else on the host: tested there, in its mount namespace, and said.
+        let (_, cmd, noted) = sentinel("--reboot-sentinel=/etc/needs-reboot");
+        assert_eq!(
+            cmd,
+            Some(vec![
+                "test".to_string(),
+                "-e".into(),
+                "/etc/needs-reboot".into()
+            ])
+        );
+        assert!(noted);
+        assert_eq!(host_run_path("/var/run/../etc/x"), None);
     }
 
     #[test]

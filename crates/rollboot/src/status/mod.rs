@@ -564,7 +564,9 @@ fn node_statuses(
                 asking: n.hands_off(),
                 holds_slot: entries.get(&n.name).is_some_and(|e| {
                     n.handed_off_at().is_some_and(|t| t >= e.since)
-                        && n.boot_id_before.as_deref().is_some_and(|b| !n.booted_since(b))
+                        && n.boot_id_before
+                            .as_deref()
+                            .is_some_and(|b| !n.booted_since(b))
                 }),
             }),
         })
@@ -1189,5 +1191,52 @@ mod tests {
         assert_eq!(o.start, t("2026-01-01T06:00:00Z"));
         assert_eq!(o.end, None);
         assert!(s.leader.expired && s.leader.holder.is_none());
+    }
+
+    #[test]
+    fn the_hosts_say_how_an_unplanned_shutdown_would_go_and_which_agent_reads_another_host() {
+        let host = |name: &str, boot: &str, drain: crate::node::ShutdownDrain| {
+            let record = crate::node::AgentHost {
+                boot_id: boot.into(),
+                init_start: Some(7),
+                machine_id: None,
+                shutdown_drain: drain,
+                inhibit_delay_seconds: Some(1020),
+            };
+            let mut v = NodeView::from_node(&annotate(
+                node(name, &[]),
+                crate::node::AGENT_HOST,
+                &record.to_annotation(),
+            ));
+            v.boot_id = "boot-1".into();
+            v
+        };
+        use crate::node::ShutdownDrain::{Kubelet, Ready};
+        let snap = Snapshot {
+            nodes: vec![
+                host("n1", "boot-1", Ready),
+                host("n2", "boot-1", Kubelet),
+                host("n3", "kernel-boot", Ready),
+                NodeView::from_node(&node("n4", &[])),
+            ],
+            ..Default::default()
+        };
+        let s = build(&cfg("{}"), &snap, t("2026-01-01T02:00:00Z"));
+        assert_eq!(
+            s.hosts.shutdown_drain,
+            [("kubelet".to_string(), 1), ("ready".to_string(), 2)].into()
+        );
+        assert_eq!(s.hosts.not_drainable, ["n2"]);
+        assert_eq!(s.hosts.mismatched.len(), 1);
+        assert_eq!(s.hosts.mismatched[0].node, "n3");
+        assert!(s.hosts.mismatched[0].why.contains("kernel-boot"));
+        let text = s.text();
+        assert!(
+            text.contains("unplanned shutdowns: 1 kubelet, 2 ready")
+                && text.contains("not drained first on: n2")
+                && text.contains("kubelet's graceful node shutdown is on")
+                && text.contains("host mismatch: n3: "),
+            "{text}"
+        );
     }
 }

@@ -281,7 +281,11 @@ fn hosts(out: &mut String, h: &Hosts) {
             let _ = writeln!(out, "  - {state}: {meaning}");
         }
         if !h.not_drainable.is_empty() {
-            let _ = writeln!(out, "  not drained first on: {}", h.not_drainable.join(", "));
+            let _ = writeln!(
+                out,
+                "  not drained first on: {}",
+                h.not_drainable.join(", ")
+            );
         }
     }
     for m in &h.mismatched {

@@ -23,7 +23,7 @@ pub enum Release {
     Drained,
     /// logind's delay was nearly spent before the Node said drained.
     Deadline,
-    /// The shutdown is rollboot's own reboot: nothing to drain.
+    /// The shutdown is rollboot's own reboot, or one it handed the host: nothing to drain.
     Ours,
     /// The shutdown was cancelled (`PrepareForShutdown(false)`) while the lock was held: a new
     /// one is taken at once.
@@ -115,6 +115,22 @@ pub fn own_shutdown(
     rebooting
         .and_then(Token::parse)
         .is_some_and(|t| now - t.issued <= reboot_timeout)
+}
+
+/// Whether a shutdown that begins now is a reboot rollboot already granted the host: its Node
+/// is `rebooting` with the reboot handed to the host (`handed-off`, no token) within
+/// `reboot_timeout` of `now`, a FleetLock host rebooting itself on its 200, or a host whose own
+/// shutdown rollboot drained. The node is drained: holding the shutdown would only delay the
+/// reboot rollboot said yes to (by logind's whole delay).
+pub fn granted(
+    view: Option<&NodeView>,
+    reboot_timeout: chrono::Duration,
+    now: DateTime<Utc>,
+) -> bool {
+    view.is_some_and(|v| {
+        v.state == Some(NodeState::Rebooting)
+            && v.handed_off_at().is_some_and(|t| now - t <= reboot_timeout)
+    })
 }
 
 /// The agent's request for a drain, as written on its Node.
@@ -270,9 +286,18 @@ mod tests {
     fn how_an_unplanned_shutdown_would_go_is_read_from_logind_and_the_kubelet() {
         let s = Duration::from_secs;
         assert_eq!(shutdown_drain(None, s(900)), ShutdownDrain::NoLogind);
-        assert_eq!(shutdown_drain(Some((s(3600), true)), s(900)), ShutdownDrain::Kubelet);
-        assert_eq!(shutdown_drain(Some((s(300), false)), s(900)), ShutdownDrain::ShortDelay);
-        assert_eq!(shutdown_drain(Some((s(1200), false)), s(900)), ShutdownDrain::Ready);
+        assert_eq!(
+            shutdown_drain(Some((s(3600), true)), s(900)),
+            ShutdownDrain::Kubelet
+        );
+        assert_eq!(
+            shutdown_drain(Some((s(300), false)), s(900)),
+            ShutdownDrain::ShortDelay
+        );
+        assert_eq!(
+            shutdown_drain(Some((s(1200), false)), s(900)),
+            ShutdownDrain::Ready
+        );
     }
 
     #[test]
@@ -285,6 +310,30 @@ mod tests {
         let old = Token::new(now - chrono::Duration::minutes(16), 1).text;
         assert!(!own_shutdown(Some(&old), timeout, now));
         assert!(!own_shutdown(Some("junk"), timeout, now));
+    }
+
+    #[test]
+    fn a_shutdown_of_a_host_handed_its_reboot_is_one_rollboot_granted() {
+        let now = at(0);
+        let timeout = chrono::Duration::minutes(15);
+        let handed = NodeView {
+            handed_off: Some(at(-20)),
+            ..view(Some(NodeState::Rebooting), Some(at(-20)))
+        };
+        assert!(granted(Some(&handed), timeout, now));
+        // Not handed off (a token is the agent's own reboot), not rebooting, long ago, unseen.
+        let token = NodeView {
+            reboot_token: Some(Token::new(at(-20), 1).text),
+            ..handed.clone()
+        };
+        assert!(!granted(Some(&token), timeout, now));
+        let draining = NodeView {
+            state: Some(NodeState::Draining),
+            ..handed.clone()
+        };
+        assert!(!granted(Some(&draining), timeout, now));
+        assert!(!granted(Some(&handed), timeout, at(3600)));
+        assert!(!granted(None, timeout, now));
     }
 
     #[test]

@@ -245,11 +245,7 @@ impl<L: HostShutdowns> Guard<L> {
     /// inhibitor too (the agent says what they mean for the node: [`decide::shutdown_drain`]).
     /// `None` (said in one line) when logind cannot be asked: the agent goes on without it.
     /// Also whether a shutdown is under way now.
-    pub async fn start(
-        logind: L,
-        node: &str,
-        metrics: &AgentMetrics,
-    ) -> Option<(Guard<L>, bool)> {
+    pub async fn start(logind: L, node: &str, metrics: &AgentMetrics) -> Option<(Guard<L>, bool)> {
         let what = logind.describe();
         let lock = match logind.inhibit().await {
             Ok(l) => l,
@@ -378,6 +374,14 @@ impl<L: HostShutdowns> Guard<L> {
                 "the host shuts down for rollboot's own reboot; letting the inhibitor go"
             );
             self.release(Release::Ours, seen, own, None);
+            return;
+        }
+        if decide::granted(agent.view, agent.reboot_timeout, Utc::now()) {
+            tracing::info!(
+                node,
+                "the host reboots itself on the reboot rollboot handed it (the node is drained); letting the inhibitor go"
+            );
+            self.release(Release::Ours, seen, own, agent.view);
             return;
         }
         let request = Request::new(Utc::now(), agent.view);
@@ -564,11 +568,7 @@ impl<L: HostShutdowns> Lost<L> {
 
     /// One try: the guard again, holding a new lock; or `self` back, for a later try (the
     /// first failure said at warn level, the others at debug).
-    pub async fn reach(
-        mut self,
-        node: &str,
-        metrics: &AgentMetrics,
-    ) -> Result<Guard<L>, Lost<L>> {
+    pub async fn reach(mut self, node: &str, metrics: &AgentMetrics) -> Result<Guard<L>, Lost<L>> {
         self.tries += 1;
         let failed = match self.logind.reconnect().await {
             Ok(l) => match Guard::start(l, node, metrics).await {

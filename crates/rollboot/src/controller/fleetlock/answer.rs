@@ -216,11 +216,13 @@ fn in_cycle(ask: &Ask<'_>, entry: &LockEntry, write: Option<Write>) -> Reply {
             ),
             write,
         ),
-        Step::Overtaken(_) | Step::MarkVerifying | Step::Uncordon | Step::HealthGate { .. } => Reply::no(
-            Kind::Verifying,
-            format!("node {} is back and being verified", n.name),
-            write,
-        ),
+        Step::Overtaken(_) | Step::MarkVerifying | Step::Uncordon | Step::HealthGate { .. } => {
+            Reply::no(
+                Kind::Verifying,
+                format!("node {} is back and being verified", n.name),
+                write,
+            )
+        }
         Step::Fail(why) => Reply::no(Kind::Failed, format!("node {}: {why}", n.name), write),
         Step::Release(_) | Step::Free(_) => Reply::no(
             Kind::WaitingSlot,

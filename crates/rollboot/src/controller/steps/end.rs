@@ -100,7 +100,11 @@ pub(in crate::controller) async fn finish(
             format!("its host shut down by itself and is back, verified and healthy again; not drained: {why}")
         }
         (None, true) => {
-            tracing::info!(node, state = "done", "cycle done: the host's own shutdown, drained first");
+            tracing::info!(
+                node,
+                state = "done",
+                "cycle done: the host's own shutdown, drained first"
+            );
             "its host shut down by itself, drained first; back, verified and healthy again".into()
         }
         (None, false) => {

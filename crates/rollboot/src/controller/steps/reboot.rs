@@ -31,7 +31,14 @@ pub(super) async fn request_again(ctx: &Ctx, view: &NodeView, attempt: u32) -> R
             "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
         );
     }
-    request_reboot(ctx, view, &view.boot_before(), view.health_gate.clone(), attempt).await
+    request_reboot(
+        ctx,
+        view,
+        &view.boot_before(),
+        view.health_gate.clone(),
+        attempt,
+    )
+    .await
 }
 
 /// Writes `state: rebooting` with a fresh token (request `attempt` of the cycle), on condition
@@ -57,7 +64,10 @@ pub(super) async fn request_reboot(
     ann.push((proto::REBOOT_ATTEMPT, Some(attempt.to_string())));
     ann.push((proto::HEALTH_GATE, gate));
     patch_node(ctx, view, "requesting the reboot", proto::patch(&ann, None)).await?;
-    let boot_id = boot.first().and_then(|(_, v)| v.as_deref()).unwrap_or_default();
+    let boot_id = boot
+        .first()
+        .and_then(|(_, v)| v.as_deref())
+        .unwrap_or_default();
     tracing::info!(node, token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
     // A new token is its own Event (a repeat of the first would keep the first's note).
     let (reason, note) = if attempt == 1 {
