@@ -386,3 +386,39 @@ async fn a_fleetlock_host_that_goes_down_while_it_waits_for_a_slot_asks_no_more_
     assert_eq!(h.reboots(node), 2, "the shutdown and the granted reboot");
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleetlock_hosts_reboot_goes_through_logind_and_is_not_held_by_the_agent() {
+    // Found on real nodes: the host's `systemctl reboot` on its 200 asks logind, which waits
+    // for the agent's inhibitor; the agent took it for a shutdown nobody planned, on a Node
+    // already `rebooting` and handed off, and held it to logind's limit (162 s of 180).
+    log();
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 4,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap())
+        .await
+        .unwrap();
+    // logind waits up to 5 s for inhibitors; the agents started from now on hold one.
+    h.enable_shutdowns(Duration::from_secs(5));
+    h.start_rollout().await.unwrap();
+    replicas(&h).await;
+    let node = "node-0001";
+    let before = h.node(node).await.unwrap();
+    h.start_zincati(node, Duration::from_millis(50));
+    h.fleetlock.pending.lock().unwrap().insert(node.into());
+    let n = done_within(&h, node, Duration::from_secs(60)).await;
+    assert_ne!(n.boot_id, before.boot_id);
+    assert_eq!(h.reboots(node), 1);
+    let waits = h.fleetlock.logind_waits.lock().unwrap().clone();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(
+        waits[0] < 1.0,
+        "logind held the granted reboot {:.1} s for the agent's inhibitor",
+        waits[0]
+    );
+    assert!(!n.shutdown_requested);
+    h.shutdown().await;
+}

@@ -704,6 +704,7 @@ impl Harness {
             self.fleetlock.clone(),
             self.metrics.clone(),
             poll,
+            self.shutdowns.clone(),
         ));
         if let Some(old) = self.zincatis.insert(node.into(), task) {
             old.abort();

@@ -82,6 +82,27 @@ impl Shutdowns {
         sim
     }
 
+    /// `node`'s host is about to reboot on a reboot rollboot granted it (a FleetLock host's
+    /// `systemctl reboot` on its 200): logind announces it to the agent (`PrepareForShutdown
+    /// (true)`) and waits for its inhibitor locks, at most its delay, as for any shutdown. How
+    /// long it waited (the caller then reboots the host).
+    pub async fn announce_reboot(&self, node: &str) -> Duration {
+        let (signals, mut locks) = {
+            let hosts = self.hosts.lock().expect("hosts");
+            match hosts.get(node) {
+                Some(h) => (h.signals.clone(), h.locks.subscribe()),
+                None => return Duration::ZERO,
+            }
+        };
+        let start = Instant::now();
+        if signals.send(true).is_err() {
+            return Duration::ZERO;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let _ = tokio::time::timeout(self.delay_max, locks.wait_for(|n| *n == 0)).await;
+        start.elapsed()
+    }
+
     /// `node`'s host shuts down by itself: `PrepareForShutdown(true)` to its agent, the wait
     /// for its inhibitor locks (at most logind's delay), then the host goes down and comes back
     /// on a new boot through `method`; recorded with what was left on the node.

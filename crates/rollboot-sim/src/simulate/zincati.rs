@@ -38,6 +38,10 @@ pub struct FleetLockHosts {
     pub max_held: Arc<AtomicU64>,
     /// Per grant, real seconds from the host's first `pre-reboot` to its 200.
     pub waits: Arc<Mutex<Vec<f64>>>,
+    /// Per reboot, real seconds logind held it for inhibitor locks (the hosts' logind being
+    /// simulated: [`super::Harness::enable_shutdowns`]); a reboot rollboot granted is never
+    /// held by rollboot's own agent.
+    pub logind_waits: Arc<Mutex<Vec<f64>>>,
 }
 
 impl FleetLockHosts {
@@ -89,6 +93,7 @@ pub async fn run(
     hosts: FleetLockHosts,
     replicas: Vec<Arc<Metrics>>,
     poll: Duration,
+    logind: Option<super::shutdowns::Shutdowns>,
 ) {
     let Some(machine) = method.machine_id(&node) else {
         tracing::warn!(
@@ -161,6 +166,16 @@ pub async fn run(
             // registered again is not cordoned).
             let left = method.boot_id(&node).or_else(|| known.clone());
             let token = format!("fleetlock-{node}-{grants}");
+            // `systemctl reboot` goes through logind, which asks the inhibitors first (the
+            // agent's among them) as for any shutdown.
+            if let Some(l) = &logind {
+                let held = l.announce_reboot(&node).await;
+                hosts
+                    .logind_waits
+                    .lock()
+                    .expect("logind waits")
+                    .push(held.as_secs_f64());
+            }
             // The host's own reboot: not the agent's, so not held by a stall of the agent.
             match method.reboot_itself(&token) {
                 Ok(()) => break left,
