@@ -466,7 +466,11 @@ fn the_installed_config_is_valid_and_the_same_in_both_namespaces() {
         .flatten()
         .find(|v| v.name == mount.name)
         .unwrap();
-    assert_eq!(volume.host_path.as_ref().unwrap().path, sentinel_dir);
+    // The host's directory of that name, under /host in the container.
+    let host_dir = sentinel_dir
+        .strip_prefix("/host")
+        .expect("the sentinel is read under /host");
+    assert_eq!(volume.host_path.as_ref().unwrap().path, host_dir);
 }
 
 /// One grant: (namespace or "" for cluster-wide, apiGroup, resource, verb, resourceNames).
@@ -899,6 +903,30 @@ fn the_agent_runs_on_every_node_with_only_the_documented_privileges() {
         .into(),
         "two host paths: the sentinel's directory and the system bus's"
     );
+    // No mount covers where the runtime mounts the service-account token (a read-only host
+    // directory at /var/run kept every agent pod from starting on a real node:
+    // RunContainerError, "mkdir .../var/run/secrets: read-only file system"), nor any other
+    // path of the container's own: host directories go under /host.
+    let token = Path::new("/var/run/secrets/kubernetes.io/serviceaccount");
+    for m in c.volume_mounts.iter().flatten() {
+        let at = Path::new(&m.mount_path);
+        assert!(
+            !token.starts_with(at) && !Path::new("/run/secrets").starts_with(at),
+            "{} covers the service-account token's mount point",
+            m.mount_path
+        );
+        let host = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == m.name)
+            .is_some_and(|v| v.host_path.is_some());
+        assert!(
+            !host || at.starts_with("/host/"),
+            "host directory mounted at {} instead of under /host",
+            m.mount_path
+        );
+    }
     // The agent's DBUS_SYSTEM_BUS_ADDRESS is the host's socket, in the mounted directory.
     let bus = env
         .iter()

@@ -964,36 +964,40 @@ impl Suite<'_> {
             .unwrap_or_default()
     }
 
-    /// 2: the kind-like node's agent stopped (SIGSTOP) once it flagged its node, so that it
-    /// cannot act on the token, then killed once the token is on the Node: the kubelet starts it
-    /// again on the same boot, and that agent must take the token once, never the restart for
-    /// a reboot (on this node only PID 1's start tells a boot).
+    /// 2: the kind-like node's agent stopped (SIGSTOP), the node asked for by an operator
+    /// (`rollboot.dev/reboot-requested`), and the agent killed once the token is on the Node:
+    /// the kubelet starts it again on the same boot, and that agent must take the token once,
+    /// never the restart for a reboot (on this node only PID 1's start tells a boot).
     fn agent_killed(&mut self) -> Result<String, String> {
         let n = KIND_LIKE;
         let agent = "^/usr/local/bin/rollboot agent";
         let before = self.c.boots(n);
         let old = self.ann(n).get("rollboot.dev/reboot").cloned();
-        let flagged = self.flag(n, "/run/reboot-required")?;
-        // Flagged on the Node by the agent: from now on it must act on nothing.
-        wait(&format!("node{n} flagged"), CYCLE, || {
-            self.ann(n)
-                .contains_key("rollboot.dev/reboot-required")
-                .then_some(())
-        })?;
         let o = self.c.node_exec(n, &["pkill", "-STOP", "-f", agent]);
         if !o.status.success() {
             return Err(format!("stopping the agent: {}", text(&o)));
         }
-        let token = self.new_token(n, old.as_ref(), false)?;
-        let acked_early = self.ann(n).get("rollboot.dev/reboot-ack") == Some(&token);
+        let asked = chrono::Utc::now();
+        self.c.kubectl(&[
+            "annotate",
+            "node",
+            &format!("node{n}"),
+            "rollboot.dev/reboot-requested=now",
+        ])?;
+        let token = self.new_token(n, old.as_ref(), false);
+        let acked_early = token
+            .as_ref()
+            .is_ok_and(|t| self.ann(n).get("rollboot.dev/reboot-ack") == Some(t));
+        // Killed whatever happened (a stopped agent left behind would stop the phases after).
         let o = self.c.node_exec(n, &["pkill", "-KILL", "-f", agent]);
+        let token = token?;
         if !o.status.success() || acked_early {
             return Err(format!(
                 "killing the agent: {} (acknowledged before: {acked_early})",
                 text(&o)
             ));
         }
-        self.done(n, flagged, CYCLE)?;
+        self.done(n, asked, CYCLE)?;
         let boots = self.c.boots(n) - before;
         let a = self.ann(n);
         let attempt = a
@@ -1007,7 +1011,7 @@ impl Suite<'_> {
         }
         self.held()?;
         Ok(format!(
-            "agent killed with token {token} unacknowledged; the restarted agent took it: one reboot, attempt {attempt}"
+            "agent stopped, then killed with token {token} unacknowledged; the restarted agent took it: one reboot, attempt {attempt}"
         ))
     }
 

@@ -398,9 +398,12 @@ async fn a_fleetlock_hosts_reboot_goes_through_logind_and_is_not_held_by_the_age
         pods_per_node: 4,
         ..Scenario::default()
     };
-    let mut h = Harness::start(sc, sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap())
-        .await
-        .unwrap();
+    let mut h = Harness::start(
+        sc,
+        sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap(),
+    )
+    .await
+    .unwrap();
     // logind waits up to 5 s for inhibitors; the agents started from now on hold one.
     h.enable_shutdowns(Duration::from_secs(5));
     h.start_rollout().await.unwrap();

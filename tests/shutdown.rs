@@ -69,7 +69,16 @@ async fn a_host_that_shuts_down_by_itself_is_drained_before_logind_lets_it_go() 
     assert_ne!(n.boot_id, before.boot_id);
     assert_eq!(n.reboot_token, None);
     assert_eq!(h.reboots(node), 1);
+    // Drained first: a reboot like any, counted as one.
     assert_eq!(n.history.count, Some(1));
+    assert_eq!(n.history.undrained_count, None);
+    assert_eq!(
+        n.history
+            .last_cycle
+            .as_ref()
+            .and_then(|c| c.undrained.clone()),
+        None
+    );
     let inv = h.cluster.invariants();
     assert!(inv.pdb_violations.is_empty(), "{:?}", inv.pdb_violations);
     assert!(
@@ -107,6 +116,19 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
     assert!(back, "{n:?}");
     assert!(!n.unschedulable, "{n:?}");
     assert_eq!(h.reboots(node), 1);
+    // Not a drained reboot: counted apart, and the last cycle says why.
+    assert_eq!(n.history.count, None, "{:?}", n.history);
+    assert_eq!(n.history.undrained_count, Some(1), "{:?}", n.history);
+    let why = n
+        .history
+        .last_cycle
+        .as_ref()
+        .and_then(|c| c.undrained.clone());
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("before the drain was over")),
+        "{why:?}"
+    );
     h.shutdown().await;
 }
 
