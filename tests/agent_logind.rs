@@ -494,26 +494,15 @@ async fn a_request_left_from_before_is_removed_at_start_on_the_boot_the_node_rep
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_says_how_an_unplanned_shutdown_would_go_and_sees_it_change() {
-    let Some(bus) = PrivateBus::start() else {
+    let Some(mut on) = on_bus(Duration::from_secs(3600)).await else {
         return;
     };
-    let mut logind = FakeLogind::serve(&bus, Duration::from_secs(3600)).await;
-    let h = cluster().await;
-    let name = h.node_names().await.unwrap()[0].clone();
-    let v = h.node(&name).await.unwrap();
-    let (metrics, _agent) = start_agent(
-        &h,
-        &name,
-        Some(&bus.address),
-        host_of(&v),
-        TestSentinel::default(),
-    )
-    .await;
-    let _lock = logind.next_lock().await;
+    let _lock = on.logind.next_lock().await;
+    let (h, name, metrics, logind) = (&on.h, on.name.clone(), &on.metrics, &on.logind);
     let drain = |v: &NodeView| v.agent_host.as_ref().map(|a| a.shutdown_drain);
     let gauge = |state: &str| format!("rollboot_agent_shutdown_drain{{state=\"{state}\"}} 1\n");
     // logind waits an hour, no kubelet inhibitor: drained first, said on the Node.
-    let v = until(&h, &name, Duration::from_secs(10), |n| {
+    let v = until(h, &name, Duration::from_secs(10), |n| {
         drain(n) == Some(ShutdownDrain::Ready)
     })
     .await;
@@ -527,7 +516,7 @@ async fn the_agent_says_how_an_unplanned_shutdown_would_go_and_sees_it_change() 
     );
     // The kubelet restarted with graceful node shutdown on: seen on the agent's next look.
     logind.kubelet_inhibits(true);
-    until(&h, &name, Duration::from_secs(10), |n| {
+    until(h, &name, Duration::from_secs(10), |n| {
         drain(n) == Some(ShutdownDrain::Kubelet)
     })
     .await;
@@ -539,13 +528,13 @@ async fn the_agent_says_how_an_unplanned_shutdown_would_go_and_sees_it_change() 
     // Off again, and logind's delay lowered below what a 2m drain needs (3min).
     logind.kubelet_inhibits(false);
     logind.set_delay_max(Duration::from_secs(120));
-    let v = until(&h, &name, Duration::from_secs(10), |n| {
+    let v = until(h, &name, Duration::from_secs(10), |n| {
         drain(n) == Some(ShutdownDrain::ShortDelay)
     })
     .await;
     assert_eq!(v.agent_host.unwrap().inhibit_delay_seconds, Some(120));
     logind.set_delay_max(Duration::from_secs(180));
-    until(&h, &name, Duration::from_secs(10), |n| {
+    until(h, &name, Duration::from_secs(10), |n| {
         drain(n) == Some(ShutdownDrain::Ready)
     })
     .await;

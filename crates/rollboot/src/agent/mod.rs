@@ -15,10 +15,20 @@
 //! the request (it died between the ack and the reboot) writes `reboot-lost` with that token,
 //! for the controller to issue a new one: it never acts on the old token again itself.
 //!
+//! It knows its host as the host's PID 1 sees it ([`host`]) and compares it with its Node on
+//! every look ([`identity`]): the result is said when it changes, a lasting mismatch is a
+//! Warning Event, and a token issued while the boot IDs already differed is refused as
+//! `bootMismatch`, never taken for a reboot. What it reads (boot ID, PID 1's start, machine ID,
+//! how an unplanned shutdown would go) it writes in its Node's `agent-host`: on a node whose boot
+//! ID never changes (kind-like), PID 1's start tells the boots apart, for it and the controller.
+//! A config file that changes is taken in place ([`run_reloading`]), what it remembers kept.
+//!
 //! With logind on its host's system bus it also holds a delay inhibitor for shutdown
 //! ([`logind`]): a shutdown it did not start makes it ask its Node for a drain
 //! (`shutdown-requested`), and the shutdown waits for the drain, up to logind's limit. A
 //! `shutdown-requested` found at start on the boot its Node reports is left over and removed.
+//! Whether the kubelet's graceful node shutdown goes first (it holds an inhibitor of its own),
+//! and logind's delay, are read again every check period and said when they change.
 
 pub mod host;
 pub mod logind;
