@@ -116,7 +116,8 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
     assert!(back, "{n:?}");
     assert!(!n.unschedulable, "{n:?}");
     assert_eq!(h.reboots(node), 1);
-    // Not a drained reboot: counted apart, and the last cycle says why.
+    // Not a drained reboot: counted apart, and the last cycle says why (the host let go at
+    // logind's limit while the drain ran, or back before it was over).
     assert_eq!(n.history.count, None, "{:?}", n.history);
     assert_eq!(n.history.undrained_count, Some(1), "{:?}", n.history);
     let why = n
@@ -126,7 +127,8 @@ async fn a_shutdown_logind_cuts_short_says_what_was_left_and_the_node_still_come
         .and_then(|c| c.undrained.clone());
     assert!(
         why.as_deref()
-            .is_some_and(|w| w.contains("before the drain was over")),
+            .is_some_and(|w| w.contains("with the drain not over")
+                || w.contains("before the drain was over")),
         "{why:?}"
     );
     h.shutdown().await;

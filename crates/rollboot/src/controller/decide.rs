@@ -1167,19 +1167,36 @@ fn kubelet_note(n: &NodeView) -> &'static str {
     }
 }
 
-/// Why a cycle for its host's own shutdown, handed back to the host now, is not drained, if
-/// it is not: the kubelet's graceful node shutdown killed the node's pods without evictions
+/// Why a cycle for its host's own shutdown, handed back to the host at `now`, is not drained,
+/// if it is not: the kubelet's graceful node shutdown killed the node's pods without evictions
 /// the moment the shutdown began (the agent says the kubelet holds a shutdown inhibitor),
-/// whatever the drain then found to evict. `None` for any other cycle.
-pub fn undrained_at_hand_off(n: &NodeView) -> Option<String> {
+/// whatever the drain then found to evict; or logind's delay ran out before the drain was over
+/// (the agent lets its inhibitor go a margin before logind's limit, counted from its request:
+/// the host went down with what was left, and may still be going down now). `None` for any
+/// other cycle, or where the agent wrote no delay.
+pub fn undrained_at_hand_off(n: &NodeView, now: DateTime<Utc>) -> Option<String> {
     if !n.for_shutdown() {
         return None;
     }
-    (!kubelet_note(n).is_empty()).then(|| {
-        "the kubelet's graceful node shutdown is on: it killed the node's pods without \
-         evictions when the shutdown began, before rollboot's drain, so the budgets were not \
-         kept (set the kubelet's shutdownGracePeriod to 0s for rollboot to drain first)"
-            .to_string()
+    if !kubelet_note(n).is_empty() {
+        return Some(
+            "the kubelet's graceful node shutdown is on: it killed the node's pods without \
+             evictions when the shutdown began, before rollboot's drain, so the budgets were not \
+             kept (set the kubelet's shutdownGracePeriod to 0s for rollboot to drain first)"
+                .to_string(),
+        );
+    }
+    let delay = n.agent_host.as_ref()?.inhibit_delay_seconds?;
+    let asked = n.shutdown_requested_at?;
+    let hold = crate::agent::logind::decide::release_after(std::time::Duration::from_secs(delay));
+    let released = asked + chrono::TimeDelta::from_std(hold).ok()?;
+    (now >= released).then(|| {
+        format!(
+            "logind waits at most {delay}s for the agent's inhibitor: the agent let the shutdown \
+             go at {} with the drain not over, and the host went down with what was left on it \
+             (raise InhibitDelayMaxSec)",
+            crate::time::annotation(released)
+        )
     })
 }
 
@@ -3629,7 +3646,10 @@ mod tests {
     #[test]
     fn a_shutdown_the_kubelet_went_through_first_is_handed_back_undrained() {
         let mut drained = shutdown_draining();
-        assert_eq!(undrained_at_hand_off(&drained), None);
+        assert_eq!(
+            undrained_at_hand_off(&drained, t("2026-01-05T00:05:00Z")),
+            None
+        );
         drained.agent_host = Some(proto::AgentHost {
             boot_id: "boot-1".into(),
             init_start: None,
@@ -3637,7 +3657,7 @@ mod tests {
             shutdown_drain: proto::ShutdownDrain::Kubelet,
             inhibit_delay_seconds: Some(20),
         });
-        let why = undrained_at_hand_off(&drained).unwrap();
+        let why = undrained_at_hand_off(&drained, t("2026-01-05T00:05:00Z")).unwrap();
         assert!(
             why.contains("kubelet") && why.contains("shutdownGracePeriod"),
             "{why}"
@@ -3645,7 +3665,33 @@ mod tests {
         // A FleetLock or token cycle on such a node is rollboot's own reboot: drained first.
         let mut fleet = fleetlock_drained("2026-01-05T00:01:00Z", &[]);
         fleet.agent_host = drained.agent_host.clone();
-        assert_eq!(undrained_at_hand_off(&fleet), None);
+        assert_eq!(
+            undrained_at_hand_off(&fleet, t("2026-01-05T00:05:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn a_shutdown_handed_back_after_logind_let_the_host_go_is_undrained() {
+        // The agent asked at 00:01:00 with logind waiting 300 s: it lets go 270 s later.
+        let mut n = shutdown_draining();
+        n.shutdown_requested_at = Some(t("2026-01-05T00:01:00Z"));
+        n.agent_host = Some(proto::AgentHost {
+            boot_id: "boot-1".into(),
+            init_start: None,
+            machine_id: None,
+            shutdown_drain: proto::ShutdownDrain::ShortDelay,
+            inhibit_delay_seconds: Some(300),
+        });
+        assert_eq!(undrained_at_hand_off(&n, t("2026-01-05T00:05:29Z")), None);
+        let why = undrained_at_hand_off(&n, t("2026-01-05T00:05:30Z")).unwrap();
+        assert!(
+            why.contains("300s") && why.contains("2026-01-05T00:05:30.000Z"),
+            "{why}"
+        );
+        // No delay written by the agent: nothing to tell it by.
+        n.agent_host = None;
+        assert_eq!(undrained_at_hand_off(&n, t("2026-01-05T01:00:00Z")), None);
     }
 
     #[test]

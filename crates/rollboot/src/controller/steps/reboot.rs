@@ -129,7 +129,7 @@ pub(super) async fn hand_off(
     }
     ann.push((proto::HANDED_OFF, Some(crate::time::annotation(now))));
     ann.push((proto::REBOOT, None));
-    let undrained = decide::undrained_at_hand_off(view);
+    let undrained = decide::undrained_at_hand_off(view, now);
     if let Some(why) = &undrained {
         let record = proto::Undrained {
             at: crate::time::annotation(now),
