@@ -104,8 +104,8 @@ pub(super) async fn request_reboot(
 /// `pre-reboot` is answered 200 and it reboots itself; a host shutting down by itself is let
 /// go by its agent, which sees the Node drained. Written on condition that the Node is still
 /// the version `view` shows and that it is cordoned, as a token would be. A shutdown the
-/// kubelet's graceful node shutdown went through first is recorded undrained
-/// ([`decide::undrained_at_hand_off`]) in the same write.
+/// kubelet's graceful node shutdown went through first, or one logind let go before the drain
+/// was over, is recorded undrained ([`decide::undrained_at_hand_off`]) in the same write.
 ///
 /// `gate`: the health gate's record, when the drain's end hands off at once (else the record
 /// written with the afterDrain phase stays).
