@@ -23,6 +23,12 @@ const PRE: &str = "/v1/pre-reboot";
 const STEADY: &str = "/v1/steady-state";
 
 async fn harness(nodes: usize, overrides: &str) -> Harness {
+    harness_with_logind(nodes, overrides, None).await
+}
+
+/// [`harness`], the hosts' logind simulated with `delay` when given (the agents hold an
+/// inhibitor from their start).
+async fn harness_with_logind(nodes: usize, overrides: &str, delay: Option<Duration>) -> Harness {
     log();
     let sc = Scenario {
         nodes,
@@ -32,6 +38,9 @@ async fn harness(nodes: usize, overrides: &str) -> Harness {
     let mut h = Harness::start(sc, sim_config(overrides).unwrap())
         .await
         .unwrap();
+    if let Some(d) = delay {
+        h.enable_shutdowns(d);
+    }
     h.start_rollout().await.unwrap();
     h
 }
@@ -392,21 +401,13 @@ async fn a_fleetlock_hosts_reboot_goes_through_logind_and_is_not_held_by_the_age
     // Found on real nodes: the host's `systemctl reboot` on its 200 asks logind, which waits
     // for the agent's inhibitor; the agent took it for a shutdown nobody planned, on a Node
     // already `rebooting` and handed off, and held it to logind's limit (162 s of 180).
-    log();
-    let sc = Scenario {
-        nodes: 2,
-        pods_per_node: 4,
-        ..Scenario::default()
-    };
-    let mut h = Harness::start(
-        sc,
-        sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap(),
+    // logind waits up to 5 s for inhibitors; the agents hold one.
+    let mut h = harness_with_logind(
+        2,
+        "fleetlock: {listen: '127.0.0.1:0'}",
+        Some(Duration::from_secs(5)),
     )
-    .await
-    .unwrap();
-    // logind waits up to 5 s for inhibitors; the agents started from now on hold one.
-    h.enable_shutdowns(Duration::from_secs(5));
-    h.start_rollout().await.unwrap();
+    .await;
     replicas(&h).await;
     let node = "node-0001";
     let before = h.node(node).await.unwrap();

@@ -286,6 +286,12 @@ pub fn lost_token(
         .then(|| token.to_string())
 }
 
+/// Whether the host's boot ID `boot` is not the one its Node reports (a Node that reports
+/// none is not compared).
+fn boot_differs(view: &NodeView, boot: &str) -> bool {
+    !view.boot_id.is_empty() && !boot.eq_ignore_ascii_case(&view.boot_id)
+}
+
 /// What the agent says of its host against its Node, pure: `Ok` when its boot ID (and machine
 /// ID, where both are known) are the Node's, else the sentence that says what differs.
 pub fn identity(view: &NodeView, host: HostSeen<'_>) -> Result<(), String> {
@@ -294,7 +300,7 @@ pub fn identity(view: &NodeView, host: HostSeen<'_>) -> Result<(), String> {
         return Err("the host's boot ID cannot be read".into());
     };
     let mut differ = Vec::new();
-    if !view.boot_id.is_empty() && !same(boot, &view.boot_id) {
+    if boot_differs(view, boot) {
         differ.push(format!(
             "boot ID {boot} (node {} reports {})",
             view.name, view.boot_id
@@ -315,6 +321,26 @@ pub fn identity(view: &NodeView, host: HostSeen<'_>) -> Result<(), String> {
             "the host the agent reads has {}",
             differ.join(" and ")
         ))
+    }
+}
+
+/// The host as the agent read it for one look at its Node: read once, then compared, acted on
+/// and written from.
+struct HostRead {
+    boot_id: Option<String>,
+    machine_id: Option<String>,
+    init_start: Option<u64>,
+}
+
+impl HostRead {
+    /// What the checks take, with since when the boot IDs have differed.
+    fn seen(&self, mismatch_since: Option<chrono::DateTime<Utc>>) -> HostSeen<'_> {
+        HostSeen {
+            boot_id: self.boot_id.as_deref(),
+            machine_id: self.machine_id.as_deref(),
+            init_start: self.init_start,
+            mismatch_since,
+        }
     }
 }
 
@@ -379,20 +405,23 @@ impl<R: RebootMethod> Agent<'_, R> {
         patch_node(&self.api, self.node, p, what).await
     }
 
-    /// Acts on the Node as `v` shows it: reports a lost token, or reboots for a new one.
-    async fn act(&mut self, v: &NodeView) {
-        self.unsettled = false;
-        let host_boot = self.method.boot_id(self.node);
-        let host_machine = self.method.machine_id(self.node);
-        let host = HostSeen {
-            boot_id: host_boot.as_deref(),
-            machine_id: host_machine.as_deref(),
+    /// The host as it is now.
+    fn read_host(&self) -> HostRead {
+        HostRead {
+            boot_id: self.method.boot_id(self.node),
+            machine_id: self.method.machine_id(self.node),
             init_start: self.method.init_start(self.node),
-            mismatch_since: self.mismatch_since,
-        };
+        }
+    }
+
+    /// Acts on the Node as `v` shows it, its host read as `read`: reports a lost token, or
+    /// reboots for a new one.
+    async fn act(&mut self, v: &NodeView, read: &HostRead) {
+        self.unsettled = false;
+        let host = read.seen(self.mismatch_since);
         if let Some(token) = lost_token(v, host, &self.acted, &self.config, Utc::now()) {
-            self.report_lost(v, &token, host_boot.unwrap_or_default())
-                .await;
+            let boot = read.boot_id.clone().unwrap_or_default();
+            self.report_lost(v, &token, boot).await;
             return;
         }
         let Some(token) = v.token_unacknowledged().map(str::to_string) else {
@@ -680,7 +709,7 @@ impl<R: RebootMethod> Agent<'_, R> {
 impl<R: RebootMethod> Agent<'_, R> {
     /// Removes a `shutdown-requested` left from before this process (see
     /// [`logind::decide::left_over`]), once the first view of the Node decides it.
-    async fn clear_left_over_request(&mut self, v: &NodeView) {
+    async fn clear_left_over_request(&mut self, v: &NodeView, read: &HostRead) {
         if !self.check_left_over {
             return;
         }
@@ -688,8 +717,7 @@ impl<R: RebootMethod> Agent<'_, R> {
             self.check_left_over = false;
             return;
         }
-        let host_boot = self.method.boot_id(self.node);
-        if !logind::decide::left_over(v, host_boot.as_deref(), false) {
+        if !logind::decide::left_over(v, read.boot_id.as_deref(), false) {
             return;
         }
         let p = proto::patch(&[(proto::SHUTDOWN_REQUESTED, None)], None);
@@ -894,9 +922,10 @@ pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
                     None => return Ok(()),
                 }
                 if let Some(v) = &view {
-                    agent.know_host(v).await;
-                    agent.act(v).await;
-                    agent.clear_left_over_request(v).await;
+                    let read = agent.read_host();
+                    agent.know_host(v, &read).await;
+                    agent.act(v, &read).await;
+                    agent.clear_left_over_request(v, &read).await;
                     if let Some(g) = guard.as_mut() {
                         let own = logind::OwnNode { api: &agent.api, node: agent.node, metrics: &agent.metrics };
                         g.on_view(v, &own);
@@ -920,7 +949,8 @@ pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
                     .say_shutdown_drain(guard.as_ref().map(logind::Guard::host))
                     .await;
                 if let Some(v) = &view {
-                    agent.know_host(v).await;
+                    let read = agent.read_host();
+                    agent.know_host(v, &read).await;
                 }
             }
             wake = host_shutdown_wake(&mut guard) => {
@@ -952,13 +982,14 @@ pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
                     }
                 }
                 let Some(v) = &view else { continue };
-                agent.know_host(v).await;
+                let read = agent.read_host();
+                agent.know_host(v, &read).await;
                 // A refusal for a reason that can pass with no change to this Node (the node
                 // listed in the lock again), or a look cut short by a failed request, is
                 // looked at again, while the token lives.
                 if agent.refused.is_some() || agent.unsettled {
-                    agent.act(v).await;
-                    agent.clear_left_over_request(v).await;
+                    agent.act(v, &read).await;
+                    agent.clear_left_over_request(v, &read).await;
                 }
                 agent.check_sentinel(&sentinel, v).await;
             }
@@ -969,28 +1000,17 @@ pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
 /// The agent's reading of its host, around [`Agent`]: compared with its Node, said, and
 /// written to the Node's `agent-host`.
 impl<R: RebootMethod> Agent<'_, R> {
-    /// Compares the host with its Node `v` ([`identity`]): says the result when it changes
+    /// Compares the host, as `read`, with its Node `v` ([`identity`]): says the result when it changes
     /// (info when they agree, a warning when not), keeps since when the boot IDs differ (a
     /// token issued after that is refused as `bootMismatch`, never taken for a reboot),
     /// publishes a Warning Event once a mismatch has lasted [`MISMATCH_GRACE`], and writes
     /// `agent-host` when what it reads differs from what the Node has.
-    async fn know_host(&mut self, v: &NodeView) {
+    async fn know_host(&mut self, v: &NodeView, read: &HostRead) {
         let node = self.node;
         let now = Utc::now();
-        let boot = self.method.boot_id(node);
-        let machine = self.method.machine_id(node);
-        let init = self.method.init_start(node);
-        let seen = HostSeen {
-            boot_id: boot.as_deref(),
-            machine_id: machine.as_deref(),
-            init_start: init,
-            mismatch_since: None,
-        };
-        let result = identity(v, seen);
-        let boots_differ = boot
-            .as_deref()
-            .is_some_and(|b| !v.boot_id.is_empty() && !b.eq_ignore_ascii_case(&v.boot_id));
-        if boots_differ {
+        let (boot, machine, init) = (&read.boot_id, &read.machine_id, read.init_start);
+        let result = identity(v, read.seen(None));
+        if boot.as_deref().is_some_and(|b| boot_differs(v, b)) {
             self.mismatch_since.get_or_insert(now);
         } else {
             self.mismatch_since = None;
@@ -1036,13 +1056,13 @@ impl<R: RebootMethod> Agent<'_, R> {
                     .await;
             }
         }
-        let Some(boot_id) = boot.filter(|b| proto::boot_id_well_formed(b)) else {
+        let Some(boot_id) = boot.clone().filter(|b| proto::boot_id_well_formed(b)) else {
             return;
         };
         let record = AgentHost {
             boot_id,
             init_start: init,
-            machine_id: machine,
+            machine_id: machine.clone(),
             shutdown_drain: self.shutdown_drain.unwrap_or(ShutdownDrain::NoLogind),
             inhibit_delay_seconds: self.inhibit_delay,
         };

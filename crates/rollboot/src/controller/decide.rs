@@ -1149,22 +1149,21 @@ pub fn overtaken(n: &NodeView) -> Option<String> {
             n.init_start_before
         ),
         n.boot_words(),
-        kubelet_note(n)
+        if kubelet_first(n) {
+            " (the kubelet's graceful node shutdown is on there: it kills the pods at once, \
+             without evictions)"
+        } else {
+            ""
+        }
     ))
 }
 
-/// What the kubelet's graceful node shutdown did, when the agent says it holds a shutdown
-/// inhibitor on the node: a clause, or nothing.
-fn kubelet_note(n: &NodeView) -> &'static str {
-    if n.agent_host
+/// Whether the agent says the kubelet holds a shutdown inhibitor on the node (its graceful
+/// node shutdown goes first).
+fn kubelet_first(n: &NodeView) -> bool {
+    n.agent_host
         .as_ref()
         .is_some_and(|h| h.shutdown_drain == proto::ShutdownDrain::Kubelet)
-    {
-        " (the kubelet's graceful node shutdown is on there: it kills the pods at once, \
-         without evictions)"
-    } else {
-        ""
-    }
 }
 
 /// Why a cycle for its host's own shutdown, handed back to the host at `now`, is not drained,
@@ -1178,7 +1177,7 @@ pub fn undrained_at_hand_off(n: &NodeView, now: DateTime<Utc>) -> Option<String>
     if !n.for_shutdown() {
         return None;
     }
-    if !kubelet_note(n).is_empty() {
+    if kubelet_first(n) {
         return Some(
             "the kubelet's graceful node shutdown is on: it killed the node's pods without \
              evictions when the shutdown began, before rollboot's drain, so the budgets were not \
