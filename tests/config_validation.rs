@@ -401,3 +401,20 @@ fn drain_order_rules_and_volumes_load() {
     assert!(!d.drain.volumes.wait_for_reattach);
     assert_eq!(d.drain.volumes.reattach_timeout.as_millis(), 90_000);
 }
+
+#[test]
+fn a_fleetlock_trusted_proxy_must_be_a_cidr_block_named_by_its_index() {
+    let p = one_problem(
+        "fleetlock: {listen: '0.0.0.0:8086', trustedProxies: ['10.0.0.0/8', '10.0.0.0/40']}",
+        "fleetlock.trustedProxies[1]",
+        "/40",
+    );
+    assert!(p.message.contains("CIDR"), "{p:?}");
+    let c = rollboot::config::parse_str(
+        "fleetlock: {listen: '0.0.0.0:8086', trustedProxies: ['10.0.0.0/8', 'fd00::/64']}",
+    )
+    .unwrap();
+    let f = c.fleetlock.unwrap();
+    assert!(f.verify_client_address, "on unless turned off");
+    assert_eq!(f.trusted_proxies().len(), 2);
+}

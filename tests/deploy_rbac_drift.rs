@@ -182,3 +182,72 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
     }
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleetlock_forwards_are_checked_with_the_one_grant_of_deploy_optional_fleetlock() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("TLOG").unwrap_or("rollboot=warn".into()))
+        .with_test_writer()
+        .try_init();
+    // Two hosts that reboot themselves; their Zincatis ask both replicas in turn, so the
+    // standby forwards and the leader reviews the standby's token.
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        fleetlock_hosts: 2,
+        ..Scenario::default()
+    };
+    let config = sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    let mut identities = HashMap::new();
+    for i in 0..2 {
+        identities.insert(format!("controller-{i}"), controller());
+    }
+    for n in &names {
+        identities.insert(format!("agent:{n}"), agent().on_node(n));
+    }
+    let rbac = Rbac::from_yaml(&[
+        &read("deploy/controller-rbac.yaml"),
+        &read("deploy/agent-rbac.yaml"),
+        &read("deploy/optional/fleetlock.yaml"),
+    ])
+    .unwrap();
+    let enforced = h.cluster.enforce(Enforcement {
+        identities,
+        rbac: Some(rbac),
+        admission: None,
+    });
+    h.agent_token_prefix = Some("agent:".into());
+    h.fleetlock_hosts = names.iter().take(2).cloned().collect();
+    h.start_rollout_flagged(&names).await.unwrap();
+    let flagged: BTreeSet<String> = names.iter().cloned().collect();
+    let done = h
+        .wait_for(Duration::from_secs(90), |ns| {
+            Harness::finished(ns, &flagged)
+        })
+        .await
+        .unwrap();
+    let rbac = enforced.rbac.as_ref().unwrap();
+    let denied = rbac.denied();
+    assert!(denied.is_empty(), "forbidden: {denied:#?}");
+    assert!(done, "the rollout with FleetLock hosts did not finish");
+    assert_eq!(
+        h.fleetlock
+            .granted
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    let used = rbac.used();
+    let optional: Vec<String> = rbac
+        .grants_of(&controller())
+        .into_iter()
+        .filter(|g| g.role == "ClusterRole/rollboot-controller-fleetlock")
+        .map(|g| g.to_string())
+        .collect();
+    assert!(!optional.is_empty());
+    for g in &optional {
+        assert!(used.iter().any(|u| u.to_string() == *g), "{g} never used");
+    }
+    h.shutdown().await;
+}

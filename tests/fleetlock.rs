@@ -3,11 +3,12 @@
 //! real controller replicas for a reboot slot for a host, reboots that host itself on 200, and
 //! gives the slot back once up.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rollboot::node::{NodeState, NodeView};
+use rollboot_sim::sim::scenario::NodeAddresses;
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{rollout, sim_config, Harness, RunOptions};
 
@@ -17,7 +18,7 @@ use test_log::log;
 
 #[path = "common/fleetlock_client.rs"]
 mod fleetlock_client;
-use fleetlock_client::{body, post, zincati_id};
+use fleetlock_client::{body, post, post_with, zincati_id};
 
 const PRE: &str = "/v1/pre-reboot";
 const STEADY: &str = "/v1/steady-state";
@@ -33,6 +34,7 @@ async fn harness_with_logind(nodes: usize, overrides: &str, delay: Option<Durati
     let sc = Scenario {
         nodes,
         pods_per_node: 4,
+        node_addresses: Some(NodeAddresses::Loopback),
         ..Scenario::default()
     };
     let mut h = Harness::start(sc, sim_config(overrides).unwrap())
@@ -43,6 +45,13 @@ async fn harness_with_logind(nodes: usize, overrides: &str, delay: Option<Durati
     }
     h.start_rollout().await.unwrap();
     h
+}
+
+/// The address `node`'s host sends from: its Node's InternalIP (each its own in 127/8).
+fn host_ip(h: &Harness, node: &str) -> Option<IpAddr> {
+    let ip = h.cluster.world().internal_ip(node);
+    assert!(ip.is_some_and(|ip| ip.is_loopback()), "{node}: {ip:?}");
+    ip
 }
 
 /// Every replica's FleetLock address, once each listens, and the leader's index.
@@ -66,11 +75,17 @@ async fn replicas(h: &Harness) -> (Vec<SocketAddr>, usize) {
 }
 
 /// Asks `path` until 200 (at most `within`), returning every non-200 kind seen on the way.
-async fn until_ok(addr: SocketAddr, path: &str, body: &str, within: Duration) -> Vec<String> {
+async fn until_ok(
+    from: Option<IpAddr>,
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    within: Duration,
+) -> Vec<String> {
     let start = Instant::now();
     let mut kinds = Vec::new();
     loop {
-        let a = post(addr, path, body.to_string(), true).await;
+        let a = post(from, addr, path, body.to_string(), true).await;
         assert_ne!(a.status, 400, "{a:?}");
         match a.kind {
             None => return kinds,
@@ -128,12 +143,13 @@ async fn a_fleetlock_host_gets_200_only_once_drained_reboots_itself_and_gives_it
     let before: NodeView = h.node(node).await.unwrap();
     let id = zincati_id(&before.machine_id);
     let b = body(&id, "default");
+    let ip = host_ip(&h, node);
     // Zincati's initialization: nothing held, 200, nothing flagged.
-    let a = post(standby, STEADY, b.clone(), true).await;
+    let a = post(ip, standby, STEADY, b.clone(), true).await;
     assert_eq!(a.status, 200, "{a:?}");
     assert!(!h.node(node).await.unwrap().flagged());
     // The first pre-reboot flags the node and is not 200: it is not drained yet.
-    let a = post(standby, PRE, b.clone(), true).await;
+    let a = post(ip, standby, PRE, b.clone(), true).await;
     assert_ne!(a.status, 200, "{a:?}");
     assert!(
         matches!(a.kind.as_deref(), Some("waiting_slot" | "draining")),
@@ -145,7 +161,7 @@ async fn a_fleetlock_host_gets_200_only_once_drained_reboots_itself_and_gives_it
         Some("fleetlock")
     );
     // 200 once in the lock, cordoned, drained, the reboot handed to the host.
-    let kinds = until_ok(standby, PRE, &b, Duration::from_secs(60)).await;
+    let kinds = until_ok(ip, standby, PRE, &b, Duration::from_secs(60)).await;
     assert!(
         kinds.iter().all(|k| k == "waiting_slot" || k == "draining"),
         "{kinds:?}"
@@ -161,7 +177,7 @@ async fn a_fleetlock_host_gets_200_only_once_drained_reboots_itself_and_gives_it
     assert_eq!(evictable_on(&h, node).await, Vec::<String>::new());
     // The recursive lock: the holder asks again, on either replica, and gets 200 again.
     for addr in &addrs {
-        let a = post(*addr, PRE, b.clone(), true).await;
+        let a = post(ip, *addr, PRE, b.clone(), true).await;
         assert_eq!(a.status, 200, "{a:?}");
     }
     // Nobody rebooted it: the agent had no token.
@@ -177,7 +193,7 @@ async fn a_fleetlock_host_gets_200_only_once_drained_reboots_itself_and_gives_it
         .unwrap();
     assert!(up, "the host did not come back");
     // steady-state: not 200 while it is back but not verified; 200 once released.
-    let kinds = until_ok(addrs[leader], STEADY, &b, Duration::from_secs(60)).await;
+    let kinds = until_ok(ip, addrs[leader], STEADY, &b, Duration::from_secs(60)).await;
     assert!(kinds.iter().all(|k| k == "verifying"), "{kinds:?}");
     let after = h.node(node).await.unwrap();
     assert_eq!(after.state, Some(NodeState::Done));
@@ -222,20 +238,21 @@ async fn bad_requests_get_400_with_a_kind_and_flag_nothing() {
     let (addrs, leader) = replicas(&h).await;
     let n: NodeView = h.node("node-0000").await.unwrap();
     let id = zincati_id(&n.machine_id);
+    let ip = host_ip(&h, "node-0000");
     for addr in [addrs[leader], addrs[1 - leader]] {
-        let a = post(addr, PRE, body(&id, "default"), false).await;
+        let a = post(ip, addr, PRE, body(&id, "default"), false).await;
         assert_eq!(
             (a.status, a.kind.as_deref()),
             (400, Some("missing_header")),
             "{a:?}"
         );
-        let a = post(addr, PRE, "{\"id\": 1}".into(), true).await;
+        let a = post(ip, addr, PRE, "{\"id\": 1}".into(), true).await;
         assert_eq!(
             (a.status, a.kind.as_deref()),
             (400, Some("bad_body")),
             "{a:?}"
         );
-        let a = post(addr, PRE, body(&id, "no_underscores"), true).await;
+        let a = post(ip, addr, PRE, body(&id, "no_underscores"), true).await;
         assert_eq!(
             (a.status, a.kind.as_deref()),
             (400, Some("bad_group")),
@@ -243,7 +260,7 @@ async fn bad_requests_get_400_with_a_kind_and_flag_nothing() {
         );
         assert!(a.value.contains("no_underscores"), "{a:?}");
         // The machine ID itself is not the host's id.
-        let a = post(addr, PRE, body(&n.machine_id, "default"), true).await;
+        let a = post(ip, addr, PRE, body(&n.machine_id, "default"), true).await;
         assert_eq!(
             (a.status, a.kind.as_deref()),
             (404, Some("unknown_host")),
@@ -262,13 +279,14 @@ async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_
     let node = "node-0000";
     let before = h.node(node).await.unwrap();
     let b = body(&zincati_id(&before.machine_id), "default");
-    until_ok(addrs[leader], PRE, &b, Duration::from_secs(60)).await;
+    let ip = host_ip(&h, node);
+    until_ok(ip, addrs[leader], PRE, &b, Duration::from_secs(60)).await;
     assert_eq!(
         h.node(node).await.unwrap().state,
         Some(NodeState::Rebooting)
     );
     // The host decides not to reboot (its Zincati started again): steady-state on the same boot.
-    let a = post(addrs[1 - leader], STEADY, b.clone(), true).await;
+    let a = post(ip, addrs[1 - leader], STEADY, b.clone(), true).await;
     assert_eq!(a.status, 200, "{a:?}");
     let n = done_within(&h, node, Duration::from_secs(20)).await;
     assert!(!n.unschedulable, "uncordoned");
@@ -285,7 +303,7 @@ async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_
         .unwrap();
     assert!(gave_back(&said), "{said:?}");
     // It holds nothing now: steady-state is 200 and writes nothing new.
-    let a = post(addrs[leader], STEADY, b, true).await;
+    let a = post(ip, addrs[leader], STEADY, b, true).await;
     assert_eq!(a.status, 200, "{a:?}");
     h.shutdown().await;
 }
@@ -350,7 +368,8 @@ async fn a_fleetlock_host_that_goes_down_while_it_waits_for_a_slot_asks_no_more_
     // node-0000's host takes the only slot (maxNodes 1) and keeps it.
     let holder = h.node("node-0000").await.unwrap();
     let hb = body(&zincati_id(&holder.machine_id), "default");
-    until_ok(addrs[leader], PRE, &hb, Duration::from_secs(60)).await;
+    let hip = host_ip(&h, "node-0000");
+    until_ok(hip, addrs[leader], PRE, &hb, Duration::from_secs(60)).await;
     // node-0001 gets an update staged: its Zincati asks, and waits.
     let node = "node-0001";
     let before = h.node(node).await.unwrap();
@@ -375,7 +394,7 @@ async fn a_fleetlock_host_that_goes_down_while_it_waits_for_a_slot_asks_no_more_
         .unwrap();
     assert!(back, "the host did not come back");
     // The slot is free again: the holder gives it back without a reboot.
-    until_ok(addrs[leader], STEADY, &hb, Duration::from_secs(30)).await;
+    until_ok(hip, addrs[leader], STEADY, &hb, Duration::from_secs(30)).await;
     // The new boot's Zincati withdraws the request; nothing is handed to this host for the
     // update it already has.
     let withdrawn = h
@@ -424,5 +443,103 @@ async fn a_fleetlock_hosts_reboot_goes_through_logind_and_is_not_held_by_the_age
         waits[0]
     );
     assert!(!n.shutdown_requested);
+    h.shutdown().await;
+}
+
+/// What `node` carries of a FleetLock request: its flag, its `fleetlock` record.
+async fn asked_anything(h: &Harness, node: &str) -> bool {
+    let n = h.node(node).await.unwrap();
+    n.flagged() || n.fleetlock.is_some() || n.state.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_host_itself_is_answered_and_a_forward_is_taken_only_from_a_replica() {
+    // Found by an attacker on a real control plane: one client on 127.0.0.1 computed each
+    // node's id from its machine ID and had all five drained, one after another.
+    let h = harness(3, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    let (addrs, leader) = replicas(&h).await;
+    let node = "node-0001";
+    let n = h.node(node).await.unwrap();
+    let b = body(&zincati_id(&n.machine_id), "default");
+    let own = host_ip(&h, node);
+    let other_host = host_ip(&h, "node-0002");
+    for from in [None, other_host] {
+        for addr in &addrs {
+            let a = post(from, *addr, PRE, b.clone(), true).await;
+            assert_eq!(
+                (a.status, a.kind.as_deref()),
+                (403, Some("client_not_host")),
+                "from {from:?}: {a:?}"
+            );
+            assert!(a.value.contains(node), "{a:?}");
+        }
+    }
+    // A forward forged by anyone but a replica: the host's address in the header, no
+    // token or another account's.
+    let forged = |auth: &str| {
+        format!(
+            "fleet-lock-protocol: true\r\nrollboot-forwarded: controller-9\r\nrollboot-forwarded-for: {}\r\n{auth}",
+            own.unwrap()
+        )
+    };
+    for auth in ["", "authorization: Bearer agent\r\n"] {
+        let a = post_with(None, addrs[leader], PRE, b.clone(), &forged(auth)).await;
+        assert_eq!(
+            (a.status, a.kind.as_deref()),
+            (403, Some("untrusted_forward")),
+            "{a:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!asked_anything(&h, node).await, "{:?}", h.node(node).await);
+    // The host itself, through the standby (whose forward carries its proof): flagged.
+    let a = post(own, addrs[1 - leader], PRE, b.clone(), true).await;
+    assert_ne!(a.kind.as_deref(), Some("untrusted_forward"), "{a:?}");
+    assert_ne!(a.kind.as_deref(), Some("client_not_host"), "{a:?}");
+    assert!(h.node(node).await.unwrap().flagged());
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_trusted_proxys_last_hop_is_the_client_and_the_check_can_be_turned_off() {
+    let h = harness(
+        2,
+        "fleetlock: {listen: '127.0.0.1:0', trustedProxies: ['127.0.0.1/32']}",
+    )
+    .await;
+    let (addrs, leader) = replicas(&h).await;
+    let node = "node-0000";
+    let n = h.node(node).await.unwrap();
+    let b = body(&zincati_id(&n.machine_id), "default");
+    let own = host_ip(&h, node).unwrap();
+    let other = host_ip(&h, "node-0001").unwrap();
+    // The proxy (127.0.0.1) says the request came from another host last: refused; what the
+    // client wrote before the proxy's hop counts for nothing.
+    let h1 = format!("fleet-lock-protocol: true\r\nx-forwarded-for: {own}, {other}\r\n");
+    let a = post_with(None, addrs[leader], PRE, b.clone(), &h1).await;
+    assert_eq!(a.kind.as_deref(), Some("client_not_host"), "{a:?}");
+    assert!(!asked_anything(&h, node).await);
+    // A header from a peer that is not a trusted proxy is not read.
+    let h2 = format!("fleet-lock-protocol: true\r\nx-forwarded-for: {own}\r\n");
+    let a = post_with(Some(other), addrs[leader], PRE, b.clone(), &h2).await;
+    assert_eq!(a.kind.as_deref(), Some("client_not_host"), "{a:?}");
+    // The proxy's last hop is the host: taken.
+    let h3 = format!("fleet-lock-protocol: true\r\nx-forwarded-for: {other}, {own}\r\n");
+    let a = post_with(None, addrs[leader], PRE, b.clone(), &h3).await;
+    assert_ne!(a.kind.as_deref(), Some("client_not_host"), "{a:?}");
+    assert!(h.node(node).await.unwrap().flagged());
+    h.shutdown().await;
+
+    let h = harness(
+        2,
+        "fleetlock: {listen: '127.0.0.1:0', verifyClientAddress: false}",
+    )
+    .await;
+    let (addrs, leader) = replicas(&h).await;
+    let n = h.node(node).await.unwrap();
+    let b = body(&zincati_id(&n.machine_id), "default");
+    let a = post(None, addrs[leader], PRE, b, true).await;
+    assert_ne!(a.kind.as_deref(), Some("client_not_host"), "{a:?}");
+    assert!(h.node(node).await.unwrap().flagged());
     h.shutdown().await;
 }

@@ -297,6 +297,10 @@ pub struct WorldArgs {
     /// Pods per node (overrides the scenario).
     #[arg(long)]
     pub pods_per_node: Option<usize>,
+    /// The Nodes' InternalIPs (overrides the scenario): `private` (10.x.y.z) or `loopback`
+    /// (each node its own 127.1.y.z, to send a host's FleetLock requests from its address).
+    #[arg(long, value_name = "private|loopback", value_parser = parse_node_addresses)]
+    pub node_addresses: Option<rollboot_sim::sim::scenario::NodeAddresses>,
     /// Real seconds per simulated second (overrides the scenario).
     #[arg(long)]
     pub time_factor: Option<f64>,
@@ -387,6 +391,7 @@ impl From<SimulateArgs> for rollboot_sim::simulate::Options {
                 scenario: w.scenario,
                 nodes: w.nodes,
                 pods_per_node: w.pods_per_node,
+                node_addresses: w.node_addresses,
                 time_factor: w.time_factor,
                 seed: w.seed,
                 kubeconfig_out: w.kubeconfig_out,
@@ -414,4 +419,15 @@ pub(crate) fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(s)
         .map(|d| d.to_utc())
         .map_err(|e| format!("`{s}` is not an RFC 3339 instant such as 2026-03-29T00:00:00Z: {e}"))
+}
+
+/// `--node-addresses`: `private` or `loopback`.
+#[cfg(feature = "simulate")]
+fn parse_node_addresses(v: &str) -> Result<rollboot_sim::sim::scenario::NodeAddresses, String> {
+    use rollboot_sim::sim::scenario::NodeAddresses;
+    match v {
+        "private" => Ok(NodeAddresses::Private),
+        "loopback" => Ok(NodeAddresses::Loopback),
+        _ => Err(format!("`{v}` is not `private` or `loopback`")),
+    }
 }

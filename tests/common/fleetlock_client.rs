@@ -3,9 +3,10 @@
 //! Zincati computes it, and one request over a plain TCP connection. Shared by the simulator's
 //! FleetLock tests and the real-control-plane suite.
 
-use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Zincati's application ID.
 const ZINCATI_APP: &str = "de35106b6ec24688b63afddaa156679b";
@@ -40,41 +41,75 @@ pub struct Answer {
     pub value: String,
 }
 
-/// `POST {addr}{path}` with `body`, the protocol header unless `header` is false.
-pub async fn post(addr: SocketAddr, path: &str, body: String, header: bool) -> Answer {
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let h = if header { "fleet-lock-protocol: true\r\n" } else { "" };
-        write!(
-            s,
-            "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{h}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        let status: u16 = text[9..12].parse().unwrap();
-        let payload = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-        let (kind, value) = if status == 200 {
-            (None, payload)
+/// `POST {addr}{path}` with `body`, the protocol header unless `header` is false, from the
+/// local address `from` (the host's own: a FleetLock server answers a host only from its
+/// addresses), or any local address when `None`.
+pub async fn post(
+    from: Option<IpAddr>,
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+    header: bool,
+) -> Answer {
+    let h = if header {
+        "fleet-lock-protocol: true\r\n"
+    } else {
+        ""
+    };
+    post_with(from, addr, path, body, h).await
+}
+
+/// [`post`] with `headers` (each line ending in CRLF) as the only headers beyond the host, the
+/// content's type and length.
+pub async fn post_with(
+    from: Option<IpAddr>,
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+    h: &str,
+) -> Answer {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\n{h}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let text = tokio::time::timeout(Duration::from_secs(20), async {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4().unwrap()
         } else {
-            let v: serde_json::Value = serde_json::from_str(&payload)
-                .unwrap_or_else(|e| panic!("error body {payload:?} is not JSON: {e}"));
-            (
-                Some(v["kind"].as_str().expect("a kind").to_string()),
-                v["value"].as_str().expect("a value").to_string(),
-            )
+            tokio::net::TcpSocket::new_v6().unwrap()
         };
-        Answer {
-            status,
-            kind,
-            value,
+        if let Some(ip) = from {
+            socket.bind(SocketAddr::new(ip, 0)).unwrap();
         }
+        let mut s = socket.connect(addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).await.unwrap();
+        text
     })
     .await
-    .unwrap()
+    .expect("an answer within 20 s");
+    let status: u16 = text[9..12].parse().unwrap();
+    let payload = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let (kind, value) = if status == 200 {
+        (None, payload)
+    } else {
+        let v: serde_json::Value = serde_json::from_str(&payload)
+            .unwrap_or_else(|e| panic!("error body {payload:?} is not JSON: {e}"));
+        (
+            Some(v["kind"].as_str().expect("a kind").to_string()),
+            v["value"].as_str().expect("a value").to_string(),
+        )
+    };
+    Answer {
+        status,
+        kind,
+        value,
+    }
 }
 
 pub fn body(id: &str, group: &str) -> String {

@@ -1204,6 +1204,10 @@ pub fn trim(node: Node) -> Node {
     trim_keeping(node, &[])
 }
 
+/// The Node address types (`status.addresses`) a host's own requests may come from: the
+/// FleetLock server answers a host only from one of them.
+pub const HOST_ADDRESS_TYPES: [&str; 2] = ["InternalIP", "ExternalIP"];
+
 /// [`trim`], keeping also the annotations named in `keep` (the hooks' gate annotations).
 pub fn trim_keeping(node: Node, keep: &[String]) -> Node {
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, NodeSystemInfo};
@@ -1217,6 +1221,12 @@ pub fn trim_keeping(node: Node, keep: &[String]) -> Node {
             // The FleetLock server finds a host's Node by an id derived from it.
             machine_id: i.machine_id,
             ..Default::default()
+        }),
+        // The FleetLock server answers a host only from one of these.
+        addresses: s.addresses.map(|a| {
+            a.into_iter()
+                .filter(|a| HOST_ADDRESS_TYPES.contains(&a.type_.as_str()))
+                .collect()
         }),
         ..Default::default()
     });

@@ -79,6 +79,7 @@ pub mod stats;
 pub mod store;
 pub mod strategy;
 pub mod table;
+pub mod tokenreview;
 pub mod transport;
 pub mod validation;
 pub mod volume_strategy;

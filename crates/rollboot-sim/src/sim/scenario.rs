@@ -76,6 +76,11 @@ pub struct Scenario {
     /// Zincati each asks rollboot's FleetLock server (`pre-reboot` until 200), reboots, and
     /// gives the slot back once up (`steady-state`). Their agents run too, but flag nothing.
     pub fleetlock_hosts: usize,
+    /// The Nodes' InternalIPs: `private` (10.x.y.z), or `loopback` (each its own address in
+    /// 127.0.0.0/8, so that a test can send a host's FleetLock requests from its own address
+    /// by binding the source). Default: `loopback` with `fleetlockHosts`, else `private`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_addresses: Option<NodeAddresses>,
     /// logind's `InhibitDelayMaxSec` on every host (simulated seconds): how long a host that
     /// shuts down by itself (chaos fault `hostShutdown`) waits at most for the agent's
     /// inhibitor. Default 300 (5 minutes: raised from logind's 5 s, as INSTALL.md says).
@@ -115,9 +120,41 @@ impl Default for Scenario {
             detach_seconds: 3.0,
             node_critical_share: 0.0,
             fleetlock_hosts: 0,
+            node_addresses: None,
             inhibit_delay_seconds: 300.0,
             faults: None,
         }
+    }
+}
+
+/// The addresses a world's Nodes get (`nodeAddresses`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeAddresses {
+    /// 10.x.y.z, as a cloud's private network.
+    Private,
+    /// 127.1.y.z: each node its own loopback address, which a local client can send from.
+    Loopback,
+}
+
+impl Scenario {
+    /// Whether the Nodes get loopback addresses (see [`Scenario::node_addresses`]).
+    pub fn loopback_addresses(&self) -> bool {
+        match self.node_addresses {
+            Some(a) => a == NodeAddresses::Loopback,
+            None => self.fleetlock_hosts > 0,
+        }
+    }
+}
+
+/// The InternalIP of node number `i` of a world.
+pub fn node_address(i: usize, loopback: bool) -> String {
+    if loopback {
+        // From 127.1.0.1: 127.0.0.1 is every local client's own, and so no host's.
+        let n = i + 1;
+        format!("127.{}.{}.{}", 1 + n / 65536 % 254, n / 256 % 256, n % 256)
+    } else {
+        format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256)
     }
 }
 

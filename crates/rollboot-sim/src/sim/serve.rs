@@ -23,6 +23,8 @@ pub struct WorldOptions {
     pub nodes: Option<usize>,
     /// Pods per node (overrides the scenario).
     pub pods_per_node: Option<usize>,
+    /// The Nodes' addresses (overrides the scenario).
+    pub node_addresses: Option<super::scenario::NodeAddresses>,
     /// Real seconds per simulated second (overrides the scenario).
     pub time_factor: Option<f64>,
     /// Seed (overrides the scenario).
@@ -94,6 +96,9 @@ pub fn run(args: WorldOptions, chaos: Option<u64>, play: Play) -> anyhow::Result
     }
     if let Some(n) = args.pods_per_node {
         sc.pods_per_node = n;
+    }
+    if let Some(a) = args.node_addresses {
+        sc.node_addresses = Some(a);
     }
     if let Some(t) = args.time_factor {
         sc.time_factor = t;

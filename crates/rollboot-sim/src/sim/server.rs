@@ -202,6 +202,9 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             _ => ApiError::unknown_resource().into_response(),
         };
     }
+    if path == super::tokenreview::PATH && req.method() == Method::POST {
+        return token_review(&sh, &identity, req).await;
+    }
     let route = match parse_path(&path) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
@@ -245,6 +248,49 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         sh.stats.answer(&key, r.status().as_u16());
     }
     r
+}
+
+/// A TokenReview (see [`super::tokenreview`]), authorized as a cluster-scoped create.
+async fn token_review(sh: &Arc<Shared>, identity: &str, req: Request) -> Response {
+    let key = RequestKey {
+        identity: identity.to_string(),
+        verb: "create".into(),
+        group: "authentication.k8s.io".into(),
+        resource: "tokenreviews".into(),
+        subresource: String::new(),
+        namespace: String::new(),
+    };
+    sh.stats.request(key.clone());
+    let enforcement = sh.enforcement.get().cloned();
+    if let Some(e) = &enforcement {
+        if let (Some(w), Some(rbac)) = (e.identities.get(identity), &e.rbac) {
+            let attrs = super::rbac::Attributes {
+                verb: "create".into(),
+                group: "authentication.k8s.io".into(),
+                resource: "tokenreviews".into(),
+                ..Default::default()
+            };
+            if let Err(err) = rbac.authorize(w, &attrs) {
+                sh.stats.answer(&key, err.code);
+                return err.into_response();
+            }
+        }
+    }
+    let body = match axum::body::to_bytes(req.into_body(), 1 << 20).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
+    };
+    let who = |t: &str| enforcement.as_ref()?.identities.get(t).cloned();
+    match super::tokenreview::review(&body, who) {
+        Ok(v) => {
+            sh.stats.answer(&key, 201);
+            json_response(StatusCode::CREATED, v.to_string())
+        }
+        Err(e) => {
+            sh.stats.answer(&key, e.code);
+            e.into_response()
+        }
+    }
 }
 
 /// Marks a response already counted in [`super::stats::Stats::answer`].

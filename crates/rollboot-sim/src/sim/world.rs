@@ -217,6 +217,19 @@ impl World {
             .machine_id
             .clone()
     }
+
+    /// The InternalIP the Node of `node` reports: its host's own address.
+    pub fn internal_ip(&self, node: &str) -> Option<std::net::IpAddr> {
+        let e = self.shared.store.get(Kind::Node, node)?;
+        let v: Value = serde_json::from_slice(&e.bytes).ok()?;
+        v["status"]["addresses"]
+            .as_array()?
+            .iter()
+            .find(|a| a["type"] == "InternalIP")?["address"]
+            .as_str()?
+            .parse()
+            .ok()
+    }
 }
 
 fn rand_hex(rng: &mut SmallRng, n: usize) -> String {
@@ -430,7 +443,7 @@ pub(super) fn ready_condition(ready: bool, now: &str) -> Value {
         "message": if ready {"kubelet is posting ready status"} else {"container runtime is down"}})
 }
 
-fn node_object(name: &str, zone: usize, i: usize, rng: &mut SmallRng) -> Value {
+fn node_object(name: &str, zone: usize, address: String, rng: &mut SmallRng) -> Value {
     let now = timestamp(Utc::now());
     json!({
         "apiVersion": "v1", "kind": "Node",
@@ -443,7 +456,7 @@ fn node_object(name: &str, zone: usize, i: usize, rng: &mut SmallRng) -> Value {
             "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
             "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
             "conditions": [ready_condition(true, &now)],
-            "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256)},
+            "addresses": [{"type": "InternalIP", "address": address},
                           {"type": "Hostname", "address": name}],
             "nodeInfo": {"machineID": rand_hex(rng, 32), "systemUUID": uid(rng), "bootID": uid(rng),
                 "kernelVersion": "6.8.0-sim", "osImage": "rollboot simulated Linux",
@@ -566,7 +579,8 @@ pub fn build(shared: &Shared, sc: &Scenario) -> SmallRng {
     }
     let node_names: Vec<String> = (0..sc.nodes).map(|i| format!("node-{i:04}")).collect();
     for (i, n) in node_names.iter().enumerate() {
-        let v = node_object(n, i % sc.zones.max(1), i, &mut rng);
+        let address = super::scenario::node_address(i, sc.loopback_addresses());
+        let v = node_object(n, i % sc.zones.max(1), address, &mut rng);
         inner.put(Kind::Node, v);
         shared
             .invariants

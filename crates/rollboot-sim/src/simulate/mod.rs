@@ -176,6 +176,11 @@ pub struct SimReboot {
 }
 
 impl SimReboot {
+    /// The simulated host's own address: its Node's InternalIP.
+    pub fn address(&self) -> Option<std::net::IpAddr> {
+        self.world.internal_ip(&self.on)
+    }
+
     /// The host reboots: the command (which a `hostFails` fault makes fail), then down and,
     /// unless a `hostHangs` fault holds it, up again on a new boot. Without the agent's part:
     /// a host that reboots by itself (its FleetLock client) is not held by a stall of the
@@ -344,6 +349,22 @@ pub struct Harness {
     zincatis: BTreeMap<String, JoinHandle<()>>,
 }
 
+/// The token the simulated controller replicas prove themselves to each other with when one
+/// forwards a FleetLock request (`fleetlock.forwardTokenFile`): the same for every replica, as
+/// their ServiceAccount's is. The simulator's TokenReview names the user a token spells.
+pub const FORWARD_TOKEN: &str = "rollboot-controller";
+
+/// A file holding [`FORWARD_TOKEN`], written once per process.
+fn forward_token_file() -> anyhow::Result<std::path::PathBuf> {
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    if let Some(p) = FILE.get() {
+        return Ok(p.clone());
+    }
+    let p = std::env::temp_dir().join(format!("rollboot-sim-forward-token-{}", std::process::id()));
+    std::fs::write(&p, FORWARD_TOKEN)?;
+    Ok(FILE.get_or_init(|| p).clone())
+}
+
 impl Harness {
     /// Starts the cluster for `scenario`; nothing of rollboot runs yet.
     pub async fn start(scenario: Scenario, config: Config) -> anyhow::Result<Harness> {
@@ -372,7 +393,10 @@ impl Harness {
         Harness::start_on(cluster, config).await
     }
 
-    async fn start_on(cluster: Cluster, config: Config) -> anyhow::Result<Harness> {
+    async fn start_on(cluster: Cluster, mut config: Config) -> anyhow::Result<Harness> {
+        if let Some(f) = config.fleetlock.as_mut() {
+            f.forward_token_file = forward_token_file()?;
+        }
         let client = cluster.kube_client_as("harness").await?;
         let mut agent_config = cluster.kube_config_as("agent").await?;
         rollboot::client::identify(&mut agent_config, "agent");
@@ -1215,10 +1239,7 @@ pub async fn rollout_with(
 ) -> anyhow::Result<(Report, Extra)> {
     if scenario.fleetlock_hosts > 0 && config.fleetlock.is_none() {
         // Each replica on a port of its own; the simulated hosts find them in the metrics.
-        config.fleetlock = Some(rollboot::config::FleetLock {
-            listen: "127.0.0.1:0".into(),
-            groups: Default::default(),
-        });
+        config.fleetlock = Some(rollboot::config::FleetLock::on("127.0.0.1:0"));
     }
     let cluster_opts = crate::sim::Options {
         addr: opts
@@ -1561,6 +1582,9 @@ pub fn main(args: Options) -> anyhow::Result<ExitCode> {
     }
     if let Some(n) = args.sim.pods_per_node {
         sc.pods_per_node = n;
+    }
+    if let Some(a) = args.sim.node_addresses {
+        sc.node_addresses = Some(a);
     }
     if let Some(t) = args.sim.time_factor {
         sc.time_factor = t;

@@ -11,6 +11,7 @@
 //! without a 200, and never decide anything for rollboot: it is the host's side only.
 
 use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +20,8 @@ use rollboot::agent::RebootMethod;
 use rollboot::fleetlock::id::{app_specific, ZINCATI_APP_ID};
 use rollboot::fleetlock::protocol::{Endpoint, HEADER};
 use rollboot::metrics::Metrics;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::SimReboot;
 
@@ -57,9 +60,16 @@ impl FleetLockHosts {
     }
 }
 
-/// One request, to the replicas in turn from `turn`; the HTTP status (0 when no replica
-/// answered).
-async fn post(replicas: &[Arc<Metrics>], turn: usize, endpoint: Endpoint, body: &str) -> u16 {
+/// One request, to the replicas in turn from `turn`, sent from the host's own address
+/// `from` (a FleetLock server answers a host only from there); the HTTP status (0 when no
+/// replica answered).
+async fn post(
+    replicas: &[Arc<Metrics>],
+    turn: usize,
+    from: Option<IpAddr>,
+    endpoint: Endpoint,
+    body: &str,
+) -> u16 {
     for i in 0..replicas.len() {
         let Some(addr) = replicas
             .get((turn + i) % replicas.len())
@@ -67,23 +77,47 @@ async fn post(replicas: &[Arc<Metrics>], turn: usize, endpoint: Endpoint, body: 
         else {
             continue;
         };
-        let Ok(base) = format!("http://{addr}").parse::<http::Uri>() else {
-            continue;
-        };
-        let Ok(client) = rollboot::client::external(base, Duration::from_secs(15)) else {
-            continue;
-        };
-        let req = http::Request::post(endpoint.path())
-            .header(HEADER, "true")
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(kube::client::Body::from(body.as_bytes().to_vec()))
-            .expect("a request");
         // A replica killed by a fault refuses the connection: the next one is asked.
-        if let Ok(res) = client.send(req).await {
-            return res.status().as_u16();
+        let sent = tokio::time::timeout(
+            Duration::from_secs(15),
+            send(from, addr, endpoint.path(), body),
+        )
+        .await;
+        if let Ok(Ok(status)) = sent {
+            return status;
         }
     }
     0
+}
+
+/// `POST path` with `body` to `to` over one connection from `from` (any local address when
+/// `None`): the answer's status.
+pub async fn send(
+    from: Option<IpAddr>,
+    to: SocketAddr,
+    path: &str,
+    body: &str,
+) -> std::io::Result<u16> {
+    let socket = if to.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    if let Some(ip) = from {
+        socket.bind(SocketAddr::new(ip, 0))?;
+    }
+    let mut s = socket.connect(to).await?;
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nhost: {to}\r\n{HEADER}: true\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await?;
+    let text = String::from_utf8_lossy(&answer);
+    text.get(9..12)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {text:.80}")))
 }
 
 /// Runs the simulated Zincati of `node` until aborted; `poll` is its retry period.
@@ -109,7 +143,8 @@ pub async fn run(
         let turn = hosts.requests.fetch_add(1, Ordering::Relaxed) as usize;
         let body = body.clone();
         let replicas = replicas.clone();
-        async move { post(&replicas, turn, endpoint, &body).await }
+        let from = method.address();
+        async move { post(&replicas, turn, from, endpoint, &body).await }
     };
     loop {
         // Initialization, and after each reboot: the slot given back, whatever it held.

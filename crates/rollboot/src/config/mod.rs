@@ -86,6 +86,49 @@ pub struct FleetLock {
     /// hosts asking under it. Without any, every group is accepted and shares the global limit.
     #[serde(default)]
     pub groups: std::collections::BTreeMap<String, FleetLockGroup>,
+    /// Answer a request only when its TCP peer address is one of the named host's Node
+    /// addresses (InternalIP, ExternalIP); otherwise 403 `client_not_host`, nothing written.
+    /// Default true. Off, anyone who can reach the port can drain any node.
+    #[serde(default = "yes")]
+    pub verify_client_address: bool,
+    /// Proxies (CIDR blocks) whose `X-Forwarded-For` is read: from those peers only, its last
+    /// hop is taken as the client's address. Default none.
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// A token file that proves a replica to the others when it forwards a request to the
+    /// leader: a projected ServiceAccount token of the controller's account with audience
+    /// [`FleetLock::FORWARD_AUDIENCE`], checked by the leader with a TokenReview.
+    #[serde(default = "FleetLock::default_forward_token_file")]
+    pub forward_token_file: std::path::PathBuf,
+}
+
+impl FleetLock {
+    /// The audience of the token a forwarding replica presents: a token for it is worth
+    /// nothing to the API server, so one seen on the wire cannot be used against the API.
+    pub const FORWARD_AUDIENCE: &'static str = "rollboot.dev/fleetlock-forward";
+
+    /// Served on `listen`, everything else as a config without it says.
+    pub fn on(listen: &str) -> FleetLock {
+        FleetLock {
+            listen: listen.into(),
+            groups: Default::default(),
+            verify_client_address: true,
+            trusted_proxies: Vec::new(),
+            forward_token_file: FleetLock::default_forward_token_file(),
+        }
+    }
+
+    fn default_forward_token_file() -> std::path::PathBuf {
+        "/var/run/secrets/rollboot.dev/fleetlock-forward/token".into()
+    }
+
+    /// `trustedProxies`, parsed (validation refuses a config with one that does not parse).
+    pub fn trusted_proxies(&self) -> Vec<crate::fleetlock::caller::Cidr> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|c| crate::fleetlock::caller::Cidr::parse(c).ok())
+            .collect()
+    }
 }
 
 /// One FleetLock group: exactly one of `groupBy` and `maxNodes`.

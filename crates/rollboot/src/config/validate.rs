@@ -166,6 +166,14 @@ fn fleetlock(f: &super::FleetLock, c: &Concurrency, report: &mut Report) {
             ),
         );
     }
+    for (i, c) in f.trusted_proxies.iter().enumerate() {
+        if let Err(e) = crate::fleetlock::caller::Cidr::parse(c) {
+            report(
+                format!("fleetlock.trustedProxies[{i}]"),
+                format!("`{c}` is not a CIDR block such as 10.0.0.0/16: {e}"),
+            );
+        }
+    }
     for (name, g) in &f.groups {
         let key = format!("fleetlock.groups.{name}");
         if !crate::fleetlock::protocol::group_ok(name) {

@@ -59,6 +59,10 @@ pub enum Kind {
     BadGroup,
     /// No Node has this host's id.
     UnknownHost,
+    /// The request does not come from one of the named host's addresses.
+    ClientNotHost,
+    /// A request forwarded by a replica could not be proven to come from one.
+    UntrustedForward,
     /// The group is not the Node's (or not configured).
     GroupMismatch,
     /// The Node is excluded from reboots, or outside `nodes.selector`.
@@ -93,6 +97,8 @@ impl Kind {
             Kind::BadBody => "bad_body",
             Kind::BadGroup => "bad_group",
             Kind::UnknownHost => "unknown_host",
+            Kind::ClientNotHost => "client_not_host",
+            Kind::UntrustedForward => "untrusted_forward",
             Kind::GroupMismatch => "group_mismatch",
             Kind::Excluded => "excluded",
             Kind::WaitingWindow => "waiting_window",
@@ -109,14 +115,15 @@ impl Kind {
     }
 
     /// The HTTP status it is answered with: 400 for a bad request, 404 for an unknown host,
-    /// 409 for a group that is not the node's, 403 for an excluded node, 503 when no leader
+    /// 409 for a group that is not the node's, 403 for an excluded node or a caller that is
+    /// not the host (or a forward not proven to come from a replica), 503 when no leader
     /// or cluster answers, 423 (Locked) while the host waits.
     pub fn status(self) -> u16 {
         match self {
             Kind::MissingHeader | Kind::BadBody | Kind::BadGroup => 400,
             Kind::UnknownHost => 404,
             Kind::GroupMismatch => 409,
-            Kind::Excluded => 403,
+            Kind::Excluded | Kind::ClientNotHost | Kind::UntrustedForward => 403,
             Kind::NoLeader | Kind::Internal => 503,
             _ => 423,
         }

@@ -60,6 +60,9 @@ pub struct Status {
     pub blockers: Vec<String>,
     /// Configured blockers this report does not evaluate (it reads no Pods and no Prometheus).
     pub not_checked: Vec<String>,
+    /// Settings of the config that leave a door open, each as a sentence (FleetLock's client
+    /// address check turned off).
+    pub unsafe_settings: Vec<String>,
 }
 
 /// The hosts as their agents read them (`rollboot.dev/agent-host`).
@@ -438,7 +441,24 @@ pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
         hosts: hosts(snap),
         blockers,
         not_checked: not_checked(config),
+        unsafe_settings: unsafe_settings(config),
     }
+}
+
+/// What [`Status::unsafe_settings`] says of `config`.
+pub fn unsafe_settings(config: &Config) -> Vec<String> {
+    let mut v = Vec::new();
+    if config
+        .fleetlock
+        .as_ref()
+        .is_some_and(|f| !f.verify_client_address)
+    {
+        v.push(
+            "fleetlock.verifyClientAddress is false: any client that reaches the FleetLock port can have any node drained"
+                .to_string(),
+        );
+    }
+    v
 }
 
 /// The hosts as their agents wrote them: counted by how an unplanned shutdown would go, the
@@ -937,6 +957,28 @@ mod tests {
         );
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["nodes"][0]["fleetlock"]["last"]["answer"], "ok");
+        assert!(
+            s.unsafe_settings.is_empty(),
+            "FleetLock off: nothing to say"
+        );
+        // The client address check turned off is said, in text and JSON.
+        let off = cfg("fleetlock: {listen: '0.0.0.0:8086', verifyClientAddress: false}");
+        let s = build(&off, &snap, t("2026-01-01T02:00:00Z"));
+        assert!(
+            s.text()
+                .contains("unsafe:       fleetlock.verifyClientAddress is false"),
+            "{}",
+            s.text()
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["unsafeSettings"][0]
+            .as_str()
+            .unwrap()
+            .contains("verifyClientAddress"));
+        let on = cfg("fleetlock: {listen: '0.0.0.0:8086'}");
+        assert!(build(&on, &snap, t("2026-01-01T02:00:00Z"))
+            .unsafe_settings
+            .is_empty());
     }
 
     #[test]

@@ -39,6 +39,9 @@ impl Render for Status {
         if !self.not_checked.is_empty() {
             let _ = writeln!(out, "not checked:  {}", self.not_checked.join(", "));
         }
+        for u in &self.unsafe_settings {
+            let _ = writeln!(out, "unsafe:       {u}");
+        }
         hosts(&mut out, &self.hosts);
         nodes(&mut out, &self.nodes);
         history(&mut out, &self.history);

@@ -1,11 +1,16 @@
 //! The FleetLock server of a replica: `POST /v1/pre-reboot` and `POST /v1/steady-state`.
 //!
 //! Owns the HTTP side ([`serve`]): a request is parsed ([`crate::fleetlock::protocol`]); the
+//! request is answered only when it comes from the host it names (its peer address, or the
+//! last hop of a trusted proxy's `X-Forwarded-For`, among the Node's addresses; see
+//! [`crate::fleetlock::caller`]), else 403 `client_not_host` with nothing written; the
 //! leader answers it ([`answer`], pure) from its caches, after the one Node write
 //! the answer needs (the request flag, the slot given back, a request withdrawn), fenced like
 //! every write of the leader; any other replica forwards it, unchanged, to the leader's
 //! address read from the leader Lease ([`crate::lease::FLEETLOCK_URL`]), so a host is never
-//! turned away for reaching a standby. It must never write unless this replica leads, never
+//! turned away for reaching a standby. A forward carries the host's address, checked by the
+//! standby first, and the standby's proof that it is a replica ([`proof`]); the leader takes
+//! that address from nobody else. It must never write unless this replica leads, never
 //! answer 200 before the write it depends on is in the cluster, and never forward twice: a
 //! request already forwarded that reaches a non-leader gets `no_leader`. It asks the API
 //! nothing while no host calls (requests per minute idle: none).
@@ -16,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -24,10 +29,12 @@ use axum::Router;
 use chrono::Utc;
 
 pub mod answer;
+mod proof;
 
 use super::context::Ctx;
 use super::error::Error;
 use super::writes::patch_node;
+use crate::fleetlock::caller;
 use crate::fleetlock::id::{self, Found};
 use crate::fleetlock::protocol::{self, Endpoint, Kind, Request};
 use crate::lease::{LeaseRef, FLEETLOCK_URL};
@@ -37,6 +44,10 @@ use answer::{Ask, Reply};
 /// The header a forwarded request carries (the forwarding replica's identity): a replica that
 /// does not lead answers it `no_leader` instead of forwarding it again.
 pub const FORWARDED: &str = "rollboot-forwarded";
+
+/// The header a forwarded request carries the host's address in (the peer the forwarding
+/// replica saw, checked by it): read only from a forward whose proof the leader checked.
+pub const FORWARDED_FOR: &str = "rollboot-forwarded-for";
 
 /// How long a forward to the leader may take.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,6 +75,8 @@ struct Served {
     /// The leader and its address as last read from the leader Lease, and when: hosts poll,
     /// and a read per forwarded request is a cost for nothing.
     leader: Arc<Mutex<Option<KnownLeader>>>,
+    /// This replica's proof to the leader, and the check of other replicas' proofs.
+    proof: Arc<proof::Proof>,
 }
 
 /// When the leader Lease was read, its holder, and the address the holder published.
@@ -79,7 +92,16 @@ pub(super) async fn serve(
     identity: String,
     leader_lease: LeaseRef,
 ) -> std::io::Result<()> {
+    let Some(f) = ctx.config.fleetlock.clone() else {
+        return Ok(());
+    };
+    if !f.verify_client_address {
+        tracing::warn!(
+            "fleetlock.verifyClientAddress is false: any client that reaches the FleetLock port can have any node drained"
+        );
+    }
     let served = Served {
+        proof: Arc::new(proof::Proof::new(ctx.client.clone(), f.forward_token_file)),
         ctx,
         identity,
         leader_lease,
@@ -89,14 +111,18 @@ pub(super) async fn serve(
     let app = Router::new()
         .route(
             Endpoint::PreReboot.path(),
-            post(|s, h, b| handle(s, Endpoint::PreReboot, h, b)),
+            post(|s, p, h, b| handle(s, Endpoint::PreReboot, p, h, b)),
         )
         .route(
             Endpoint::SteadyState.path(),
-            post(|s, h, b| handle(s, Endpoint::SteadyState, h, b)),
+            post(|s, p, h, b| handle(s, Endpoint::SteadyState, p, h, b)),
         )
         .with_state(served);
-    axum::serve(listener, app).await
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
 }
 
 /// The address to advertise for `bound`: `POD_IP` (the Pod's address, from the downward API)
@@ -129,6 +155,7 @@ fn reply(kind: Option<Kind>, value: &str) -> Response {
 async fn handle(
     State(s): State<Served>,
     endpoint: Endpoint,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -143,10 +170,46 @@ async fn handle(
             return reply(Some(kind), &value);
         }
     };
-    if s.ctx.leadership.ensure().is_err() {
-        return forward(&s, endpoint, &headers, body).await;
+    let refused = |kind: Kind, value: String| {
+        metrics.fleetlock_request(endpoint.as_str(), kind.as_str());
+        tracing::warn!(endpoint = endpoint.as_str(), kind = kind.as_str(), %peer, id = %request.id, %value, "FleetLock request refused");
+        reply(Some(kind), &value)
+    };
+    let leads = s.ctx.leadership.ensure().is_ok();
+    let forwarded = headers.contains_key(FORWARDED);
+    let client = if forwarded && leads {
+        match forwarded_client(&s, &headers).await {
+            Ok(ip) => ip,
+            Err(why) => return refused(Kind::UntrustedForward, why),
+        }
+    } else {
+        let xff = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
+        let trusted = s
+            .ctx
+            .config
+            .fleetlock
+            .as_ref()
+            .map(|f| f.trusted_proxies())
+            .unwrap_or_default();
+        match caller::client_address(peer.ip(), xff, &trusted) {
+            Ok(ip) => ip,
+            Err(why) => return refused(Kind::ClientNotHost, why),
+        }
+    };
+    if !leads {
+        if !forwarded {
+            // Checked here first: a request the leader would refuse is not carried to it.
+            let name = match find(&s, &request.id) {
+                Ok(name) => name,
+                Err(value) => return refused(Kind::UnknownHost, value),
+            };
+            if let Err(why) = from_host(&s, &name, client) {
+                return refused(Kind::ClientNotHost, why);
+            }
+        }
+        return forward(&s, endpoint, &headers, client, body).await;
     }
-    let r = lead_answer(&s, endpoint, &request).await;
+    let r = lead_answer(&s, endpoint, &request, client).await;
     metrics.fleetlock_request(endpoint.as_str(), r.recorded());
     tracing::info!(
         endpoint = endpoint.as_str(),
@@ -160,7 +223,12 @@ async fn handle(
 }
 
 /// The leader's answer to `request`, after its write.
-async fn lead_answer(s: &Served, endpoint: Endpoint, request: &Request) -> Reply {
+async fn lead_answer(
+    s: &Served,
+    endpoint: Endpoint,
+    request: &Request,
+    client: std::net::IpAddr,
+) -> Reply {
     let ctx = &s.ctx;
     let name = match find(s, &request.id) {
         Ok(name) => name,
@@ -172,6 +240,14 @@ async fn lead_answer(s: &Served, endpoint: Endpoint, request: &Request) -> Reply
             }
         }
     };
+    // Before anything is written: the id is public, the address is not the caller's choice.
+    if let Err(value) = from_host(s, &name, client) {
+        return Reply {
+            kind: Some(Kind::ClientNotHost),
+            value,
+            write: None,
+        };
+    }
     for _ in 0..WRITE_TRIES {
         let Some(view) = ctx.current(&name) else {
             break;
@@ -251,6 +327,73 @@ async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
     ctx.events.publish(&view.name, false, reason, note).await;
 }
 
+/// `Ok` when `client` is one of Node `name`'s addresses (or `fleetlock.verifyClientAddress`
+/// is off); else why not, naming both.
+fn from_host(s: &Served, name: &str, client: std::net::IpAddr) -> Result<(), String> {
+    if !s
+        .ctx
+        .config
+        .fleetlock
+        .as_ref()
+        .is_none_or(|f| f.verify_client_address)
+    {
+        return Ok(());
+    }
+    let node = s
+        .ctx
+        .nodes
+        .get(&kube::runtime::reflector::ObjectRef::new(name));
+    let addresses: Vec<(String, String)> = node
+        .as_ref()
+        .and_then(|n| n.status.as_ref())
+        .and_then(|st| st.addresses.as_ref())
+        .map(|a| {
+            a.iter()
+                .map(|a| (a.type_.clone(), a.address.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if caller::is_host(
+        client,
+        addresses.iter().map(|(t, a)| (t.as_str(), a.as_str())),
+    ) {
+        return Ok(());
+    }
+    let known: Vec<&str> = addresses
+        .iter()
+        .filter(|(t, _)| caller::HOST_ADDRESS_TYPES.contains(&t.as_str()))
+        .map(|(_, a)| a.as_str())
+        .collect();
+    Err(format!(
+        "the request comes from {client}, which is not an address of node {name} ({}): only the host itself may ask for its slot",
+        if known.is_empty() {
+            "it has no InternalIP or ExternalIP".to_string()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
+/// The host's address a forward carries, once its proof is checked: `Err` says why the
+/// forward is not taken.
+async fn forwarded_client(s: &Served, headers: &HeaderMap) -> Result<std::net::IpAddr, String> {
+    let token = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or("a forwarded request without a replica's token is not taken")?;
+    s.proof
+        .check(token.trim())
+        .await
+        .map_err(|e| format!("a forwarded request whose token is not a replica's: {e}"))?;
+    headers
+        .get(FORWARDED_FOR)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .map(caller::canonical)
+        .ok_or_else(|| format!("a forwarded request without an address in {FORWARDED_FOR}"))
+}
+
 /// The name of the Node whose host has FleetLock id `id`, or why none is taken.
 fn find(s: &Served, id: &str) -> Result<String, String> {
     let nodes = s.ctx.nodes.state();
@@ -292,7 +435,13 @@ fn find(s: &Served, id: &str) -> Result<String, String> {
 
 /// Forwards a request to the leader, as it came; answers `no_leader` when there is none to
 /// reach (or the request was forwarded already).
-async fn forward(s: &Served, endpoint: Endpoint, headers: &HeaderMap, body: Bytes) -> Response {
+async fn forward(
+    s: &Served,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    host: std::net::IpAddr,
+    body: Bytes,
+) -> Response {
     let metrics = &s.ctx.metrics;
     let no_leader = |value: String| {
         metrics.fleetlock_request(endpoint.as_str(), Kind::NoLeader.as_str());
@@ -343,12 +492,18 @@ async fn forward(s: &Served, endpoint: Endpoint, headers: &HeaderMap, body: Byte
             "the leader `{holder}` has not published its FleetLock address; ask again"
         ));
     };
+    let token = match s.proof.token() {
+        Ok(t) => t,
+        Err(e) => return no_leader(format!("this replica cannot forward to the leader: {e}")),
+    };
     let out = async {
         let base: http::Uri = a.url.parse().map_err(|e| format!("{}: {e}", a.url))?;
         let client = crate::client::external(base, FORWARD_TIMEOUT).map_err(|e| e.to_string())?;
         let req = http::Request::post(endpoint.path())
             .header(protocol::HEADER, "true")
             .header(FORWARDED, s.identity.as_str())
+            .header(FORWARDED_FOR, host.to_string())
+            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(kube::client::Body::from(body.to_vec()))
             .map_err(|e| e.to_string())?;
