@@ -296,3 +296,55 @@ async fn a_sentinel_that_gives_no_answer_leaves_the_flag_as_it_was_and_says_so_o
         h.agent_metrics.sentinel_errors()
     )));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_of_a_token_the_agent_already_acknowledged_fails_nothing_but_a_failed_command() {
+    // Found by trying rollboot as an attacker would: a garbled ack and an agent restarted
+    // before its kubelet reported the new boot refused with ackUnreadable; the controller took
+    // that refusal of an acknowledged token, failed the node and halted the rollout although
+    // the reboot had happened. After the ack, only rebootCommandFailed is taken.
+    log();
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        // 3 s of real time down: the refusal lands while the host reboots.
+        reboot_time: 300.0,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    let target = names[0].clone();
+    h.start_rollout().await.unwrap();
+    h.flag(std::slice::from_ref(&target));
+    let taken = h
+        .wait_for(Duration::from_secs(30), |ns| {
+            ns.iter().any(|n| {
+                n.name == target && n.reboot_token.is_some() && n.reboot_token == n.reboot_ack
+            })
+        })
+        .await
+        .unwrap();
+    assert!(taken);
+    let v = node(&h, &target).await;
+    let refusal = proto::Refusal {
+        token: v.reboot_token.clone().unwrap(),
+        cause: RefusalCause::AckUnreadable,
+        reason: "rollboot.dev/reboot-ack is malformed".into(),
+        at: rollboot::time::annotation(chrono::Utc::now()),
+    };
+    h.patch_node(
+        &target,
+        json!({"metadata": {"annotations": {proto::REBOOT_REFUSED: refusal.to_annotation()}}}),
+    )
+    .await
+    .unwrap();
+    let one: BTreeSet<String> = [target.clone()].into();
+    let done = h
+        .wait_for(Duration::from_secs(30), |ns| Harness::finished(ns, &one))
+        .await
+        .unwrap();
+    let v = node(&h, &target).await;
+    assert!(done, "{v:?}");
+    assert_eq!(v.state, Some(NodeState::Done), "{:?}", v.failure_reason);
+    assert_eq!(h.reboots(&target), 1);
+}

@@ -134,17 +134,23 @@ pub fn refusal(
     let mismatched_before = host.mismatch_since.is_some_and(|since| since <= t.issued)
         && !host_boot.eq_ignore_ascii_case(&view.boot_id);
     // The host rebooted since the controller read its boot ID for this request: acting now
-    // would be a second reboot. The Node says so once the kubelet is back; for a token issued
-    // in answer to a lost one, the host says so at once (that report was made on the host's
-    // boot `before`, read on the host itself, so a host boot that differs now is a reboot).
+    // would be a second reboot. The Node says so once the kubelet is back; the host says so at
+    // once where it is known to be the Node's: by its machine ID, or, for a token issued in
+    // answer to a lost one, by that report (made on the host's boot `before`, read on the host
+    // itself). This comes before everything below, an unreadable ack included: a restarted
+    // agent whose kubelet has not reported the new boot yet must not fail a node whose reboot
+    // happened.
     if let Some(before) = view
         .boot_id_before
         .as_deref()
         .filter(|_| !mismatched_before)
     {
         let retry = view.reboot_attempt.is_some_and(|a| a >= 2);
+        let same_machine = host.machine_id.is_some_and(|m| {
+            !view.machine_id.is_empty() && m.eq_ignore_ascii_case(&view.machine_id)
+        });
         let moved = !proto::same_boot(before, view.init_start_before, host_boot, host.init_start);
-        let now_boot = if retry && moved {
+        let now_boot = if (retry || same_machine) && moved {
             Some(proto::boot_words(host_boot, host.init_start))
         } else {
             view.booted_since(before).then(|| view.boot_words())
@@ -1227,6 +1233,22 @@ mod tests {
         assert_eq!(why, RefusalCause::AlreadyRebooted);
         assert!(text.contains("boot-1 -> boot-2"), "{text}");
         assert_eq!(refusal(&retry, &fresh, true, HOME, &c, now), None);
+        // A garbled ack, and an agent restarted on the new boot before the kubelet reported
+        // it: the host's machine ID is the Node's and its boot is not `boot-id-before`. The
+        // reboot happened; that is the answer, whatever the ack says (before: ackUnreadable,
+        // which failed the node and halted the rollout).
+        let (why, text) = refusal(&garbled, &fresh, true, host2, &c, now).unwrap();
+        assert_eq!(why, RefusalCause::AlreadyRebooted, "{text}");
+        assert!(text.contains("boot-1 -> boot-2"), "{text}");
+        // The machine unknown: nothing says the new boot is this host's, the ack decides.
+        let unknown = HostSeen {
+            machine_id: None,
+            ..host2
+        };
+        assert_eq!(
+            cause(refusal(&garbled, &fresh, true, unknown, &c, now)),
+            Some(RefusalCause::AckUnreadable)
+        );
     }
 
     #[test]

@@ -899,11 +899,16 @@ pub fn state_contradiction(n: &NodeView, entry: &LockEntry) -> Option<String> {
     ))
 }
 
-/// The agent's refusal of the node's current reboot token, if it wrote one.
+/// The agent's refusal of the node's current reboot token, if it wrote one the controller
+/// takes: once the agent acknowledged the token, only its reboot command failing
+/// (`rebootCommandFailed`). Any other refusal of an acknowledged token (an agent restarted on
+/// a boot its kubelet has not reported yet, an ack garbled since) says nothing of the reboot
+/// that is under way or happened: the boot ID says that, or the reboot timeout does.
 fn refused(n: &NodeView) -> Option<&proto::Refusal> {
     n.reboot_refused
         .as_ref()
         .filter(|r| n.reboot_token.as_deref() == Some(r.token.as_str()))
+        .filter(|r| !acknowledged(n) || r.cause == proto::RefusalCause::RebootCommandFailed)
 }
 
 /// Why a reboot handed to the host did not end in time.
@@ -2549,6 +2554,43 @@ mod tests {
                 "2026-01-01T00:01:00Z",
             )
         }
+    }
+
+    #[test]
+    fn after_its_ack_only_a_failed_reboot_command_fails_the_node() {
+        let c = cfg("{}");
+        let now = t("2026-01-01T00:02:00Z");
+        let e = entry("2026-01-01T00:00:00Z");
+        let refusing = |ack: bool, cause: proto::RefusalCause| {
+            let n = rebooting(ack);
+            NodeView {
+                reboot_refused: Some(proto::Refusal {
+                    token: n.reboot_token.clone().unwrap(),
+                    cause,
+                    reason: "x".into(),
+                    at: "2026-01-01T00:01:30Z".into(),
+                }),
+                ..n
+            }
+        };
+        // Acknowledged, then refused for a cause that says nothing of the reboot: ignored.
+        for cause in [
+            proto::RefusalCause::AckUnreadable,
+            proto::RefusalCause::WrongHost,
+            proto::RefusalCause::HostUnknown,
+        ] {
+            let n = refusing(true, cause);
+            assert!(
+                matches!(next_step(Some(&n), &e, &c, now), Step::AwaitReboot { .. }),
+                "{cause}: {:?}",
+                next_step(Some(&n), &e, &c, now)
+            );
+        }
+        let n = refusing(true, proto::RefusalCause::RebootCommandFailed);
+        assert!(matches!(next_step(Some(&n), &e, &c, now), Step::Fail(_)));
+        // Refused before any ack: taken as before.
+        let n = refusing(false, proto::RefusalCause::AckUnreadable);
+        assert!(matches!(next_step(Some(&n), &e, &c, now), Step::Fail(_)));
     }
 
     #[test]
