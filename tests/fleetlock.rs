@@ -274,7 +274,13 @@ async fn bad_requests_get_400_with_a_kind_and_flag_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_host_that_gives_its_slot_back_before_rebooting_is_released_without_a_reboot() {
-    let h = harness(2, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    // Released once the node stayed Ready on its boot for reboot.readyWithoutRebootFor after
+    // the hand-off (2 s here).
+    let h = harness(
+        2,
+        "{fleetlock: {listen: '127.0.0.1:0'}, reboot: {readyWithoutRebootFor: 2s}}",
+    )
+    .await;
     let (addrs, leader) = replicas(&h).await;
     let node = "node-0000";
     let before = h.node(node).await.unwrap();
@@ -360,7 +366,7 @@ async fn a_fleetlock_host_that_goes_down_while_it_waits_for_a_slot_asks_no_more_
     // controller failed the node at its reboot timeout.
     let mut h = harness(
         2,
-        "{fleetlock: {listen: '127.0.0.1:0'}, reboot: {timeout: 10s}}",
+        "{fleetlock: {listen: '127.0.0.1:0'}, reboot: {timeout: 10s, readyWithoutRebootFor: 2s}}",
     )
     .await;
     h.enable_shutdowns(Duration::from_millis(200));
@@ -541,5 +547,62 @@ async fn a_trusted_proxys_last_hop_is_the_client_and_the_check_can_be_turned_off
     let a = post(None, addrs[leader], PRE, b, true).await;
     assert_ne!(a.kind.as_deref(), Some("client_not_host"), "{a:?}");
     assert!(h.node(node).await.unwrap().flagged());
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_give_back_during_the_hosts_own_reboot_never_frees_the_node_mid_reboot() {
+    // Found by trying rollboot as an attacker would: a `steady-state` one second after a
+    // `pre-reboot` 200 ended the cycle "without a reboot" while the host was down in it: the
+    // node was uncordoned NotReady, the reboot never recorded, and the next node started.
+    log();
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 2,
+        node_addresses: Some(NodeAddresses::Loopback),
+        // 15 s of real time down, longer than any settling a give-back once got.
+        reboot_time: 1500.0,
+        ..Scenario::default()
+    };
+    let mut h = Harness::start(
+        sc,
+        sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap(),
+    )
+    .await
+    .unwrap();
+    h.start_rollout().await.unwrap();
+    let (addrs, leader) = replicas(&h).await;
+    let node = "node-0000";
+    let other = "node-0001";
+    let before = h.node(node).await.unwrap();
+    let b = body(&zincati_id(&before.machine_id), "default");
+    let ip = host_ip(&h, node);
+    until_ok(ip, addrs[leader], PRE, &b, Duration::from_secs(60)).await;
+    // The other node asks too (its agent's sentinel): it must wait for this cycle's end.
+    h.flag(&[other.to_string()]);
+    h.cluster.world().reboot(node, "test-zincati-give-back");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let a = post(ip, addrs[1 - leader], STEADY, b.clone(), true).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let n = done_within(&h, node, Duration::from_secs(60)).await;
+    assert_ne!(
+        n.boot_id, before.boot_id,
+        "done only once back on a new boot"
+    );
+    assert_eq!(n.history.count, Some(1), "the reboot is recorded");
+    let inv = h.cluster.invariants();
+    assert!(
+        inv.uncordoned_while_not_ready.is_empty(),
+        "{:?}",
+        inv.uncordoned_while_not_ready
+    );
+    assert!(inv.max_cordoned_by_rollboot <= 1, "{inv:?}");
+    let o = h.node(other).await.unwrap();
+    assert!(
+        o.state_since.is_none_or(|s| s >= n.state_since.unwrap()),
+        "{other} started at {:?}, before {node} was done at {:?}",
+        o.state_since,
+        n.state_since
+    );
     h.shutdown().await;
 }

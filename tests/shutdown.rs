@@ -183,3 +183,75 @@ async fn the_agent_of_the_next_boot_removes_a_request_left_from_the_boot_that_sh
     assert_eq!(h.reboots(node), 1);
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_with_no_shutdown_behind_them_are_capped_and_end_cancelled_never_failed() {
+    // Found by trying rollboot as an attacker would: five agents each wrote shutdown-requested
+    // on their own Node with no shutdown behind it; all five nodes were cordoned and draining
+    // at once with maxNodes 1, and each request failed its node at reboot.timeout, left it
+    // cordoned and halted the rollout.
+    log();
+    let sc = Scenario {
+        nodes: 5,
+        pods_per_node: 2,
+        ..Scenario::default()
+    };
+    let config = sim_config(&format!(
+        "{{{CLOSED}, reboot: {{readyWithoutRebootFor: 2s}}}}"
+    ))
+    .unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
+    h.start_rollout().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let names = h.node_names().await.unwrap();
+    // What an agent writes (its logind's delay: 1 s), with no shutdown behind it.
+    let request = rollboot::node::ShutdownRequest {
+        at: Some(chrono::Utc::now()),
+        delay_seconds: Some(1),
+    }
+    .annotation();
+    for n in &names {
+        h.patch_node(
+            n,
+            rollboot::node::patch(
+                &[(rollboot::node::SHUTDOWN_REQUESTED, Some(request.clone()))],
+                None,
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let all_ended = h
+        .wait_for(Duration::from_secs(90), |ns| {
+            ns.iter()
+                .all(|n| !n.shutdown_requested && n.state == Some(NodeState::Done))
+        })
+        .await
+        .unwrap();
+    let nodes = h.nodes().await.unwrap();
+    assert!(all_ended, "{nodes:#?}");
+    for n in &nodes {
+        assert!(!n.unschedulable, "{} left cordoned", n.name);
+        assert_eq!(n.history.count, None, "{}: no reboot recorded", n.name);
+        assert_eq!(h.reboots(&n.name), 0);
+    }
+    let inv = h.cluster.invariants();
+    // maxNodes (1) + maxShutdownDrains (1).
+    assert!(
+        inv.max_cordoned_by_rollboot <= 2,
+        "{} cordoned at once",
+        inv.max_cordoned_by_rollboot
+    );
+    let cancelled = h.events("ReleasedWithoutReboot").await.unwrap();
+    assert!(
+        cancelled
+            .iter()
+            .filter(|e| e.contains("no shutdown followed"))
+            .count()
+            >= 5,
+        "{cancelled:#?}"
+    );
+    let deferred = h.events("ShutdownDrainDeferred").await.unwrap();
+    assert!(!deferred.is_empty());
+    h.shutdown().await;
+}

@@ -136,6 +136,47 @@ pub const LAST_CYCLE: &str = "rollboot.dev/last-cycle";
 /// webhook again for an attempt already made nor asks again once it said yes.
 pub const HOOKS: &str = "rollboot.dev/hooks";
 
+/// What `shutdown-requested` says: when the agent asked, and for how long logind holds the
+/// shutdown for its inhibitor. Written as JSON `{"at", "delaySeconds"}`; an agent before that
+/// wrote the instant alone, still read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownRequest {
+    /// When the agent asked (the instant the host began shutting down).
+    pub at: Option<DateTime<Utc>>,
+    /// logind's `InhibitDelayMaxSec` on the host, as the agent read it.
+    pub delay_seconds: Option<u64>,
+}
+
+impl ShutdownRequest {
+    /// Reads an annotation's value (the JSON, or an instant alone); what does not parse is
+    /// an instant-less request (the key's presence still says the host shuts down).
+    pub fn parse(v: &str) -> ShutdownRequest {
+        if let Some(at) = time::parse_annotation(v) {
+            return ShutdownRequest {
+                at: Some(at),
+                delay_seconds: None,
+            };
+        }
+        let j: Value = serde_json::from_str(v).unwrap_or_default();
+        ShutdownRequest {
+            at: j["at"].as_str().and_then(time::parse_annotation),
+            delay_seconds: j["delaySeconds"].as_u64(),
+        }
+    }
+
+    /// The annotation's value.
+    pub fn annotation(&self) -> String {
+        let mut j = json!({});
+        if let Some(at) = self.at {
+            j["at"] = json!(time::annotation(at));
+        }
+        if let Some(d) = self.delay_seconds {
+            j["delaySeconds"] = json!(d);
+        }
+        j.to_string()
+    }
+}
+
 /// The record of a failure: removed (with [`CYCLE_KEYS`]) when an operator clears a failed
 /// node (`rollboot retry`), so the controller takes it again from the start.
 pub const FAILURE_RECORD: [&str; 3] = [STATE, STATE_SINCE, FAILURE_REASON];
@@ -153,6 +194,16 @@ pub const CYCLE_KEYS: [&str; 12] = [
     HEALTH_GATE,
     REBOOT_ATTEMPT,
     HOOKS,
+    REBOOT_ACK,
+    REBOOT_LOST,
+    REBOOT_REFUSED,
+];
+
+/// A cycle's reboot token and what the agent wrote of it: removed when the cycle is done (and
+/// with [`CYCLE_KEYS`] when the next starts).
+pub const TOKEN_KEYS: [&str; 5] = [
+    REBOOT,
+    REBOOT_ATTEMPT,
     REBOOT_ACK,
     REBOOT_LOST,
     REBOOT_REFUSED,
@@ -622,6 +673,10 @@ pub struct NodeView {
     pub shutdown_requested: bool,
     /// The instant written in `shutdown-requested`, when it is one.
     pub shutdown_requested_at: Option<DateTime<Utc>>,
+    /// The logind delay the agent holds the shutdown for, as its request says (seconds).
+    pub shutdown_delay_seconds: Option<u64>,
+    /// Since when the Ready condition is True (its `lastTransitionTime`), when it is.
+    pub ready_since: Option<DateTime<Utc>>,
     /// `agent-host`, when it parses: the agent's reading of its host.
     pub agent_host: Option<AgentHost>,
     /// `undrained`, when it parses: the host of this shutdown cycle went down before its drain
@@ -1018,10 +1073,17 @@ impl NodeView {
         let get = |k: &str| ann.get(k).cloned();
         let labels = meta.labels.clone().unwrap_or_default();
         let status = node.status.as_ref();
-        let ready = status
+        let ready_condition = status
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-            .is_some_and(|c| c.status == "True");
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
+        let ready_since = ready_condition
+            .filter(|_| ready)
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| time::from_jiff(t.0));
+        let shutdown = ann
+            .get(SHUTDOWN_REQUESTED)
+            .map(|v| ShutdownRequest::parse(v));
         let info = status.and_then(|s| s.node_info.as_ref());
         let taints = node
             .spec
@@ -1077,9 +1139,9 @@ impl NodeView {
                 .get(PASSED_OVER)
                 .and_then(|v| serde_json::from_str(v).ok()),
             shutdown_requested: ann.contains_key(SHUTDOWN_REQUESTED),
-            shutdown_requested_at: ann
-                .get(SHUTDOWN_REQUESTED)
-                .and_then(|v| time::parse_annotation(v)),
+            shutdown_requested_at: shutdown.as_ref().and_then(|s| s.at),
+            shutdown_delay_seconds: shutdown.as_ref().and_then(|s| s.delay_seconds),
+            ready_since,
             agent_host: ann.get(AGENT_HOST).and_then(|v| AgentHost::parse(v)),
             undrained: ann.get(UNDRAINED).and_then(|v| Undrained::parse(v)),
             fleetlock_id: get(FLEETLOCK_ID),

@@ -217,6 +217,11 @@ pub struct Concurrency {
     /// first pass over); then it is taken anyway. `0s` turns the budget-aware pick off: nodes
     /// are taken in order only. Default 10m.
     pub pass_over_for: Duration,
+    /// Hosts that shut down by themselves (the agent's `shutdown-requested`) are drained at
+    /// once, past `maxNodes` if need be, since the shutdown happens anyway; at most this many
+    /// beyond `maxNodes` at once. Past it, a host's shutdown is drained only if a slot frees
+    /// within its logind delay, and an Event says so. Default 1.
+    pub max_shutdown_drains: u32,
 }
 
 impl Default for Concurrency {
@@ -226,6 +231,7 @@ impl Default for Concurrency {
             group_by: None,
             max_nodes_per_group: None,
             pass_over_for: Duration::from_mins(10),
+            max_shutdown_drains: 1,
         }
     }
 }
@@ -589,6 +595,12 @@ pub struct Reboot {
     pub command: Vec<String>,
     /// Signal number sent to PID 1 for `method: signal`. Default 39 (SIGRTMIN+5: systemd's reboot).
     pub signal: i32,
+    /// A cycle whose reboot went to its host (a FleetLock host, a host shutting down by
+    /// itself) ends without a reboot (a slot given back, a shutdown cancelled or never
+    /// followed) only once the node has stayed Ready on the same boot, never NotReady since,
+    /// for this long: longer than a host takes to go down once it starts. Never while it is
+    /// NotReady. Default 5m.
+    pub ready_without_reboot_for: Duration,
 }
 
 impl Default for Reboot {
@@ -614,6 +626,7 @@ impl Default for Reboot {
             .map(String::from)
             .to_vec(),
             signal: 39,
+            ready_without_reboot_for: Duration::from_mins(5),
         }
     }
 }

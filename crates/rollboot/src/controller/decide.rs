@@ -1061,6 +1061,9 @@ pub fn next_step(
         if let Some(why) = abandoned(n, entry.since) {
             return Step::Release(why);
         }
+        if let Some(why) = shutdown_not_followed(n, config, now) {
+            return Step::Release(why);
+        }
     }
     let hook = |phase: Phase| hook_step(phase, config, n, since, now);
     match current {
@@ -1214,10 +1217,19 @@ fn shutdown_cancelled(n: &NodeView) -> String {
     )
 }
 
+/// How many of [`shutting_down`]'s nodes may start now: past `maxNodes`, at most
+/// `concurrency.maxShutdownDrains` in flight beyond it. Five agents writing a request at once
+/// (with no shutdown behind them) had five nodes cordoned and draining with `maxNodes: 1`.
+pub fn shutdown_room(s: &Snapshot<'_>, config: &Config) -> usize {
+    let cap =
+        config.concurrency.max_nodes as usize + config.concurrency.max_shutdown_drains as usize;
+    cap.saturating_sub(s.in_flight.len())
+}
+
 /// The nodes whose host shuts down by itself (`shutdown-requested`) and that are not in
 /// flight: started at once, whatever the windows, the blockers and `maxNodes` (they count in
-/// it for the others), since the shutdown happens anyway. Not a node excluded, outside
-/// `nodes.selector`, failed or being deleted.
+/// it for the others), since the shutdown happens anyway, within [`shutdown_room`] (oldest
+/// request first). Not a node excluded, outside `nodes.selector`, failed or being deleted.
 pub fn shutting_down<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     let mut v: Vec<&NodeView> = s
         .nodes
@@ -1231,10 +1243,63 @@ pub fn shutting_down<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView>
     v
 }
 
-/// How long after a FleetLock host gave its slot back on the boot it was handed its reboot on
-/// the release waits for the boot ID to change: the host's client may have started on the new
-/// boot before its kubelet reported it.
-pub const GIVE_BACK_SETTLE: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+/// Whether the node has stayed up on the boot it had before its reboot (`before`) since
+/// `since`: Ready now, not tainted not-ready, on the same boot, and Ready since at or before
+/// `since` (no NotReady since). Unknown when Ready came is not up: nothing ends on a guess.
+fn stayed_up(n: &NodeView, since: DateTime<Utc>, before: &str) -> bool {
+    n.ready
+        && !n.not_ready_taint
+        && (before.is_empty() || !n.booted_since(before))
+        && n.ready_since.is_some_and(|r| r <= since)
+}
+
+/// logind's delay for a host's shutdown: its agent's request says it, else its `agent-host`;
+/// without either, the reboot timeout (the longest rollboot waits for any reboot).
+fn shutdown_delay(n: &NodeView, config: &Config) -> chrono::TimeDelta {
+    n.shutdown_delay_seconds
+        .or_else(|| n.agent_host.as_ref()?.inhibit_delay_seconds)
+        .and_then(|s| chrono::TimeDelta::try_seconds(i64::try_from(s).ok()?))
+        .unwrap_or_else(|| config.reboot.timeout.to_chrono())
+}
+
+/// Why a shutdown cycle ends as cancelled although its agent's request is still there: no
+/// shutdown followed `what` (at `at`).
+fn not_followed(n: &NodeView, what: &str, at: DateTime<Utc>, config: &Config) -> String {
+    format!(
+        "its host's shutdown was cancelled: the node stayed Ready on boot {} for {} after {what}          at {} ({} still there, written by the agent, but no shutdown followed)",
+        n.boot_words(),
+        config.reboot.ready_without_reboot_for,
+        crate::time::annotation(at),
+        proto::SHUTDOWN_REQUESTED
+    )
+}
+
+/// Why a cycle for its host's shutdown, not handed back yet, ends as cancelled: logind's delay
+/// (the agent lets the shutdown go before it ends) and [`Reboot::ready_without_reboot_for`]
+/// have passed since the request, and the node stayed Ready on its boot all along. A request
+/// with no shutdown behind it otherwise held its node cordoned until the reboot timeout,
+/// failed it and halted the rollout.
+///
+/// [`Reboot::ready_without_reboot_for`]: crate::config::Reboot::ready_without_reboot_for
+pub fn shutdown_not_followed(n: &NodeView, config: &Config, now: DateTime<Utc>) -> Option<String> {
+    if !n.for_shutdown() || !n.shutdown_requested {
+        return None;
+    }
+    let at = n.shutdown_requested_at?;
+    let until = at + shutdown_delay(n, config) + config.reboot.ready_without_reboot_for.to_chrono();
+    let before = n.boot_id_before.as_deref().unwrap_or_default();
+    (now >= until && stayed_up(n, at, before)).then(|| {
+        not_followed(
+            n,
+            &format!(
+                "logind's delay ({}s) from its request",
+                shutdown_delay(n, config).num_seconds()
+            ),
+            at,
+            config,
+        )
+    })
+}
 
 /// Why a FleetLock host's cycle ends without a reboot: its host called `steady-state` in this
 /// cycle (started at `start`) before its boot ID changed.
@@ -1268,35 +1333,44 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
         return Step::MarkVerifying;
     }
     if let Some(handed) = n.handed_off_at() {
-        // Its shutdown was cancelled (the agent removed its request) on the same boot.
-        if n.for_shutdown() && !n.shutdown_requested && !n.booted_since(before) {
-            return Step::Release(shutdown_cancelled(n));
-        }
-        if let Some(why) = given_back(n, handed) {
-            // A host's client may start and call steady-state before its kubelet reported the
-            // new boot: the release waits a moment for a boot ID change.
-            let returned = n
-                .fleetlock
-                .as_ref()
-                .and_then(|f| f.returned)
-                .unwrap_or(handed);
-            let until = returned + GIVE_BACK_SETTLE;
-            if now < until {
-                return Step::Hold {
-                    until,
-                    why: format!(
-                        "{why}; released at {} unless its boot ID changes first",
-                        crate::time::annotation(until)
-                    ),
-                };
-            }
-            return Step::Release(why);
-        }
         let deadline = since + config.reboot.timeout.to_chrono();
+        // The host was given its reboot, and may be going down now: the cycle ends without one
+        // only once the node has stayed Ready on this boot since the hand-off for longer than a
+        // host takes to go down (never while it is NotReady, nor after a NotReady since: then
+        // only its new boot, or the reboot timeout, ends it). Ended earlier, a give-back a second
+        // after a `pre-reboot` 200 uncordoned a node mid-reboot and let the next one start.
+        let up_until = stayed_up(n, handed, before)
+            .then(|| handed + config.reboot.ready_without_reboot_for.to_chrono());
+        let why = if n.for_shutdown() {
+            Some(if n.shutdown_requested {
+                not_followed(n, "its hand-off", handed, config)
+            } else {
+                shutdown_cancelled(n)
+            })
+        } else {
+            given_back(n, handed)
+        };
+        match (why, up_until) {
+            (Some(why), Some(until)) if now >= until => return Step::Release(why),
+            // A host's answer (a slot given back, a shutdown cancelled) is said while it waits.
+            (Some(why), Some(until)) if !n.shutdown_requested => {
+                return Step::Hold {
+                    until: until.min(deadline),
+                    why: format!(
+                        "{why}; its cycle ends without a reboot at {} if the node stays Ready on boot {} until then",
+                        crate::time::annotation(until),
+                        n.boot_words()
+                    ),
+                }
+            }
+            _ => {}
+        }
         return if now >= deadline {
             Step::Fail(handed_timeout_reason(n, config))
         } else {
-            Step::AwaitReboot { deadline }
+            Step::AwaitReboot {
+                deadline: up_until.map_or(deadline, |u| u.min(deadline)),
+            }
         };
     }
     if reboot_lost(n) {
@@ -3490,13 +3564,37 @@ mod tests {
             (proto::BOOT_ID_BEFORE, "boot-1"),
             (proto::FLEETLOCK, returned),
         ];
-        let n = fleetlock_drained("2026-01-05T00:01:00Z", &handed);
-        // Its kubelet may not have reported a new boot yet: a moment's wait first.
+        let mut n = fleetlock_drained("2026-01-05T00:01:00Z", &handed);
+        n.ready_since = Some(t("2026-01-04T00:00:00Z"));
+        // The host may be going down: held until it has stayed Ready on this boot for
+        // reboot.readyWithoutRebootFor (5m) since the hand-off, then released.
         assert!(matches!(
             next_step(Some(&n), &e, &c, t("2026-01-05T00:03:05Z")),
-            Step::Hold { until, .. } if until == t("2026-01-05T00:03:10Z")
+            Step::Hold { until, ref why } if until == t("2026-01-05T00:07:00Z") && why.contains("gave its slot back")
         ));
-        assert!(matches!(next_step(Some(&n), &e, &c, now), Step::Release(_)));
+        assert!(matches!(
+            next_step(Some(&n), &e, &c, t("2026-01-05T00:07:00Z")),
+            Step::Release(_)
+        ));
+        // Never while NotReady, nor after a NotReady since the hand-off: only a new boot (or
+        // the reboot timeout) ends it then.
+        let mut down = n.clone();
+        down.ready = false;
+        down.ready_since = None;
+        assert!(matches!(
+            next_step(Some(&down), &e, &c, t("2026-01-05T00:08:00Z")),
+            Step::AwaitReboot { .. }
+        ));
+        let mut flapped = n.clone();
+        flapped.ready_since = Some(t("2026-01-05T00:02:30Z"));
+        assert!(matches!(
+            next_step(Some(&flapped), &e, &c, t("2026-01-05T00:08:00Z")),
+            Step::AwaitReboot { .. }
+        ));
+        assert!(matches!(
+            next_step(Some(&flapped), &e, &c, t("2026-01-05T00:17:00Z")),
+            Step::Fail(_)
+        ));
         // A give-back of an earlier cycle does not count in this one.
         let old = r#"{"id":"abc","group":"default","returned":"2026-01-04T00:00:00Z"}"#;
         let n = fleetlock_drained("2026-01-05T00:01:00Z", &[(proto::FLEETLOCK, old)]);
@@ -3601,9 +3699,20 @@ mod tests {
         handed.state_since = Some(t("2026-01-05T00:02:00Z"));
         handed.handed_off = Some(t("2026-01-05T00:02:00Z"));
         handed.boot_id_before = Some("boot-1".into());
+        handed.ready_since = Some(t("2026-01-04T00:00:00Z"));
         assert!(matches!(
             next_step(Some(&handed), &e, &c, now),
+            Step::Hold { ref why, .. } if why.contains("cancelled")
+        ));
+        assert!(matches!(
+            next_step(Some(&handed), &e, &c, t("2026-01-05T00:07:00Z")),
             Step::Release(_)
+        ));
+        let mut down = handed.clone();
+        down.ready = false;
+        assert!(matches!(
+            next_step(Some(&down), &e, &c, t("2026-01-05T00:07:00Z")),
+            Step::AwaitReboot { .. }
         ));
         let mut back = handed.clone();
         back.boot_id = "boot-2".into();
@@ -3613,8 +3722,86 @@ mod tests {
         waiting.shutdown_requested = true;
         assert!(matches!(
             next_step(Some(&waiting), &e, &c, now),
-            Step::AwaitReboot { .. }
+            Step::AwaitReboot { deadline } if deadline == t("2026-01-05T00:07:00Z")
         ));
+        // No shutdown followed the hand-off: it ends as cancelled once the node stayed Ready.
+        assert!(matches!(
+            next_step(Some(&waiting), &e, &c, t("2026-01-05T00:07:00Z")),
+            Step::Release(why) if why.contains("no shutdown followed")
+        ));
+    }
+
+    #[test]
+    fn a_shutdown_request_no_shutdown_follows_ends_cancelled_after_loginds_delay_and_a_margin() {
+        // Found by trying rollboot as an attacker would: a request with no shutdown behind it
+        // held its node cordoned until reboot.timeout, failed it and halted the rollout.
+        let c = cfg("{}");
+        let e = entry("2026-01-05T00:00:00Z");
+        let mut n = shutdown_draining();
+        n.ready_since = Some(t("2026-01-04T00:00:00Z"));
+        n.shutdown_requested_at = Some(t("2026-01-05T00:00:00Z"));
+        n.shutdown_delay_seconds = Some(60);
+        // Within logind's delay (60 s) and the margin (5m): the drain goes on.
+        assert!(matches!(
+            next_step(Some(&n), &e, &c, t("2026-01-05T00:05:59Z")),
+            Step::Drain { .. }
+        ));
+        match next_step(Some(&n), &e, &c, t("2026-01-05T00:06:00Z")) {
+            Step::Release(why) => assert!(why.contains("no shutdown followed"), "{why}"),
+            s => panic!("{s:?}"),
+        }
+        // The host went down meanwhile (NotReady, or Ready again since): not cancelled.
+        let mut down = n.clone();
+        down.ready = false;
+        assert!(matches!(
+            next_step(Some(&down), &e, &c, t("2026-01-05T00:09:00Z")),
+            Step::Drain { .. } | Step::Fail(_)
+        ));
+        let mut flapped = n.clone();
+        flapped.ready_since = Some(t("2026-01-05T00:01:00Z"));
+        assert!(!matches!(
+            next_step(Some(&flapped), &e, &c, t("2026-01-05T00:09:00Z")),
+            Step::Release(_)
+        ));
+        // Without a delay in the request, the agent's `agent-host` one; without either, the
+        // reboot timeout (15m).
+        let mut unknown = n.clone();
+        unknown.shutdown_delay_seconds = None;
+        assert!(!matches!(
+            next_step(Some(&unknown), &e, &c, t("2026-01-05T00:19:59Z")),
+            Step::Release(_)
+        ));
+        assert!(matches!(
+            next_step(Some(&unknown), &e, &c, t("2026-01-05T00:20:00Z")),
+            Step::Release(_)
+        ));
+    }
+
+    #[test]
+    fn shutdown_drains_beyond_max_nodes_are_capped_by_max_shutdown_drains() {
+        let shutting = |name: &str, at: &str| {
+            let mut n = NodeView::from_node(&node(name, &[]));
+            n.shutdown_requested = true;
+            n.shutdown_requested_at = Some(t(at));
+            n
+        };
+        let nodes: Vec<NodeView> = (0..5)
+            .map(|i| shutting(&format!("n{i}"), &format!("2026-01-05T00:00:0{i}Z")))
+            .collect();
+        let none = BTreeMap::new();
+        let s = snapshot(&nodes, &none);
+        // maxNodes 1 + maxShutdownDrains 1: two of the five, the oldest requests first.
+        let c = cfg("{}");
+        let room = shutdown_room(&s, &c);
+        let all = shutting_down(&s, &c);
+        assert_eq!(all.len(), 5);
+        assert_eq!(room, 2);
+        assert_eq!(names(all[..room].to_vec()), ["n0", "n1"]);
+        // One in flight already: one more.
+        let busy = BTreeMap::from([("x".to_string(), entry("2026-01-05T00:00:00Z"))]);
+        assert_eq!(shutdown_room(&snapshot(&nodes, &busy), &c), 1);
+        let c = cfg("concurrency: {maxNodes: 2, maxShutdownDrains: 0}");
+        assert_eq!(shutdown_room(&snapshot(&nodes, &busy), &c), 1);
     }
 
     /// A cycle for its host's own shutdown, mid-drain, started on boot `boot-1`.

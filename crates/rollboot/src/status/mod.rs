@@ -582,12 +582,14 @@ fn node_statuses(
                 group: f.group.clone(),
                 last: f.last.clone(),
                 asking: n.hands_off(),
-                holds_slot: entries.get(&n.name).is_some_and(|e| {
-                    n.handed_off_at().is_some_and(|t| t >= e.since)
-                        && n.boot_id_before
-                            .as_deref()
-                            .is_some_and(|b| !n.booted_since(b))
-                }),
+                // A shutdown cycle's hand-off is the host's own shutdown, not this record's slot.
+                holds_slot: !n.for_shutdown()
+                    && entries.get(&n.name).is_some_and(|e| {
+                        n.handed_off_at().is_some_and(|t| t >= e.since)
+                            && n.boot_id_before
+                                .as_deref()
+                                .is_some_and(|b| !n.booted_since(b))
+                    }),
             }),
         })
         .collect();

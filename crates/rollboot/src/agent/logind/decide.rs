@@ -141,21 +141,29 @@ pub struct Request {
     /// The Node's `state` and `state-since` when the request was written, when the agent had
     /// seen its Node: a later change to either is a write made since.
     pub before: Option<(Option<NodeState>, Option<DateTime<Utc>>)>,
+    /// logind's delay the agent holds the shutdown for: in the request, so that the controller
+    /// knows when a shutdown that does not follow it will not (its cycle then ends cancelled).
+    pub delay: std::time::Duration,
 }
 
 impl Request {
-    /// The request made at `now`, on a Node last seen as `view`.
-    pub fn new(now: DateTime<Utc>, view: Option<&NodeView>) -> Request {
+    /// The request made at `now`, on a Node last seen as `view`, with logind's `delay`.
+    pub fn new(now: DateTime<Utc>, view: Option<&NodeView>, delay: std::time::Duration) -> Request {
         let text = crate::time::annotation(now);
         Request {
             at: crate::time::parse_annotation(&text).unwrap_or(now),
             before: view.map(|v| (v.state, v.state_since)),
+            delay,
         }
     }
 
-    /// The annotation's value.
+    /// The annotation's value (`{"at", "delaySeconds"}`, see [`crate::node::ShutdownRequest`]).
     pub fn annotation(&self) -> String {
-        crate::time::annotation(self.at)
+        crate::node::ShutdownRequest {
+            at: Some(self.at),
+            delay_seconds: Some(self.delay.as_secs()),
+        }
+        .annotation()
     }
 }
 
@@ -336,18 +344,34 @@ mod tests {
         assert!(!granted(None, timeout, now));
     }
 
+    /// logind's delay in the tests' requests.
+    const D: std::time::Duration = std::time::Duration::from_secs(300);
+
     #[test]
     fn the_request_is_dated_to_the_millisecond_it_is_written_with() {
         let now = at(0) + chrono::Duration::nanoseconds(123_456_789);
-        let r = Request::new(now, None);
-        assert_eq!(r.annotation(), "2026-09-21T14:13:20.123Z");
+        let r = Request::new(now, None, D);
+        assert_eq!(
+            r.annotation(),
+            r#"{"at":"2026-09-21T14:13:20.123Z","delaySeconds":300}"#
+        );
+        let read = crate::node::ShutdownRequest::parse(&r.annotation());
+        assert_eq!(read.at, Some(r.at));
+        assert_eq!(read.delay_seconds, Some(300));
+        // An older agent's instant alone is still read.
+        let old = crate::node::ShutdownRequest::parse("2026-09-21T14:13:20.123Z");
+        assert_eq!((old.at, old.delay_seconds), (Some(r.at), None));
         assert_eq!(r.at, at(0) + chrono::Duration::milliseconds(123));
         assert_eq!(r.before, None);
     }
 
     #[test]
     fn rebooting_or_failed_written_after_the_request_is_drained() {
-        let r = Request::new(at(10), Some(&view(Some(NodeState::Done), Some(at(-3600)))));
+        let r = Request::new(
+            at(10),
+            Some(&view(Some(NodeState::Done), Some(at(-3600)))),
+            D,
+        );
         assert!(drained(&view(Some(NodeState::Rebooting), Some(at(12))), &r));
         assert!(drained(&view(Some(NodeState::Failed), Some(at(30))), &r));
         // At the very instant of the request.
@@ -362,14 +386,14 @@ mod tests {
     #[test]
     fn an_old_done_or_rebooting_from_an_earlier_cycle_is_not_drained() {
         let before = view(Some(NodeState::Done), Some(at(-3600)));
-        let r = Request::new(at(10), Some(&before));
+        let r = Request::new(at(10), Some(&before), D);
         // The same old `done`, and a `done` written since (the cancel's uncordon).
         assert!(!drained(&before, &r));
         assert!(!drained(&view(Some(NodeState::Done), Some(at(20))), &r));
         // A `failed` or `rebooting` left from before the request, unchanged since.
         for s in [NodeState::Failed, NodeState::Rebooting] {
             let old = view(Some(s), Some(at(-60)));
-            let r = Request::new(at(10), Some(&old));
+            let r = Request::new(at(10), Some(&old), D);
             assert!(!drained(&old, &r), "{s:?}");
         }
     }
@@ -377,12 +401,12 @@ mod tests {
     #[test]
     fn a_state_written_since_the_request_counts_even_when_the_controllers_clock_lags() {
         let before = view(Some(NodeState::Done), Some(at(-3600)));
-        let r = Request::new(at(10), Some(&before));
+        let r = Request::new(at(10), Some(&before), D);
         // The controller's clock is 4 s behind the host's: its `rebooting` is dated before the
         // request, but the Node changed since the request was made.
         assert!(drained(&view(Some(NodeState::Rebooting), Some(at(6))), &r));
         // Without a view at the request, only the instant tells.
-        let blind = Request::new(at(10), None);
+        let blind = Request::new(at(10), None, D);
         assert!(!drained(
             &view(Some(NodeState::Rebooting), Some(at(6))),
             &blind

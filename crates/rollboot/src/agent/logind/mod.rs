@@ -384,7 +384,7 @@ impl<L: HostShutdowns> Guard<L> {
             self.release(Release::Ours, seen, own, agent.view);
             return;
         }
-        let request = Request::new(Utc::now(), agent.view);
+        let request = Request::new(Utc::now(), agent.view, self.delay_max);
         let value = request.annotation();
         let release_in = decide::release_after(self.delay_max);
         tracing::info!(

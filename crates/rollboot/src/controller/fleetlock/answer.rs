@@ -303,8 +303,8 @@ fn steady_state(ask: &Ask<'_>) -> Reply {
         // Its own cycle, before the boot ID changed: the host decided not to reboot.
         Some(entry) if n.hands_off() || handed_off(n, entry) => Reply::ok(
             format!(
-                "node {}: the slot is given back without a reboot; it is uncordoned",
-                n.name
+                "node {}: the slot is given back; its cycle ends without a reboot once the node has stayed Ready on this boot for reboot.readyWithoutRebootFor ({}), never while it is down",
+                n.name, ask.config.reboot.ready_without_reboot_for
             ),
             (!given_back(entry)).then_some(Write::GiveBack),
         ),

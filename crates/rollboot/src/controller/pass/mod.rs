@@ -55,9 +55,35 @@ pub(super) struct Leading {
     warned: Warned,
     /// The budget-aware pick's reads of the nodes' budgets.
     rooms: room::RoomReader,
+    /// The hosts' shutdowns said to wait past `concurrency.maxShutdownDrains`, by node, with
+    /// the request's instant: said once per request.
+    deferred_shutdowns: HashMap<String, Option<DateTime<Utc>>>,
 }
 
 impl Leading {
+    /// Says, once per request, each host's shutdown that waits for a slot past
+    /// `concurrency.maxShutdownDrains`: drained only if one frees within its logind delay.
+    async fn say_deferred(&mut self, ctx: &Ctx, deferred: &[&crate::node::NodeView]) {
+        self.deferred_shutdowns
+            .retain(|name, _| deferred.iter().any(|n| n.name == *name));
+        for n in deferred {
+            if self.deferred_shutdowns.get(&n.name) == Some(&n.shutdown_requested_at) {
+                continue;
+            }
+            self.deferred_shutdowns
+                .insert(n.name.clone(), n.shutdown_requested_at);
+            let c = &ctx.config.concurrency;
+            let note = format!(
+                "its host shuts down by itself, but maxNodes ({}) and maxShutdownDrains ({}) are taken: it is drained only if a slot frees while logind holds its shutdown; else it goes down undrained",
+                c.max_nodes, c.max_shutdown_drains
+            );
+            tracing::warn!(node = %n.name, requested = ?n.shutdown_requested_at, "{note}");
+            ctx.events
+                .publish(&n.name, true, "ShutdownDrainDeferred", note)
+                .await;
+        }
+    }
+
     /// Before each pass: forgets the steps that ended, and says a change of the lock's holder.
     pub(super) fn before_pass(&mut self, ctx: &Ctx) {
         self.tasks.retain(|_, t| t.running());
@@ -166,7 +192,10 @@ impl Leading {
             blocking_pods: &[],
             now: pass_start,
         };
-        let urgent = decide::shutting_down(&snap, &ctx.config);
+        let mut urgent = decide::shutting_down(&snap, &ctx.config);
+        let deferred =
+            urgent.split_off(decide::shutdown_room(&snap, &ctx.config).min(urgent.len()));
+        self.say_deferred(ctx, &deferred).await;
         if !urgent.is_empty() {
             if let Some(holder) = snap.foreign_holder {
                 tracing::warn!(holder, nodes = ?urgent.iter().map(|n| &n.name).collect::<Vec<_>>(), "hosts shut down by themselves, but the maintenance lock is held by another holder: not drained");

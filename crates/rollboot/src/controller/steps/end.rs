@@ -80,6 +80,13 @@ pub(in crate::controller) async fn finish(
     ] {
         ann.push((k, None));
     }
+    // What belongs to the cycle goes with it: its token and what the agent wrote of it (a
+    // restarted agent refused a token left on a node already done), and a FleetLock host's
+    // record (a later shutdown cycle's hand-off was shown as that host's slot). The history
+    // above keeps what the cycle was; the hooks' record stays for the afterDone phase.
+    for k in proto::TOKEN_KEYS.iter().chain(&[proto::FLEETLOCK]) {
+        ann.push((k, None));
+    }
     // The shutdown this cycle drained for is over (the host is back on a new boot): its request
     // goes with it, as the flags do, unless the agent wrote a newer one since the hand-off.
     if view
@@ -145,6 +152,12 @@ pub(in crate::controller) async fn release(
     }
     if ours {
         ann.push((proto::CORDONED_BY, None));
+    }
+    // A shutdown request that no shutdown followed is answered: left there, it would start a
+    // cycle again at once. (A request the agent wrote after this view makes the write conflict,
+    // and the cycle is decided again from it.)
+    if view.for_shutdown() && view.shutdown_requested {
+        ann.push((proto::SHUTDOWN_REQUESTED, None));
     }
     expire_silence(ctx, view).await;
     let patch = proto::patch(&ann, ours.then_some(false));
