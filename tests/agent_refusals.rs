@@ -347,4 +347,10 @@ async fn a_refusal_of_a_token_the_agent_already_acknowledged_fails_nothing_but_a
     assert!(done, "{v:?}");
     assert_eq!(v.state, Some(NodeState::Done), "{:?}", v.failure_reason);
     assert_eq!(h.reboots(&target), 1);
+    // The cycle's end takes what belongs to it: a restarted agent finds no token to refuse.
+    assert_eq!(
+        (&v.reboot_token, &v.reboot_ack, &v.reboot_refused),
+        (&None, &None, &None),
+        "{v:?}"
+    );
 }
