@@ -204,6 +204,8 @@ struct Suite<'a> {
     /// check 21; for the others an address where nothing listens, so no agent of the suite
     /// ever asks this machine's own logind for a lock.
     buses: BTreeMap<String, String>,
+    /// Each controller's metrics address (`/metrics`, `/healthz`, `/readyz`).
+    metrics_addrs: Vec<(String, std::net::SocketAddr)>,
 }
 
 impl<'a> Suite<'a> {
@@ -274,6 +276,7 @@ impl<'a> Suite<'a> {
             fleetlock: Vec::new(),
             host_reboots: BTreeMap::new(),
             buses: BTreeMap::new(),
+            metrics_addrs: Vec::new(),
         };
         let mut blocked: Option<String> = None;
         phase!(
@@ -294,14 +297,38 @@ impl<'a> Suite<'a> {
         phase!(
             report,
             blocked,
+            "FleetLock answers only its host",
+            s.fleetlock_callers(report)
+        );
+        phase!(
+            report,
+            blocked,
             "a FleetLock host reboots itself",
             s.fleetlock_host(report)
         );
         phase!(
             report,
             blocked,
+            "a slot given back mid-reboot",
+            s.give_back_mid_reboot(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "bounded servers",
+            s.bounded_servers(report)
+        );
+        phase!(
+            report,
+            blocked,
             "a host shuts down by itself",
             s.host_shutdown(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "shutdown requests with no shutdown",
+            s.shutdown_requests(report)
         );
         phase!(
             report,
@@ -457,6 +484,19 @@ impl<'a> Suite<'a> {
                 format!("; {}", warnings.join(" | "))
             }
         ));
+        // FleetLock's optional objects (checks 20, 22, 24): the Service, the NetworkPolicy and
+        // the leader's one grant to review a standby's forward token.
+        let optional = c.setup.deploy.join("optional/fleetlock.yaml");
+        if optional.exists() {
+            let f = optional.display().to_string();
+            let out = kubectl(&c.admin, &["apply", "-f", &f]).await;
+            if !out.ok {
+                return Err(format!(
+                    "kubectl apply -f {f} failed: {}",
+                    out.stderr.trim()
+                ));
+            }
+        }
         let workload = c.setup.recipe.join("workload.yaml").display().to_string();
         let out = kubectl(&c.admin, &["apply", "-f", &workload]).await;
         if !out.ok {
@@ -658,12 +698,47 @@ impl<'a> Suite<'a> {
         // Each replica its own FleetLock port (in a cluster each Pod has its own address).
         let common = std::fs::read_to_string(self.rb.join("controller.yaml"))
             .map_err(|e| format!("controller.yaml: {e}"))?;
+        // What the controller's projected volume holds in a cluster: a token of its
+        // ServiceAccount for rollboot's forward audience, which a standby presents to the
+        // leader (who checks it with a TokenReview).
+        let forward = kubectl(
+            &c.admin,
+            &[
+                "-n",
+                "rollboot-system",
+                "create",
+                "token",
+                "rollboot-controller",
+                "--audience",
+                "rollboot.dev/fleetlock-forward",
+                "--duration=2h",
+            ],
+        )
+        .await;
+        if !forward.ok {
+            return Err(format!(
+                "kubectl create token (forward audience) failed: {}",
+                forward.stderr.trim()
+            ));
+        }
+        let token_file = self.rb.join("fleetlock-forward-token");
+        std::fs::write(&token_file, forward.stdout.trim())
+            .map_err(|e| format!("{}: {e}", token_file.display()))?;
         for id in CONTROLLERS {
             let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             let own = self.rb.join(format!("{id}.yaml"));
-            std::fs::write(&own, format!("{common}\nfleetlock:\n  listen: {addr}\n"))
-                .map_err(|e| format!("{}: {e}", own.display()))?;
+            std::fs::write(
+                &own,
+                format!(
+                    "{common}\nfleetlock:\n  listen: {addr}\n  forwardTokenFile: {}\n",
+                    token_file.display()
+                ),
+            )
+            .map_err(|e| format!("{}: {e}", own.display()))?;
             self.fleetlock.push((id.to_string(), addr));
+            let metrics: std::net::SocketAddr =
+                format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            self.metrics_addrs.push((id.to_string(), metrics));
             c.spawn(
                 id,
                 bin,
@@ -674,7 +749,7 @@ impl<'a> Suite<'a> {
                     "--identity".into(),
                     id.into(),
                     "--metrics-addr".into(),
-                    format!("127.0.0.1:{}", free_port()),
+                    metrics.to_string(),
                 ],
                 &[
                     (
@@ -763,6 +838,8 @@ impl<'a> Suite<'a> {
         let machine = std::fs::read_to_string(&machine_file)
             .map_err(|e| format!("{}: {e}", machine_file.display()))?;
         let b = body(&zincati_id(machine.trim()), "default");
+        // The host's own address: rollboot answers a host only from there (check 22).
+        let own = e2e::security::host_ip(node);
         let leader = self
             .obs
             .with(|w| w.lease("rollboot-leader").and_then(|l| l.holder.clone()))
@@ -781,7 +858,7 @@ impl<'a> Suite<'a> {
         };
         let asked_before = reboot_requests(&self.state, node);
         let rebooted_before = reboots(&self.state, node);
-        let a = post(standby, "/v1/steady-state", b.clone(), true).await;
+        let a = post(own, standby, "/v1/steady-state", b.clone(), true).await;
         if a.status != 200 {
             failures.push(format!("steady-state before anything: {a:?}"));
         }
@@ -789,7 +866,7 @@ impl<'a> Suite<'a> {
         let start = Instant::now();
         let mut kinds: Vec<String> = Vec::new();
         let granted = loop {
-            let a = post(standby, "/v1/pre-reboot", b.clone(), true).await;
+            let a = post(own, standby, "/v1/pre-reboot", b.clone(), true).await;
             match a.kind {
                 None => break true,
                 Some(k) if k == "waiting_slot" || k == "draining" => {
@@ -854,7 +931,7 @@ impl<'a> Suite<'a> {
                 failures.push("the node was never seen flagged with reason fleetlock".into());
             }
         });
-        let a = post(lead, "/v1/pre-reboot", b.clone(), true).await;
+        let a = post(own, lead, "/v1/pre-reboot", b.clone(), true).await;
         if a.status != 200 {
             failures.push(format!("the holder asking the leader again: {a:?}"));
         }
@@ -883,7 +960,7 @@ impl<'a> Suite<'a> {
         }
         let start = Instant::now();
         let released = loop {
-            let a = post(standby, "/v1/steady-state", b.clone(), true).await;
+            let a = post(own, standby, "/v1/steady-state", b.clone(), true).await;
             match a.kind.as_deref() {
                 None => break true,
                 Some("verifying") | Some("no_leader") => {}
@@ -2148,7 +2225,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 28] = [
+const CHECKS: [(&str, &str); 32] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -2176,6 +2253,10 @@ const CHECKS: [(&str, &str); 28] = [
     ("19", "a StatefulSet pod with a ReadWriteOnce CSI volume (the real attach-detach controller's VolumeAttachment, the fake kubelet's attacher): its node's reboot is asked only after the VolumeAttachment of the evicted pod's volume on that node is gone; the moved pod is Ready on another node with no FailedAttachVolume Multi-Attach Event, and the cycle's end waited until the volume was attached there (issue 24, drain.volumes.waitForDetach and waitForReattach)"),
     ("20", "a FleetLock host (Zincati's protocol, asked through a standby replica): pre-reboot is 200 only once the node is cordoned, drained and its reboot handed to the host (no token, no reboot command), and again for the holder; the host reboots itself; steady-state is 200 once the node is verified, uncordoned and done (issue 27)"),
     ("21", "a shutdown rollboot did not start (the agent's delay inhibitor on a fake logind): PrepareForShutdown(true) makes the agent write shutdown-requested and the controller cordon and drain the node at once; cancelled mid-drain (PrepareForShutdown(false)), the drain stops and the node is released, uncordoned, with a ReleasedWithoutReboot Event and no reboot; carried through, the agent lets its lock go only once the node is drained and handed to its host (no token, no reboot command), and after the host's own reboot the node is verified, uncordoned and done (issue 27)"),
+    ("22", "FleetLock answers only the host a request names: from another address 403 client_not_host; a forward forged without a replica's token, with an agent's token or with the controller's API token (the API's audience) 403 untrusted_forward by the real TokenReview; nothing written; the host itself through a standby is taken (issue 47, hole 1)"),
+    ("23", "the controller's servers are bounded: a 64 KiB body answered 413 and headers trickled one byte a second disconnected within 30 s, on the FleetLock port and on /metrics (issue 47, hole 2)"),
+    ("24", "a FleetLock host gives its slot back one second into its own 25 s reboot: the node is never uncordoned while NotReady and ends done on its new boot, one reboot (issue 47, hole 4)"),
+    ("25", "three agents write shutdown-requested on their own Nodes with no shutdown behind it: never more than maxNodes + maxShutdownDrains (2) cordoned at once, each ends cancelled (done, uncordoned, request removed), no reboot, none failed (issue 47, hole 4)"),
     ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 

@@ -430,7 +430,9 @@ def main():
     api = Api(a.server, a.ca_file, a.cert_file, a.key_file)
     zones = a.zones.split(",")
     names = ["node-%d" % i for i in range(1, a.nodes + 1)]
-    ips = {n: "10.1.0.%d" % i for i, n in enumerate(names, 1)}
+    # Loopback addresses, one per node: a test sends a host's own requests (FleetLock) from its
+    # node's InternalIP by binding the source, and nothing leaves this machine.
+    ips = {n: "127.1.0.%d" % i for i, n in enumerate(names, 1)}
     ready_since = {}
     vol = Volumes(api, drivers, names, a.attach_seconds, a.detach_seconds, a.terminate_delay, a.in_use_lag) if drivers else None
 
@@ -466,6 +468,7 @@ def main():
     last_hb = 0.0
     term_seen = {}
     rebooting = {}  # node -> start time
+    down_for = {}  # node -> seconds its current reboot takes
     while True:
         t0 = time.time()
         # reboots requested through files
@@ -473,12 +476,19 @@ def main():
             f = os.path.join(a.state_dir, "reboot-" + n)
             if os.path.exists(f) and n not in rebooting:
                 rebooting[n] = t0
+                # `seconds=N` in the file: this reboot takes N s (else --reboot-seconds).
+                try:
+                    with open(f) as fh:
+                        words = dict(w.split("=", 1) for w in fh.read().split() if "=" in w)
+                    down_for[n] = float(words.get("seconds", a.reboot_seconds))
+                except (OSError, ValueError):
+                    down_for[n] = a.reboot_seconds
                 ready_since[n] = ts()
                 c, _ = api.call("PATCH", "/api/v1/nodes/%s/status" % n,
                                 {"status": {"conditions": conditions(False, "KubeletNotReady", "rebooting", ready_since[n])}},
                                 "application/strategic-merge-patch+json")
                 log("reboot start", n, "NotReady patch", c)
-            if n in rebooting and t0 - rebooting[n] >= a.reboot_seconds:
+            if n in rebooting and t0 - rebooting[n] >= down_for.get(n, a.reboot_seconds):
                 c, obj = api.call("GET", "/api/v1/nodes/" + n)
                 if c != 200:
                     continue

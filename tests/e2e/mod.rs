@@ -14,6 +14,8 @@
 //!   a wrong host), the kube-apiserver stopped and killed mid-drain.
 //! - [`shutdown`]: issue 27's phase: a host's shutdown nobody coordinated, the agent's logind
 //!   inhibitor on a fake logind (cancelled mid-drain, then carried through).
+//! - [`security`]: issue 47's phases: FleetLock callers that are not the host, bounded servers,
+//!   a slot given back mid-reboot, shutdown requests with no shutdown behind them.
 //! - [`volumes`]: issue 24's phase: a StatefulSet with ReadWriteOnce CSI volumes, the node of one
 //!   of its pods drained and rebooted only once the pod's VolumeAttachment is gone.
 //!
@@ -26,6 +28,7 @@ pub mod cluster;
 pub mod faults;
 pub mod observe;
 pub mod report;
+pub mod security;
 pub mod setup;
 pub mod shutdown;
 pub mod volumes;

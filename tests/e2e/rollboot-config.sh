@@ -59,7 +59,15 @@ failures:
   maxFailures: 0
 YAML
 }
-{ common; printf 'reboot:\n  timeout: %s\n  checkPeriod: 2s\n  method: command\n  command: ["true"]\n' "$reboot_timeout"; } > "$out/controller.yaml"
+# A reboot handed to its host ends without one only after the node stayed Ready this long
+# (reboot.readyWithoutRebootFor, when this rollboot has it): short, for the suite's checks 24-25.
+ready_for=""
+if [ -n "${ROLLBOOT:-}" ] && [ -x "${ROLLBOOT}" ]; then
+  probe="$(mktemp)"; printf 'reboot:\n  readyWithoutRebootFor: 10s\n' > "$probe"
+  if "$ROLLBOOT" check-config "$probe" >/dev/null 2>&1; then ready_for="  readyWithoutRebootFor: ${READY_WITHOUT_REBOOT_FOR:-10s}\n"; fi
+  rm -f "$probe"
+fi
+{ common; printf "reboot:\n  timeout: %s\n  checkPeriod: 2s\n  method: command\n  command: [\"true\"]\n${ready_for}" "$reboot_timeout"; } > "$out/controller.yaml"
 # accepts KEY: whether this rollboot's config has reboot.KEY.
 accepts() {
   [ -n "${ROLLBOOT:-}" ] && [ -x "${ROLLBOOT}" ] || return 1
