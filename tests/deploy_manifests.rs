@@ -1634,3 +1634,59 @@ fn a_helm_render_in_other_namespaces_keeps_config_rbac_and_deployment_together()
         "the default namespace is still named somewhere"
     );
 }
+
+/// docs/security.md, "Ports": every port a rollboot pod listens on has a NetworkPolicy in
+/// deploy/optional/ that selects that pod (by its template's labels, in its namespace) and
+/// admits that port: the controller's metrics (8080) and FleetLock (8086, from the config's
+/// `fleetlock.listen`), the agent's metrics (8081).
+#[test]
+fn every_port_rollboot_listens_on_has_a_network_policy_that_selects_its_pods() {
+    let base = kustomize();
+    let mut policies = docs(
+        &read("deploy/optional/network-policy.yaml"),
+        "network-policy.yaml",
+    );
+    policies.extend(docs(&read("deploy/optional/fleetlock.yaml"), "fleetlock.yaml"));
+    let policies: Vec<&Value> = policies
+        .iter()
+        .filter(|p| p["kind"] == "NetworkPolicy")
+        .collect();
+    let mut wanted: Vec<(String, BTreeMap<String, String>, i64)> = Vec::new();
+    for o in base
+        .iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+    {
+        let ns = o["metadata"]["namespace"].as_str().unwrap().to_string();
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(o["spec"]["template"]["metadata"]["labels"].clone()).unwrap();
+        for c in o["spec"]["template"]["spec"]["containers"].as_array().unwrap() {
+            for p in c["ports"].as_array().into_iter().flatten() {
+                wanted.push((ns.clone(), labels.clone(), p["containerPort"].as_i64().unwrap()));
+            }
+        }
+    }
+    // The FleetLock port every replica listens on (deploy/optional/fleetlock.yaml's Service).
+    let controller = wanted
+        .iter()
+        .find(|(_, l, _)| l.get("app.kubernetes.io/component").map(String::as_str) == Some("controller"))
+        .cloned()
+        .expect("the controller's pods");
+    wanted.push((controller.0, controller.1, 8086));
+    assert!(wanted.len() >= 3, "{wanted:?}");
+    for (ns, labels, port) in &wanted {
+        let covered = policies.iter().any(|p| {
+            p["metadata"]["namespace"] == ns.as_str()
+                && p["spec"]["podSelector"]["matchLabels"]
+                    .as_object()
+                    .is_some_and(|m| m.iter().all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str()))
+                && p["spec"]["ingress"].as_array().into_iter().flatten().any(|r| {
+                    r["ports"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|q| q["port"].as_i64() == Some(*port))
+                })
+        });
+        assert!(covered, "no NetworkPolicy admits port {port} of the pods {labels:?} in {ns}");
+    }
+}
