@@ -235,6 +235,9 @@ async fn serve_rollout_serves_a_rollout_a_client_can_watch() {
             "3",
             "--time-factor",
             "0.02",
+            // Each node its own loopback InternalIP, which a local FleetLock client can send from.
+            "--node-addresses",
+            "loopback",
         ])
         .args(["--kubeconfig-out", kubeconfig.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -296,6 +299,26 @@ async fn serve_rollout_serves_a_rollout_a_client_can_watch() {
     let first = api.list(&Default::default()).await.unwrap().items;
     let before = boots(&first);
     assert_eq!(before.len(), 3);
+    let ips: std::collections::BTreeSet<std::net::IpAddr> = first
+        .iter()
+        .filter_map(|n| {
+            n.status
+                .as_ref()?
+                .addresses
+                .as_ref()?
+                .iter()
+                .find(|a| a.type_ == "InternalIP")?
+                .address
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(ips.len(), 3, "{ips:?}");
+    assert!(
+        ips.iter()
+            .all(|ip| ip.is_loopback() && *ip != std::net::IpAddr::from([127, 0, 0, 1])),
+        "{ips:?}"
+    );
     loop {
         let now = api.list(&Default::default()).await.unwrap().items;
         let all_new = boots(&now).iter().zip(&before).all(|(a, b)| a != b);

@@ -1646,7 +1646,10 @@ fn every_port_rollboot_listens_on_has_a_network_policy_that_selects_its_pods() {
         &read("deploy/optional/network-policy.yaml"),
         "network-policy.yaml",
     );
-    policies.extend(docs(&read("deploy/optional/fleetlock.yaml"), "fleetlock.yaml"));
+    policies.extend(docs(
+        &read("deploy/optional/fleetlock.yaml"),
+        "fleetlock.yaml",
+    ));
     let policies: Vec<&Value> = policies
         .iter()
         .filter(|p| p["kind"] == "NetworkPolicy")
@@ -1659,16 +1662,25 @@ fn every_port_rollboot_listens_on_has_a_network_policy_that_selects_its_pods() {
         let ns = o["metadata"]["namespace"].as_str().unwrap().to_string();
         let labels: BTreeMap<String, String> =
             serde_json::from_value(o["spec"]["template"]["metadata"]["labels"].clone()).unwrap();
-        for c in o["spec"]["template"]["spec"]["containers"].as_array().unwrap() {
+        for c in o["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+        {
             for p in c["ports"].as_array().into_iter().flatten() {
-                wanted.push((ns.clone(), labels.clone(), p["containerPort"].as_i64().unwrap()));
+                wanted.push((
+                    ns.clone(),
+                    labels.clone(),
+                    p["containerPort"].as_i64().unwrap(),
+                ));
             }
         }
     }
     // The FleetLock port every replica listens on (deploy/optional/fleetlock.yaml's Service).
     let controller = wanted
         .iter()
-        .find(|(_, l, _)| l.get("app.kubernetes.io/component").map(String::as_str) == Some("controller"))
+        .find(|(_, l, _)| {
+            l.get("app.kubernetes.io/component").map(String::as_str) == Some("controller")
+        })
         .cloned()
         .expect("the controller's pods");
     wanted.push((controller.0, controller.1, 8086));
@@ -1678,15 +1690,25 @@ fn every_port_rollboot_listens_on_has_a_network_policy_that_selects_its_pods() {
             p["metadata"]["namespace"] == ns.as_str()
                 && p["spec"]["podSelector"]["matchLabels"]
                     .as_object()
-                    .is_some_and(|m| m.iter().all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str()))
-                && p["spec"]["ingress"].as_array().into_iter().flatten().any(|r| {
-                    r["ports"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|q| q["port"].as_i64() == Some(*port))
-                })
+                    .is_some_and(|m| {
+                        m.iter()
+                            .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
+                    })
+                && p["spec"]["ingress"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|r| {
+                        r["ports"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|q| q["port"].as_i64() == Some(*port))
+                    })
         });
-        assert!(covered, "no NetworkPolicy admits port {port} of the pods {labels:?} in {ns}");
+        assert!(
+            covered,
+            "no NetworkPolicy admits port {port} of the pods {labels:?} in {ns}"
+        );
     }
 }
