@@ -3,8 +3,8 @@
 //! unsilenced, uninhibited alerts (`GET /api/v2/alerts`).
 //!
 //! Owns the HTTP of those requests and their errors, each naming the URL. The HTTP client is
-//! [`crate::client::external`], with the optional bearer token added per request. It decides
-//! nothing.
+//! [`crate::client::external`], with the optional bearer token added per request. Each filter
+//! matcher goes into the query percent-encoded ([`crate::url`]). It decides nothing.
 
 use std::time::Duration;
 
@@ -106,13 +106,7 @@ impl Alertmanager {
     /// The names of the active alerts that no silence or inhibition covers, among those the
     /// `filter` matchers select.
     pub async fn active_alerts(&self, filter: &[Matcher]) -> Result<Vec<String>, String> {
-        let mut path = String::from(
-            "/api/v2/alerts?active=true&silenced=false&inhibited=false&unprocessed=false",
-        );
-        for m in filter {
-            path.push_str("&filter=");
-            path.push_str(&percent(&m.filter_text()));
-        }
+        let path = alerts_path(filter);
         let text = self
             .send(self.request(http::Method::GET, &path, Vec::new())?)
             .await
@@ -123,14 +117,65 @@ impl Alertmanager {
     }
 }
 
-/// `s` percent-encoded for a query parameter's value.
-fn percent(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
+/// `/api/v2/alerts?...`: the active, unsilenced, uninhibited alerts, with one `filter`
+/// parameter per matcher.
+fn alerts_path(filter: &[Matcher]) -> String {
+    let mut path =
+        String::from("/api/v2/alerts?active=true&silenced=false&inhibited=false&unprocessed=false");
+    for m in filter {
+        path.push_str("&filter=");
+        path.push_str(&crate::url::query_value(&m.filter_text()));
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_filter_matcher_stays_inside_its_query_value() {
+        let m = Matcher::parse(r#"job=~"a/b?c#d%e f&g=h/../..""#).unwrap();
+        let path = alerts_path(&[m.clone(), Matcher::parse("severity=critical").unwrap()]);
+        let uri: http::Uri = path.parse().unwrap();
+        assert_eq!(uri.path(), "/api/v2/alerts");
+        // Read back as a server does: the same parameters, the filters as written.
+        let pairs: Vec<(String, String)> = form_urlencoded_pairs(uri.query().unwrap());
+        let filters: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == "filter")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            filters,
+            [m.filter_text().as_str(), r#"severity="critical""#]
+        );
+        assert_eq!(pairs.len(), 6, "{pairs:?}");
+    }
+
+    /// A query's `key=value` pairs, percent-decoded.
+    fn form_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
+        let decode = |s: &str| {
+            let mut out = Vec::new();
+            let b = s.as_bytes();
+            let mut i = 0;
+            while i < b.len() {
+                if b[i] == b'%' {
+                    out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+                    i += 3;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
             }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+            String::from_utf8(out).unwrap()
+        };
+        query
+            .split('&')
+            .map(|p| {
+                let (k, v) = p.split_once('=').unwrap();
+                (decode(k), decode(v))
+            })
+            .collect()
+    }
 }
