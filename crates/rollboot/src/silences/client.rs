@@ -1,14 +1,17 @@
-//! Alertmanager's API v2, the three requests rollboot makes: create a silence (`POST
-//! /api/v2/silences`), expire it (`DELETE /api/v2/silence/{id}`), and list the active,
-//! unsilenced, uninhibited alerts (`GET /api/v2/alerts`).
+//! Alertmanager's API v2, the four requests rollboot makes: create a silence (`POST
+//! /api/v2/silences`), read one (`GET /api/v2/silence/{id}`), expire it (`DELETE
+//! /api/v2/silence/{id}`), and list the active, unsilenced, uninhibited alerts (`GET
+//! /api/v2/alerts`).
 //!
 //! Owns the HTTP of those requests and their errors, each naming the URL. The HTTP client is
-//! [`crate::client::external`], with the optional bearer token added per request. Each filter
-//! matcher goes into the query percent-encoded ([`crate::url`]). It decides nothing.
+//! [`crate::client::external`], with the optional bearer token added per request. A silence
+//! ID goes into a path only as a [`SilenceId`] (a UUID), percent-encoded all the same, and each
+//! filter matcher into the query percent-encoded ([`crate::url`]); an answer's ID that is no
+//! UUID is an error, never recorded. It decides nothing.
 
 use std::time::Duration;
 
-use super::{alert_names, Alert, Matcher, Silence};
+use super::{alert_names, Alert, Existing, Matcher, Silence, SilenceId};
 
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,8 +76,9 @@ impl Alertmanager {
         }
     }
 
-    /// Creates `silence`; its ID.
-    pub async fn create(&self, silence: &Silence) -> Result<String, String> {
+    /// Creates `silence`; its ID (an answer whose ID is no UUID is an error: the silence then
+    /// ends on its own, unrecorded).
+    pub async fn create(&self, silence: &Silence) -> Result<SilenceId, String> {
         let body = serde_json::to_vec(silence).map_err(|e| e.to_string())?;
         let text = self
             .send(self.request(http::Method::POST, "/api/v2/silences", body)?)
@@ -86,14 +90,35 @@ impl Alertmanager {
             #[serde(rename = "silenceID")]
             silence_id: String,
         }
-        serde_json::from_str::<Created>(&text)
-            .map(|c| c.silence_id)
-            .map_err(|e| format!("{}: unexpected answer to the silence: {e}", self.url))
+        let c = serde_json::from_str::<Created>(&text)
+            .map_err(|e| format!("{}: unexpected answer to the silence: {e}", self.url))?;
+        SilenceId::parse(&c.silence_id).map_err(|why| {
+            format!(
+                "{}: the new silence's ID {:?} is {why}",
+                self.url,
+                super::shown(&c.silence_id)
+            )
+        })
     }
 
-    /// Expires the silence `id` (one already gone or expired is fine).
-    pub async fn expire(&self, id: &str) -> Result<(), String> {
-        let path = format!("/api/v2/silence/{id}");
+    /// The silence `id` as Alertmanager has it; `None` when it does not know it.
+    pub async fn get(&self, id: &SilenceId) -> Result<Option<Existing>, String> {
+        let path = silence_path(id)?;
+        match self
+            .send(self.request(http::Method::GET, &path, Vec::new())?)
+            .await
+        {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| format!("{}: unexpected answer to silence {id}: {e}", self.url)),
+            Err((Some(404), _)) => Ok(None),
+            Err((_, e)) => Err(e),
+        }
+    }
+
+    /// Expires the silence `id` (one already gone is fine).
+    pub async fn expire(&self, id: &SilenceId) -> Result<(), String> {
+        let path = silence_path(id)?;
         match self
             .send(self.request(http::Method::DELETE, &path, Vec::new())?)
             .await
@@ -129,9 +154,25 @@ fn alerts_path(filter: &[Matcher]) -> String {
     path
 }
 
+/// `/api/v2/silence/{id}`.
+fn silence_path(id: &SilenceId) -> Result<String, String> {
+    let seg = crate::url::segment(id.as_str())
+        .ok_or_else(|| format!("silence ID `{id}` cannot be a path segment"))?;
+    Ok(format!("/api/v2/silence/{seg}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_silence_s_path_is_its_uuid_and_nothing_else() {
+        let id = SilenceId::parse("0b7c6f1e-aaaa-4bbb-8ccc-000000000001").unwrap();
+        assert_eq!(
+            silence_path(&id).unwrap(),
+            "/api/v2/silence/0b7c6f1e-aaaa-4bbb-8ccc-000000000001"
+        );
+    }
 
     #[test]
     fn each_filter_matcher_stays_inside_its_query_value() {
