@@ -537,37 +537,17 @@ mod tests {
 
     use super::*;
 
-    /// A KubeDrain whose API server on 127.0.0.1 answers 404 to everything and keeps each
-    /// request's method and target, as sent.
+    /// A KubeDrain whose API server keeps every request, and knows one claim only: bound, by
+    /// its author's word, to a volume no PersistentVolume can be.
     async fn drain_against_a_recorder() -> (KubeDrain, Arc<Mutex<Vec<String>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let kept = seen.clone();
-        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
-            let kept = kept.clone();
-            async move {
-                kept.lock()
-                    .unwrap()
-                    .push(format!("{} {}", req.method(), req.uri()));
-                // One claim bound, by its author's word, to a volume no PV can be.
-                if req.uri().path().ends_with("/persistentvolumeclaims/forged") {
-                    return (
-                        axum::http::StatusCode::OK,
-                        axum::Json(serde_json::json!({"kind": "PersistentVolumeClaim",
-                            "apiVersion": "v1", "metadata": {"name": "forged", "namespace": "web"},
-                            "spec": {"volumeName": "../../../api/v1/namespaces/kube-system/secrets/x"}})),
-                    );
-                }
-                (
-                    axum::http::StatusCode::NOT_FOUND,
-                    axum::Json(serde_json::json!({"kind": "Status", "apiVersion": "v1",
-                        "status": "Failure", "reason": "NotFound", "code": 404})),
-                )
-            }
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let (client, seen) = crate::client::recording_server(|path| {
+            path.ends_with("/persistentvolumeclaims/forged").then(|| {
+                serde_json::json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                    "metadata": {"name": "forged", "namespace": "web"},
+                    "spec": {"volumeName": "../../../api/v1/namespaces/kube-system/secrets/x"}})
+            })
+        })
+        .await;
         let drain = KubeDrain {
             client: client.clone(),
             evict_client: client.clone(),
