@@ -1,9 +1,10 @@
 //! Alertmanager (issue 25): a silence per node while it is in maintenance
 //! (`silences.alertmanager`) and the blocker on active, unsilenced alerts
 //! (`blockers.alertmanager`), played on the simulator against an Alertmanager look-alike on
-//! 127.0.0.1 that keeps silences as Alertmanager does (`POST /api/v2/silences`, `DELETE
-//! /api/v2/silence/{id}`) and answers `GET /api/v2/alerts` with its active alerts, silenced ones
-//! left out when asked for `silenced=false`. Its alerts: `NodeRebooting{node}` for every node in
+//! 127.0.0.1 that keeps silences as Alertmanager does (`POST /api/v2/silences` answering a
+//! UUID, `GET` and `DELETE /api/v2/silence/{id}`), answers `GET /api/v2/alerts` with its active
+//! alerts, silenced ones left out when asked for `silenced=false`, and keeps every request it
+//! gets (method and target as sent). Its alerts: `NodeRebooting{node}` for every node in
 //! `draining`, `rebooting` or `verifying` (an alert the reboot itself causes), and `Noise` while
 //! the test keeps it on.
 
@@ -11,11 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, Query, State};
-use axum::routing::{delete, get, post};
+use axum::extract::{Path, Query, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use rollboot::node::NodeState;
 use rollboot::silences::Matcher;
 use rollboot_sim::sim::Scenario;
@@ -31,6 +34,8 @@ use test_log::log;
 #[derive(Clone, Debug)]
 struct Kept {
     matchers: Vec<Matcher>,
+    created_by: String,
+    comment: String,
     expired: bool,
     state_at_create: Option<String>,
     state_at_expire: Option<String>,
@@ -40,6 +45,8 @@ struct Kept {
 struct Am {
     silences: Arc<Mutex<BTreeMap<String, Kept>>>,
     noise: Arc<Mutex<bool>>,
+    /// Every request, `METHOD target` as sent.
+    requests: Arc<Mutex<Vec<String>>>,
     /// The Nodes, once the cluster runs (the config names the look-alike's URL first).
     nodes: Arc<Mutex<Option<Api<Node>>>>,
 }
@@ -89,11 +96,14 @@ async fn create(State(am): State<Am>, Json(body): Json<Value>) -> Json<Value> {
     let states = am.states().await;
     let state = Am::node_of(&matchers).and_then(|n| states.get(&n).cloned());
     let mut s = am.silences.lock().unwrap();
-    let id = format!("silence-{}", s.len() + 1);
+    // A UUID, as Alertmanager makes them.
+    let id = format!("00000000-0000-4000-8000-{:012x}", s.len() + 1);
     s.insert(
         id.clone(),
         Kept {
             matchers,
+            created_by: body["createdBy"].as_str().unwrap_or_default().into(),
+            comment: body["comment"].as_str().unwrap_or_default().into(),
             expired: false,
             state_at_create: state,
             state_at_expire: None,
@@ -113,6 +123,28 @@ async fn expire(State(am): State<Am>, Path(id): Path<String>) -> axum::http::Sta
         }
         None => axum::http::StatusCode::NOT_FOUND,
     }
+}
+
+async fn read(
+    State(am): State<Am>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    let s = am.silences.lock().unwrap();
+    let k = s.get(&id).ok_or(axum::http::StatusCode::NOT_FOUND)?;
+    let state = if k.expired { "expired" } else { "active" };
+    Ok(Json(json!({
+        "id": id, "createdBy": k.created_by, "comment": k.comment,
+        "matchers": k.matchers, "status": {"state": state},
+    })))
+}
+
+/// Keeps each request's method and target (path and query, as sent) before it is answered.
+async fn keep(State(am): State<Am>, req: Request, next: Next) -> Response {
+    am.requests
+        .lock()
+        .unwrap()
+        .push(format!("{} {}", req.method(), req.uri()));
+    next.run(req).await
 }
 
 async fn alerts(State(am): State<Am>, Query(q): Query<Vec<(String, String)>>) -> Json<Value> {
@@ -156,8 +188,10 @@ async fn look_alike() -> (Am, String) {
     let am = Am::default();
     let app = Router::new()
         .route("/api/v2/silences", post(create))
-        .route("/api/v2/silence/{id}", delete(expire))
+        .route("/api/v2/silence/{id}", get(read).delete(expire))
         .route("/api/v2/alerts", get(alerts))
+        .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
+        .layer(axum::middleware::from_fn_with_state(am.clone(), keep))
         .with_state(am.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -297,5 +331,129 @@ async fn the_blocker_waits_for_unsilenced_alerts_but_not_for_a_rebooting_node_s_
             .all(|n| state_of(ns, n) == Some(NodeState::Done))
     })
     .await;
+    h.shutdown().await;
+}
+
+/// The value of `rollboot.dev/silence-id` that once made the controller send `DELETE
+/// /api/v2/silence/../../../admin?x=1` with its own Alertmanager token.
+const FORGED: &str = "../../../admin?x=1";
+
+async fn write_silence_id(h: &Harness, node: &str, value: &str) {
+    let api: Api<Node> = Api::all(h.client.clone());
+    let p = json!({"metadata": {"annotations": {"rollboot.dev/silence-id": value}}});
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silence_id_that_is_no_uuid_is_sent_nowhere_and_a_real_one_still_expires() {
+    let (h, am) = cluster(3, "silences: {alertmanager: {url: '{url}'}}", false).await;
+    let names = h.node_names().await.unwrap();
+    let (a, b, c) = (names[0].clone(), names[1].clone(), names[2].clone());
+    // `a` carries a forged ID before its cycle (as if left by an earlier one): it is not
+    // expired, and `a` still gets its own silence, expired at its cycle's end.
+    write_silence_id(&h, &a, FORGED).await;
+    h.flag(std::slice::from_ref(&a));
+    until(&h, "a done", 90, |ns| {
+        state_of(ns, &a) == Some(NodeState::Done)
+    })
+    .await;
+    // `b`'s recorded ID is forged while it is in maintenance: nothing is sent for it, and its
+    // silence is left to end on its own.
+    h.flag(std::slice::from_ref(&b));
+    until(&h, "b's silence recorded", 60, |ns| {
+        ns.iter()
+            .any(|n| n.name == b && n.silence_id.is_some() && n.state.is_some())
+    })
+    .await;
+    write_silence_id(&h, &b, FORGED).await;
+    until(&h, "b done", 90, |ns| {
+        state_of(ns, &b) == Some(NodeState::Done)
+    })
+    .await;
+    // `c`'s is rewritten to a real ID of an operator's silence: rollboot never expires a
+    // silence it did not make for the node.
+    let operator_s = "00000000-0000-4000-8000-0000000000ff".to_string();
+    am.silences.lock().unwrap().insert(
+        operator_s.clone(),
+        Kept {
+            matchers: vec![Matcher::parse("team=db").unwrap()],
+            created_by: "alice".into(),
+            comment: "database migration".into(),
+            expired: false,
+            state_at_create: None,
+            state_at_expire: None,
+        },
+    );
+    h.flag(std::slice::from_ref(&c));
+    until(&h, "c's silence recorded", 60, |ns| {
+        ns.iter()
+            .any(|n| n.name == c && n.silence_id.is_some() && n.state.is_some())
+    })
+    .await;
+    write_silence_id(&h, &c, &operator_s).await;
+    until(&h, "c done", 90, |ns| {
+        state_of(ns, &c) == Some(NodeState::Done)
+    })
+    .await;
+
+    let requests = am.requests.lock().unwrap().clone();
+    let uuid = regex::Regex::new(
+        r"^(POST /api/v2/silences|(GET|DELETE) /api/v2/silence/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$",
+    )
+    .unwrap();
+    for r in &requests {
+        assert!(
+            uuid.is_match(r),
+            "a request that is not a silence's: {r}\nall: {requests:?}"
+        );
+    }
+    let kept = am.silences.lock().unwrap().clone();
+    let of = |node: &str| {
+        kept.iter()
+            .find(|(_, k)| Am::node_of(&k.matchers).as_deref() == Some(node))
+            .map(|(id, k)| (id.clone(), k.clone()))
+            .unwrap_or_else(|| panic!("no silence of {node}: {kept:?}"))
+    };
+    let (a_id, a_kept) = of(&a);
+    assert!(
+        a_kept.expired,
+        "{a}'s own silence was not expired: {kept:?}"
+    );
+    assert!(
+        requests.contains(&format!("DELETE /api/v2/silence/{a_id}")),
+        "{requests:?}"
+    );
+    let (b_id, b_kept) = of(&b);
+    assert!(
+        !b_kept.expired,
+        "{b}'s silence was expired though its ID was forged: {kept:?}"
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.contains(&b_id) && r.starts_with("DELETE")),
+        "{requests:?}"
+    );
+    assert!(
+        !kept[&operator_s].expired,
+        "the operator's silence was expired: {kept:?}"
+    );
+    assert!(
+        !requests.contains(&format!("DELETE /api/v2/silence/{operator_s}")),
+        "{requests:?}"
+    );
+    // Said, with the node's key and the value.
+    let notes = h.events("SilenceIdRejected").await.unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("rollboot.dev/silence-id") && n.contains(FORGED)),
+        "{notes:?}"
+    );
+    for n in h.nodes().await.unwrap() {
+        assert_eq!(n.silence_id, None, "{}", n.name);
+    }
     h.shutdown().await;
 }

@@ -168,6 +168,38 @@ impl<K: k8s_openapi::Resource, S, T> k8s_openapi::Metadata for Slim<K, S, T> {
     }
 }
 
+/// Test only: a kube client whose server on 127.0.0.1 keeps every request's method and target
+/// as sent (`GET /api/v1/nodes/n-1`), and answers `answer(path)`: the object when `Some`, else
+/// a 404 Status.
+#[cfg(test)]
+pub(crate) async fn recording_server(
+    answer: fn(&str) -> Option<serde_json::Value>,
+) -> (kube::Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let kept = kept.clone();
+        async move {
+            kept.lock()
+                .unwrap()
+                .push(format!("{} {}", req.method(), req.uri()));
+            match answer(req.uri().path()) {
+                Some(object) => (http::StatusCode::OK, axum::Json(object)),
+                None => (
+                    http::StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                        "status": "Failure", "reason": "NotFound", "code": 404})),
+                ),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    (client, seen)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

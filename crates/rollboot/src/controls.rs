@@ -667,11 +667,16 @@ async fn in_flight_notes(
     let api: Api<Node> = Api::all(client.clone());
     let mut notes = Vec::new();
     for (name, entry) in &record.entries {
-        let node = api
-            .get_opt(name)
-            .await
-            .map_err(api_err(server, &format!("Node {name}")))?
-            .map(|n| NodeView::from_node(&n));
+        // A name the Lease's writer chose that no Node can have is not put into a request
+        // path (kube-rs does not encode it): no such Node.
+        let node = match crate::url::is_dns_subdomain(name) {
+            true => api
+                .get_opt(name)
+                .await
+                .map_err(api_err(server, &format!("Node {name}")))?
+                .map(|n| NodeView::from_node(&n)),
+            false => None,
+        };
         notes.push(in_flight_fate(name, node.as_ref(), entry));
     }
     if record.entries.is_empty() {
@@ -883,6 +888,24 @@ mod tests {
             serde_json::to_string(&entries).unwrap(),
         )]));
         LockRecord::from_lease(Some(l))
+    }
+
+    #[tokio::test]
+    async fn a_lock_entry_no_node_can_be_is_never_put_into_a_request_path() {
+        let (client, seen) = crate::client::recording_server(|_| None).await;
+        let hostile = "../../../api/v1/namespaces/kube-system/secrets/x?y=1";
+        let record = lock(
+            Some(OURS),
+            &[
+                (hostile, "2026-03-01T02:00:00Z"),
+                ("n-1", "2026-03-01T02:00:00Z"),
+            ],
+        );
+        let notes = in_flight_notes(&client, "https://api", &record)
+            .await
+            .unwrap();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(*seen.lock().unwrap(), ["GET /api/v1/nodes/n-1"]);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! - [`metrics`]: the controller's Prometheus metrics and health endpoints;
 //! - [`render`]: the one way reports are written out (text and JSON from the same value);
 //! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent);
+//! - [`url`]: what a value from outside may become in a URL (percent-encoding, Kubernetes names);
 //! - [`time`]: the one jiff-to-chrono conversion.
 //!
 //! It depends on no simulator code: the simulated cluster (`rollboot-sim`) depends on it, and
@@ -47,4 +48,5 @@ pub mod selector;
 pub mod silences;
 pub mod status;
 pub mod time;
+pub mod url;
 pub mod windows;

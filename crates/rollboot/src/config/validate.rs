@@ -15,6 +15,7 @@ use super::{
     WindowConfig,
 };
 use crate::selector::Selector;
+use crate::url::{is_dns_label, is_dns_subdomain};
 use crate::windows::{Blackout, Schedule, Window};
 
 /// Checks every rule the types cannot express and compiles the string fields. `report` gets
@@ -500,17 +501,4 @@ fn leases(config: &Config, report: &mut Report) {
             ),
         );
     }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }

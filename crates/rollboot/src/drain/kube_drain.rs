@@ -6,6 +6,11 @@
 //! how each answer is read (404 and 409 are a pod gone, 429 a budget's refusal with its
 //! Retry-After, 5xx a server error to retry). [`BudgetSource`] is the one thing it asks of the
 //! controller. It decides nothing: what to evict and when to retry is [`super::run`]'s.
+//!
+//! A name a pod's author writes and the API server does not check (an owner reference's name,
+//! a volume's `claimName`, a claim's `volumeName`) is asked for only when it is a DNS subdomain
+//! ([`crate::url::is_dns_subdomain`]): kube-rs puts it into the request path unencoded, and no
+//! object can have another name, so any other is answered as not found without a request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -82,6 +87,9 @@ impl DrainApi for KubeDrain {
     }
 
     async fn daemon_set_exists(&self, namespace: &str, name: &str) -> Result<bool, DrainError> {
+        if !askable(name) {
+            return Ok(false);
+        }
         let api: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
             kube::Api::namespaced(self.client.clone(), namespace);
         Ok(api
@@ -299,6 +307,9 @@ impl DrainApi for KubeDrain {
         namespace: &str,
         claim: &str,
     ) -> Result<Option<k8s_openapi::api::core::v1::PersistentVolume>, DrainError> {
+        if !askable(claim) {
+            return Ok(None);
+        }
         let claims: kube::Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
             kube::Api::namespaced(self.client.clone(), namespace);
         let Some(bound) = claims
@@ -306,7 +317,7 @@ impl DrainApi for KubeDrain {
             .await
             .map_err(self.err(format!("reading PersistentVolumeClaim {namespace}/{claim}")))?
             .and_then(|c| c.spec?.volume_name)
-            .filter(|v| !v.is_empty())
+            .filter(|v| askable(v))
         else {
             return Ok(None);
         };
@@ -488,6 +499,12 @@ impl DrainApi for KubeDrain {
     }
 }
 
+/// Whether `name`, written by a pod's author and unchecked by the API server, may be asked for
+/// by name: a DNS subdomain, as every object's name it could be is.
+fn askable(name: &str) -> bool {
+    crate::url::is_dns_subdomain(name)
+}
+
 /// What a Node says of its volumes, with its resourceVersion.
 fn read_volumes(n: &k8s_openapi::api::core::v1::Node) -> (NodeVolumes, String) {
     let status = n.status.as_ref();
@@ -512,4 +529,68 @@ fn read_volumes(n: &k8s_openapi::api::core::v1::Node) -> (NodeVolumes, String) {
         volumes,
         n.metadata.resource_version.clone().unwrap_or_default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A KubeDrain whose API server keeps every request, and knows one claim only: bound, by
+    /// its author's word, to a volume no PersistentVolume can be.
+    async fn drain_against_a_recorder() -> (KubeDrain, Arc<Mutex<Vec<String>>>) {
+        let (client, seen) = crate::client::recording_server(|path| {
+            path.ends_with("/persistentvolumeclaims/forged").then(|| {
+                serde_json::json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                    "metadata": {"name": "forged", "namespace": "web"},
+                    "spec": {"volumeName": "../../../api/v1/namespaces/kube-system/secrets/x"}})
+            })
+        })
+        .await;
+        let drain = KubeDrain {
+            client: client.clone(),
+            evict_client: client.clone(),
+            events: Recorder::new(client, "rollboot", "rollboot.dev/controller", "test"),
+            node: "n-1".into(),
+            metrics: None,
+            budgets_from: None,
+        };
+        (drain, seen)
+    }
+
+    #[tokio::test]
+    async fn a_name_no_object_can_have_is_never_put_into_a_request_path() {
+        let (d, seen) = drain_against_a_recorder().await;
+        for hostile in [
+            "../../../api/v1/namespaces/kube-system/secrets/x",
+            "x?watch=1",
+            "a b",
+            "%2e%2e",
+            "..",
+        ] {
+            assert!(
+                !d.daemon_set_exists("web", hostile).await.unwrap(),
+                "{hostile}"
+            );
+            assert!(
+                d.claimed_volume("web", hostile).await.unwrap().is_none(),
+                "{hostile}"
+            );
+        }
+        assert_eq!(*seen.lock().unwrap(), Vec::<String>::new());
+        // A name that can be an object's is asked for, in its place.
+        assert!(!d.daemon_set_exists("web", "agent").await.unwrap());
+        assert!(d.claimed_volume("web", "data-0").await.unwrap().is_none());
+        // A claim's `volumeName` is its author's too: not asked for.
+        assert!(d.claimed_volume("web", "forged").await.unwrap().is_none());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "GET /apis/apps/v1/namespaces/web/daemonsets/agent",
+                "GET /api/v1/namespaces/web/persistentvolumeclaims/data-0",
+                "GET /api/v1/namespaces/web/persistentvolumeclaims/forged",
+            ]
+        );
+    }
 }

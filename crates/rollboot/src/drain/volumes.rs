@@ -147,10 +147,16 @@ pub fn record(volumes: &BTreeSet<Volume>) -> String {
     serde_json::to_string(volumes).expect("volumes serialize")
 }
 
-/// The volumes of a record's text (none when it cannot be read).
+/// The volumes of a record's text (none when it cannot be read). A volume whose VolumeAttachment
+/// name is no DNS subdomain is left out, as unreadable: no VolumeAttachment has it, and the name
+/// would go into the API's request path as written (kube-rs does not encode it).
 pub fn read_record(text: Option<&str>) -> BTreeSet<Volume> {
-    text.and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default()
+    let all: BTreeSet<Volume> = text
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    all.into_iter()
+        .filter(|v| crate::url::is_dns_subdomain(&v.attachment))
+        .collect()
 }
 
 /// One volume not yet detached, and where it still shows.
@@ -271,6 +277,14 @@ mod tests {
         };
         assert_eq!(read_record(Some(&record(&wanted))), wanted);
         assert!(read_record(Some("garbled")).is_empty());
+        // A name no VolumeAttachment can have is never asked for.
+        let mut forged = wanted.clone();
+        forged.insert(Volume {
+            pv: "x".into(),
+            unique: "x".into(),
+            attachment: "../../../api/v1/namespaces/kube-system/secrets/x?y=1".into(),
+        });
+        assert_eq!(read_record(Some(&record(&forged))), wanted);
         let vas = BTreeSet::from([v.attachment.clone()]);
         let l = left(&wanted, &node, &vas);
         assert_eq!(

@@ -80,18 +80,14 @@ pub async fn post(w: &Webhook, body: &Body) -> Outcome {
 
 async fn send(w: &Webhook, body: &Body, timeout: Duration) -> Outcome {
     let err = |e: String| Outcome::Error(e);
-    let uri: http::Uri = match w.url.parse() {
-        Ok(u) => u,
+    let (base, path) = match crate::url::configured(&w.url) {
+        Ok(parts) => parts,
         Err(e) => return err(format!("URL `{}`: {e}", w.url)),
     };
-    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-        return err(format!("URL `{}` has no scheme or host", w.url));
-    };
-    let base: http::Uri = match format!("{scheme}://{authority}").parse() {
+    let base: http::Uri = match base.parse() {
         Ok(b) => b,
         Err(e) => return err(e.to_string()),
     };
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     let client = match crate::client::external(base, timeout) {
         Ok(c) => c,
         Err(e) => return err(e.to_string()),

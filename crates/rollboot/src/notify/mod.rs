@@ -232,17 +232,7 @@ async fn deliver(
         from: sink.url_from.to_string(),
         cause,
     };
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
-    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-        return Err(bad("no scheme or host".into()));
-    };
-    if scheme != "http" && scheme != "https" {
-        return Err(bad(format!("scheme `{scheme}`")));
-    }
-    let base = format!("{scheme}://{authority}");
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let (base, path) = crate::url::configured(&url).map_err(bad)?;
     let c = match client {
         Some((b, c)) if *b == base => c.clone(),
         _ => {

@@ -15,17 +15,33 @@ use serde::{Deserialize, Serialize};
 use crate::selector::budget_may_select;
 
 /// What the health gate must see healthy again, written with `state: rebooting`.
+///
+/// However it is parsed, an entry that names no possible Kubernetes object is left out as it
+/// is read (a namespace that is no DNS label, a name that is no DNS subdomain, a label that is
+/// no label): the gate watches and lists in each namespace the record names, and kube-rs writes
+/// a namespace into the request path as it is, so a record forged on the Node (`..`, `/`, `?`)
+/// must never choose the API's path. An entry left out is not waited for; whoever can write the
+/// record could as well remove it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GateRecord {
     /// Budgets `namespace/name` to wait for by name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "sane::budgets"
+    )]
     pub budgets: Vec<String>,
     /// The evicted pods' labels, per namespace: every budget selecting one of them is waited
     /// for. The drain hands these over rather than budget names, so it need not list budgets
     /// (two lists of a namespace's budgets per node were a fifth of a drain's time).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "sane::pods"
+    )]
     pub pods: Vec<(String, BTreeMap<String, String>)>,
     /// Controllers of the evicted pods: (kind, namespace, name).
+    #[serde(deserialize_with = "sane::owners")]
     pub owners: Vec<(String, String, String)>,
     /// Not read by the gate: the drain's measured pod exit time (milliseconds, see
     /// [`crate::drain::Drained::pod_exit_seconds`]), carried in this record, which lives from
@@ -43,8 +59,69 @@ pub struct GateRecord {
     pub drain_parts: Vec<crate::node::DrainPart>,
     /// The volumes that moved with the evicted pods, which the gate waits to see attached
     /// where their replacements run (`drain.volumes.waitForReattach`; empty without it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "sane::reattach"
+    )]
     pub reattach: Vec<crate::drain::Moved>,
+}
+
+/// The readers of [`GateRecord`]'s lists that leave out what cannot be a Kubernetes object.
+mod sane {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer};
+
+    use crate::config::hooks::{check_label_value, check_qualified_name};
+    use crate::url::{is_dns_label, is_dns_subdomain};
+
+    /// The entries of a list that pass `ok`.
+    fn kept<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+        ok: impl Fn(&T) -> bool,
+    ) -> Result<Vec<T>, D::Error> {
+        let mut all = Vec::<T>::deserialize(d)?;
+        all.retain(ok);
+        Ok(all)
+    }
+
+    fn labels_ok(labels: &BTreeMap<String, String>) -> bool {
+        labels
+            .iter()
+            .all(|(k, v)| check_qualified_name(k).is_ok() && check_label_value(v).is_ok())
+    }
+
+    pub(super) fn budgets<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        kept(d, |b: &String| {
+            b.split_once('/')
+                .is_some_and(|(ns, name)| is_dns_label(ns) && is_dns_subdomain(name))
+        })
+    }
+
+    /// A namespace and the labels of a pod evicted from it.
+    type NamespacedLabels = (String, BTreeMap<String, String>);
+
+    pub(super) fn pods<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<NamespacedLabels>, D::Error> {
+        kept(d, |(ns, _): &NamespacedLabels| is_dns_label(ns))
+    }
+
+    pub(super) fn owners<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, String, String)>, D::Error> {
+        kept(d, |(_, ns, name): &(String, String, String)| {
+            is_dns_label(ns) && is_dns_subdomain(name)
+        })
+    }
+
+    /// A moved volume's namespace is listed in, and its labels are the selector of that list.
+    pub(super) fn reattach<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<crate::drain::Moved>, D::Error> {
+        kept(d, |m: &crate::drain::Moved| {
+            is_dns_label(&m.namespace) && labels_ok(&m.labels)
+        })
+    }
 }
 
 impl GateRecord {

@@ -46,6 +46,40 @@ fn budgets_are_chosen_by_the_evicted_pods_labels() {
     assert!(g.verdict().unwrap().contains("listing"));
 }
 
+#[test]
+fn a_forged_record_never_chooses_the_api_s_path() {
+    // The record as a Node could carry it after someone rewrote it: every namespace, name and
+    // label that is no Kubernetes one is left out as it is read, whoever reads it.
+    let text = serde_json::json!({
+        "budgets": ["a/web", "../../api/v1/secrets/x", "a/web?watch=0", "a"],
+        "pods": [["a", {"app": "web"}], ["a/../kube-system", {}], ["default?x=1", {}]],
+        "owners": [
+            ["ReplicaSet", "a", "web-1"],
+            ["ReplicaSet", "a/replicasets/web-1/..", "x"],
+            ["StatefulSet", "a", "db/../../x"],
+        ],
+        "reattach": [
+            {"pv": "pv-1", "unique": "u", "namespace": "a", "claim": "c", "pod": "p",
+             "labels": {"app": "web"}},
+            {"pv": "pv-2", "unique": "u", "namespace": "../..", "claim": "c", "pod": "p"},
+            {"pv": "pv-3", "unique": "u", "namespace": "a", "claim": "c", "pod": "p",
+             "labels": {"app": "web,tier!=x"}},
+        ],
+    })
+    .to_string();
+    let r: GateRecord = serde_json::from_str(&text).unwrap();
+    assert_eq!(r.budgets, ["a/web"]);
+    assert_eq!(r.pods.len(), 1);
+    assert_eq!(
+        r.owners,
+        [("ReplicaSet".into(), "a".into(), "web-1".into())]
+    );
+    assert_eq!(r.reattach.len(), 1);
+    assert_eq!(r.reattach[0].pv, "pv-1");
+    assert_eq!(GateRecord::read(Some(&text)), Some(r.clone()));
+    assert_eq!(GateState::new(&r).streams(), vec![pdb(), rs()]);
+}
+
 fn pdb() -> Stream {
     (GateKind::Budget, "a".into())
 }

@@ -40,8 +40,8 @@ pub(super) async fn start(
         let mut ann = proto::state_annotations(NodeState::Draining, now);
         // Its alerts silenced before anything is evicted, the silence's ID written with
         // `draining` (an Alertmanager that cannot be asked holds nothing).
-        if let Some(id) = create_silence(ctx, view, now).await {
-            ann.push((proto::SILENCE_ID, Some(id)));
+        if let Some(id) = super::silence::create(ctx, view, now).await {
+            ann.push((proto::SILENCE_ID, Some(id.to_string())));
         }
         patch_node(ctx, view, "marking it draining", proto::patch(&ann, None)).await?;
         tracing::info!(node = name, state = "draining", "draining");
@@ -212,38 +212,6 @@ async fn drain_while_cordoned(
                 Some(why) => tracing::info!(node, reason = %why, "stopping the drain: the reboot is no longer wanted, or has happened"),
             }
             Ok(None)
-        }
-    }
-}
-
-/// Makes the node's Alertmanager silence for this cycle (`silences.alertmanager`): its ID, or
-/// `None` (not configured, or Alertmanager not answering: warned and counted, the drain goes
-/// on). A silence left by an earlier cycle's end that could not expire it is expired first.
-/// Made before the write that records it: a leader that dies in between leaves a silence
-/// nobody names, which ends on its own after the longest cycle (its `endsAt`).
-async fn create_silence(ctx: &Ctx, view: &NodeView, now: DateTime<Utc>) -> Option<String> {
-    let (am, matchers) = ctx.silencer.as_ref()?;
-    let node = view.name.as_str();
-    if let Some(old) = view.silence_id.as_deref() {
-        let _ = am.expire(old).await;
-    }
-    let c = &ctx.config;
-    let s = c.silences.alertmanager.as_ref()?;
-    let longest = c.drain.timeout.to_chrono()
-        + c.reboot.timeout.to_chrono()
-        + c.health_gate.timeout.to_chrono()
-        + s.extra.to_chrono();
-    let silence = crate::silences::silence_for(node, matchers, now, longest);
-    match am.create(&silence).await {
-        Ok(id) => {
-            ctx.metrics.silence("created");
-            tracing::info!(node, silence = %id, until = %silence.ends_at, "Alertmanager silence created");
-            Some(id)
-        }
-        Err(e) => {
-            ctx.metrics.silence("failed");
-            tracing::warn!(node, error = %e, "could not create the node's Alertmanager silence; draining anyway");
-            None
         }
     }
 }

@@ -96,7 +96,7 @@ pub(in crate::controller) async fn finish(
     {
         ann.push((proto::SHUTDOWN_REQUESTED, None));
     }
-    expire_silence(ctx, view).await;
+    super::silence::expire(ctx, view).await;
     patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
     let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
     ctx.metrics.done();
@@ -159,7 +159,7 @@ pub(in crate::controller) async fn release(
     if view.for_shutdown() && view.shutdown_requested {
         ann.push((proto::SHUTDOWN_REQUESTED, None));
     }
-    expire_silence(ctx, view).await;
+    super::silence::expire(ctx, view).await;
     let patch = proto::patch(&ann, ours.then_some(false));
     patch_node(ctx, view, "releasing it without a reboot", patch).await?;
     tracing::info!(node, state = "done", uncordoned = ours, reason = %reason, "cycle ended without a reboot");
@@ -223,7 +223,7 @@ async fn fail_as(
     let mut ann = proto::state_annotations(NodeState::Failed, Utc::now());
     ann.push((proto::FAILURE_REASON, Some(reason.clone())));
     ann.push((proto::SILENCE_ID, None));
-    expire_silence(ctx, view).await;
+    super::silence::expire(ctx, view).await;
     let label: Vec<(String, Option<String>)> = quarantined
         .map(|c| (proto::QUARANTINED.to_string(), Some(c.to_string())))
         .into_iter()
@@ -238,27 +238,6 @@ async fn fail_as(
         .publish(node, true, what, format!("{reason}; {outcome}"))
         .await;
     free(ctx, node).await
-}
-
-/// Expires the node's Alertmanager silence of this cycle (`silences.alertmanager`), before the
-/// write that ends the cycle drops its ID: a leader that dies in between expires it again (an
-/// expired one is fine). An Alertmanager that cannot be asked never holds the node: warned and
-/// counted; the silence then ends on its own.
-async fn expire_silence(ctx: &Ctx, view: &NodeView) {
-    let (Some(id), Some((am, _))) = (view.silence_id.as_deref(), ctx.silencer.as_ref()) else {
-        return;
-    };
-    let node = view.name.as_str();
-    match am.expire(id).await {
-        Ok(()) => {
-            ctx.metrics.silence("expired");
-            tracing::info!(node, silence = id, "Alertmanager silence expired");
-        }
-        Err(e) => {
-            ctx.metrics.silence("expire_failed");
-            tracing::warn!(node, silence = id, error = %e, "could not expire the node's Alertmanager silence; it ends on its own");
-        }
-    }
 }
 
 /// Frees node `name`'s slot in the lock, for `reason`; a node with no Node left (`view` is

@@ -9,7 +9,9 @@
 //!   the mark that it is back (`verifying`);
 //! - [`health`]: the health gate, run as the node's task, and the gates started early;
 //! - [`hooks`]: the hooks' steps (their records, the webhooks, the answers);
-//! - [`end`]: the ends of a cycle: done, failed, the slot freed.
+//! - [`end`]: the ends of a cycle: done, failed, the slot freed;
+//! - [`silence`]: the node's Alertmanager silence, made before the drain and expired at the
+//!   cycle's end.
 //!
 //! Every step is written to the Node before it is acted on, fenced by the version it was
 //! decided from ([`super::writes`]). A step must never decide: it carries out what the pure
@@ -22,6 +24,7 @@ pub(super) mod end;
 pub(super) mod health;
 pub(super) mod hooks;
 pub(super) mod reboot;
+pub(super) mod silence;
 
 use std::collections::HashMap;
 
