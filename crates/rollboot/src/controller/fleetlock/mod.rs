@@ -96,7 +96,7 @@ pub(super) async fn serve(
             post(|s, h, b| handle(s, Endpoint::SteadyState, h, b)),
         )
         .with_state(served);
-    axum::serve(listener, app).await
+    crate::serve::serve(listener, app, crate::serve::Limits::default()).await
 }
 
 /// The address to advertise for `bound`: `POD_IP` (the Pod's address, from the downward API)
