@@ -2,8 +2,8 @@
 //! its `/metrics`, `/healthz`, `/readyz`, and the agent's `/metrics`, `/healthz`.
 //!
 //! Owns what a client can make a server hold, in memory, in time and in the logs: the body
-//! size (413 past [`Limits::body_bytes`], at once when the `Content-Length` says so), the
-//! size of a request's head, the time to send a request's head (and the time a kept-alive
+//! (read here, whole, before the routes see it; 413 past [`Limits::body_bytes`], at once when
+//! the `Content-Length` says so), the size of a request's head, the time to send a request's head (and the time a kept-alive
 //! connection may sit idle), the time from a request's head to its answer, the number of
 //! connections open at once (the next one is answered 503 and closed, never queued), and how
 //! much of a client's string goes into a log line ([`for_log`]). Every request carries the TCP
@@ -19,11 +19,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, DefaultBodyLimit};
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
 use axum::http::{header, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
@@ -51,8 +52,9 @@ pub struct Limits {
 impl Default for Limits {
     /// Production's limits.
     ///
-    /// A connection holds at most [`HEAD_BYTES`] of read buffer, a body of `body_bytes` and a
-    /// small answer: about 40 KiB at worst with its task and handler, so 128 of them are about
+    /// A connection holds at most [`HEAD_BYTES`] of read buffer, a body of `body_bytes` (copied
+    /// out of that buffer as it comes) and a small answer: about 40 KiB at worst with its task
+    /// and handler, so 128 of them are about
     /// 5 MiB, well within the controller's budget (deploy/controller.yaml: 66 MiB peak at
     /// 5,000 nodes, a 192 MiB limit); the agent, with a 32 MiB limit, takes a smaller cap
     /// ([`crate::agent::metrics::serve_on`]). Legitimate clients are few:
@@ -95,7 +97,6 @@ const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nr
 /// connection it serves). An error to accept a connection is logged and waited out, never
 /// returned: the `Result` is that of `axum::serve`, whose place this takes.
 pub async fn serve(listener: TcpListener, app: Router, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(DefaultBodyLimit::max(limits.body_bytes));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut open = JoinSet::new();
     loop {
@@ -196,12 +197,13 @@ impl hyper::service::Service<Request<Incoming>> for Bounded {
         req.extensions_mut().insert(ConnectInfo(self.peer));
         let (app, deadline, limits) = (self.app.clone(), self.deadline.clone(), self.limits);
         Box::pin(async move {
-            let answer = match declared_length(&req) {
-                Some(n) if n > limits.body_bytes as u64 => too_large(limits.body_bytes),
-                _ => match app.oneshot(req).await {
+            let (parts, body) = req.into_parts();
+            let answer = match read_body(&parts.headers, body, limits.body_bytes).await {
+                Ok(body) => match app.oneshot(Request::from_parts(parts, body)).await {
                     Ok(answer) => answer,
                     Err(never) => match never {},
                 },
+                Err(refused) => refused,
             };
             deadline.send_replace(Instant::now() + limits.header_timeout);
             Ok(answer)
@@ -209,30 +211,53 @@ impl hyper::service::Service<Request<Incoming>> for Bounded {
     }
 }
 
-/// The request's `Content-Length`, when it has one that reads.
-fn declared_length<B>(req: &Request<B>) -> Option<u64> {
-    req.headers()
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+/// The whole body of a request, read here, up to `limit` bytes, and copied out of hyper's
+/// buffers as it comes: a body sent a few bytes at a time would otherwise hold a buffer of
+/// hyper's per piece until the handler is done with it. Past `limit`, 413 (at once when the
+/// `Content-Length` says so); a body cut short, 400. Both close the connection.
+async fn read_body(
+    headers: &header::HeaderMap,
+    mut body: Incoming,
+    limit: usize,
+) -> Result<Body, Response> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let too_large = || {
+        closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a request body is at most {limit} bytes\n"),
+        )
+    };
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut read = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(frame) = frame else {
+            return Err(closing(
+                StatusCode::BAD_REQUEST,
+                "the request body was cut short\n".into(),
+            ));
+        };
+        if let Some(data) = frame.data_ref() {
+            if read.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            read.extend_from_slice(data);
+        }
+    }
+    Ok(Body::from(Bytes::from(read)))
 }
 
-/// 413 for a body declared over `limit`, before any of it is read; the connection is closed.
-fn too_large(limit: usize) -> Response {
-    (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        [(header::CONNECTION, "close")],
-        format!("a request body is at most {limit} bytes\n"),
-    )
-        .into_response()
+/// An answer that closes the connection after it.
+fn closing(status: StatusCode, why: String) -> Response {
+    (status, [(header::CONNECTION, "close")], why).into_response()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::body::Bytes;
     use axum::routing::{get, post};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
