@@ -345,6 +345,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_head_over_its_limit_is_answered_431() {
+        let addr = start(short()).await;
+        let head = |pad: usize| {
+            format!(
+                "GET / HTTP/1.1\r\nhost: a\r\nconnection: close\r\nx-pad: {}\r\n\r\n",
+                "p".repeat(pad)
+            )
+        };
+        let fits = request(addr, &head(4 << 10)).await;
+        assert!(fits.starts_with("HTTP/1.1 200"), "{fits}");
+        let over = request(addr, &head(HEAD_BYTES)).await;
+        assert!(over.starts_with("HTTP/1.1 431"), "{over}");
+    }
+
+    #[tokio::test]
     async fn a_client_that_trickles_its_headers_is_disconnected_after_the_header_timeout() {
         let addr = start(short()).await;
         let s = TcpStream::connect(addr).await.unwrap();
