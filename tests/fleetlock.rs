@@ -606,3 +606,38 @@ async fn a_give_back_during_the_hosts_own_reboot_never_frees_the_node_mid_reboot
     );
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn oversized_requests_are_refused_by_every_replica_before_they_are_read() {
+    let h = harness(2, "fleetlock: {listen: '127.0.0.1:0'}").await;
+    let (addrs, _) = replicas(&h).await;
+    for addr in addrs {
+        let a = post(None, addr, PRE, body(&"a".repeat(65), "default"), true).await;
+        assert_eq!(
+            (a.status, a.kind.as_deref()),
+            (400, Some("bad_body")),
+            "{a:?}"
+        );
+        assert!(a.value.contains("over 64"), "{a:?}");
+        // A body declared just under axum's 2 MB default, of which only the head is sent:
+        // answered 413 without waiting for the rest.
+        let answer = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            write!(
+                s,
+                "POST {PRE} HTTP/1.1\r\nhost: {addr}\r\nfleet-lock-protocol: true\r\ncontent-length: 2000000\r\n\r\n{{\"client_params\": "
+            )
+            .unwrap();
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            text
+        })
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    }
+    assert!(h.nodes().await.unwrap().iter().all(|n| !n.flagged()));
+    h.shutdown().await;
+}

@@ -18,6 +18,8 @@
 //! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
 //! - [`controls`]: the operator's controls (`pause`, `resume`, `retry`, `request`);
 //! - [`metrics`]: the controller's Prometheus metrics and health endpoints;
+//! - [`serve`]: bounded HTTP serving (body size, deadlines, a cap on connections) for every
+//!   server above;
 //! - [`render`]: the one way reports are written out (text and JSON from the same value);
 //! - [`client`]: what every Kubernetes client of rollboot shares (its User-Agent);
 //! - [`url`]: what a value from outside may become in a URL (percent-encoding, Kubernetes names);
@@ -45,6 +47,7 @@ pub mod plan;
 pub mod reload;
 pub mod render;
 pub mod selector;
+pub mod serve;
 pub mod silences;
 pub mod status;
 pub mod time;

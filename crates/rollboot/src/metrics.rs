@@ -658,7 +658,8 @@ fn escape(v: &str) -> String {
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on a bound listener until the process ends (the
-/// caller binds, so that an address in use is a start-up error it reports).
+/// caller binds, so that an address in use is a start-up error it reports), within
+/// [`crate::serve::Limits::default`].
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
@@ -681,7 +682,7 @@ pub async fn serve_on(
                 }
             }),
         );
-    axum::serve(listener, app).await
+    crate::serve::serve(listener, app, crate::serve::Limits::default()).await
 }
 
 #[cfg(test)]
@@ -765,5 +766,24 @@ mod tests {
         );
         let plain = crate::config::parse_str("{}").unwrap();
         assert_eq!(state_timeouts(&plain)[0], ("cordoning", 0.0));
+    }
+
+    #[tokio::test]
+    async fn the_controllers_metrics_server_is_served_within_bounds() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve_on(listener, Arc::new(Metrics::default())));
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: a\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            s.read_to_string(&mut answer),
+        );
+        let _ = read.await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     }
 }

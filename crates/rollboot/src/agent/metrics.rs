@@ -168,7 +168,12 @@ impl AgentMetrics {
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `listener` until the future is dropped.
+/// Connections the agent's server holds at once: its clients are a Prometheus or two and the
+/// kubelet's probes, and the agent's memory limit is 32 MiB (deploy/agent.yaml).
+const MAX_CONNECTIONS: usize = 16;
+
+/// Serves `/metrics` and `/healthz` on `listener` until the future is dropped, within
+/// production's [`crate::serve::Limits`] but for [`MAX_CONNECTIONS`].
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     metrics: Arc<AgentMetrics>,
@@ -177,7 +182,11 @@ pub async fn serve_on(
     let app = axum::Router::new()
         .route("/metrics", get(move || async move { metrics.render() }))
         .route("/healthz", get(|| async { "ok" }));
-    axum::serve(listener, app).await
+    let limits = crate::serve::Limits {
+        max_connections: MAX_CONNECTIONS,
+        ..crate::serve::Limits::default()
+    };
+    crate::serve::serve(listener, app, limits).await
 }
 
 #[cfg(test)]
@@ -243,5 +252,24 @@ mod tests {
                 && t.contains("rollboot_agent_inhibitor_releases_total{cause=\"deadline\"} 1\n"),
             "{t}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_agents_metrics_server_is_served_within_bounds() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve_on(listener, Arc::new(AgentMetrics::default())));
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: a\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            s.read_to_string(&mut answer),
+        );
+        let _ = read.await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     }
 }

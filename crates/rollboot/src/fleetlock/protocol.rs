@@ -2,8 +2,10 @@
 //! body `{"client_params": {"id", "group"}}`, and the error body `{"kind", "value"}` of every
 //! answer but 200.
 //!
-//! Owns parsing a request into a [`Request`] or the 400 that says what is wrong with it, and
-//! the bounded set of error kinds ([`Kind`]). It must never decide anything about a node.
+//! Owns parsing a request into a [`Request`] or the 400 that says what is wrong with it (an id
+//! or group over [`MAX_ID_CHARS`], [`MAX_GROUP_CHARS`] is one, refused before anything logs
+//! it; the sentence is cut for the log), and the bounded set of error kinds ([`Kind`]). It
+//! must never decide anything about a node.
 
 use serde::Deserialize;
 
@@ -154,9 +156,22 @@ struct ClientParams {
     group: String,
 }
 
+/// The longest id taken, in characters: Zincati's is 32 hex digits, and an id goes into log
+/// lines and Events.
+pub const MAX_ID_CHARS: usize = 64;
+
+/// The longest group taken, in characters: a group goes into log lines, Events and the Node's
+/// FleetLock record, and one longer than a label value (63) cannot name one.
+pub const MAX_GROUP_CHARS: usize = 64;
+
 /// Parses a request from its `fleet-lock-protocol` header's value (if any) and its body: the
 /// request, or the kind and the sentence of its 400. Nothing else in the body is looked at.
+/// The sentence is cut for the log ([`crate::serve::for_log`]): it may quote the client.
 pub fn parse(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String)> {
+    read(header, body).map_err(|(kind, value)| (kind, crate::serve::for_log(&value).into_owned()))
+}
+
+fn read(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String)> {
     if header.map(str::trim) != Some("true") {
         return Err((
             Kind::MissingHeader,
@@ -174,6 +189,20 @@ pub fn parse(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String
     let ClientParams { id, group } = b.client_params;
     if id.is_empty() {
         return Err((Kind::BadBody, "client_params.id is empty".into()));
+    }
+    let chars = id.chars().count();
+    if chars > MAX_ID_CHARS {
+        return Err((
+            Kind::BadBody,
+            format!("client_params.id is {chars} characters, over {MAX_ID_CHARS}"),
+        ));
+    }
+    let chars = group.chars().count();
+    if chars > MAX_GROUP_CHARS {
+        return Err((
+            Kind::BadGroup,
+            format!("group is {chars} characters, over {MAX_GROUP_CHARS}"),
+        ));
     }
     if !group_ok(&group) {
         return Err((
@@ -217,6 +246,37 @@ mod tests {
             assert_eq!(kind.status(), 400);
             assert!(value.contains(bad), "{value}");
         }
+    }
+
+    #[test]
+    fn an_id_over_64_characters_is_refused_and_one_of_64_taken() {
+        let with = |id: &str, group: &str| {
+            let body = format!(r#"{{"client_params": {{"id": "{id}", "group": "{group}"}}}}"#);
+            parse(Some("true"), body.as_bytes())
+        };
+        let id = "a".repeat(64);
+        assert_eq!(with(&id, "default").unwrap().id, id);
+        let (kind, value) = with(&"a".repeat(65), "default").unwrap_err();
+        assert_eq!((kind, kind.status()), (Kind::BadBody, 400));
+        assert!(value.contains("65 characters"), "{value}");
+        // Characters, not bytes.
+        assert!(with(&"é".repeat(64), "default").is_ok());
+        let group = "g".repeat(64);
+        assert_eq!(with("abc", &group).unwrap().group, group);
+        let (kind, value) = with("abc", &"g".repeat(65)).unwrap_err();
+        assert_eq!((kind, kind.status()), (Kind::BadGroup, 400));
+        assert!(!value.contains("ggg"), "{value}");
+    }
+
+    #[test]
+    fn a_refusal_quoting_the_client_is_cut_for_the_log() {
+        // serde quotes a string of the wrong type whole.
+        let huge = "A".repeat(2 << 20);
+        let body = format!(r#"{{"client_params": "{huge}"}}"#);
+        let (kind, value) = parse(Some("true"), body.as_bytes()).unwrap_err();
+        assert_eq!(kind, Kind::BadBody);
+        assert!(value.len() < 1000, "{} bytes", value.len());
+        assert!(value.contains("AAAA"), "{value}");
     }
 
     #[test]

@@ -118,11 +118,7 @@ pub(super) async fn serve(
             post(|s, p, h, b| handle(s, Endpoint::SteadyState, p, h, b)),
         )
         .with_state(served);
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    crate::serve::serve(listener, app, crate::serve::Limits::default()).await
 }
 
 /// The address to advertise for `bound`: `POD_IP` (the Pod's address, from the downward API)
