@@ -807,6 +807,13 @@ impl Suite<'_> {
         .map_err(|e| e.to_string())?;
         self.c
             .kubectl(&["apply", "-k", &own.display().to_string()])?;
+        // FleetLock is on (node1's host asks over it): its optional objects, as INSTALL.md's
+        // step says, with the one grant a leader needs to check a standby's forward.
+        self.c.kubectl(&[
+            "apply",
+            "-f",
+            &deploy.join("optional/fleetlock.yaml").display().to_string(),
+        ])?;
         self.wait_rollboot_ready("kubectl apply -k")
     }
 
@@ -950,8 +957,8 @@ impl Suite<'_> {
         ))
     }
 
-    /// Waits for a reboot token of node `n` other than `old` (the last cycle's stays on the
-    /// Node until the next cordon), acknowledged by the agent when `acked`.
+    /// Waits for a reboot token of node `n` other than `old` (one still on the Node; a cycle's
+    /// end takes its token off), acknowledged by the agent when `acked`.
     fn new_token(&self, n: usize, old: Option<&String>, acked: bool) -> Result<String, String> {
         wait(&format!("a new reboot token on node{n}"), CYCLE, || {
             let a = self.ann(n);
@@ -960,6 +967,15 @@ impl Suite<'_> {
             let ok = !acked || a.get("rollboot.dev/reboot-ack") == Some(t);
             (fresh && ok).then(|| t.clone())
         })
+    }
+
+    /// The last cycle's record of node `n` (`rollboot.dev/last-cycle`): its token and how
+    /// many tokens it issued stay there once the cycle's end took them off the Node.
+    fn last_cycle(&self, n: usize) -> Value {
+        self.ann(n)
+            .get("rollboot.dev/last-cycle")
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default()
     }
 
     fn leader(&self) -> String {
@@ -1005,10 +1021,10 @@ impl Suite<'_> {
         }
         self.done(n, asked, CYCLE)?;
         let boots = self.c.boots(n) - before;
-        let a = self.ann(n);
-        let attempt = a
-            .get("rollboot.dev/reboot-attempt")
-            .cloned()
+        let last = self.last_cycle(n);
+        let attempt = last["attempts"]
+            .as_u64()
+            .map(|a| a.to_string())
             .unwrap_or_default();
         if boots != 1 || attempt != "1" {
             return Err(format!(
@@ -1043,16 +1059,16 @@ impl Suite<'_> {
         }
         self.done(n, flagged, CYCLE * 2)?;
         let boots = self.c.boots(n) - before;
-        let a = self.ann(n);
-        let attempt = a
-            .get("rollboot.dev/reboot-attempt")
-            .cloned()
+        let last = self.last_cycle(n);
+        let attempt = last["attempts"]
+            .as_u64()
+            .map(|a| a.to_string())
             .unwrap_or_default();
         self.w.take();
         self.w.budget(true);
         // The cycle's token, if one was issued after the flag (its instant is its prefix).
-        let asked = a
-            .get("rollboot.dev/reboot")
+        let asked = last["token"]
+            .as_str()
             .and_then(|t| t.split('-').next()?.parse::<i64>().ok())
             .is_some_and(|ms| ms >= flagged.timestamp_millis());
         if boots > 2 || (asked && attempt != "1") {
@@ -1091,10 +1107,9 @@ impl Suite<'_> {
         );
         self.done(n, flagged, CYCLE * 2)?;
         let boots = self.c.boots(n) - before;
-        let attempt = self
-            .ann(n)
-            .get("rollboot.dev/reboot-attempt")
-            .cloned()
+        let attempt = self.last_cycle(n)["attempts"]
+            .as_u64()
+            .map(|a| a.to_string())
             .unwrap_or_default();
         self.w.take();
         self.w.budget(true);

@@ -546,8 +546,9 @@ async fn drain_settle_waits_before_the_reboot_and_a_hanging_fire_and_forget_hook
     let rec = record(&v).unwrap();
     let drained = rec.phases[&Phase::AfterDrain].since;
     let passed = rec.phases[&Phase::AfterDrain].passed.unwrap();
-    // The reboot token was issued after the settle.
-    let token = Token::parse(v.reboot_token.as_deref().unwrap()).unwrap();
+    // The reboot token was issued after the settle (the cycle's record keeps it once done).
+    let ended_on = v.history.last_cycle.as_ref().and_then(|c| c.token.clone());
+    let token = Token::parse(ended_on.as_deref().unwrap()).unwrap();
     assert!(
         passed - drained >= chrono::Duration::seconds(2),
         "{drained} .. {passed}"

@@ -832,6 +832,14 @@ pub struct LastCycle {
     /// parts measure what happened, not what a drained cycle takes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undrained: Option<String>,
+    /// The reboot token the cycle ended on, and how many tokens it issued (`reboot-attempt`):
+    /// the cycle's end removes both from the Node (a restarted agent must find no token to
+    /// refuse); the record keeps them. `None` for a reboot handed to its host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// See [`LastCycle::token`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 /// One step of a finished drain, as the cycle's record and the simulator's report show it.
@@ -880,6 +888,8 @@ impl LastCycle {
             reattach_seconds: None,
             not_reattached: Vec::new(),
             undrained: None,
+            token: None,
+            attempts: None,
         }
     }
 

@@ -61,6 +61,8 @@ pub(in crate::controller) async fn finish(
         cycle.not_reattached = r.late.clone();
     }
     cycle.undrained = view.undrained.as_ref().map(|u| u.why.clone());
+    cycle.token = view.reboot_token.clone();
+    cycle.attempts = view.reboot_token.as_ref().and(view.reboot_attempt);
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
