@@ -31,6 +31,31 @@ fn agent() -> Identity {
     Identity::service_account("rollboot-agent", "rollboot-agent")
 }
 
+/// Has the simulator enforce the RBAC of `files` (and `admission`) on the controller replicas
+/// and the agents of `names`, each presenting its ServiceAccount's token.
+fn enforce(
+    h: &mut Harness,
+    names: &[String],
+    files: &[&str],
+    admission: Option<Admission>,
+) -> std::sync::Arc<Enforcement> {
+    let mut identities = HashMap::new();
+    for i in 0..2 {
+        identities.insert(format!("controller-{i}"), controller());
+    }
+    for n in names {
+        identities.insert(format!("agent:{n}"), agent().on_node(n));
+    }
+    let texts: Vec<String> = files.iter().map(|f| read(f)).collect();
+    let rbac = Rbac::from_yaml(&texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    h.agent_token_prefix = Some("agent:".into());
+    h.cluster.enforce(Enforcement {
+        identities,
+        rbac: Some(rbac),
+        admission,
+    })
+}
+
 /// Sets the lock Lease's holder as an operator would (creating the Lease the first time).
 async fn hold_lock(h: &Harness, holder: Option<&str>) {
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -102,25 +127,13 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
     .unwrap();
     let mut h = Harness::start(sc, config).await.unwrap();
     let names = h.node_names().await.unwrap();
-    let mut identities = HashMap::new();
-    for i in 0..2 {
-        identities.insert(format!("controller-{i}"), controller());
-    }
-    for n in &names {
-        identities.insert(format!("agent:{n}"), agent().on_node(n));
-    }
-    let rbac = Rbac::from_yaml(&[
-        &read("deploy/controller-rbac.yaml"),
-        &read("deploy/agent-rbac.yaml"),
-    ])
-    .unwrap();
     let admission = Admission::from_yaml(&read("deploy/admission-policy.yaml")).unwrap();
-    let enforced = h.cluster.enforce(Enforcement {
-        identities,
-        rbac: Some(rbac),
-        admission: Some(admission),
-    });
-    h.agent_token_prefix = Some("agent:".into());
+    let enforced = enforce(
+        &mut h,
+        &names,
+        &["deploy/controller-rbac.yaml", "deploy/agent-rbac.yaml"],
+        Some(admission),
+    );
     h.start_rollout().await.unwrap();
     // An operator pauses and resumes twice before anything is flagged: the controller's Events
     // about the lock Lease (its namespace), the second of each a repeat (a series PATCH).
@@ -200,25 +213,16 @@ async fn fleetlock_forwards_are_checked_with_the_one_grant_of_deploy_optional_fl
     let config = sim_config("fleetlock: {listen: '127.0.0.1:0'}").unwrap();
     let mut h = Harness::start(sc, config).await.unwrap();
     let names = h.node_names().await.unwrap();
-    let mut identities = HashMap::new();
-    for i in 0..2 {
-        identities.insert(format!("controller-{i}"), controller());
-    }
-    for n in &names {
-        identities.insert(format!("agent:{n}"), agent().on_node(n));
-    }
-    let rbac = Rbac::from_yaml(&[
-        &read("deploy/controller-rbac.yaml"),
-        &read("deploy/agent-rbac.yaml"),
-        &read("deploy/optional/fleetlock.yaml"),
-    ])
-    .unwrap();
-    let enforced = h.cluster.enforce(Enforcement {
-        identities,
-        rbac: Some(rbac),
-        admission: None,
-    });
-    h.agent_token_prefix = Some("agent:".into());
+    let enforced = enforce(
+        &mut h,
+        &names,
+        &[
+            "deploy/controller-rbac.yaml",
+            "deploy/agent-rbac.yaml",
+            "deploy/optional/fleetlock.yaml",
+        ],
+        None,
+    );
     h.fleetlock_hosts = names.iter().take(2).cloned().collect();
     h.start_rollout_flagged(&names).await.unwrap();
     let flagged: BTreeSet<String> = names.iter().cloned().collect();

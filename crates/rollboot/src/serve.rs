@@ -255,6 +255,26 @@ fn closing(status: StatusCode, why: String) -> Response {
     (status, [(header::CONNECTION, "close")], why).into_response()
 }
 
+/// What the servers' tests of other modules share.
+#[cfg(test)]
+pub(crate) mod test_client {
+    use std::net::SocketAddr;
+
+    /// Sends `raw` over one connection to `addr` and returns what came back within 5 s.
+    pub(crate) async fn answer(addr: SocketAddr, raw: &[u8]) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(raw).await.unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            s.read_to_string(&mut answer),
+        );
+        let _ = read.await;
+        answer
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,15 +379,19 @@ mod tests {
         assert!(over.starts_with("HTTP/1.1 431"), "{over}");
     }
 
-    #[tokio::test]
-    async fn a_client_that_trickles_its_headers_is_disconnected_after_the_header_timeout() {
-        let addr = start(short()).await;
+    /// Sends `head`, then `piece` every 20 ms, until the server closes the connection or
+    /// [`WITHIN`] passes; what the read that waited for it saw.
+    async fn trickled(
+        addr: SocketAddr,
+        head: &'static [u8],
+        piece: &'static [u8],
+    ) -> Result<std::io::Result<usize>, tokio::time::error::Elapsed> {
         let s = TcpStream::connect(addr).await.unwrap();
         let (mut read, mut write) = s.into_split();
         let trickle = tokio::spawn(async move {
-            write.write_all(b"GET / HTTP/1.1\r\nhost: a\r\n").await?;
+            write.write_all(head).await?;
             loop {
-                write.write_all(b"x-slow: 1\r\n").await?;
+                write.write_all(piece).await?;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             #[allow(unreachable_code)]
@@ -376,6 +400,13 @@ mod tests {
         let mut buf = [0u8; 1024];
         let closed = tokio::time::timeout(WITHIN, read.read(&mut buf)).await;
         trickle.abort();
+        closed
+    }
+
+    #[tokio::test]
+    async fn a_client_that_trickles_its_headers_is_disconnected_after_the_header_timeout() {
+        let addr = start(short()).await;
+        let closed = trickled(addr, b"GET / HTTP/1.1\r\nhost: a\r\n", b"x-slow: 1\r\n").await;
         assert!(
             matches!(closed, Ok(Ok(0) | Err(_))),
             "still open after {WITHIN:?} with a header timeout of 200ms: {closed:?}"
@@ -386,22 +417,12 @@ mod tests {
     async fn a_client_that_trickles_a_body_under_the_limit_is_disconnected_after_the_request_timeout(
     ) {
         let addr = start(short()).await;
-        let s = TcpStream::connect(addr).await.unwrap();
-        let (mut read, mut write) = s.into_split();
-        let trickle = tokio::spawn(async move {
-            write
-                .write_all(b"POST /echo HTTP/1.1\r\nhost: a\r\ncontent-length: 4000\r\n\r\n")
-                .await?;
-            loop {
-                write.write_all(b"x").await?;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            #[allow(unreachable_code)]
-            Ok::<(), std::io::Error>(())
-        });
-        let mut buf = [0u8; 1024];
-        let closed = tokio::time::timeout(WITHIN, read.read(&mut buf)).await;
-        trickle.abort();
+        let closed = trickled(
+            addr,
+            b"POST /echo HTTP/1.1\r\nhost: a\r\ncontent-length: 4000\r\n\r\n",
+            b"x",
+        )
+        .await;
         assert!(
             matches!(closed, Ok(Ok(0) | Err(_))),
             "still open after {WITHIN:?} with a request timeout of 500ms: {closed:?}"

@@ -256,20 +256,14 @@ mod tests {
 
     #[tokio::test]
     async fn the_agents_metrics_server_is_served_within_bounds() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(serve_on(listener, Arc::new(AgentMetrics::default())));
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nhost: a\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        let read = tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            s.read_to_string(&mut answer),
-        );
-        let _ = read.await;
+        let answer = crate::serve::test_client::answer(
+            addr,
+            b"GET /metrics HTTP/1.1\r\nhost: a\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n",
+        )
+        .await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     }
 }
