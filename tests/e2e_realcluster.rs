@@ -1900,11 +1900,12 @@ impl<'a> Suite<'a> {
                         .expect("prev is unschedulable");
                     // A cycle ended without a reboot, on the boot it was cordoned on, because
                     // its reason went away: the host's shutdown cancelled (the agent removed
-                    // its request), or a FleetLock host gave its slot back (check 21 and 20
-                    // judge those).
+                    // its request), or never followed (the controller removed the request with
+                    // the uncordon), or a FleetLock host gave its slot back (checks 21, 25 and
+                    // 20 judge those).
                     let cancelled = prev.rollboot.get("rollboot.dev/cycle-for").map(String::as_str)
                         == Some("shutdown")
-                        && !prev.has("shutdown-requested");
+                        && (!prev.has("shutdown-requested") || !cur.has("shutdown-requested"));
                     let given_back = prev
                         .rollboot
                         .get("rollboot.dev/fleetlock")
@@ -2255,7 +2256,7 @@ const CHECKS: [(&str, &str); 32] = [
     ("19", "a StatefulSet pod with a ReadWriteOnce CSI volume (the real attach-detach controller's VolumeAttachment, the fake kubelet's attacher): its node's reboot is asked only after the VolumeAttachment of the evicted pod's volume on that node is gone; the moved pod is Ready on another node with no FailedAttachVolume Multi-Attach Event, and the cycle's end waited until the volume was attached there (issue 24, drain.volumes.waitForDetach and waitForReattach)"),
     ("20", "a FleetLock host (Zincati's protocol, asked through a standby replica): pre-reboot is 200 only once the node is cordoned, drained and its reboot handed to the host (no token, no reboot command), and again for the holder; the host reboots itself; steady-state is 200 once the node is verified, uncordoned and done (issue 27)"),
     ("21", "a shutdown rollboot did not start (the agent's delay inhibitor on a fake logind): PrepareForShutdown(true) makes the agent write shutdown-requested and the controller cordon and drain the node at once; cancelled mid-drain (PrepareForShutdown(false)), the drain stops and the node is released, uncordoned, with a ReleasedWithoutReboot Event and no reboot; carried through, the agent lets its lock go only once the node is drained and handed to its host (no token, no reboot command), and after the host's own reboot the node is verified, uncordoned and done (issue 27)"),
-    ("22", "FleetLock answers only the host a request names: from another address 403 client_not_host; a forward forged without a replica's token, with an agent's token or with the controller's API token (the API's audience) 403 untrusted_forward by the real TokenReview; nothing written; the host itself through a standby is taken (issue 47, hole 1)"),
+    ("22", "FleetLock answers only the host a request names: from another address 403 client_not_host; a forward forged without a replica's token, with an agent's token or with the controller's API token (the API's audience) 403 untrusted_forward by the real TokenReview; nothing written; the host's own request through a standby is taken and recorded by the leader (issue 47, hole 1)"),
     ("23", "the controller's servers are bounded: a 64 KiB FleetLock body answered 413, and headers trickled one byte a second disconnected within 30 s on the FleetLock port and on /metrics (issue 47, hole 2)"),
     ("24", "a FleetLock host gives its slot back one second into its own 25 s reboot: the node is never uncordoned while NotReady and ends done on its new boot, one reboot (issue 47, hole 4)"),
     ("25", "three agents write shutdown-requested on their own Nodes with no shutdown behind it: never more than maxNodes + maxShutdownDrains (2) cordoned at once, each ends cancelled (done, uncordoned, request removed), no reboot, none failed (issue 47, hole 4)"),
