@@ -71,6 +71,11 @@ const SCALED: &[Floor] = &[
         why: "",
     },
     Floor {
+        key: "reboot.readyWithoutRebootFor",
+        floor: Duration::from_millis(1),
+        why: "",
+    },
+    Floor {
         key: "reboot.checkPeriod",
         floor: Duration::from_millis(100),
         why: "every agent polls its simulated sentinel on this period; below 100 ms thousands of agents poll the one process's CPU away",
