@@ -1055,6 +1055,13 @@ pub fn next_step(
     // slot given back): the cycle ends now, mid-drain too. Evicting more pods for a reboot
     // that will not happen, or that happened, is disruption for nothing.
     if matches!(current, NodeState::Cordoning | NodeState::Draining) {
+        // Just cordoned: whatever ends the cycle now waits for the node-lifecycle controller's
+        // taint first (a write decided before it lands is refused with 409).
+        if current == NodeState::Cordoning && n.unschedulable {
+            if let Some(wait) = settling(n, since, now) {
+                return wait;
+            }
+        }
         if let Some(why) = overtaken(n) {
             return Step::Overtaken(why);
         }
