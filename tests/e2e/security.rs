@@ -399,17 +399,20 @@ impl Suite<'_> {
         let ended = self
             .obs
             .wait(Duration::from_secs(240), |w| {
-                nodes
-                    .iter()
-                    .all(|n| {
+                // Each ended on its Node, and its slot freed in the lock (written after).
+                let freed = w
+                    .lease("rollboot-lock")
+                    .is_none_or(|l| nodes.iter().all(|n| !l.in_flight.contains_key(*n)));
+                (freed
+                    && nodes.iter().all(|n| {
                         w.node(n).is_some_and(|v| {
                             !v.rollboot.contains_key("rollboot.dev/shutdown-requested")
                                 && !v.unschedulable
                                 && v.rollboot.get("rollboot.dev/state").map(String::as_str)
                                     == Some("done")
                         })
-                    })
-                    .then_some(())
+                    }))
+                .then_some(())
             })
             .await;
         if ended.is_none() {
