@@ -488,7 +488,13 @@ async fn only_the_host_itself_is_answered_and_a_forward_is_taken_only_from_a_rep
             own.unwrap()
         )
     };
-    for auth in ["", "authorization: Bearer agent\r\n"] {
+    // No token; another account's token for the forward audience; the controller's own API
+    // token (the API server's audience: refused, as the real kube-apiserver refuses it).
+    for auth in [
+        "",
+        "authorization: Bearer agent@rollboot.dev/fleetlock-forward\r\n",
+        "authorization: Bearer controller-0\r\n",
+    ] {
         let a = post_with(None, addrs[leader], PRE, b.clone(), &forged(auth)).await;
         assert_eq!(
             (a.status, a.kind.as_deref()),

@@ -3,14 +3,21 @@
 //!
 //! Owns the answer: a token of an identity of [`super::Cluster::enforce`] is that identity;
 //! any other token but `anonymous` is the unchecked user it names (as every other request of
-//! it is served); `anonymous` and an empty token are not authenticated. The simulator's tokens
-//! carry no audience: the audiences asked are the audiences answered. Creating a review is
-//! authorized like any create when RBAC is enforced. It must never store anything.
+//! it is served); `anonymous` and an empty token are not authenticated. A token's audience is
+//! the API server's (`https://kubernetes.default.svc`) unless it is written `USER@AUDIENCE`
+//! (a projected token for that audience); a review asking for audiences the token does not
+//! have is refused with the real server's error, as kube-apiserver v1.36 refuses a
+//! controller's API token offered as a FleetLock forward proof (real control plane, check 22).
+//! Creating a review is authorized like any create when RBAC is enforced. It must never store
+//! anything.
 
 use serde_json::{json, Value};
 
 use super::errors::ApiError;
 use super::identity::Identity;
+
+/// The audience of a token that names none: the API server's own.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc";
 
 /// The review's path.
 pub const PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -27,8 +34,26 @@ pub fn review(body: &[u8], who: impl Fn(&str) -> Option<Identity>) -> Result<Val
         ));
     }
     let audiences = asked["spec"]["audiences"].clone();
-    let identity =
-        who(token).or_else(|| (token != "anonymous").then(|| Identity::unchecked(token)));
+    let (name, has) = match token.split_once('@') {
+        Some((user, aud)) => (user, aud),
+        None => (token, API_AUDIENCE),
+    };
+    if let Some(wanted) = audiences.as_array().filter(|a| !a.is_empty()) {
+        if !wanted.iter().any(|a| a.as_str() == Some(has)) {
+            let error = format!(
+                "[invalid bearer token, token audiences [\"{has}\"] is invalid for the target audiences {}]",
+                serde_json::to_string(&wanted).unwrap_or_default()
+            );
+            return Ok(json!({
+                "kind": "TokenReview",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {},
+                "spec": {"token": token, "audiences": audiences},
+                "status": {"user": {}, "error": error},
+            }));
+        }
+    }
+    let identity = who(name).or_else(|| (name != "anonymous").then(|| Identity::unchecked(name)));
     let status = match identity {
         Some(i) => {
             let mut user = json!({"username": i.user, "groups": i.groups});

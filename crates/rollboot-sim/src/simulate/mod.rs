@@ -351,8 +351,9 @@ pub struct Harness {
 
 /// The token the simulated controller replicas prove themselves to each other with when one
 /// forwards a FleetLock request (`fleetlock.forwardTokenFile`): the same for every replica, as
-/// their ServiceAccount's is. The simulator's TokenReview names the user a token spells.
-pub const FORWARD_TOKEN: &str = "rollboot-controller";
+/// their ServiceAccount's is, for the forward audience (`USER@AUDIENCE`, see
+/// [`crate::sim::tokenreview`]).
+pub const FORWARD_TOKEN: &str = "rollboot-controller@rollboot.dev/fleetlock-forward";
 
 /// A file holding [`FORWARD_TOKEN`], written once per process.
 fn forward_token_file() -> anyhow::Result<std::path::PathBuf> {
