@@ -122,6 +122,10 @@ impl FleetLock {
         "/var/run/secrets/rollboot.dev/fleetlock-forward/token".into()
     }
 
+    /// What `verifyClientAddress: false` leaves open, as the controller warns it at start and
+    /// `rollboot status` shows it.
+    pub const UNVERIFIED: &'static str = "fleetlock.verifyClientAddress is false: any client that reaches the FleetLock port can have any node drained";
+
     /// `trustedProxies`, parsed (validation refuses a config with one that does not parse).
     pub fn trusted_proxies(&self) -> Vec<crate::fleetlock::caller::Cidr> {
         self.trusted_proxies

@@ -1293,15 +1293,13 @@ pub fn shutdown_not_followed(n: &NodeView, config: &Config, now: DateTime<Utc>) 
         return None;
     }
     let at = n.shutdown_requested_at?;
-    let until = at + shutdown_delay(n, config) + config.reboot.ready_without_reboot_for.to_chrono();
+    let delay = shutdown_delay(n, config);
+    let until = at + delay + config.reboot.ready_without_reboot_for.to_chrono();
     let before = n.boot_id_before.as_deref().unwrap_or_default();
     (now >= until && stayed_up(n, at, before)).then(|| {
         not_followed(
             n,
-            &format!(
-                "logind's delay ({}s) from its request",
-                shutdown_delay(n, config).num_seconds()
-            ),
+            &format!("logind's delay ({}s) from its request", delay.num_seconds()),
             at,
             config,
         )

@@ -45,7 +45,7 @@ impl Cidr {
 
     /// Whether `ip` is in the block (an IPv4-mapped IPv6 address counts as its IPv4 one).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.net, canonical(ip)) {
+        match (self.net, ip.to_canonical()) {
             (IpAddr::V4(n), IpAddr::V4(a)) => {
                 let mask = u32::MAX
                     .checked_shl(32 - u32::from(self.prefix))
@@ -63,12 +63,6 @@ impl Cidr {
     }
 }
 
-/// `ip` with an IPv4-mapped IPv6 address (a server bound to `[::]` sees IPv4 peers so) as
-/// the IPv4 address it is.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    ip.to_canonical()
-}
-
 /// The address a request comes from: `peer`, the TCP peer; or, when `peer` is in one of the
 /// `trusted` proxies' blocks, the last hop of its `X-Forwarded-For` (`forwarded_for`: the
 /// address that proxy itself saw; earlier hops are whatever the client wrote). `Err` says why
@@ -78,7 +72,8 @@ pub fn client_address(
     forwarded_for: Option<&str>,
     trusted: &[Cidr],
 ) -> Result<IpAddr, String> {
-    let peer = canonical(peer);
+    // A server bound to `[::]` sees IPv4 peers as IPv4-mapped IPv6 addresses.
+    let peer = peer.to_canonical();
     if !trusted.iter().any(|c| c.contains(peer)) {
         return Ok(peer);
     }
@@ -89,12 +84,14 @@ pub fn client_address(
         .ok_or_else(|| {
             format!("the request came through trusted proxy {peer} without X-Forwarded-For")
         })?;
-    last.parse::<IpAddr>().map(canonical).map_err(|_| {
-        format!(
-            "the last hop of X-Forwarded-For from trusted proxy {peer} is not an address: `{}`",
-            last.chars().take(64).collect::<String>()
-        )
-    })
+    last.parse::<IpAddr>()
+        .map(|a| a.to_canonical())
+        .map_err(|_| {
+            format!(
+                "the last hop of X-Forwarded-For from trusted proxy {peer} is not an address: `{}`",
+                last.chars().take(64).collect::<String>()
+            )
+        })
 }
 
 pub use crate::node::HOST_ADDRESS_TYPES;
@@ -105,12 +102,12 @@ pub fn is_host<'a>(
     client: IpAddr,
     addresses: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> bool {
-    let client = canonical(client);
+    let client = client.to_canonical();
     addresses
         .into_iter()
         .filter(|(t, _)| HOST_ADDRESS_TYPES.contains(t))
         .filter_map(|(_, a)| a.trim().parse::<IpAddr>().ok())
-        .any(|a| canonical(a) == client)
+        .any(|a| a.to_canonical() == client)
 }
 
 #[cfg(test)]

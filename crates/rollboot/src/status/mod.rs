@@ -453,10 +453,7 @@ pub fn unsafe_settings(config: &Config) -> Vec<String> {
         .as_ref()
         .is_some_and(|f| !f.verify_client_address)
     {
-        v.push(
-            "fleetlock.verifyClientAddress is false: any client that reaches the FleetLock port can have any node drained"
-                .to_string(),
-        );
+        v.push(crate::config::FleetLock::UNVERIFIED.to_string());
     }
     v
 }

@@ -77,6 +77,10 @@ struct Served {
     leader: Arc<Mutex<Option<KnownLeader>>>,
     /// This replica's proof to the leader, and the check of other replicas' proofs.
     proof: Arc<proof::Proof>,
+    /// `fleetlock.verifyClientAddress` and `fleetlock.trustedProxies`, read once: a replica
+    /// runs on one config (a change restarts it).
+    verify: bool,
+    trusted: Arc<[caller::Cidr]>,
 }
 
 /// When the leader Lease was read, its holder, and the address the holder published.
@@ -96,11 +100,11 @@ pub(super) async fn serve(
         return Ok(());
     };
     if !f.verify_client_address {
-        tracing::warn!(
-            "fleetlock.verifyClientAddress is false: any client that reaches the FleetLock port can have any node drained"
-        );
+        tracing::warn!("{}", crate::config::FleetLock::UNVERIFIED);
     }
     let served = Served {
+        verify: f.verify_client_address,
+        trusted: f.trusted_proxies().into(),
         proof: Arc::new(proof::Proof::new(ctx.client.clone(), f.forward_token_file)),
         ctx,
         identity,
@@ -180,14 +184,7 @@ async fn handle(
         }
     } else {
         let xff = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
-        let trusted = s
-            .ctx
-            .config
-            .fleetlock
-            .as_ref()
-            .map(|f| f.trusted_proxies())
-            .unwrap_or_default();
-        match caller::client_address(peer.ip(), xff, &trusted) {
+        match caller::client_address(peer.ip(), xff, &s.trusted) {
             Ok(ip) => ip,
             Err(why) => return refused(Kind::ClientNotHost, why),
         }
@@ -326,39 +323,29 @@ async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
 /// `Ok` when `client` is one of Node `name`'s addresses (or `fleetlock.verifyClientAddress`
 /// is off); else why not, naming both.
 fn from_host(s: &Served, name: &str, client: std::net::IpAddr) -> Result<(), String> {
-    if !s
-        .ctx
-        .config
-        .fleetlock
-        .as_ref()
-        .is_none_or(|f| f.verify_client_address)
-    {
+    if !s.verify {
         return Ok(());
     }
     let node = s
         .ctx
         .nodes
         .get(&kube::runtime::reflector::ObjectRef::new(name));
-    let addresses: Vec<(String, String)> = node
+    let addresses = node
         .as_ref()
         .and_then(|n| n.status.as_ref())
-        .and_then(|st| st.addresses.as_ref())
-        .map(|a| {
-            a.iter()
-                .map(|a| (a.type_.clone(), a.address.clone()))
-                .collect()
-        })
+        .and_then(|st| st.addresses.as_deref())
         .unwrap_or_default();
-    if caller::is_host(
-        client,
-        addresses.iter().map(|(t, a)| (t.as_str(), a.as_str())),
-    ) {
+    let pairs = || {
+        addresses
+            .iter()
+            .map(|a| (a.type_.as_str(), a.address.as_str()))
+    };
+    if caller::is_host(client, pairs()) {
         return Ok(());
     }
-    let known: Vec<&str> = addresses
-        .iter()
-        .filter(|(t, _)| caller::HOST_ADDRESS_TYPES.contains(&t.as_str()))
-        .map(|(_, a)| a.as_str())
+    let known: Vec<&str> = pairs()
+        .filter(|(t, _)| caller::HOST_ADDRESS_TYPES.contains(t))
+        .map(|(_, a)| a)
         .collect();
     Err(format!(
         "the request comes from {client}, which is not an address of node {name} ({}): only the host itself may ask for its slot",
@@ -385,8 +372,8 @@ async fn forwarded_client(s: &Served, headers: &HeaderMap) -> Result<std::net::I
     headers
         .get(FORWARDED_FOR)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .map(caller::canonical)
+        .and_then(|v| v.trim().parse::<std::net::IpAddr>().ok())
+        .map(|a| a.to_canonical())
         .ok_or_else(|| format!("a forwarded request without an address in {FORWARDED_FOR}"))
 }
 
