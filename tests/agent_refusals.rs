@@ -181,6 +181,21 @@ async fn a_garbled_ack_left_by_an_earlier_cycle_is_cleared_when_the_next_one_sta
     assert_eq!(h.reboots(&target), 1);
 }
 
+/// Waits (30 s at most) until `target`'s cycle is over; asserts it ended `done` after exactly
+/// one reboot, and returns the node as then read.
+async fn done_after_one_reboot(h: &Harness, target: &str) -> NodeView {
+    let one: BTreeSet<String> = [target.to_string()].into();
+    let done = h
+        .wait_for(Duration::from_secs(30), |ns| Harness::finished(ns, &one))
+        .await
+        .unwrap();
+    let v = node(h, target).await;
+    assert!(done, "{v:?}");
+    assert_eq!(v.state, Some(NodeState::Done), "{:?}", v.failure_reason);
+    assert_eq!(h.reboots(target), 1);
+    v
+}
+
 /// A cluster of 3 whose first node's agent acknowledged its token, with the host down for
 /// 3 s of real time: what a test writes now lands while the host reboots.
 async fn acknowledged_while_down() -> (Harness, String) {
@@ -221,15 +236,7 @@ async fn a_garbled_ack_after_the_agent_took_its_token_fails_nothing_and_the_node
     )
     .await
     .unwrap();
-    let one: BTreeSet<String> = [target.clone()].into();
-    let done = h
-        .wait_for(Duration::from_secs(30), |ns| Harness::finished(ns, &one))
-        .await
-        .unwrap();
-    let v = node(&h, &target).await;
-    assert!(done, "{v:?}");
-    assert_eq!(v.state, Some(NodeState::Done), "{:?}", v.failure_reason);
-    assert_eq!(h.reboots(&target), 1);
+    let v = done_after_one_reboot(&h, &target).await;
     assert_eq!(v.reboot_refused, None);
 }
 
@@ -324,15 +331,7 @@ async fn a_refusal_of_a_token_the_agent_already_acknowledged_fails_nothing_but_a
     )
     .await
     .unwrap();
-    let one: BTreeSet<String> = [target.clone()].into();
-    let done = h
-        .wait_for(Duration::from_secs(30), |ns| Harness::finished(ns, &one))
-        .await
-        .unwrap();
-    let v = node(&h, &target).await;
-    assert!(done, "{v:?}");
-    assert_eq!(v.state, Some(NodeState::Done), "{:?}", v.failure_reason);
-    assert_eq!(h.reboots(&target), 1);
+    let v = done_after_one_reboot(&h, &target).await;
     // The cycle's end takes what belongs to it: a restarted agent finds no token to refuse.
     assert_eq!(
         (&v.reboot_token, &v.reboot_ack, &v.reboot_refused),

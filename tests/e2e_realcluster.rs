@@ -832,32 +832,14 @@ impl<'a> Suite<'a> {
     /// again from the leader (the recursive lock); the host reboots itself (the fake kubelet's
     /// reboot file); `steady-state` is 200 once the node is verified, uncordoned and done.
     async fn fleetlock_host(&mut self, report: &mut Report) -> Result<(), String> {
-        use fleetlock_client::{body, post, zincati_id};
+        use fleetlock_client::post;
         let node = "node-1";
         let mut failures = Vec::new();
         let mut notes = Vec::new();
-        let machine_file = self.state.join(format!("machine-id-{node}"));
-        let machine = std::fs::read_to_string(&machine_file)
-            .map_err(|e| format!("{}: {e}", machine_file.display()))?;
-        let b = body(&zincati_id(machine.trim()), "default");
+        let b = self.zincati_body(node)?;
         // The host's own address: rollboot answers a host only from there (check 22).
         let own = e2e::security::host_ip(node);
-        let leader = self
-            .obs
-            .with(|w| w.lease("rollboot-leader").and_then(|l| l.holder.clone()))
-            .unwrap_or_default();
-        let (Some(lead), Some(standby)) = (
-            self.fleetlock
-                .iter()
-                .find(|(id, _)| *id == leader)
-                .map(|x| x.1),
-            self.fleetlock
-                .iter()
-                .find(|(id, _)| *id != leader)
-                .map(|x| x.1),
-        ) else {
-            return Err(format!("no FleetLock address for the leader `{leader}`"));
-        };
+        let (lead, standby) = self.fleetlock_pair()?;
         let asked_before = reboot_requests(&self.state, node);
         let rebooted_before = reboots(&self.state, node);
         let a = post(own, standby, "/v1/steady-state", b.clone(), true).await;

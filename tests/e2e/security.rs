@@ -77,7 +77,7 @@ fn max_cordoned_since(w: &World, since: At) -> usize {
 
 impl Suite<'_> {
     /// The leader's and a standby's FleetLock addresses.
-    fn fleetlock_pair(&self) -> Result<(SocketAddr, SocketAddr), String> {
+    pub(crate) fn fleetlock_pair(&self) -> Result<(SocketAddr, SocketAddr), String> {
         let leader = self
             .obs
             .with(|w| w.lease("rollboot-leader").and_then(|l| l.holder.clone()))
@@ -95,7 +95,7 @@ impl Suite<'_> {
     }
 
     /// The body a node's Zincati sends.
-    fn zincati_body(&self, node: &str) -> Result<String, String> {
+    pub(crate) fn zincati_body(&self, node: &str) -> Result<String, String> {
         let f = self.state.join(format!("machine-id-{node}"));
         let machine = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
         Ok(body(&zincati_id(machine.trim()), "default"))
