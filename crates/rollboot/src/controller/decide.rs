@@ -1346,29 +1346,31 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
         // after a `pre-reboot` 200 uncordoned a node mid-reboot and let the next one start.
         let up_until = stayed_up(n, handed, before)
             .then(|| handed + config.reboot.ready_without_reboot_for.to_chrono());
-        let why = if n.for_shutdown() {
-            Some(if n.shutdown_requested {
-                not_followed(n, "its hand-off", handed, config)
+        if let Some(until) = up_until {
+            let why = if n.for_shutdown() {
+                Some(if n.shutdown_requested {
+                    not_followed(n, "its hand-off", handed, config)
+                } else {
+                    shutdown_cancelled(n)
+                })
             } else {
-                shutdown_cancelled(n)
-            })
-        } else {
-            given_back(n, handed)
-        };
-        match (why, up_until) {
-            (Some(why), Some(until)) if now >= until => return Step::Release(why),
-            // A host's answer (a slot given back, a shutdown cancelled) is said while it waits.
-            (Some(why), Some(until)) if !n.shutdown_requested => {
-                return Step::Hold {
-                    until: until.min(deadline),
-                    why: format!(
-                        "{why}; its cycle ends without a reboot at {} if the node stays Ready on boot {} until then",
-                        crate::time::annotation(until),
-                        n.boot_words()
-                    ),
+                given_back(n, handed)
+            };
+            match why {
+                Some(why) if now >= until => return Step::Release(why),
+                // A host's answer (a slot given back, a shutdown cancelled) is said while it waits.
+                Some(why) if !n.shutdown_requested => {
+                    return Step::Hold {
+                        until: until.min(deadline),
+                        why: format!(
+                            "{why}; its cycle ends without a reboot at {} if the node stays Ready on boot {} until then",
+                            crate::time::annotation(until),
+                            n.boot_words()
+                        ),
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
         return if now >= deadline {
             Step::Fail(handed_timeout_reason(n, config))
