@@ -4,7 +4,7 @@ admission chain would, on requests the agent might make, and checks each verdict
 
 Needs the PyPI packages cel-python and PyYAML. A CEL evaluation error counts as a denial
 (failurePolicy: Fail). Exit status 0 when every case gets its expected verdict. Run by
-tests/deploy_manifests.rs when cel-python is installed.
+tests/deploy/manifests.rs when cel-python is installed.
 """
 import copy
 import pathlib

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the end-to-end suite (tests/e2e_realcluster.rs) against a real Kubernetes control plane
+# Runs the end-to-end suite (tests/real/control_plane.rs) against a real Kubernetes control plane
 # that it starts and stops itself (the recipe in ../shared/realcluster, on free loopback ports,
 # in a temporary directory). Prints every check, the audit-log summary and the phase timings.
 #
@@ -37,4 +37,4 @@ for b in rc-etcd rc-kube-apiserver rc-kube-controller-manager rc-kube-scheduler;
 done
 export ROLLBOOT_REALCLUSTER_BIN="$bin" ROLLBOOT_REALCLUSTER_RECIPE="$recipe"
 # nice: the suite runs a control plane, two controllers and five agents on the same cores.
-exec nice -n 10 cargo test --locked --test e2e_realcluster -- --nocapture
+exec nice -n 10 cargo test --locked --test real control_plane:: -- --nocapture

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the end-to-end suite on real nodes (tests/e2e_realnodes.rs): three systemd-nspawn nodes
+# Runs the end-to-end suite on real nodes (tests/real/nodes.rs): three systemd-nspawn nodes
 # with systemd, containerd and the real kubelet, joined to a real control plane, started and
 # stopped by the suite (tests/realnodes/, the suite's copy of ../shared/realnodes). Needs root.
 #
@@ -24,4 +24,4 @@ if [ -z "$bin" ] || [ -z "$rootfs" ]; then
 fi
 [ "$(id -u)" = 0 ] || { echo "scripts/e2e-realnodes.sh: the real nodes need root" >&2; exit 2; }
 export ROLLBOOT_REALNODES_BIN="$bin" ROLLBOOT_REALNODES_ROOTFS="$rootfs"
-exec cargo test --locked --test e2e_realnodes -- --nocapture
+exec cargo test --locked --test real nodes:: -- --nocapture

@@ -17,7 +17,7 @@ from helm_python import chart
 CHART = pathlib.Path(__file__).resolve().parent / "rollboot"
 HEADER = (
     "# `helm template rollboot deploy/helm/rollboot` with default values, rendered offline by\n"
-    "# deploy/helm/render.py --write. tests/deploy_manifests.rs checks it equals the Kustomize\n"
+    "# deploy/helm/render.py --write. tests/deploy/manifests.rs checks it equals the Kustomize\n"
     "# base object by object, and that it is the chart's current render.\n"
 )
 

@@ -582,7 +582,7 @@ impl Harness {
             // keeps the token it rebooted for, so a shutdown within reboot.timeout after that
             // reboot is taken for rollboot's own and let go undrained. A process per boot there
             // too makes the agent of the new boot refuse a token left with a garbled ack
-            // (`tests/agent_refusals.rs`), a change of the agent's own to make first.
+            // (`tests/controller/agent_refusals.rs`), a change of the agent's own to make first.
             loop {
                 let sentinel = SimSentinel {
                     node: name.clone(),

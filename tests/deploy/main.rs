@@ -1,0 +1,10 @@
+//! What is shipped besides the code, and the house's shape: the install manifests and the Helm
+//! chart, the admission policy, RBAC against what the code uses, the monitoring rules, the
+//! container images, and the workspace's layout.
+
+mod admission;
+mod image;
+mod layout;
+mod manifests;
+mod monitoring;
+mod rbac_drift;
