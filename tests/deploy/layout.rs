@@ -52,7 +52,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// The crates' source roots, relative to the workspace, with their root file.
-const CRATES: [(&str, &str); 4] = [
+pub(crate) const CRATES: [(&str, &str); 4] = [
     ("crates/rollboot/src", "lib.rs"),
     ("crates/rollboot-sim/src", "lib.rs"),
     ("crates/rollboot-testkit/src", "lib.rs"),
@@ -381,12 +381,12 @@ fn graph_of(files: &[(&str, &str)]) -> Graph {
 // ---------------------------------------------------------------------------------------------
 // Reading the sources.
 
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Every `.rs` file under `dir`, by its path relative to `dir` (with `/`).
-fn read_crate(dir: &Path) -> BTreeMap<String, String> {
+pub(crate) fn read_crate(dir: &Path) -> BTreeMap<String, String> {
     fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, String>) {
         let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         for entry in entries {
@@ -411,7 +411,7 @@ fn read_crate(dir: &Path) -> BTreeMap<String, String> {
 // The lexer: code tokens only.
 
 #[derive(Clone, Debug, PartialEq)]
-enum Tok {
+pub(crate) enum Tok {
     Ident(String),
     /// The text of a string literal (any kind), kept for the checks on `include!` and paths.
     Str(String),
@@ -422,20 +422,20 @@ enum Tok {
 }
 
 #[derive(Clone, Debug)]
-struct Token {
-    kind: Tok,
-    line: usize,
+pub(crate) struct Token {
+    pub(crate) kind: Tok,
+    pub(crate) line: usize,
 }
 
-fn is_punct(t: Option<&Token>, p: &str) -> bool {
+pub(crate) fn is_punct(t: Option<&Token>, p: &str) -> bool {
     matches!(t, Some(Token { kind: Tok::Punct(q), .. }) if *q == p)
 }
 
-fn is_ident(t: Option<&Token>, name: &str) -> bool {
+pub(crate) fn is_ident(t: Option<&Token>, name: &str) -> bool {
     matches!(t, Some(Token { kind: Tok::Ident(s), .. }) if s == name)
 }
 
-fn ident_of(t: Option<&Token>) -> Option<&str> {
+pub(crate) fn ident_of(t: Option<&Token>) -> Option<&str> {
     match t {
         Some(Token {
             kind: Tok::Ident(s),
@@ -445,7 +445,7 @@ fn ident_of(t: Option<&Token>) -> Option<&str> {
     }
 }
 
-fn lex(src: &str) -> Vec<Token> {
+pub(crate) fn lex(src: &str) -> Vec<Token> {
     const PUNCT: &[&str] = &[
         "{", "}", "(", ")", "[", "]", ";", ",", "*", "#", "!", "<", ">", ".", "$", "=", ":",
     ];
@@ -605,7 +605,7 @@ fn lex(src: &str) -> Vec<Token> {
 // Modules, imports and paths, as written.
 
 /// A module's path from the crate root: `["crate", "sim", "kinds"]`.
-type ModPath = Vec<String>;
+pub(crate) type ModPath = Vec<String>;
 
 /// One name a `use` declaration brings in.
 #[derive(Clone, Debug)]
@@ -768,7 +768,7 @@ fn read_module_file(
 }
 
 /// The name of the item whose keyword is at `i`, if it is an item's keyword.
-fn item_name(tokens: &[Token], i: usize) -> Option<&str> {
+pub(crate) fn item_name(tokens: &[Token], i: usize) -> Option<&str> {
     const KEYWORDS: [&str; 8] = [
         "fn", "struct", "enum", "trait", "type", "const", "static", "union",
     ];
@@ -787,7 +787,7 @@ fn item_name(tokens: &[Token], i: usize) -> Option<&str> {
 }
 
 /// Whether the item whose keyword is at `i` carries `#[cfg(test)]`.
-fn is_test_only(tokens: &[Token], i: usize) -> bool {
+pub(crate) fn is_test_only(tokens: &[Token], i: usize) -> bool {
     let mut k = i;
     // Its visibility: `pub`, `pub(crate)`, `pub(in path)`.
     if is_punct(tokens.get(k.wrapping_sub(1)), ")") {
@@ -917,15 +917,15 @@ fn skip_semicolon(tokens: &[Token], i: usize) -> usize {
 // The graph.
 
 /// The files of a crate and the names that tie them.
-struct Graph {
+pub(crate) struct Graph {
     /// file -> file -> the names that tie them (test code left out).
     edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
     /// Each file's module path.
-    paths: BTreeMap<String, ModPath>,
+    pub(crate) paths: BTreeMap<String, ModPath>,
 }
 
 impl Graph {
-    fn build(sources: &BTreeMap<String, String>, root: &str) -> Result<Graph, String> {
+    pub(crate) fn build(sources: &BTreeMap<String, String>, root: &str) -> Result<Graph, String> {
         let mut modules: BTreeMap<ModPath, Module> = BTreeMap::new();
         let mut queue = VecDeque::from([(vec!["crate".to_string()], root.to_string(), false)]);
         while let Some((path, file, test)) = queue.pop_front() {

@@ -11,7 +11,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use rollboot_sim::sim::chaos::FaultSchedule;
+use rollboot_sim::sim::fault_schedule::FaultSchedule;
 use rollboot_sim::simulate::{chaos, rollout, sim_config, Outcome, RunOptions};
 
 fn log() {

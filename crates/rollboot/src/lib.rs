@@ -8,12 +8,17 @@
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`node`]: the Node annotation protocol and a pure view of a Node;
 //! - [`lease`], [`lock`]: Leases with fencing by time; the maintenance lock's record;
+//! - [`fleetlock`]: the FleetLock protocol (hosts with their own update agent ask before they
+//!   reboot), pure; the controller serves it;
 //! - [`controller`]: the leader-elected controller (pure decisions in `controller::decide`);
 //! - [`drain`]: `kubectl drain` semantics over the Eviction API;
 //! - [`events`]: the Events rollboot writes (controller, agent, drain), with kube's recorder;
 //! - [`agent`]: the per-node agent;
 //! - [`hooks`]: webhooks, gate annotations, labels and taints at the phases of a node's cycle;
 //! - [`notify`]: notifications to a webhook, Slack or Teams, off the controller's step path;
+//! - [`silences`]: Alertmanager silences for nodes in maintenance, and the alerts that block
+//!   new starts;
+//! - [`migrate`]: `rollboot migrate`, another tool's settings (kured's) as a rollboot config;
 //! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
 //! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
 //! - [`controls`]: the operator's controls (`pause`, `resume`, `retry`, `request`);

@@ -55,9 +55,9 @@
 
 pub mod admission;
 pub mod api;
-pub mod chaos;
 pub mod errors;
 pub mod events;
+pub mod fault_schedule;
 pub mod faults;
 pub mod identity;
 pub mod index;

@@ -88,7 +88,7 @@ pub struct Scenario {
     /// A fault schedule played during the rollout (`rollboot simulate`, `--serve`): written
     /// here by hand, or drawn by `--chaos SEED`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub faults: Option<super::chaos::FaultSchedule>,
+    pub faults: Option<super::fault_schedule::FaultSchedule>,
 }
 
 impl Default for Scenario {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use super::chaos::FaultSchedule;
+use super::fault_schedule::FaultSchedule;
 use super::{Cluster, Options, Scenario};
 
 /// What a simulated cluster is built from and where it is served (`rollboot simulate`'s

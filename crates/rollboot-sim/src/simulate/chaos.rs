@@ -3,7 +3,7 @@
 //!
 //! Owns the mapping from a fault to what it does to the simulated processes and cluster, and
 //! undoing it when the fault ends. It must never decide anything about the rollout: the
-//! schedule and its timing come from [`crate::sim::chaos`], the verdict from the report.
+//! schedule and its timing come from [`crate::sim::fault_schedule`], the verdict from the report.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::Harness;
-use crate::sim::chaos::{Fault, FaultSchedule, Played, Player, Step};
+use crate::sim::fault_schedule::{Fault, FaultSchedule, Played, Player, Step};
 use crate::sim::{FaultConfig, Scenario};
 use rollboot::node::NodeView;
 
@@ -73,15 +73,17 @@ pub fn setup(seed: u64) -> Setup {
     // one seed in two, and with them, one time in two, a slow detach while a node drains.
     let stateful = rng.random_ratio(1, 2);
     if stateful && rng.random_ratio(1, 2) {
-        schedule.faults.push(crate::sim::chaos::TimedFault {
-            at: rng.random_range(0.0..8.0),
-            when_state: Some("draining".into()),
-            node: None,
-            for_seconds: rng.random_range(1.0..5.0),
-            fault: Fault::SlowDetach {
-                detach_seconds: rng.random_range(20.0..200.0),
-            },
-        });
+        schedule
+            .faults
+            .push(crate::sim::fault_schedule::TimedFault {
+                at: rng.random_range(0.0..8.0),
+                when_state: Some("draining".into()),
+                node: None,
+                for_seconds: rng.random_range(1.0..5.0),
+                fault: Fault::SlowDetach {
+                    detach_seconds: rng.random_range(20.0..200.0),
+                },
+            });
         schedule.faults.sort_by(|a, b| a.at.total_cmp(&b.at));
     }
     // Drawn after those, for the same reason: one seed in two, some hosts reboot themselves
@@ -94,13 +96,15 @@ pub fn setup(seed: u64) -> Setup {
     // Drawn after those, for the same reason: one seed in two, a host shuts down by itself
     // (not necessarily one rollboot would reboot now), early in the run.
     if rng.random_ratio(1, 2) {
-        schedule.faults.push(crate::sim::chaos::TimedFault {
-            at: rng.random_range(0.0..6.0),
-            when_state: None,
-            node: Some(format!("node-{:04}", rng.random_range(0..nodes))),
-            for_seconds: 1.0,
-            fault: Fault::HostShutdown,
-        });
+        schedule
+            .faults
+            .push(crate::sim::fault_schedule::TimedFault {
+                at: rng.random_range(0.0..6.0),
+                when_state: None,
+                node: Some(format!("node-{:04}", rng.random_range(0..nodes))),
+                for_seconds: 1.0,
+                fault: Fault::HostShutdown,
+            });
         schedule.faults.sort_by(|a, b| a.at.total_cmp(&b.at));
     }
     let mut o = format!(

@@ -1312,7 +1312,7 @@ pub async fn rollout_with(
     let shuts_down = scenario.faults.as_ref().is_some_and(|f| {
         f.faults
             .iter()
-            .any(|t| matches!(t.fault, crate::sim::chaos::Fault::HostShutdown))
+            .any(|t| matches!(t.fault, crate::sim::fault_schedule::Fault::HostShutdown))
     });
     if shuts_down {
         h.enable_shutdowns(Duration::from_secs_f64(

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::rehearse::Rehearsal;
 use super::Harness;
-use crate::sim::chaos::{FaultSchedule, Played};
+use crate::sim::fault_schedule::{FaultSchedule, Played};
 use crate::sim::Scenario;
 use rollboot::config::{BlockCause, BlockPolicy, Config};
 use rollboot::node::{NodeState, NodeView};

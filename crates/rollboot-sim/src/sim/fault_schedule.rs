@@ -3,9 +3,9 @@
 //! states, which fault begins or ends now.
 //!
 //! Owns the schedule's format, the draw, and the player's bookkeeping. Pure and sans-IO: it must
-//! never touch a cluster or a process. The served cluster (`sim::cli`) and the rollout harness
-//! (`simulate`) apply the steps it returns, each what it can: the served cluster has no
-//! controller or agent to kill.
+//! never touch a cluster or a process. The served cluster (`simulate::chaos::serve`) and the
+//! rollout harness (`simulate::Harness`) apply the steps it returns, each what it can: the
+//! served cluster has no controller or agent to kill.
 //!
 //! A replay of a seed draws the same schedule (a seeded `StdRng`, nothing else random); the run
 //! itself may differ in timing, as real processes on a real clock do.
