@@ -380,13 +380,13 @@ fn lines_without_tests(source: &str) -> usize {
         match &tokens[i].kind {
             Tok::Punct("{") => depth += 1,
             Tok::Punct("}") => depth = depth.saturating_sub(1),
-            Tok::Ident(kw) if depth == 0 && ITEMS.contains(&kw.as_str()) => {
-                if is_test_only(&tokens, i) {
-                    let end = item_end(&tokens, i);
-                    // From its `#[cfg(test)]` line to its last.
-                    tested += tokens[end].line - attribute_line(&tokens, i) + 1;
-                    i = end;
-                }
+            Tok::Ident(kw)
+                if depth == 0 && ITEMS.contains(&kw.as_str()) && is_test_only(&tokens, i) =>
+            {
+                let end = item_end(&tokens, i);
+                // From its `#[cfg(test)]` line to its last.
+                tested += tokens[end].line - attribute_line(&tokens, i) + 1;
+                i = end;
             }
             _ => {}
         }
