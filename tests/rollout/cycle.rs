@@ -663,7 +663,7 @@ async fn a_health_gate_that_does_not_pass_in_time_fails_the_node_and_says_what_i
     assert_invariants(&h, 1);
 }
 
-/// The health gates of consecutive nodes share one watch per namespace and kind (the hub):
+/// The health gates of consecutive nodes share one watch per namespace and kind (`WorkloadWatches`):
 /// a rollout watches (and so lists) a namespace's ReplicaSets and budgets once, not once per
 /// node (with 25,000 ReplicaSets in a namespace those per-node lists were most of the
 /// controller's time).

@@ -12,6 +12,8 @@
 //!   reboot), pure; the controller serves it;
 //! - [`controller`]: the leader-elected controller (pure decisions in `controller::decide`);
 //! - [`drain`]: `kubectl drain` semantics over the Eviction API;
+//! - [`budgets`]: PodDisruptionBudgets and the workloads they cover (never or now, phantom
+//!   disruptions, headroom, the shared watches the drain, the pick and the health gate read);
 //! - [`events`]: the Events rollboot writes (controller, agent, drain), with kube's recorder;
 //! - [`agent`]: the per-node agent;
 //! - [`hooks`]: webhooks, gate annotations, labels and taints at the phases of a node's cycle;
@@ -34,6 +36,7 @@
 //! the images are built without it.
 
 pub mod agent;
+pub mod budgets;
 pub mod client;
 pub mod config;
 pub mod controller;

@@ -846,7 +846,7 @@ pub struct LastCycle {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainPart {
-    /// The step ([`crate::drain::order::Step::label`]).
+    /// The step ([`crate::drain::order::DrainStep::label`]).
     pub label: String,
     /// Its pods.
     pub pods: usize,

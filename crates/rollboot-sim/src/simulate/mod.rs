@@ -1532,7 +1532,7 @@ async fn blocked_for_good(h: &Harness, nodes: &[NodeView]) -> Option<(Outcome, S
             continue;
         };
         let selects = pdb.status.as_ref().map_or(0, |s| s.expected_pods.max(0));
-        if rollboot::plan::never_allows(&pdb, selects as usize).is_none() {
+        if rollboot::budgets::never_allows(&pdb, selects as usize).is_none() {
             continue;
         }
         for pod in held_pods {

@@ -226,7 +226,7 @@ pub fn blocked_for_good(
             .status
             .as_ref()
             .map_or(0, |s| s.expected_pods.max(0) as usize);
-        let why = rollboot::plan::never_allows(&h.pdb, pods)?;
+        let why = rollboot::budgets::never_allows(&h.pdb, pods)?;
         Some((
             Outcome::Blocked,
             format!(

@@ -2,7 +2,7 @@
 //!
 //! Owns [`Ctx`]: the clients, the config, the leadership, the caches the watches fill (Nodes,
 //! the lock's record) with this replica's own newer writes, and the services (Events, metrics,
-//! notifications, alerts, webhooks, the health gates' watches). Its reads say what the
+//! notifications, alerts, webhooks, the workload watches). Its reads say what the
 //! controller knows now: a Node as known now ([`Ctx::current`], [`Ctx::still`]), the lock's
 //! record ([`Ctx::lock_now`]), a cycle's start, the failed nodes. It must never write to the
 //! cluster: writes are [`super::writes`]'s.
@@ -18,8 +18,8 @@ use kube::Client;
 use tokio::sync::Notify;
 
 use super::alerts::AlertSource;
-use super::gate::Hub;
 use super::observe::Observer;
+use crate::budgets::{HeadroomSource, WorkloadWatches};
 use crate::config::Config;
 use crate::events::Recorder;
 use crate::hooks::call::Firer;
@@ -77,8 +77,8 @@ pub(super) struct Ctx {
     pub(super) firer: Firer,
     /// The rollout's metrics and notifications.
     pub(super) observe: Arc<Observer>,
-    /// The health gates' shared watches.
-    pub(super) gate_hub: Arc<Hub>,
+    /// The workload watches the health gates, the drains and the budget-aware pick share.
+    pub(super) gate_hub: Arc<WorkloadWatches>,
     /// The blockers the leader's last pass found (empty when none, or none waited): what a
     /// FleetLock host waiting for its slot is told.
     pub(super) last_blockers: Arc<Mutex<Vec<super::decide::Blocker>>>,
@@ -159,6 +159,25 @@ impl Ctx {
             }
         })
         .await;
+    }
+}
+
+/// The budget-aware pick reads the nodes' pods with the controller's client, keeps those the
+/// drain would evict, and finds their budgets in the controller's watches.
+impl HeadroomSource for Ctx {
+    fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn evictable(&self, pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+        // DaemonSets taken to exist: their pods never leave with a drain.
+        let selector = self.config.drain_pod_selector();
+        crate::drain::classify(pod, &self.config.drain, selector, true)
+            == crate::drain::Disposition::Evict
+    }
+
+    fn watches(&self) -> &WorkloadWatches {
+        &self.gate_hub
     }
 }
 

@@ -15,7 +15,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use super::gate::record::GateRecord;
-use super::room::{Claims, Held, Rooms};
+use crate::budgets::{BudgetHold as Held, Claims, Headroom as Rooms};
 use crate::config::{Config, NodeOrder, Phase};
 use crate::hooks::decide::{self as hooks, Action};
 use crate::lock::LockEntry;
@@ -1775,8 +1775,8 @@ mod tests {
         nodes: &[(&str, &[&str])],
         budgets: &[(&str, i32)],
         disrupted: &[&str],
-    ) -> crate::controller::room::Rooms {
-        use crate::controller::room::{BudgetNow, Rooms};
+    ) -> crate::budgets::Headroom {
+        use crate::budgets::{BudgetNow, Headroom as Rooms};
         Rooms {
             nodes: nodes
                 .iter()

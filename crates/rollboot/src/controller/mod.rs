@@ -22,7 +22,8 @@
 //! - `pass`: one pass of the leader: resume the nodes in flight, keep house, start new nodes;
 //! - `steps`: the steps of a node's cycle carried out, one module per phase;
 //! - `writes`: the fenced writes of Nodes and of the lock;
-//! - [`gate`]: the health gate (its pure record and state, its shared watches, its wait);
+//! - [`gate`]: the health gate (its pure record and state, its wait on the workload watches,
+//!   [`crate::budgets::WorkloadWatches`]);
 //! - [`alerts`]: `blockers.prometheus`; `observe`: the rollout's metrics and notifications;
 //! - `task`: the tasks a replica starts; `error`: [`Error`].
 
@@ -36,7 +37,6 @@ pub mod gate;
 mod observe;
 mod pass;
 mod replica;
-pub mod room;
 mod steps;
 mod task;
 mod writes;

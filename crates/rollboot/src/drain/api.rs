@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use super::blockers::Held;
+use super::hold::HeldEviction;
 use super::pods::PodRef;
 use super::volumes::NodeVolumes;
 use crate::config::BlockCause;
@@ -67,7 +67,7 @@ pub enum DrainError {
         /// The pod whose eviction is held.
         pod: PodRef,
         /// The cause, the budget and why.
-        held: Box<Held>,
+        held: Box<HeldEviction>,
         /// The policy is `quarantine`, not `fail`.
         quarantine: bool,
     },

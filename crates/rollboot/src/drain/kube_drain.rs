@@ -30,7 +30,7 @@ use crate::selector::budget_may_select;
 
 /// Where [`KubeDrain`] reads the budgets it names in the Events of refused evictions, rather
 /// than listing them: the controller's shared watch of a namespace's budgets (the health
-/// gate's [`crate::controller::gate::Hub`]). A list of the namespace's budgets per refusing
+/// gate's [`crate::budgets::WorkloadWatches`]). A list of the namespace's budgets per refusing
 /// drain was a third of the controller's time per node in a 5,000-node cluster. The drain
 /// defines what it needs, and the watch provides it, so the drain depends on no controller code.
 pub trait BudgetSource: Send + Sync {

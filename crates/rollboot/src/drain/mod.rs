@@ -13,12 +13,12 @@
 //!
 //! Its parts:
 //! - [`pods`]: what a drain does with each pod ([`classify`]), pure;
-//! - [`blockers`]: what holds an eviction (a budget at 0 now, one that never allows) and what
-//!   `drain.whenBlocked` says to do about it, pure;
-//! - [`phantom`]: reading a budget's `status.disruptedPods` for disruptions that are not
-//!   happening, pure;
+//! - [`hold`]: what holds an eviction (a budget at 0 now, one that never allows, a denial, a
+//!   pod stuck terminating) and what `drain.whenBlocked` says to do about it, pure (whether a
+//!   budget never allows, and its phantom disruptions, are [`crate::budgets`]');
 //! - [`api`]: the calls a drain makes ([`DrainApi`]) and how it fails ([`DrainError`]);
-//! - [`run`]: one drain as a value, [`NodeDrain`], with a method per phase;
+//! - [`run`]: one drain as a value, [`NodeDrain`], with a method per phase (its evictions, the
+//!   budgets it names and its wait for volumes in submodules);
 //! - [`kube_drain`]: [`DrainApi`] over a kube client ([`KubeDrain`]), and [`BudgetSource`], the one
 //!   thing it asks of the controller (the budgets of a namespace, from a shared watch);
 //! - [`order`]: the order pods leave in (`drain.order`, or the default order), pure;
@@ -30,10 +30,9 @@
 //! ([`NodeDrain::wait_detached`]), and [`NodeDrain::drained`] says what was done; see [`run`].
 
 pub mod api;
-pub mod blockers;
+pub mod hold;
 pub mod kube_drain;
 pub mod order;
-pub mod phantom;
 pub mod pods;
 pub mod run;
 pub mod volumes;
@@ -43,7 +42,6 @@ mod tests;
 
 pub use api::{DrainApi, DrainError, Evicted, Gone};
 pub use kube_drain::{BudgetSource, KubeDrain};
-pub use phantom::{phantom_disruptions, OwnEviction, DISRUPTION_EXPIRY, OWN_EVICTION_SETTLING};
 pub use pods::{claims_of, classify, controller_of, Disposition, PodRef, Reason};
-pub use run::{drain, median_exit_seconds, Drained, Found, NodeDrain, Part};
+pub use run::{drain, median_exit_seconds, Drained, NodeDrain, Part, Selected};
 pub use volumes::Moved;

@@ -1,7 +1,7 @@
 //! The order a drain's pods leave in: `drain.order`'s rules, or the default order. Pure.
 //!
 //! Owns how the pods a drain takes ([`Member`]: identity, labels, priority, whether they have
-//! volumes to detach, whether they are already terminating) are cut into [`Step`]s run one
+//! volumes to detach, whether they are already terminating) are cut into [`DrainStep`]s run one
 //! after another, and which are left on the node ([`Behavior::Skip`]). The drain
 //! ([`super::run`]) runs the steps, and `rollboot plan` shows them, from this one function, so
 //! both tell the same story. It must never do I/O: namespaces' labels and the pods' volumes
@@ -64,7 +64,7 @@ impl Member {
 /// One step of a drain: its pods are evicted (or awaited) together, and the next step starts
 /// when all of them are gone or replaced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Step {
+pub struct DrainStep {
     /// What the step is, as a person reads it (`priority 0`, `volumes: ns/pod`,
     /// `drain.order[1] (order 10)`).
     pub label: String,
@@ -76,7 +76,7 @@ pub struct Step {
     pub await_completion: Vec<PodRef>,
 }
 
-impl Step {
+impl DrainStep {
     /// Every pod of the step.
     pub fn pods(&self) -> impl Iterator<Item = &PodRef> {
         self.evict
@@ -99,7 +99,7 @@ impl Step {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Order {
     /// The steps, run one after another.
-    pub steps: Vec<Step>,
+    pub steps: Vec<DrainStep>,
     /// The pods a rule says to leave on the node (`behavior: skip`).
     pub skipped: Vec<PodRef>,
 }
@@ -116,7 +116,7 @@ pub fn order(
         return default_order(members);
     }
     let none = BTreeMap::new();
-    let mut groups: BTreeMap<i32, Step> = BTreeMap::new();
+    let mut groups: BTreeMap<i32, DrainStep> = BTreeMap::new();
     let mut skipped = Vec::new();
     for m in members {
         let ns = namespaces.get(&m.pod.namespace).unwrap_or(&none);
@@ -132,9 +132,9 @@ pub fn order(
             skipped.push(m.pod.clone());
             continue;
         }
-        let step = groups.entry(order).or_insert_with(|| Step {
+        let step = groups.entry(order).or_insert_with(|| DrainStep {
             label: format!("order {order}"),
-            ..Step::default()
+            ..DrainStep::default()
         });
         if !step.label.contains(&label) {
             step.label = format!("{} {label}", step.label);
@@ -157,17 +157,17 @@ fn default_order(members: &[Member]) -> Order {
             .iter()
             .filter(|m| m.critical() == critical)
             .collect();
-        let mut by_priority: BTreeMap<i32, Step> = BTreeMap::new();
+        let mut by_priority: BTreeMap<i32, DrainStep> = BTreeMap::new();
         for m in tier.iter().filter(|m| !m.volumes) {
             by_priority
                 .entry(m.priority)
-                .or_insert_with(|| Step {
+                .or_insert_with(|| DrainStep {
                     label: format!(
                         "{}priority {}",
                         if critical { "critical, " } else { "" },
                         m.priority
                     ),
-                    ..Step::default()
+                    ..DrainStep::default()
                 })
                 .add(m, Behavior::Drain);
         }
@@ -175,13 +175,13 @@ fn default_order(members: &[Member]) -> Order {
         let mut with_volumes: Vec<&&Member> = tier.iter().filter(|m| m.volumes).collect();
         with_volumes.sort_by(|a, b| (a.priority, &a.pod).cmp(&(b.priority, &b.pod)));
         for m in with_volumes {
-            let mut step = Step {
+            let mut step = DrainStep {
                 label: format!(
                     "{}volumes: {}",
                     if critical { "critical, " } else { "" },
                     m.pod
                 ),
-                ..Step::default()
+                ..DrainStep::default()
             };
             step.add(m, Behavior::Drain);
             steps.push(step);
@@ -212,7 +212,7 @@ mod tests {
         }
     }
 
-    fn names(step: &Step) -> Vec<&str> {
+    fn names(step: &DrainStep) -> Vec<&str> {
         step.pods().map(|p| p.name.as_str()).collect()
     }
 

@@ -435,9 +435,6 @@ fn budget_name(b: &PodDisruptionBudget) -> String {
     )
 }
 
-/// Why a budget can never allow a disruption of its pods (the drain's own rule).
-pub use crate::drain::blockers::never_allows;
-
 /// Builds the plan from what the cluster says at `now`.
 pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<Utc>) -> Plan {
     let record = LockRecord::from_lease(cluster.lock.clone());

@@ -12,10 +12,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::estimate::Measured;
 use super::{
-    budget_name, labels, never_allows, pod_name, terminal, Cluster, Estimate, Kind, Options,
-    PlanStep, PlanVolume, PodPlan, Problem, Severity, Skipped, DEFAULT_DETACH_SECONDS,
-    DEFAULT_GRACE_SECONDS,
+    budget_name, labels, pod_name, terminal, Cluster, Estimate, Kind, Options, PlanStep,
+    PlanVolume, PodPlan, Problem, Severity, Skipped, DEFAULT_DETACH_SECONDS, DEFAULT_GRACE_SECONDS,
 };
+use crate::budgets::never_allows;
 use crate::config::{BlockCause, BlockPolicy, Config};
 use crate::drain::{self, Disposition, PodRef, Reason};
 use crate::node::{LastCycle, NodeView};

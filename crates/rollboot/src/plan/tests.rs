@@ -1,6 +1,7 @@
 //! Unit tests of the planner: pure inputs, no cluster.
 
 use super::*;
+use crate::budgets::never_allows;
 use crate::node::fixtures::{annotate, node};
 use crate::node::{REBOOT_REQUIRED, STATE};
 use serde_json::json;

@@ -1,18 +1,17 @@
 //! The health gate's record and state, pure: what a gate waits for and how it decides.
 //!
 //! Owns the [`GateRecord`] the drain's end writes to the Node (with `state: rebooting`, or with
-//! the afterDrain hooks' start), what a gate waits for in each watched stream ([`Wanted`]), what
-//! the watches report ([`Update`], [`Health`]) and [`GateState`], which decides from what has
-//! been seen. It must never do I/O, hold a client or read a clock: the watches that feed it are
-//! [`super::hub`]'s, the waiting [`super::waiting`]'s, and the pure controller
-//! ([`crate::controller::decide`]) reads the record from here only.
+//! the afterDrain hooks' start), what the watches report to a gate ([`Update`]) and
+//! [`GateState`], which decides from what has been seen (what it waits for in each watched
+//! stream is a [`Wanted`]). It must never do I/O, hold a client or read a clock: the watches
+//! that feed it are [`crate::budgets::watches`]', the waiting [`super::waiting`]'s, and the pure
+//! controller ([`crate::controller::decide`]) reads the record from here only.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
-use crate::selector::budget_may_select;
+use crate::budgets::watches::{Health, Stream, Wanted, WorkloadKind};
 
 /// What the health gate must see healthy again, written with `state: rebooting`.
 ///
@@ -131,37 +130,6 @@ impl GateRecord {
     }
 }
 
-/// The kinds the gate reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum GateKind {
-    Budget,
-    ReplicaSet,
-    StatefulSet,
-}
-
-impl GateKind {
-    /// The kind's name in the API.
-    pub fn name(self) -> &'static str {
-        match self {
-            GateKind::Budget => "PodDisruptionBudget",
-            GateKind::ReplicaSet => "ReplicaSet",
-            GateKind::StatefulSet => "StatefulSet",
-        }
-    }
-}
-
-/// One watch: a kind in a namespace.
-pub type Stream = (GateKind, String);
-
-/// What was seen of one object waited on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Health {
-    /// A budget's `currentHealthy` and `desiredHealthy`.
-    Budget { healthy: i32, desired: i32 },
-    /// A controller's Ready replicas and wanted replicas.
-    Replicas { ready: i32, want: i32 },
-}
-
 /// What a watch reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Update {
@@ -176,27 +144,6 @@ pub enum Update {
     /// A budget whose selector cannot be evaluated, waited on as if it selected the evicted
     /// pods: its name and why.
     Unreadable(Stream, String, String),
-}
-
-/// What one stream waits for: objects by name, and (budgets) whatever selects these labels.
-#[derive(Clone, Debug, Default)]
-pub struct Wanted {
-    pub(super) names: BTreeSet<String>,
-    pub(super) selecting: Vec<BTreeMap<String, String>>,
-}
-
-impl Wanted {
-    /// Whether the object `name`, with `selector` (a budget's), is waited for. A budget whose
-    /// selector cannot be evaluated is, when budgets are chosen by labels: waiting on a budget
-    /// that may not cover the pods costs time, passing one that does could start the next
-    /// node while these pods' budget is short.
-    pub fn wants(&self, name: &str, selector: Option<&LabelSelector>) -> bool {
-        self.names.contains(name)
-            || self
-                .selecting
-                .iter()
-                .any(|labels| budget_may_select(selector, labels))
-    }
 }
 
 /// The gate's knowledge, fed by [`Update`]s; decides without I/O.
@@ -222,7 +169,7 @@ impl GateState {
         for b in &record.budgets {
             if let Some((ns, name)) = b.split_once('/') {
                 wanted
-                    .entry((GateKind::Budget, ns.into()))
+                    .entry((WorkloadKind::Budget, ns.into()))
                     .or_default()
                     .names
                     .insert(name.into());
@@ -230,15 +177,15 @@ impl GateState {
         }
         for (ns, labels) in &record.pods {
             wanted
-                .entry((GateKind::Budget, ns.clone()))
+                .entry((WorkloadKind::Budget, ns.clone()))
                 .or_default()
                 .selecting
                 .push(labels.clone());
         }
         for (kind, ns, name) in &record.owners {
             let kind = match kind.as_str() {
-                "ReplicaSet" => GateKind::ReplicaSet,
-                "StatefulSet" => GateKind::StatefulSet,
+                "ReplicaSet" => WorkloadKind::ReplicaSet,
+                "StatefulSet" => WorkloadKind::StatefulSet,
                 _ => continue,
             };
             wanted

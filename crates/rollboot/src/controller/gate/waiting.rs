@@ -1,4 +1,4 @@
-//! A health gate waiting: following the [`Hub`]'s watches of its namespaces until what it
+//! A health gate waiting: following the [`WorkloadWatches`] of its namespaces until what it
 //! waits for is healthy again, or its deadline.
 //!
 //! Owns [`Gate`] (started as soon as the reboot is asked, so the watches' initial lists are done
@@ -14,8 +14,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-use super::hub::{pair_hash, Feed, FeedEvent, Hub, Obj};
-use super::record::{GateRecord, GateState, Stream, Update, Wanted};
+use super::record::{GateRecord, GateState, Update};
+use crate::budgets::watches::{pair_hash, Feed, FeedEvent, Obj, Stream, Wanted};
+use crate::budgets::WorkloadWatches;
 use crate::controller::task::Task;
 use crate::events::Recorder;
 use crate::selector::selector_problem;
@@ -31,11 +32,11 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// Follows the watch of every stream of `record` (started by `hub` when none runs); they
-    /// feed this gate until it is dropped. `concurrent`: other nodes may be in flight
+    /// Follows the watch of every stream of `record` (started by `watches` when none runs);
+    /// they feed this gate until it is dropped. `concurrent`: other nodes may be in flight
     /// (`maxNodes` above 1), see [`GateState::restored_once_is_enough`].
-    pub fn start(hub: &Hub, record: &GateRecord, concurrent: bool) -> Gate {
-        hub.sweep();
+    pub fn start(watches: &WorkloadWatches, record: &GateRecord, concurrent: bool) -> Gate {
+        watches.sweep();
         let state = match concurrent {
             true => GateState::new(record).restored_once_is_enough(),
             false => GateState::new(record),
@@ -46,7 +47,7 @@ impl Gate {
             .into_iter()
             .map(|s| {
                 let wanted = state.wanted[&s].clone();
-                let feed = hub.feed(&s);
+                let feed = watches.feed(&s);
                 Task(tokio::spawn(forward(feed, s, wanted, tx.clone())))
             })
             .collect();
@@ -197,10 +198,7 @@ async fn forward(
 ) {
     let mut fwd = Forwarder::new(stream, wanted);
     loop {
-        let (replay, mut rx) = {
-            let st = feed.shared.state.lock().expect("gate feed");
-            (st.replay(&fwd.wanted), feed.shared.tx.subscribe())
-        };
+        let (replay, mut rx) = feed.join(&fwd.wanted);
         for ev in replay {
             for u in fwd.updates(ev) {
                 if tx.send(u).is_err() {

@@ -19,7 +19,6 @@ mod blockers;
 mod housekeeping;
 mod notices;
 mod restore;
-mod room;
 pub(super) mod views;
 
 use std::collections::{BTreeSet, HashMap};
@@ -29,12 +28,12 @@ use chrono::{DateTime, Utc};
 use super::context::Ctx;
 use super::decide::{self, Snapshot};
 use super::error::Error;
-use super::room::Held;
 use super::steps::health::Gates;
 use super::steps::run_step;
 use super::task::StepTask;
 use super::writes::patch_node;
 use super::writes::take_slots;
+use crate::budgets::{BudgetHold as Held, HeadroomReader};
 use crate::lock::LockRecord;
 use crate::node::{self as proto, NodeState, NodeView, PassedOver};
 use notices::Warned;
@@ -54,7 +53,7 @@ pub(super) struct Leading {
     /// The malformed annotations said.
     warned: Warned,
     /// The budget-aware pick's reads of the nodes' budgets.
-    rooms: room::RoomReader,
+    rooms: HeadroomReader,
     /// The hosts' shutdowns said to wait past `concurrency.maxShutdownDrains`, by node, with
     /// the request's instant: said once per request.
     deferred_shutdowns: HashMap<String, Option<DateTime<Utc>>>,
@@ -247,7 +246,7 @@ impl Leading {
         let rooms = if decide::budget_aware(&ctx.config) && !looked_at.is_empty() {
             let draining: Vec<&str> = decide::draining(&snap).collect();
             let reads = decide::reads_per_pass(free);
-            Some(self.rooms.rooms(ctx, &looked_at, &draining, reads).await)
+            Some(self.rooms.read(ctx, &looked_at, &draining, reads).await)
         } else {
             None
         };

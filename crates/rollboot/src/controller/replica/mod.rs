@@ -21,9 +21,9 @@ use super::alerts::AlertSource;
 use super::context::Ctx;
 use super::decide;
 use super::error::Error;
-use super::gate::Hub;
 use super::observe::Observer;
 use super::task::Task;
+use crate::budgets::WorkloadWatches;
 use crate::config::Config;
 use crate::events::Recorder;
 use crate::hooks::call::Firer;
@@ -214,7 +214,7 @@ fn context(
     })));
     let lock_owner = lock::lock_owner(&config);
     Ok(Ctx {
-        gate_hub: Arc::new(Hub::new(client.clone())),
+        gate_hub: Arc::new(WorkloadWatches::new(client.clone())),
         alerts,
         am_alerts,
         silencer,

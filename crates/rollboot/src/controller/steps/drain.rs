@@ -5,17 +5,21 @@
 //! against the node's uncordon (an uncordoned node is not drained on), what a drain's failure
 //! does (a refused or timed-out drain fails the node; an API error or lost leadership leaves it
 //! to the next pass), and what a drain's end writes, decided again from the node as it is then:
-//! the health gate's record with the reboot request, or with the afterDrain hooks' start. It
+//! the health gate's record with the reboot request, or with the afterDrain hooks' start; and
+//! the budgets the drain reads from the controller's workload watches ([`BudgetSource`]). It
 //! must never drain a node that is not cordoned, nor ask for its reboot.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::end::{fail, quarantine};
 use super::reboot::{hand_off, request_reboot};
+use crate::budgets::WorkloadWatches;
 use crate::config::Phase;
 use crate::controller::context::Ctx;
 use crate::controller::decide;
@@ -148,6 +152,23 @@ async fn drain_then_request(
             Err(Error::Conflict { rv, .. }) if attempt < 5 => ctx.await_newer(node, &rv).await,
             r => return r,
         }
+    }
+}
+
+/// The drain names the budgets that refuse its evictions from the controller's workload
+/// watches, and asks again as soon as one has headroom.
+impl BudgetSource for WorkloadWatches {
+    fn budgets<'a>(
+        &'a self,
+        namespace: &'a str,
+        pods: &'a [BTreeMap<String, String>],
+        wait: Duration,
+    ) -> BoxFuture<'a, Option<Vec<PodDisruptionBudget>>> {
+        Box::pin(WorkloadWatches::budgets(self, namespace, pods, wait))
+    }
+
+    fn room<'a>(&'a self, namespace: &'a str, name: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(WorkloadWatches::until_headroom(self, namespace, name))
     }
 }
 

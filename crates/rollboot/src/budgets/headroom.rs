@@ -1,17 +1,18 @@
-//! The budget-aware pick's knowledge, pure: which PodDisruptionBudgets each node's evictable
-//! pods fall under, how much room each budget has now, and whether a waiting node's drain
-//! would be held by one of them once the nodes in flight are counted.
+//! The budget-aware pick's knowledge of the budgets' headroom, pure: which PodDisruptionBudgets
+//! each node's evictable pods fall under, how many disruptions each budget still allows now,
+//! and whether a waiting node's drain would be held by one of them once the nodes in flight
+//! are counted.
 //!
 //! Why: with `maxNodes` above 1, nodes taken in order whose pods share a budget stall each
 //! other (each drain waits for the sibling's replacement to be Ready) while their slots sit
-//! idle. [`super::decide::pick`] passes such a node over for the next one whose budgets have
-//! room, for at most `concurrency.passOverFor`.
+//! idle. The pick ([`crate::controller::decide`]) passes such a node over for the next one
+//! whose budgets have headroom, for at most `concurrency.passOverFor`.
 //!
-//! Owns [`Rooms`] (what the pass knows: the nodes' budgets and the budgets' room now),
+//! Owns [`Headroom`] (what a pass knows: the nodes' budgets and the budgets' headroom now),
 //! [`Claims`] (the disruptions the nodes in flight and those picked in this pass still owe each
-//! budget) and [`Held`] (which budget holds a node, in a sentence). It must never do I/O or
-//! read a clock: the pass lists the pods and reads the budgets' watch
-//! ([`super::pass`]); this module only counts.
+//! budget) and [`BudgetHold`] (which budget holds a node, in a sentence). Pure: it must never do
+//! I/O or read a clock; the pass's reads are [`super::watches::HeadroomReader`]'s, and this
+//! module only counts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -31,7 +32,7 @@ pub struct BudgetNow {
 
 /// What one pass knows for the budget-aware pick.
 #[derive(Clone, Debug, Default)]
-pub struct Rooms {
+pub struct Headroom {
     /// The budgets of the waiting nodes the pick looks at and of the nodes in flight that
     /// still drain (a node absent here is never held: its pods were not read).
     pub nodes: HashMap<String, NodeBudgets>,
@@ -41,7 +42,7 @@ pub struct Rooms {
 
 /// A budget that holds a waiting node's drain now.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Held {
+pub struct BudgetHold {
     /// The budget, `namespace/name`.
     pub budget: String,
     /// Its `disruptionsAllowed` now.
@@ -51,7 +52,7 @@ pub struct Held {
     pub taken_by: Vec<String>,
 }
 
-impl fmt::Display for Held {
+impl fmt::Display for BudgetHold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.taken_by.is_empty() {
             write!(
@@ -81,14 +82,17 @@ pub struct Claims {
 impl Claims {
     /// What the nodes `draining` (in flight, not yet past their drain) owe: their pods under
     /// each budget, less those the budget already counts as disrupted.
-    pub fn in_flight<'a>(rooms: &Rooms, draining: impl IntoIterator<Item = &'a str>) -> Claims {
+    pub fn in_flight<'a>(
+        headroom: &Headroom,
+        draining: impl IntoIterator<Item = &'a str>,
+    ) -> Claims {
         let mut c = Claims::default();
         for node in draining {
-            let Some(budgets) = rooms.nodes.get(node) else {
+            let Some(budgets) = headroom.nodes.get(node) else {
                 continue;
             };
             for (budget, pods) in budgets {
-                let disrupted = rooms.budgets.get(budget).map(|b| &b.disrupted);
+                let disrupted = headroom.budgets.get(budget).map(|b| &b.disrupted);
                 let owed = pods
                     .iter()
                     .filter(|p| disrupted.is_none_or(|d| !d.contains(pod_name(p))))
@@ -101,8 +105,8 @@ impl Claims {
 
     /// A node picked in this pass: each of its pods under a budget will ask it for a
     /// disruption.
-    pub fn take(&mut self, node: &str, rooms: &Rooms) {
-        if let Some(budgets) = rooms.nodes.get(node) {
+    pub fn take(&mut self, node: &str, headroom: &Headroom) {
+        if let Some(budgets) = headroom.nodes.get(node) {
             for (budget, pods) in budgets {
                 self.add(budget, node, pods.len());
             }
@@ -122,8 +126,8 @@ impl Claims {
     /// claims are counted; `None` when its drain can start evicting now (or its pods were not
     /// read). A node with two pods under a budget that allows one is not held: its drain
     /// evicts one now and the other once the first is replaced.
-    pub fn held(&self, node: &str, rooms: &Rooms) -> Option<Held> {
-        self.held_keeping(node, rooms, None)
+    pub fn held(&self, node: &str, headroom: &Headroom) -> Option<BudgetHold> {
+        self.held_keeping(node, headroom, None)
     }
 
     /// [`Claims::held`], but `recorded` where that budget still holds `node` (the budget its
@@ -131,9 +135,14 @@ impl Claims {
     /// written again only when its budget no longer holds the node. (Issue 26's 200-node
     /// rollout wrote 1,050 records, half of its Node writes, as the first holding budget
     /// changed from pass to pass.)
-    pub fn held_keeping(&self, node: &str, rooms: &Rooms, recorded: Option<&str>) -> Option<Held> {
+    pub fn held_keeping(
+        &self,
+        node: &str,
+        headroom: &Headroom,
+        recorded: Option<&str>,
+    ) -> Option<BudgetHold> {
         let mut first = None;
-        for (h, _) in self.holding(node, rooms) {
+        for (h, _) in self.holding(node, headroom) {
             if recorded == Some(h.budget.as_str()) {
                 return Some(h);
             }
@@ -146,9 +155,9 @@ impl Claims {
     /// hold it owed first to other nodes (each must be evicted and replaced before this one's
     /// turn), then its pods under budgets at 0 with no claim (a disruption already granted,
     /// whose replacement is on its way). `(0, 0)` for a node that is not held.
-    pub fn hold_weight(&self, node: &str, rooms: &Rooms) -> (usize, usize) {
+    pub fn hold_weight(&self, node: &str, headroom: &Headroom) -> (usize, usize) {
         let mut w = (0, 0);
-        for (h, pods) in self.holding(node, rooms) {
+        for (h, pods) in self.holding(node, headroom) {
             if h.taken_by.is_empty() {
                 w.1 += pods;
             } else {
@@ -163,9 +172,9 @@ impl Claims {
     fn holding<'a>(
         &'a self,
         node: &str,
-        rooms: &'a Rooms,
-    ) -> impl Iterator<Item = (Held, usize)> + 'a {
-        let budgets = rooms.nodes.get(node);
+        headroom: &'a Headroom,
+    ) -> impl Iterator<Item = (BudgetHold, usize)> + 'a {
+        let budgets = headroom.nodes.get(node);
         budgets
             .into_iter()
             .flatten()
@@ -173,11 +182,11 @@ impl Claims {
                 if pods.is_empty() {
                     return None;
                 }
-                let now = rooms.budgets.get(budget)?;
+                let now = headroom.budgets.get(budget)?;
                 let claims = self.by_budget.get(budget).map(Vec::as_slice).unwrap_or(&[]);
                 let owed: usize = claims.iter().map(|(_, n)| n).sum();
                 (i64::from(now.allowed) - owed as i64 <= 0).then(|| {
-                    let held = Held {
+                    let held = BudgetHold {
                         budget: budget.clone(),
                         allowed: now.allowed,
                         taken_by: claims.iter().map(|(n, _)| n.clone()).collect(),
@@ -201,8 +210,8 @@ mod tests {
     /// A node and, per budget, its pods under it.
     type NodeSpec<'a> = (&'a str, &'a [(&'a str, &'a [&'a str])]);
 
-    fn rooms(nodes: &[NodeSpec<'_>], budgets: &[(&str, i32, &[&str])]) -> Rooms {
-        Rooms {
+    fn headroom(nodes: &[NodeSpec<'_>], budgets: &[(&str, i32, &[&str])]) -> Headroom {
+        Headroom {
             nodes: nodes
                 .iter()
                 .map(|(n, bs)| {
@@ -232,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_budget_at_zero_holds_and_one_with_room_does_not() {
-        let r = rooms(
+        let r = headroom(
             &[
                 ("a", &[("apps/web", &["apps/web-1"])]),
                 ("b", &[("apps/db", &["apps/db-1", "apps/db-2"])]),
@@ -254,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_node_in_flight_owes_its_pods_until_the_budget_counts_them_disrupted() {
-        let r = rooms(
+        let r = headroom(
             &[
                 ("draining", &[("apps/web", &["apps/web-1", "apps/web-2"])]),
                 ("waiting", &[("apps/web", &["apps/web-3"])]),
@@ -267,7 +276,7 @@ mod tests {
         assert!(held.to_string().contains("owed to draining in flight"));
         // One of them evicted: the budget counts it (allowed is what is left), the node owes
         // the other only.
-        let r = rooms(
+        let r = headroom(
             &[
                 ("draining", &[("apps/web", &["apps/web-1", "apps/web-2"])]),
                 ("waiting", &[("apps/web", &["apps/web-3"])]),
@@ -282,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_recorded_budget_is_kept_while_it_holds_the_node() {
-        let r = rooms(
+        let r = headroom(
             &[(
                 "waiting",
                 &[
@@ -302,7 +311,7 @@ mod tests {
         assert_eq!(budget(Some("ns/c")).as_deref(), Some("ns/a"));
         assert_eq!(budget(Some("ns/gone")).as_deref(), Some("ns/a"));
         // Not held at all: nothing to record, whatever the record says.
-        let free = rooms(
+        let free = headroom(
             &[("waiting", &[("ns/a", &["ns/a-1"])])],
             &[("ns/a", 1, &[])],
         );
@@ -311,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_node_picked_in_the_pass_claims_its_budgets_for_the_next() {
-        let r = rooms(
+        let r = headroom(
             &[
                 ("a", &[("ns/p", &["ns/x"])]),
                 ("b", &[("ns/p", &["ns/y"])]),

@@ -1,70 +1,17 @@
-//! What holds a pod's eviction, by cause, and what the config says to do about each.
+//! The judgement of a PodDisruptionBudget against a drain: can it ever allow a disruption, or
+//! only none now?
 //!
-//! Owns the rule that tells a budget that will clear ("slow": no disruption allowed now) from
-//! one that never will ("never": `maxUnavailable` 0, `minAvailable` at or above its pods, or a
-//! budget whose healthy pods are all it expects and still allows none), and the choice
-//! between waiting and failing ([`decide`]). Pure: it must never do I/O; the drain reads the
-//! budgets and acts on the answer, and `rollboot plan` says the same from its own read.
+//! Owns the rule that tells a budget that will clear ("now": no disruption allowed at the
+//! moment, one will be once a pod is replaced) from one that never will ("never":
+//! `maxUnavailable` 0, `minAvailable` at or above its pods, or a budget whose healthy pods are
+//! all it expects and still allows none): [`never_allows`] from a count of the budget's pods
+//! (what `rollboot plan` counts), [`never_allows_now`] from the budget's own status (what a
+//! drain and the watches read). Pure: it must never do I/O; the drain reads the budgets and
+//! acts on the answer (`drain.whenBlocked`, [`crate::drain::hold`]), and `rollboot plan` says
+//! the same from its own read.
 
-pub use crate::config::{BlockCause as Cause, BlockPolicy as Policy, WhenBlocked};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-/// A held eviction: its cause, the budget, and why, in words.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Held {
-    /// Why it is held.
-    pub cause: Cause,
-    /// The budget holding it, `namespace/name`.
-    pub budget: String,
-    /// Why that budget holds it (for `never`, why it never allows; for `budget`, the
-    /// server's refusal).
-    pub why: String,
-}
-
-/// How many denials in a row with the same answer make an eviction `denied`: one could be a
-/// webhook's passing state, three a rule.
-pub const DENIED_AFTER: u32 = 3;
-
-impl Held {
-    /// What holds the eviction, in words: "PodDisruptionBudget ns/b can never allow a
-    /// disruption (maxUnavailable is 0)".
-    pub fn sentence(&self) -> String {
-        let budget = if self.budget.is_empty() {
-            "a PodDisruptionBudget".to_string()
-        } else {
-            format!("PodDisruptionBudget {}", self.budget)
-        };
-        match self.cause {
-            Cause::Never => format!("{budget} can never allow a disruption ({})", self.why),
-            Cause::Budget => format!("{budget} allows no disruption now ({})", self.why),
-            Cause::Stuck => format!("it is still terminating {}", self.why),
-            Cause::Denied => format!(
-                "the Eviction API denied it {DENIED_AFTER} times in a row with the same answer ({})",
-                self.why
-            ),
-        }
-    }
-}
-
-/// The cause of a refused eviction (429) of a pod covered by `budgets` (each with its name and
-/// the reason it never allows a disruption, if it cannot; see [`never_allows_now`]): `never`
-/// when one of them never allows one, else `budget` (the first named, or none known). The
-/// server's `message` says why for a budget at 0.
-pub fn cause_of(budgets: &[(String, Option<String>)], message: &str) -> Held {
-    if let Some((name, Some(why))) = budgets.iter().find(|(_, never)| never.is_some()) {
-        return Held {
-            cause: Cause::Never,
-            budget: name.clone(),
-            why: why.clone(),
-        };
-    }
-    Held {
-        cause: Cause::Budget,
-        budget: budgets.first().map(|(n, _)| n.clone()).unwrap_or_default(),
-        why: message.to_string(),
-    }
-}
 
 /// Why a budget can never allow a disruption of its `pods` pods, if it cannot: `maxUnavailable`
 /// 0 (or 0%), or `minAvailable` at or above the pods it selects (a percentage rounded up, as
@@ -213,45 +160,5 @@ mod tests {
             Some((2, 0, 0, 1, 0)),
         );
         assert_eq!(never_allows_now(&empty), None);
-    }
-
-    #[test]
-    fn the_cause_is_never_when_one_covering_budget_never_allows() {
-        let b = [
-            ("ns/a".to_string(), None),
-            ("ns/b".to_string(), Some("maxUnavailable is 0".to_string())),
-        ];
-        let held = cause_of(&b, "The disruption budget a needs 2 healthy pods");
-        assert_eq!(held.cause, Cause::Never);
-        assert_eq!(held.budget, "ns/b");
-        let slow = cause_of(&b[..1], "needs 2 healthy pods and has 2 currently");
-        assert_eq!(
-            (slow.cause, slow.budget.as_str(), slow.why.as_str()),
-            (
-                Cause::Budget,
-                "ns/a",
-                "needs 2 healthy pods and has 2 currently"
-            )
-        );
-    }
-
-    #[test]
-    fn each_cause_has_its_policy_never_fails_by_default_and_waits_when_force_delete_is_set() {
-        let d = WhenBlocked::default();
-        assert_eq!(d.policy(Cause::Never, false), Policy::Fail);
-        assert_eq!(d.policy(Cause::Never, true), Policy::Wait);
-        assert_eq!(d.policy(Cause::Budget, false), Policy::Wait);
-        assert_eq!(d.policy(Cause::Denied, true), Policy::Fail);
-        assert_eq!(d.policy(Cause::Stuck, false), Policy::Wait);
-        let explicit = WhenBlocked {
-            budget: Policy::Fail,
-            never: Some(Policy::Fail),
-            denied: Policy::Wait,
-            stuck: Policy::Fail,
-        };
-        assert_eq!(explicit.policy(Cause::Never, true), Policy::Fail);
-        assert_eq!(explicit.policy(Cause::Budget, false), Policy::Fail);
-        assert_eq!(explicit.policy(Cause::Denied, false), Policy::Wait);
-        assert_eq!(explicit.policy(Cause::Stuck, false), Policy::Fail);
     }
 }

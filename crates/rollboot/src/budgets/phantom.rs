@@ -2,7 +2,8 @@
 //!
 //! Owns the reading of a PodDisruptionBudget's `status.disruptedPods` against the pods it lists
 //! and the drain's own evictions ([`phantom_disruptions`]), which the drain says in the Event of
-//! a refused eviction. Pure: it must never do I/O or read a clock (`now` is a parameter).
+//! a refused eviction ([`crate::drain::run`]). Pure: it must never do I/O or read a clock (`now`
+//! is a parameter), nor decide anything about the eviction: it only explains.
 
 use std::collections::BTreeMap;
 
@@ -70,4 +71,84 @@ pub fn phantom_disruptions(
         })
         .collect();
     (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_entry_for_a_pod_whose_deletion_never_happened_is_explained() {
+        let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+        let now = t("2026-11-23T10:00:30Z");
+        let disrupted = BTreeMap::from([
+            ("web-0".to_string(), t("2026-11-23T10:00:00Z")),
+            ("web-1".to_string(), t("2026-11-23T10:00:10Z")),
+            ("web-2".to_string(), t("2026-11-23T09:59:50Z")),
+        ]);
+        // web-0 still runs (its eviction's DELETE never came), web-1 is being deleted (a
+        // normal eviction in progress), web-2 is gone.
+        let states = BTreeMap::from([
+            ("web-0".to_string(), Some(false)),
+            ("web-1".to_string(), Some(true)),
+        ]);
+        let note =
+            phantom_disruptions("apps/web", &disrupted, &states, &BTreeMap::new(), now).unwrap();
+        assert!(note.contains("counts pod web-0 as disrupted since 2026-11-23T10:00:00Z but that pod is not being deleted"), "{note}");
+        assert!(note.contains("at 2026-11-23T10:02:00Z (in 90s)"), "{note}");
+        assert!(
+            note.contains("web-2") && note.contains("no longer exists"),
+            "{note}"
+        );
+        assert!(
+            !note.contains("web-1"),
+            "an eviction in progress is not a phantom: {note}"
+        );
+        let only_real = BTreeMap::from([("web-1".to_string(), t("2026-11-23T10:00:10Z"))]);
+        assert_eq!(
+            phantom_disruptions("apps/web", &only_real, &states, &BTreeMap::new(), now),
+            None
+        );
+    }
+
+    #[test]
+    fn a_pod_whose_own_eviction_is_in_flight_or_just_accepted_is_not_a_phantom() {
+        let t = |s: &str| crate::time::parse_annotation(s).unwrap();
+        let now = t("2026-11-23T10:00:30Z");
+        // The budget lists all three, none is being deleted yet. web-0: this drain's eviction
+        // is still unanswered (the budget was written before its 201 came back); web-1: its
+        // eviction was accepted 2 s ago (the deletion follows); web-2: accepted 20 s ago and
+        // still not deleting, a phantom after all.
+        let disrupted = BTreeMap::from([
+            ("web-0".to_string(), t("2026-11-23T10:00:30Z")),
+            ("web-1".to_string(), t("2026-11-23T10:00:28Z")),
+            ("web-2".to_string(), t("2026-11-23T10:00:10Z")),
+        ]);
+        let states = BTreeMap::from([
+            ("web-0".to_string(), Some(false)),
+            ("web-1".to_string(), Some(false)),
+            ("web-2".to_string(), Some(false)),
+        ]);
+        let own = BTreeMap::from([
+            ("web-0".to_string(), OwnEviction::InFlight),
+            (
+                "web-1".to_string(),
+                OwnEviction::Accepted(t("2026-11-23T10:00:28Z")),
+            ),
+            (
+                "web-2".to_string(),
+                OwnEviction::Accepted(t("2026-11-23T10:00:10Z")),
+            ),
+        ]);
+        let note = phantom_disruptions("apps/web", &disrupted, &states, &own, now).unwrap();
+        assert!(
+            !note.contains("web-0"),
+            "an eviction in flight is not a phantom: {note}"
+        );
+        assert!(
+            !note.contains("web-1"),
+            "a deletion on its way is not a phantom: {note}"
+        );
+        assert!(note.contains("counts pod web-2"), "{note}");
+    }
 }
