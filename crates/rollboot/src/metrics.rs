@@ -319,6 +319,11 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        self.render_at(chrono::Utc::now())
+    }
+
+    /// The text exposition with the window gauges computed at `now`.
+    pub(crate) fn render_at(&self, now: chrono::DateTime<chrono::Utc>) -> String {
         let mut s = String::new();
         let g = |s: &mut String, name: &str, help: &str, kind: &str, v: u64| {
             let _ = writeln!(
@@ -382,7 +387,7 @@ impl Metrics {
         for (k, v) in self.errors.lock().expect("metrics").iter() {
             let _ = writeln!(s, "rollboot_errors_total{{kind=\"{k}\"}} {v}");
         }
-        self.render_more(&mut s, chrono::Utc::now());
+        self.render_more(&mut s, now);
         s
     }
 
@@ -688,6 +693,8 @@ pub async fn serve_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod scenarios;
 
     fn sample(text: &str, series: &str) -> Option<f64> {
         text.lines()
