@@ -9,8 +9,9 @@
 //!    and carry it out ([`crate::controller::steps`]);
 //! 3. keep house ([`housekeeping`]): date requests, PreferNoSchedule taints, failed nodes
 //!    returned to service;
-//! 4. start new nodes when some wait and nothing blocks ([`blockers`]): their slots taken in
-//!    the lock.
+//! 4. start new nodes when some wait and nothing blocks, as [`crate::controller::decide::start`]
+//!    decides from what the pass reads for it ([`blockers`], the budgets): their slots taken
+//!    in the lock.
 //!
 //! It must never start a node while a blocker holds or while the lock's record is untrusted,
 //! and never act without leadership (checked at the start of the pass and before each write).
