@@ -156,7 +156,7 @@ pub fn held_for_good(
         return None;
     }
     let snap = decide::Snapshot {
-        rooms: None,
+        headroom: None,
         nodes: &every,
         in_flight: &none,
         foreign_holder: None,

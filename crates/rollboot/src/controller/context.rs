@@ -78,7 +78,7 @@ pub(super) struct Ctx {
     /// The rollout's metrics and notifications.
     pub(super) observe: Arc<Observer>,
     /// The workload watches the health gates, the drains and the budget-aware pick share.
-    pub(super) gate_hub: Arc<WorkloadWatches>,
+    pub(super) workloads: Arc<WorkloadWatches>,
     /// The blockers the leader's last pass found (empty when none, or none waited): what a
     /// FleetLock host waiting for its slot is told.
     pub(super) last_blockers: Arc<Mutex<Vec<super::decide::Blocker>>>,
@@ -177,7 +177,7 @@ impl HeadroomSource for Ctx {
     }
 
     fn watches(&self) -> &WorkloadWatches {
-        &self.gate_hub
+        &self.workloads
     }
 }
 

@@ -45,7 +45,7 @@ pub(super) fn cluster_blockers(
         .collect();
     let nodes: Vec<&NodeView> = cluster.nodes.iter().collect();
     let snap = decide::Snapshot {
-        rooms: None,
+        headroom: None,
         nodes: &nodes,
         in_flight: &record.entries,
         foreign_holder: foreign,

@@ -241,7 +241,7 @@ impl<'a> Replay<'a> {
     fn start(&mut self, t: DateTime<Utc>) {
         let nodes: Vec<&NodeView> = self.views.iter().collect();
         let snap = decide::Snapshot {
-            rooms: None,
+            headroom: None,
             nodes: &nodes,
             in_flight: &self.entries,
             foreign_holder: None,

@@ -686,7 +686,7 @@ fn blockers(
 ) -> Vec<String> {
     let every_node: Vec<&NodeView> = snap.nodes.iter().collect();
     let decide_snapshot = decide::Snapshot {
-        rooms: None,
+        headroom: None,
         nodes: &every_node,
         in_flight: entries,
         foreign_holder: foreign,

@@ -1,12 +1,10 @@
-//! What keeps new nodes from starting, as a pass reads it from outside the Nodes, and when to
-//! look again.
+//! What keeps new nodes from starting, as a pass reads it from outside the Nodes.
 //!
 //! Owns the reads a pass makes only when a node waits to start: the pods matching each
 //! blocking selector (a limit-1 list each) and Prometheus's firing alerts; the instant a start
-//! is decided at; when a pass must look again while blockers hold (a closed window opens on the
-//! clock, alerts are asked again soon, the rest clears with a watched change); and the blockers
-//! said once per change. The blockers themselves are decided purely
-//! ([`crate::controller::decide::blockers`]). It must never write.
+//! is decided at; and the blockers said once per change. The blockers themselves, and when to
+//! look again while they hold, are decided purely ([`crate::controller::decide::blockers`],
+//! [`crate::controller::decide::look_again`]). It must never write.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
@@ -14,9 +12,6 @@ use kube::api::{Api, ListParams};
 
 use crate::controller::context::Ctx;
 use crate::controller::decide::Blocker;
-
-/// How often Prometheus is asked again while its alerts (or its failure) block a flagged node.
-const ALERTS_RECHECK: chrono::Duration = chrono::Duration::seconds(5);
 
 /// For each blocking pod selector, how many pods match (a limit-1 list each).
 pub(super) async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
@@ -78,33 +73,6 @@ pub(super) async fn alerts(ctx: &Ctx) -> Vec<Blocker> {
 /// decided at 39.99 s of a 40-second window was recorded at 40.000.
 pub(super) fn decision_instant() -> DateTime<Utc> {
     DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now)
-}
-
-/// When to look again while `blockers` hold (decided at `now`). A closed window opens on the
-/// clock: look again when it opens; other blockers clear with a change we watch (or with the
-/// safety-net resync).
-pub(super) fn look_again(ctx: &Ctx, blockers: &[Blocker], now: DateTime<Utc>) -> DateTime<Utc> {
-    if blockers.iter().any(|b| matches!(b, Blocker::WindowClosed)) {
-        ctx.config
-            .schedule()
-            .openings(now, 1)
-            .first()
-            .map(|o| o.start.max(now + chrono::Duration::milliseconds(100)))
-            .unwrap_or(now + chrono::Duration::seconds(1))
-    } else if blockers.iter().any(|b| {
-        matches!(
-            b,
-            Blocker::Alerts { .. }
-                | Blocker::AlertsUnknown { .. }
-                | Blocker::AlertmanagerAlerts { .. }
-                | Blocker::AlertmanagerUnknown { .. }
-        )
-    }) {
-        // Alerts are not watched: ask again soon, while something waits.
-        now + ALERTS_RECHECK
-    } else {
-        now + chrono::Duration::seconds(30)
-    }
 }
 
 /// Logs the blockers when they differ from those said `last`, and remembers them.

@@ -9,8 +9,9 @@
 //!    and carry it out ([`crate::controller::steps`]);
 //! 3. keep house ([`housekeeping`]): date requests, PreferNoSchedule taints, failed nodes
 //!    returned to service;
-//! 4. start new nodes when some wait and nothing blocks ([`blockers`]): their slots taken in
-//!    the lock.
+//! 4. start new nodes when some wait and nothing blocks, as [`crate::controller::decide::start`]
+//!    decides from what the pass reads for it ([`blockers`], the budgets): their slots taken
+//!    in the lock.
 //!
 //! It must never start a node while a blocker holds or while the lock's record is untrusted,
 //! and never act without leadership (checked at the start of the pass and before each write).
@@ -26,14 +27,14 @@ use std::collections::{BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 
 use super::context::Ctx;
-use super::decide::{self, Snapshot};
+use super::decide::{self, Snapshot, Starting, Then};
 use super::error::Error;
 use super::steps::health::Gates;
 use super::steps::run_step;
 use super::task::StepTask;
 use super::writes::patch_node;
 use super::writes::take_slots;
-use crate::budgets::{BudgetHold as Held, HeadroomReader};
+use crate::budgets::{BudgetHold, HeadroomReader};
 use crate::lock::LockRecord;
 use crate::node::{self as proto, NodeState, NodeView, PassedOver};
 use notices::Warned;
@@ -53,7 +54,7 @@ pub(super) struct Leading {
     /// The malformed annotations said.
     warned: Warned,
     /// The budget-aware pick's reads of the nodes' budgets.
-    rooms: HeadroomReader,
+    headroom: HeadroomReader,
     /// The hosts' shutdowns said to wait past `concurrency.maxShutdownDrains`, by node, with
     /// the request's instant: said once per request.
     deferred_shutdowns: HashMap<String, Option<DateTime<Utc>>>,
@@ -93,7 +94,7 @@ impl Leading {
     /// again at the latest (a deadline), `None` for "only on the next change".
     pub(super) async fn pass(&mut self, ctx: &Ctx) -> Result<Option<DateTime<Utc>>, Error> {
         ctx.leadership.ensure()?;
-        ctx.gate_hub.sweep();
+        ctx.workloads.sweep();
         // The lock before the Nodes: a node leaves the lock only after its final state is
         // written, so a node missing from this record shows that state in the views read
         // after it.
@@ -171,7 +172,8 @@ impl Leading {
     }
 
     /// Starts the nodes that wait, when nothing blocks and slots are free (`pass_start`: the
-    /// instant the pass began); while blockers hold, `next` takes when to look again.
+    /// instant the pass began), as [`decide::start`] decides, reading for it what each of its
+    /// stages asks; `next` takes when to look again.
     async fn start_new(
         &mut self,
         ctx: &Ctx,
@@ -182,105 +184,80 @@ impl Leading {
         let record = ctx.lock_now();
         let pass = views(ctx, &record);
         let looked = pass.nodes();
-        // Hosts shutting down by themselves are drained at once, whatever blocks the others.
         let snap = Snapshot {
-            rooms: None,
+            headroom: None,
             nodes: &looked,
             in_flight: &record.entries,
             foreign_holder: record.foreign_holder(&ctx.lock_owner),
             blocking_pods: &[],
             now: pass_start,
         };
-        let mut urgent = decide::shutting_down(&snap, &ctx.config);
-        let deferred =
-            urgent.split_off(decide::shutdown_room(&snap, &ctx.config).min(urgent.len()));
-        self.say_deferred(ctx, &deferred).await;
-        if !urgent.is_empty() {
-            if let Some(holder) = snap.foreign_holder {
-                tracing::warn!(holder, nodes = ?urgent.iter().map(|n| &n.name).collect::<Vec<_>>(), "hosts shut down by themselves, but the maintenance lock is held by another holder: not drained");
-            } else {
-                let picked: Vec<(String, Option<String>)> = urgent
-                    .iter()
-                    .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
-                    .collect();
-                for n in &urgent {
-                    tracing::warn!(node = %n.name, requested = ?n.shutdown_requested_at, "its host shuts down by itself: draining it now");
+        let first = decide::start(&snap, &ctx.config);
+        // Hosts shutting down by themselves are drained at once, whatever blocks the others.
+        self.say_deferred(ctx, &first.deferred_shutdowns).await;
+        if let (Some(holder), false) = (snap.foreign_holder, first.undrained_shutdowns.is_empty()) {
+            tracing::warn!(holder, nodes = ?first.undrained_shutdowns.iter().map(|n| &n.name).collect::<Vec<_>>(), "hosts shut down by themselves, but the maintenance lock is held by another holder: not drained");
+        }
+        let queued = match first.then {
+            Then::Shutdowns(urgent) => {
+                for s in &urgent {
+                    tracing::warn!(node = %s.node.name, requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now");
                 }
+                let picked = urgent.iter().map(Starting::slot).collect();
                 drop(pass);
                 // The others are decided on the next pass (woken by `start`), with these in
                 // flight.
                 return start(ctx, picked, pass_start).await;
             }
-        }
-        let waiting = looked
-            .iter()
-            .any(|n| decide::is_candidate(n, &ctx.config) && !record.entries.contains_key(&n.name));
-        if !waiting {
-            ctx.last_blockers.lock().expect("blockers").clear();
-            ctx.observe
-                .pass(&looked, &pass.states, &record, &[], pass_start);
-            return Ok(());
-        }
+            Then::NothingWaits => {
+                ctx.last_blockers.lock().expect("blockers").clear();
+                ctx.observe
+                    .pass(&looked, &pass.states, &record, &[], pass_start);
+                return Ok(());
+            }
+            Then::Queued(queued) => queued,
+        };
         let blocking = blockers::blocking_pods(ctx).await;
         let alerts = blockers::alerts(ctx).await;
         let now = blockers::decision_instant();
-        let snap = Snapshot {
-            blocking_pods: &blocking,
-            now,
-            ..snap
-        };
-        let mut blocked = decide::blockers(&snap, &ctx.config, now);
-        blocked.extend(alerts);
-        ctx.last_blockers
-            .lock()
-            .expect("blockers")
-            .clone_from(&blocked);
+        let checked = queued.blockers_read(&blocking, alerts, now);
+        let blocked = checked.as_ref().err().map_or(&[][..], |b| &b.blockers);
+        *ctx.last_blockers.lock().expect("blockers") = blocked.to_vec();
         ctx.observe
-            .pass(&looked, &pass.states, &record, &blocked, now);
-        blockers::say_changed(&mut self.last_blockers, &blocked);
-        if !blocked.is_empty() {
-            soon(next, blockers::look_again(ctx, &blocked, now));
-            return Ok(());
-        }
-        let (free, looked_at) = decide::looked_at(&snap, &ctx.config);
-        let rooms = if decide::budget_aware(&ctx.config) && !looked_at.is_empty() {
-            let draining: Vec<&str> = decide::draining(&snap).collect();
-            let reads = decide::reads_per_pass(free);
-            Some(self.rooms.read(ctx, &looked_at, &draining, reads).await)
-        } else {
-            None
+            .pass(&looked, &pass.states, &record, blocked, now);
+        blockers::say_changed(&mut self.last_blockers, blocked);
+        let pick = match checked {
+            Ok(pick) => pick,
+            Err(blocked) => {
+                soon(next, blocked.look_again);
+                return Ok(());
+            }
         };
-        let snap = Snapshot {
-            rooms: rooms.as_ref(),
-            ..snap
+        let headroom = match pick.budget_reads() {
+            Some(r) => Some(
+                self.headroom
+                    .read(ctx, r.looked_at, &r.draining, r.reads)
+                    .await,
+            ),
+            None => None,
         };
-        let detail = decide::pick_among(&snap, &ctx.config, free, looked_at);
+        let plan = pick.decide(headroom.as_ref());
         // A budget that gets room again changes no Node: while nodes are passed over, its
         // change wakes a pass.
-        ctx.gate_hub
-            .wake_on_budget_change((!detail.passed_over.is_empty()).then(|| ctx.wake.clone()));
-        for (n, held) in &detail.taken_anyway {
+        ctx.workloads
+            .wake_on_budget_change((!plan.passed_over.is_empty()).then(|| ctx.wake.clone()));
+        for (n, held) in &plan.taken_anyway {
             tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
         }
-        let picked: Vec<(String, Option<String>)> = detail
-            .nodes
-            .iter()
-            .map(|n| (n.name.clone(), decide::group_of(n, &ctx.config)))
-            .collect();
-        // A node rebooted less than nodes.minRebootInterval ago starts when it has rested.
-        if let Some(t) = decide::next_rested(&snap, &ctx.config) {
+        // A node rebooted less than nodes.minRebootInterval ago starts when it has rested; a
+        // node passed over is taken anyway after concurrency.passOverFor.
+        if let Some(t) = plan.look_again {
             soon(next, t);
         }
         // The picked nodes take their slots first: the passed-over records are a write (and
         // an Event) per node whose holding budget changed, and a slot waiting on them is idle.
-        start(ctx, picked, now).await?;
-        for (n, held) in &detail.passed_over {
-            if let Some(p) = &n.passed_over {
-                soon(
-                    next,
-                    p.since + ctx.config.concurrency.pass_over_for.to_chrono(),
-                );
-            }
+        start(ctx, plan.start.iter().map(Starting::slot).collect(), now).await?;
+        for (n, held) in &plan.passed_over {
             passed_over(ctx, n, held, now).await;
         }
         Ok(())
@@ -291,7 +268,7 @@ impl Leading {
 /// `rollboot.dev/passed-over`, written when absent or naming another budget, keeping the first
 /// instant: `concurrency.passOverFor` counts from it), with an Event the first time. A write
 /// refused with 409 is tried again on the next pass over.
-async fn passed_over(ctx: &Ctx, n: &NodeView, held: &Held, now: DateTime<Utc>) {
+async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<Utc>) {
     if n.passed_over
         .as_ref()
         .is_some_and(|p| p.budget == held.budget)

@@ -214,7 +214,7 @@ fn context(
     })));
     let lock_owner = lock::lock_owner(&config);
     Ok(Ctx {
-        gate_hub: Arc::new(WorkloadWatches::new(client.clone())),
+        workloads: Arc::new(WorkloadWatches::new(client.clone())),
         alerts,
         am_alerts,
         silencer,
@@ -272,7 +272,7 @@ async fn lead_while_elected(
         }
         ctx.metrics.set_leader(false);
         // A replica that does not lead watches nothing for gates.
-        ctx.gate_hub.stop_all();
+        ctx.workloads.stop_all();
         // Until the elector publishes the loss, `acquired` would return at once.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -186,7 +186,7 @@ async fn drain_while_cordoned(
         events: ctx.events.clone(),
         node: node.into(),
         metrics: Some(ctx.metrics.clone()),
-        budgets_from: Some(ctx.gate_hub.clone() as Arc<dyn BudgetSource>),
+        budgets_from: Some(ctx.workloads.clone() as Arc<dyn BudgetSource>),
     };
     // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
     // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership

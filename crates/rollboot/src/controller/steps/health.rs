@@ -46,7 +46,11 @@ pub(super) fn start(
     let moved = record.reattach.clone();
     let gate = match gates.remove(name) {
         Some((_, g)) if *g.record() == record => g,
-        _ => Gate::start(&ctx.gate_hub, &record, ctx.config.concurrency.max_nodes > 1),
+        _ => Gate::start(
+            &ctx.workloads,
+            &record,
+            ctx.config.concurrency.max_nodes > 1,
+        ),
     };
     // The gate's start, from which `deadline` was counted: the reattach wait's bound counts
     // from it too, so a restarted controller keeps it.

@@ -219,7 +219,11 @@ pub(super) fn await_back(ctx: &Ctx, name: &str, view: Option<&NodeView>, gates: 
     let text = view.and_then(|v| v.health_gate.as_deref());
     if let Some(text) = text.filter(|t| gates.get(name).is_none_or(|(g, _)| g != t)) {
         if let Ok(record) = serde_json::from_str::<GateRecord>(text) {
-            let gate = Gate::start(&ctx.gate_hub, &record, ctx.config.concurrency.max_nodes > 1);
+            let gate = Gate::start(
+                &ctx.workloads,
+                &record,
+                ctx.config.concurrency.max_nodes > 1,
+            );
             gates.insert(name.into(), (text.to_string(), gate));
         }
     }
