@@ -36,7 +36,7 @@ use super::error::Error;
 use super::writes::patch_node;
 use crate::fleetlock::caller;
 use crate::fleetlock::id::{self, Found};
-use crate::fleetlock::protocol::{self, Endpoint, Kind, Request};
+use crate::fleetlock::protocol::{self, ClientRequest, Endpoint, ErrorKind};
 use crate::lease::{LeaseRef, FLEETLOCK_URL};
 use crate::node::{self as proto, NodeView};
 use answer::{Ask, Reply};
@@ -140,7 +140,7 @@ pub(super) fn advertised_url(bound: SocketAddr, pod_ip: Option<&str>) -> String 
     format!("http://{host}:{}", bound.port())
 }
 
-fn reply(kind: Option<Kind>, value: &str) -> Response {
+fn reply(kind: Option<ErrorKind>, value: &str) -> Response {
     match kind {
         None => (StatusCode::OK, value.to_string()).into_response(),
         Some(k) => (
@@ -170,7 +170,7 @@ async fn handle(
             return reply(Some(kind), &value);
         }
     };
-    let refused = |kind: Kind, value: String| {
+    let refused = |kind: ErrorKind, value: String| {
         metrics.fleetlock_request(endpoint.as_str(), kind.as_str());
         tracing::warn!(endpoint = endpoint.as_str(), kind = kind.as_str(), %peer, id = %request.id, %value, "FleetLock request refused");
         reply(Some(kind), &value)
@@ -180,13 +180,13 @@ async fn handle(
     let client = if forwarded && leads {
         match forwarded_client(&s, &headers).await {
             Ok(ip) => ip,
-            Err(why) => return refused(Kind::UntrustedForward, why),
+            Err(why) => return refused(ErrorKind::UntrustedForward, why),
         }
     } else {
         let xff = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
         match caller::client_address(peer.ip(), xff, &s.trusted) {
             Ok(ip) => ip,
-            Err(why) => return refused(Kind::ClientNotHost, why),
+            Err(why) => return refused(ErrorKind::ClientNotHost, why),
         }
     };
     if !leads {
@@ -194,10 +194,10 @@ async fn handle(
             // Checked here first: a request the leader would refuse is not carried to it.
             let name = match find(&s, &request.id) {
                 Ok(name) => name,
-                Err(value) => return refused(Kind::UnknownHost, value),
+                Err(value) => return refused(ErrorKind::UnknownHost, value),
             };
             if let Err(why) = from_host(&s, &name, client) {
-                return refused(Kind::ClientNotHost, why);
+                return refused(ErrorKind::ClientNotHost, why);
             }
         }
         return forward(&s, endpoint, &headers, client, body).await;
@@ -219,7 +219,7 @@ async fn handle(
 async fn lead_answer(
     s: &Served,
     endpoint: Endpoint,
-    request: &Request,
+    request: &ClientRequest,
     client: std::net::IpAddr,
 ) -> Reply {
     let ctx = &s.ctx;
@@ -227,7 +227,7 @@ async fn lead_answer(
         Ok(name) => name,
         Err(value) => {
             return Reply {
-                kind: Some(Kind::UnknownHost),
+                kind: Some(ErrorKind::UnknownHost),
                 value,
                 write: None,
             }
@@ -236,7 +236,7 @@ async fn lead_answer(
     // Before anything is written: the id is public, the address is not the caller's choice.
     if let Err(value) = from_host(s, &name, client) {
         return Reply {
-            kind: Some(Kind::ClientNotHost),
+            kind: Some(ErrorKind::ClientNotHost),
             value,
             write: None,
         };
@@ -274,7 +274,7 @@ async fn lead_answer(
             Err(e) => {
                 tracing::warn!(node = %name, error = %e, "could not record a FleetLock request");
                 return Reply {
-                    kind: Some(Kind::Internal),
+                    kind: Some(ErrorKind::Internal),
                     value: format!("node {name} could not be written: {e}; ask again"),
                     write: None,
                 };
@@ -282,14 +282,14 @@ async fn lead_answer(
         }
     }
     Reply {
-        kind: Some(Kind::Internal),
+        kind: Some(ErrorKind::Internal),
         value: format!("node {name} kept changing under the request; ask again"),
         write: None,
     }
 }
 
 /// Says the write a request led to: an Event on the Node.
-async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
+async fn say_write(ctx: &Ctx, view: &NodeView, request: &ClientRequest, r: &Reply) {
     use answer::Write;
     let (reason, note) = match r.write {
         Some(Write::Request) => (
@@ -427,9 +427,9 @@ async fn forward(
 ) -> Response {
     let metrics = &s.ctx.metrics;
     let no_leader = |value: String| {
-        metrics.fleetlock_request(endpoint.as_str(), Kind::NoLeader.as_str());
+        metrics.fleetlock_request(endpoint.as_str(), ErrorKind::NoLeader.as_str());
         tracing::warn!(endpoint = endpoint.as_str(), %value, "FleetLock request not answered");
-        reply(Some(Kind::NoLeader), &value)
+        reply(Some(ErrorKind::NoLeader), &value)
     };
     if headers.contains_key(FORWARDED) {
         return no_leader(format!(
