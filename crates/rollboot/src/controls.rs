@@ -4,7 +4,8 @@
 //! the instant of the command ([`plan_pause`], [`plan_resume`], [`plan_retry`],
 //! [`plan_request`], [`in_flight_fate`]), and the I/O that carries it out ([`pause`],
 //! [`resume`], [`retry`], [`request`]): read, decide, write with the resourceVersion read as a
-//! precondition; after a 409 read again and decide again from the fresh object. It must never
+//! precondition (a Node through the one node writer, as an operator: [`crate::node_writer`]);
+//! after a 409 read again and decide again from the fresh object. It must never
 //! write without that precondition (no blind overwrite), never take the lock from a holder
 //! that is neither free, rollboot, nor an earlier pause, and never forget the nodes the lock
 //! records in flight: a pause keeps them, and they finish their cycle under it.
@@ -15,7 +16,7 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,6 +24,7 @@ use crate::config::Config;
 use crate::lease::{LeaseError, LeaseRef};
 use crate::lock::{LockEntry, LockRecord, Pause, PAUSE_HOLDER_PREFIX};
 use crate::node::{self as proto, NodeState, NodeView};
+use crate::node_writer::{Fence, NodeWriteError, NodeWriter, Writer};
 use crate::render::Render;
 use crate::time;
 
@@ -59,6 +61,9 @@ pub enum ControlError {
         /// The object.
         object: String,
     },
+    /// The node writer would not send a write (exit 1).
+    #[error(transparent)]
+    Write(NodeWriteError),
     /// The object does not exist (exit 1).
     #[error("{object} does not exist at the API server {server}")]
     NotFound {
@@ -736,17 +741,24 @@ pub async fn resume(
 }
 
 /// Reads `name`, decides with `decide`, and writes its merge patch fenced by the resourceVersion
-/// read; after a conflict reads again and decides again.
+/// read, through the node writer as an operator; after a conflict reads again and decides again.
+/// `what` names the write.
 async fn node_write<T>(
     client: &kube::Client,
     server: &str,
     name: &str,
+    what: &str,
     decide: impl Fn(&NodeView) -> Result<(Option<Value>, T), Refusal>,
 ) -> Result<(NodeView, T), ControlError> {
-    let api: Api<Node> = Api::all(client.clone());
+    let writer = NodeWriter::new(client.clone(), Writer::Operator);
     let object = format!("Node {name}");
+    let failed = |e: NodeWriteError| match e {
+        NodeWriteError::Api { source, .. } => api_err(server, &object)(source),
+        // The operator's writes are sent as decided (fenced), and are not refused otherwise.
+        e => ControlError::Write(e),
+    };
     for _ in 0..ATTEMPTS {
-        let Some(node) = api.get_opt(name).await.map_err(api_err(server, &object))? else {
+        let Some(node) = writer.read(name).await.map_err(failed)? else {
             return Err(ControlError::NotFound {
                 server: server.into(),
                 object,
@@ -757,14 +769,13 @@ async fn node_write<T>(
         let Some(patch) = patch else {
             return Ok((view, out));
         };
-        let patch = proto::fenced(patch, &view.resource_version);
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        match writer
+            .write(name, Fence::At(&view.resource_version), what, patch)
             .await
         {
             Ok(n) => return Ok((NodeView::from_node(&n), out)),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(api_err(server, &object)(e)),
+            Err(NodeWriteError::Conflict { .. }) => continue,
+            Err(e) => return Err(failed(e)),
         }
     }
     Err(ControlError::Contended {
@@ -779,7 +790,7 @@ pub async fn retry(
     server: &str,
     name: &str,
 ) -> Result<Report, ControlError> {
-    let (after, (plan, reason)) = node_write(client, server, name, |v| {
+    let (after, (plan, reason)) = node_write(client, server, name, "clearing its failure", |v| {
         let plan = plan_retry(v)?;
         Ok((
             Some(plan.patch.clone()),
@@ -819,7 +830,7 @@ pub async fn request(
     name: &str,
     reason: Option<&str>,
 ) -> Result<Report, ControlError> {
-    let (_, plan) = node_write(client, server, name, |v| {
+    let (_, plan) = node_write(client, server, name, "requesting its reboot", |v| {
         let plan = plan_request(v, reason, Utc::now());
         Ok((plan.patch.clone(), plan))
     })

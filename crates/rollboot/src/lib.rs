@@ -7,6 +7,7 @@
 //! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`node`]: the Node annotation protocol and a pure view of a Node;
+//! - [`node_writer`]: the one way a Node is written (who may write what, fenced, conflicts);
 //! - [`lease`], [`lock`]: Leases with fencing by time; the maintenance lock's record;
 //! - [`controller`]: the leader-elected controller (pure decisions in `controller::decide`);
 //! - [`drain`]: `kubectl drain` semantics over the Eviction API;
@@ -42,6 +43,7 @@ pub mod lock;
 pub mod metrics;
 pub mod migrate;
 pub mod node;
+pub mod node_writer;
 pub mod notify;
 pub mod plan;
 pub mod reload;
