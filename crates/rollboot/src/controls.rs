@@ -34,14 +34,14 @@ const ATTEMPTS: usize = 5;
 /// Why a command does nothing: the state it found makes the request unsafe or meaningless.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Refusal(pub String);
+pub struct ControlRefusal(pub String);
 
 /// What can go wrong carrying out a control.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// The command refuses (exit 3).
     #[error("refused: {0}")]
-    Refused(#[from] Refusal),
+    Refused(#[from] ControlRefusal),
     /// The API server could not be asked, or refused the request (exit 1).
     #[error("{object} at the API server {server}: {source}")]
     Api {
@@ -323,19 +323,19 @@ pub fn plan_pause(
     who: &str,
     reason: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<PausePlan, Refusal> {
+) -> Result<PausePlan, ControlRefusal> {
     if let Some(p) = &record.pause {
         return Ok(PausePlan::Already(p.clone()));
     }
     if let Some(h) = record.foreign_holder(ours) {
-        return Err(Refusal(format!(
+        return Err(ControlRefusal(format!(
             "the maintenance lock is held by `{h}`, not by rollboot nor by a `rollboot pause`: \
              rollboot already starts nothing new while another tool holds it, and a pause must \
              not take that tool's lock"
         )));
     }
     if who.trim().is_empty() || who.contains(['\n', '\r']) {
-        return Err(Refusal(format!(
+        return Err(ControlRefusal(format!(
             "`{who}` cannot name who pauses (--by): one line, not empty"
         )));
     }
@@ -363,14 +363,14 @@ pub fn plan_resume(
     ours: &str,
     force: bool,
     now: DateTime<Utc>,
-) -> Result<ResumePlan, Refusal> {
+) -> Result<ResumePlan, ControlRefusal> {
     let Some(holder) = &record.holder else {
         return Ok(ResumePlan::NotPaused);
     };
     let was = match &record.pause {
         Some(p) => pause_phrase(p),
         None if holder == ours && !force => {
-            return Err(Refusal(format!(
+            return Err(ControlRefusal(format!(
                 "the maintenance lock is held by rollboot's controller (`{holder}`) for the {} \
                  node(s) in flight, not by a pause: nothing to resume (--force releases it; the \
                  controller takes it again for the nodes in flight)",
@@ -378,7 +378,7 @@ pub fn plan_resume(
             )))
         }
         None if !force => {
-            return Err(Refusal(format!(
+            return Err(ControlRefusal(format!(
                 "the maintenance lock is held by `{holder}`, not by a `rollboot pause` (its holder \
                  would start with `{PAUSE_HOLDER_PREFIX}`): another tool's lock is released by \
                  that tool, or with --force"
@@ -447,14 +447,14 @@ pub struct RetryPlan {
 /// Decides `retry` of a failed node: remove the failure's record and what its cycle left
 /// ([`proto::FAILURE_RECORD`], [`proto::CYCLE_KEYS`], the lists the controller itself uses),
 /// and uncordon it only if rollboot cordoned it. Refuses a node that is not failed.
-pub fn plan_retry(n: &NodeView) -> Result<RetryPlan, Refusal> {
+pub fn plan_retry(n: &NodeView) -> Result<RetryPlan, ControlRefusal> {
     if n.state != Some(NodeState::Failed) {
         let state = match (n.state, n.is_malformed(proto::STATE)) {
             (Some(s), _) => format!("its state is `{s}`"),
             (None, true) => format!("its state annotation {} is malformed", proto::STATE),
             (None, false) => "it has no rollboot state".to_string(),
         };
-        return Err(Refusal(format!(
+        return Err(ControlRefusal(format!(
             "node {} is not failed ({state}): only a failed node is retried",
             n.name
         )));
@@ -748,7 +748,7 @@ async fn node_write<T>(
     server: &str,
     name: &str,
     what: &str,
-    decide: impl Fn(&NodeView) -> Result<(Option<Value>, T), Refusal>,
+    decide: impl Fn(&NodeView) -> Result<(Option<Value>, T), ControlRefusal>,
 ) -> Result<(NodeView, T), ControlError> {
     let writer = NodeWriter::new(client.clone(), Writer::Operator);
     let object = format!("Node {name}");

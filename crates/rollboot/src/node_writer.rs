@@ -1,14 +1,14 @@
 //! The one way a Node is written: a JSON merge patch built by [`crate::node`]'s patches, sent by
 //! the controller, the operator's controls, the drain and the agent alike.
 //!
-//! Owns who may write what, decided in one place ([`NodeWriter::may_write`], from the
-//! [`Writer`]): the controller only while it leads (checked right before each request leaves);
-//! an agent only its own Node, and in it only the agent's keys ([`crate::node::AGENT_KEYS`]);
-//! an operator's control any Node its credentials allow; the drain its node's record of
-//! volumes. It owns how a write goes: fenced by the resourceVersion it was decided from
-//! ([`Fence::At`]: the API server refuses it with 409 if anyone wrote the Node since), a 409
-//! answered as [`NodeWriteError::Conflict`], naming the Node; only the drain's record of volumes
-//! goes unfenced ([`Fence::Unconditional`]), as it always has. And it reads a Node the way its
+//! Owns who may write what, decided in one place (`NodeWriter::may_write`, from the
+//! [`Writer`], right before each request leaves): the controller only while it leads; an agent
+//! only its own Node, and in it only the agent's keys ([`crate::node::AGENT_KEYS`]); an
+//! operator's control any Node its credentials allow; the drain its node's record of volumes.
+//! It owns how a write goes: fenced by the resourceVersion it was decided from ([`Fence::At`]:
+//! the API server refuses it with 409 if anyone wrote the Node since), a 409 answered as
+//! [`NodeWriteError::Conflict`], naming the Node; only the drain's record of volumes goes
+//! unfenced ([`Fence::Unconditional`]), as it always has. And it reads a Node the way its
 //! writer may (an agent's role lists its own Node by name: it has no `get` of Nodes).
 //!
 //! It does I/O and nothing else: it must never decide what to write, nor what a conflict
@@ -121,17 +121,7 @@ impl NodeWriter {
         what: &str,
         patch: Value,
     ) -> Result<Node, NodeWriteError> {
-        self.may_write(node, fence, &patch)
-            .map_err(|why| NodeWriteError::NotAllowed {
-                node: node.into(),
-                what: what.into(),
-                why,
-            })?;
-        if let Writer::Controller(leadership) = &self.writer {
-            // Fencing by time, right before the request leaves; the resourceVersion fences the
-            // rest (a request that sits in the network longer than the lease).
-            leadership.ensure()?;
-        }
+        self.may_write(node, fence, what, &patch)?;
         let version = match fence {
             Fence::At(version) => Some(version),
             Fence::Unconditional => None,
@@ -178,19 +168,34 @@ impl NodeWriter {
         })
     }
 
-    /// Whether this writer may send `patch` to Node `node` on condition `fence`: the one
-    /// place that decides it (the controller's leadership is checked as the request leaves).
-    pub fn may_write(&self, node: &str, fence: Fence<'_>, patch: &Value) -> Result<(), String> {
-        if fence == Fence::Unconditional && !matches!(self.writer, Writer::Drain) {
-            return Err("only the drain's record of volumes is written unfenced".into());
-        }
-        match &self.writer {
-            Writer::Controller(_) | Writer::Operator | Writer::Drain => Ok(()),
-            Writer::Agent(own) if own != node => Err(format!(
-                "the agent of node {own} writes no other Node than its own"
-            )),
-            Writer::Agent(_) => agent_keys_only(patch),
-        }
+    /// Whether this writer may send `patch` (`what`) to Node `node` on condition `fence`: the
+    /// one place that decides it, right before the request leaves.
+    fn may_write(
+        &self,
+        node: &str,
+        fence: Fence<'_>,
+        what: &str,
+        patch: &Value,
+    ) -> Result<(), NodeWriteError> {
+        let why = if fence == Fence::Unconditional && !matches!(self.writer, Writer::Drain) {
+            Err("only the drain's record of volumes is written unfenced".to_string())
+        } else {
+            match &self.writer {
+                // Fencing by time, checked as late as can be; the resourceVersion fences the
+                // rest (a request that sits in the network longer than the lease).
+                Writer::Controller(leadership) => return Ok(leadership.ensure()?),
+                Writer::Operator | Writer::Drain => Ok(()),
+                Writer::Agent(own) if own != node => Err(format!(
+                    "the agent of node {own} writes no other Node than its own"
+                )),
+                Writer::Agent(_) => agent_keys_only(patch),
+            }
+        };
+        why.map_err(|why| NodeWriteError::NotAllowed {
+            node: node.into(),
+            what: what.into(),
+            why,
+        })
     }
 }
 
@@ -231,31 +236,40 @@ mod tests {
     async fn an_agent_writes_only_its_own_nodes_agent_keys_and_only_the_drain_writes_unfenced() {
         let (client, seen) = crate::client::recording_server(|_| None).await;
         let writer = |w| NodeWriter::new(client.clone(), w);
+        let refused = |r: Result<(), NodeWriteError>| match r {
+            Err(NodeWriteError::NotAllowed { why, .. }) => why,
+            other => panic!("{other:?}"),
+        };
         let agent = writer(Writer::Agent("n1".into()));
         let ack = patch(&[(REBOOT_ACK, Some("1-a".into()))], None);
-        assert!(agent.may_write("n1", Fence::At("7"), &ack).is_ok());
-        let e = agent.may_write("n2", Fence::At("7"), &ack).unwrap_err();
+        let at = Fence::At("7");
+        assert!(agent.may_write("n1", at, "acking", &ack).is_ok());
+        let e = refused(agent.may_write("n2", at, "acking", &ack));
         assert!(e.contains("no other Node"), "{e}");
         let token = patch(&[(REBOOT, Some("1-a".into()))], None);
-        let e = agent.may_write("n1", Fence::At("7"), &token).unwrap_err();
+        let e = refused(agent.may_write("n1", at, "x", &token));
         assert!(
             e.contains(REBOOT) && e.contains("not one of the agent's keys"),
             "{e}"
         );
         let cordon = patch(&[(REBOOT_REQUIRED, Some("x".into()))], Some(true));
-        assert!(agent.may_write("n1", Fence::At("7"), &cordon).is_err());
+        assert!(agent.may_write("n1", at, "x", &cordon).is_err());
         let labelled = with_labels(patch(&[], None), &[("a".into(), None)]);
-        assert!(agent.may_write("n1", Fence::At("7"), &labelled).is_err());
-        assert!(agent.may_write("n1", Fence::Unconditional, &ack).is_err());
+        assert!(agent.may_write("n1", at, "x", &labelled).is_err());
+        assert!(agent
+            .may_write("n1", Fence::Unconditional, "x", &ack)
+            .is_err());
         let operator = writer(Writer::Operator);
-        assert!(operator.may_write("n2", Fence::At("7"), &token).is_ok());
+        assert!(operator.may_write("n2", at, "x", &token).is_ok());
         assert!(operator
-            .may_write("n2", Fence::Unconditional, &token)
+            .may_write("n2", Fence::Unconditional, "x", &token)
             .is_err());
         let drain = writer(Writer::Drain);
-        assert!(drain.may_write("n2", Fence::Unconditional, &token).is_ok());
+        assert!(drain
+            .may_write("n2", Fence::Unconditional, "x", &token)
+            .is_ok());
         // Refused before anything is sent.
-        match agent.write("n2", Fence::At("7"), "acking", ack).await {
+        match agent.write("n2", at, "acking", ack).await {
             Err(NodeWriteError::NotAllowed { node, what, .. }) => {
                 assert_eq!((node.as_str(), what.as_str()), ("n2", "acking"))
             }
