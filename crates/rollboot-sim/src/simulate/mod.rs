@@ -865,12 +865,12 @@ type Starts = Vec<(String, DateTime<Utc>)>;
 /// or by the `cordoning` state when the lock does not list it.
 struct NodeWatch {
     store: reflector::Store<Node>,
-    views: Mutex<rollboot::node::ViewCache>,
+    views: Mutex<rollboot::controller::node_cache::ViewCache>,
     /// The nodes whose view, as `nodes` last gave it, is in an in-flight state: while any is,
     /// the run is not decided, and the loop need not look at every node to know it.
     in_flight: Mutex<BTreeSet<String>>,
     /// What the watch changed since `nodes` last looked.
-    touched: Arc<Mutex<rollboot::node::NodeChanges>>,
+    touched: Arc<Mutex<rollboot::controller::node_cache::NodeChanges>>,
     changed: Arc<tokio::sync::Notify>,
     starts: Arc<Mutex<Starts>>,
     task: JoinHandle<()>,
@@ -909,7 +909,7 @@ impl NodeWatch {
         let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
             .default_backoff()
             .reflect(writer);
-        let touched: Arc<Mutex<rollboot::node::NodeChanges>> = Arc::default();
+        let touched: Arc<Mutex<rollboot::controller::node_cache::NodeChanges>> = Arc::default();
         let touch = touched.clone();
         let task = tokio::spawn(async move {
             futures::pin_mut!(stream);

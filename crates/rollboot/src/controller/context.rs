@@ -21,12 +21,13 @@ use super::alerts::AlertSource;
 use super::observe::Observer;
 use crate::budgets::{HeadroomSource, WorkloadWatches};
 use crate::config::Config;
+use crate::controller::node_cache::{NodeChanges, ViewCache};
 use crate::events::Recorder;
 use crate::hooks::call::Firer;
 use crate::lease::{Leadership, LeaseRef};
 use crate::lock::LockRecord;
 use crate::metrics::Metrics;
-use crate::node::{NodeChanges, NodeState, NodeView, ViewCache};
+use crate::node::{NodeState, NodeView};
 
 /// Everything the leader's loop and its per-node tasks share.
 #[derive(Clone)]

@@ -19,6 +19,8 @@
 //!   caches, and the leader's loop while it leads; `config_file`: a replica restarted on a
 //!   valid change of its config file ([`run_with_config_file`]);
 //! - `context`: what the loop and the nodes' tasks share (`Ctx`), and its reads of the caches;
+//! - [`node_cache`]: the parsed views of the Nodes kept from one look to the next, and the
+//!   Nodes a watch changed since;
 //! - `pass`: one pass of the leader: resume the nodes in flight, keep house, start new nodes;
 //! - `steps`: the steps of a node's cycle carried out, one module per phase;
 //! - `writes`: the fenced writes of Nodes and of the lock;
@@ -34,6 +36,7 @@ pub mod decide;
 mod error;
 mod fleetlock;
 pub mod gate;
+pub mod node_cache;
 mod observe;
 mod pass;
 mod replica;
