@@ -20,7 +20,7 @@ pub struct HostSeen<'a> {
     pub boot_id: Option<&'a str>,
     /// Its machine ID; `None` when unknown.
     pub machine_id: Option<&'a str>,
-    /// When its PID 1 started (see [`super::RebootMethod::init_start`]); `None` when unknown.
+    /// When its PID 1 started (see [`super::RebootHost::init_start`]); `None` when unknown.
     pub init_start: Option<u64>,
     /// Since when this agent has seen its host's boot ID differ from its Node's, without a
     /// break: a mismatch already there when a token was issued is no reboot.

@@ -9,10 +9,10 @@
 use chrono::Utc;
 
 use super::process::Agent;
-use super::{RebootMethod, Sentinel};
+use super::{RebootHost, Sentinel};
 use crate::node::{self as proto, NodeView};
 
-impl<R: RebootMethod> Agent<'_, R> {
+impl<R: RebootHost> Agent<'_, R> {
     /// Checks the sentinel and writes `reboot-required` when its answer differs from the Node's
     /// (`v`, as it is: a Node registered again, or whose flag was lost, is flagged again). A
     /// sentinel that gives no answer leaves the flag as it was: logged each time, an Event and

@@ -10,7 +10,7 @@ use chrono::Utc;
 
 use super::checks::{boot_differs, identity};
 use super::process::{Agent, HostRead};
-use super::RebootMethod;
+use super::RebootHost;
 use crate::node::{self as proto, AgentHost, NodeView, ShutdownDrain};
 
 /// How long a host whose boot ID differs from its Node's may go unsaid by a Warning Event:
@@ -19,7 +19,7 @@ pub const MISMATCH_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
 /// The agent's reading of its host, around [`Agent`]: compared with its Node, said, and
 /// written to the Node's `agent-host`.
-impl<R: RebootMethod> Agent<'_, R> {
+impl<R: RebootHost> Agent<'_, R> {
     /// Compares the host, as `read`, with its Node `v` ([`identity`]): says the result when it changes
     /// (info when they agree, a warning when not), keeps since when the boot IDs differ (a
     /// token issued after that is refused as `bootMismatch`, never taken for a reboot),

@@ -4,7 +4,7 @@
 //! `checkPeriod`, written to the Node only when the answer changes; a sentinel that gives no
 //! answer leaves the flag as it was, and is said once per spell) and rebooting the host when
 //! the controller writes a new `reboot` token: it writes `reboot-ack` with that token first,
-//! then reboots through a [`RebootMethod`]. It watches only its own Node. It must never act on a
+//! then reboots through a [`RebootHost`]. It watches only its own Node. It must never act on a
 //! token twice (the ack on the Node survives restarts), and never reboot a host that is not its
 //! Node's (its boot ID, and machine ID where both are known, must be the Node's), a node that is
 //! not listed in the maintenance lock, not cordoned, whose token is older than the reboot
@@ -52,7 +52,7 @@ mod tokens;
 mod writes;
 
 pub use checks::{identity, lost_token, refusal, HostSeen};
-pub use host::{CommandReboot, HostMethod, HostReboot, RebootMethod, SignalReboot};
+pub use host::{CommandReboot, HostMethod, HostReboot, RebootHost, SignalReboot};
 pub use host_report::MISMATCH_GRACE;
 pub use logind::{HostShutdowns, NoLogind, SystemLogind};
 pub use metrics::AgentMetrics;

@@ -14,7 +14,7 @@ use kube::Client;
 use super::checks::HostSeen;
 use super::metrics::AgentMetrics;
 use super::writes::OwnNodeWriter;
-use super::RebootMethod;
+use super::RebootHost;
 use crate::config::Config;
 use crate::events::Recorder;
 use crate::lease::LeaseRef;
@@ -80,7 +80,7 @@ pub(super) struct Agent<'a, R> {
     pub(super) check_left_over: bool,
 }
 
-impl<'a, R: RebootMethod> Agent<'a, R> {
+impl<'a, R: RebootHost> Agent<'a, R> {
     /// The agent of Node `node` as it starts: nothing said, nothing acted on.
     pub(super) fn new(
         client: &Client,

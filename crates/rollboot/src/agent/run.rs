@@ -21,13 +21,13 @@ use super::logind::{self, HostShutdowns, NoLogind};
 use super::metrics::AgentMetrics;
 use super::process::Agent;
 use super::shutdowns::host_shutdown_wake;
-use super::{AgentError, RebootMethod, Sentinel};
+use super::{AgentError, RebootHost, Sentinel};
 use crate::config::Config;
 use crate::node::NodeView;
 
 /// Runs the agent for `node` until `shutdown` resolves (or the future is dropped), without
 /// logind (see [`run_with_host_shutdowns`]).
-pub async fn run<R: RebootMethod, S: Sentinel>(
+pub async fn run<R: RebootHost, S: Sentinel>(
     client: Client,
     config: Arc<Config>,
     node: String,
@@ -53,7 +53,7 @@ pub async fn run<R: RebootMethod, S: Sentinel>(
 /// delay inhibitor through `host` (logind) when given and logind answers, with `config` as
 /// given (see [`run_reloading`] for a config that changes).
 #[allow(clippy::too_many_arguments)]
-pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
+pub async fn run_with_host_shutdowns<R: RebootHost, S: Sentinel, L: HostShutdowns>(
     client: Client,
     config: Arc<Config>,
     node: String,
@@ -76,7 +76,7 @@ pub async fn run_with_host_shutdowns<R: RebootMethod, S: Sentinel, L: HostShutdo
 /// and the timeouts are the new ones from then on. What the agent remembers (the tokens it
 /// acted on, the refusals it said, its logind inhibitor) is kept across a reload.
 #[allow(clippy::too_many_arguments)]
-pub async fn run_reloading<R: RebootMethod, S: Sentinel, L: HostShutdowns>(
+pub async fn run_reloading<R: RebootHost, S: Sentinel, L: HostShutdowns>(
     client: Client,
     mut configs: tokio::sync::watch::Receiver<Arc<Config>>,
     node: String,
@@ -142,7 +142,7 @@ fn check_period(c: &Config) -> tokio::time::Interval {
 }
 
 /// What each event of the loop leads to, around [`Agent`].
-impl<R: RebootMethod> Agent<'_, R> {
+impl<R: RebootHost> Agent<'_, R> {
     /// A new view `v` of the Node: the host compared, a token acted on, a left-over request
     /// removed, the logind guard told.
     async fn on_view<L: HostShutdowns>(

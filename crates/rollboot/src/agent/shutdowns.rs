@@ -9,11 +9,11 @@
 
 use super::logind::{self, HostShutdowns};
 use super::process::{Agent, HostRead};
-use super::RebootMethod;
+use super::RebootHost;
 use crate::node::{self as proto, NodeView, ShutdownDrain};
 
 /// The agent's side of its host's shutdowns, around [`Agent`]: the logind guard, if any.
-impl<R: RebootMethod> Agent<'_, R> {
+impl<R: RebootHost> Agent<'_, R> {
     /// Removes a `shutdown-requested` left from before this process (see
     /// [`logind::decide::left_over`]), once the first view of the Node decides it.
     pub(super) async fn clear_left_over_request(&mut self, v: &NodeView, read: &HostRead) {

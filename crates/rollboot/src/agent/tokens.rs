@@ -12,12 +12,12 @@ use chrono::Utc;
 
 use super::checks::{lost_token, refusal, HostSeen};
 use super::process::{Agent, HostRead};
-use super::RebootMethod;
+use super::RebootHost;
 use crate::lock;
 use crate::node::{self as proto, NodeView, RefusalCause};
 use crate::node_writer::NodeWriteError;
 
-impl<R: RebootMethod> Agent<'_, R> {
+impl<R: RebootHost> Agent<'_, R> {
     /// Acts on the Node as `v` shows it, its host read as `read`: reports a lost token, or
     /// reboots for a new one.
     pub(super) async fn act(&mut self, v: &NodeView, read: &HostRead) {
