@@ -437,38 +437,9 @@ async fn forward(
             s.identity
         ));
     }
-    let known = s
-        .leader
-        .lock()
-        .expect("leader")
-        .clone()
-        .filter(|(at, _, _)| at.elapsed() < LEADER_FRESH_FOR);
-    let (holder, advertised) = match known {
-        Some((_, h, a)) => (h, a),
-        None => {
-            let lease = match s.leader_lease.get().await {
-                Ok(Some(l)) => l,
-                Ok(None) => return no_leader("no leader yet; ask again".into()),
-                Err(e) => return no_leader(format!("the leader Lease could not be read: {e}")),
-            };
-            let holder = lease
-                .spec
-                .as_ref()
-                .and_then(|s| s.holder_identity.clone())
-                .unwrap_or_default();
-            let advertised: Option<Advertised> = lease
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(FLEETLOCK_URL))
-                .and_then(|v| serde_json::from_str(v).ok());
-            *s.leader.lock().expect("leader") = Some((
-                std::time::Instant::now(),
-                holder.clone(),
-                advertised.clone(),
-            ));
-            (holder, advertised)
-        }
+    let (holder, advertised) = match leader_of(s).await {
+        Ok(known) => known,
+        Err(value) => return no_leader(value),
     };
     let Some(a) = advertised.filter(|a| a.holder == holder && holder != s.identity) else {
         return no_leader(format!(
@@ -479,24 +450,7 @@ async fn forward(
         Ok(t) => t,
         Err(e) => return no_leader(format!("this replica cannot forward to the leader: {e}")),
     };
-    let out = async {
-        let base: http::Uri = a.url.parse().map_err(|e| format!("{}: {e}", a.url))?;
-        let client = crate::client::external(base, FORWARD_TIMEOUT).map_err(|e| e.to_string())?;
-        let req = http::Request::post(endpoint.path())
-            .header(protocol::HEADER, "true")
-            .header(FORWARDED, s.identity.as_str())
-            .header(FORWARDED_FOR, host.to_string())
-            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(kube::client::Body::from(body.to_vec()))
-            .map_err(|e| e.to_string())?;
-        let res = client.send(req).await.map_err(|e| e.to_string())?;
-        let status = res.status();
-        let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), 64 << 10)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((status, bytes))
-    };
+    let out = send_to_leader(&a.url, endpoint, &s.identity, host, &token, body);
     match tokio::time::timeout(FORWARD_TIMEOUT, out).await {
         Ok(Ok((status, bytes))) => {
             metrics.fleetlock_request(endpoint.as_str(), "forwarded");
@@ -522,6 +476,70 @@ async fn forward(
             a.url
         )),
     }
+}
+
+/// The leader's identity and the FleetLock address it published, as known for
+/// [`LEADER_FRESH_FOR`], else read from the leader Lease (and kept); `Err`: why none is known.
+async fn leader_of(s: &Served) -> Result<(String, Option<Advertised>), String> {
+    let known = s
+        .leader
+        .lock()
+        .expect("leader")
+        .clone()
+        .filter(|(at, _, _)| at.elapsed() < LEADER_FRESH_FOR);
+    if let Some((_, holder, advertised)) = known {
+        return Ok((holder, advertised));
+    }
+    let lease = match s.leader_lease.get().await {
+        Ok(Some(l)) => l,
+        Ok(None) => return Err("no leader yet; ask again".into()),
+        Err(e) => return Err(format!("the leader Lease could not be read: {e}")),
+    };
+    let holder = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    let advertised: Option<Advertised> = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FLEETLOCK_URL))
+        .and_then(|v| serde_json::from_str(v).ok());
+    *s.leader.lock().expect("leader") = Some((
+        std::time::Instant::now(),
+        holder.clone(),
+        advertised.clone(),
+    ));
+    Ok((holder, advertised))
+}
+
+/// Sends the request to the leader at `url` as this replica (`identity`), for `host`, with the
+/// forward proof `token`; the leader's status and body.
+async fn send_to_leader(
+    url: &str,
+    endpoint: Endpoint,
+    identity: &str,
+    host: std::net::IpAddr,
+    token: &str,
+    body: Bytes,
+) -> Result<(StatusCode, Bytes), String> {
+    let base: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let client = crate::client::external(base, FORWARD_TIMEOUT).map_err(|e| e.to_string())?;
+    let req = http::Request::post(endpoint.path())
+        .header(protocol::HEADER, "true")
+        .header(FORWARDED, identity)
+        .header(FORWARDED_FOR, host.to_string())
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(body.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let res = client.send(req).await.map_err(|e| e.to_string())?;
+    let status = res.status();
+    let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), 64 << 10)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((status, bytes))
 }
 
 #[cfg(test)]
