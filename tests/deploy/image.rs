@@ -1,5 +1,5 @@
 //! The container images (issue 25): `scripts/build-image.sh` builds both OCI archives offline,
-//! here from the `image-test` profile (release code, no fat LTO). Each archive is read as a
+//! here from the `image-test` profile (unoptimized, no debug info). Each archive is read as a
 //! runtime reads it: `index.json`, the manifest and config it names, every blob's digest and
 //! size checked, the image config's entrypoint, user and labels; then its one layer is
 //! unpacked and the binary run in a chroot of it (`rollboot --version`, `rollboot agent
