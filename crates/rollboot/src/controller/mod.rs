@@ -18,7 +18,9 @@
 //! - `replica`: one replica ([`run`]): clients, leader election, the watches that fill the
 //!   caches, and the leader's loop while it leads; `config_file`: a replica restarted on a
 //!   valid change of its config file ([`run_with_config_file`]);
-//! - `context`: what the loop and the nodes' tasks share (`Ctx`), and its reads of the caches;
+//! - `context`: what the loop and the nodes' tasks share (`Ctx`): the config, the leadership,
+//!   the loop's bell, and behind them `services` (the clients and senders the steps call) and
+//!   `cluster_cache` (what the controller knows of the Nodes and the lock, and its reads);
 //! - `pass`: one pass of the leader: resume the nodes in flight, keep house, start new nodes;
 //! - `steps`: the steps of a node's cycle carried out, one module per phase;
 //! - `writes`: the fenced writes of Nodes and of the lock;
@@ -28,6 +30,7 @@
 //! - `task`: the tasks a replica starts; `error`: [`Error`].
 
 pub mod alerts;
+mod cluster_cache;
 mod config_file;
 mod context;
 pub mod decide;
@@ -37,6 +40,7 @@ pub mod gate;
 mod observe;
 mod pass;
 mod replica;
+mod services;
 mod steps;
 mod task;
 mod writes;

@@ -34,7 +34,7 @@ pub(super) async fn patch_node(
     debug_assert!(!view.resource_version.is_empty(), "a view of a stored Node");
     let patch = proto::fenced(patch, &view.resource_version);
     ctx.leadership.ensure()?;
-    let api: Api<Node> = Api::all(ctx.client.clone());
+    let api: Api<Node> = Api::all(ctx.services.client.clone());
     let n = match api
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -62,9 +62,14 @@ pub(super) async fn patch_node(
             })
         }
     };
-    ctx.observe
-        .written(view, &n, || ctx.cycle_start(node), || ctx.failed_with(node));
-    ctx.written
+    ctx.services.observe.written(
+        view,
+        &n,
+        || ctx.cache.cycle_start(node),
+        || ctx.cache.failed_with(node),
+    );
+    ctx.cache
+        .written
         .lock()
         .expect("written cache")
         .insert(node.into(), n.clone());
@@ -96,10 +101,10 @@ pub(super) async fn take_slots(
             (name.clone(), entry)
         })
         .collect();
-    let _edit = ctx.lock_edits.lock().await;
-    let current = ctx.lock_now();
+    let _edit = ctx.cache.lock_edits.lock().await;
+    let current = ctx.cache.lock_now();
     let written = lock::update(
-        &ctx.lock,
+        &ctx.services.lock,
         &ctx.lock_owner,
         current,
         move |e| {
@@ -111,18 +116,18 @@ pub(super) async fn take_slots(
     )
     .await
     .map_err(|e| lock_error(ctx, e))?;
-    ctx.set_lock(written);
+    ctx.cache.set_lock(written);
     Ok(())
 }
 
 /// Removes `node` from the lock: its slot is free, and a pass is woken to use it.
 pub(super) async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
     ctx.leadership.ensure()?;
-    let _edit = ctx.lock_edits.lock().await;
-    let current = ctx.lock_now();
+    let _edit = ctx.cache.lock_edits.lock().await;
+    let current = ctx.cache.lock_now();
     let name = node.to_string();
     let r = lock::update(
-        &ctx.lock,
+        &ctx.services.lock,
         &ctx.lock_owner,
         current,
         move |e| {
@@ -132,7 +137,7 @@ pub(super) async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
     )
     .await
     .map_err(|e| lock_error(ctx, e))?;
-    ctx.set_lock(r);
+    ctx.cache.set_lock(r);
     ctx.wake.notify_one();
     Ok(())
 }
@@ -143,8 +148,8 @@ pub(super) fn lock_error(ctx: &Ctx, e: LockError) -> Error {
     match e {
         LockError::NotLeader(n) => Error::NotLeader(n),
         e @ LockError::Gone { .. } => {
-            let cur = ctx.lock_now();
-            ctx.set_lock(LockRecord::deleted(
+            let cur = ctx.cache.lock_now();
+            ctx.cache.set_lock(LockRecord::deleted(
                 cur.version(),
                 cur.known_in_flight().clone(),
             ));

@@ -94,7 +94,8 @@ async fn return_to_service(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) 
                     .as_deref()
                     .unwrap_or("no reason recorded");
                 tracing::info!(node = %view.name, state = "failed", reason, "returned to service: uncordoned, its failed record kept (failures.returnToService)");
-                ctx.events
+                ctx.services
+                    .events
                     .publish(
                         &view.name,
                         false,

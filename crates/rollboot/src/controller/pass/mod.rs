@@ -78,7 +78,8 @@ impl Leading {
                 c.max_nodes, c.max_shutdown_drains
             );
             tracing::warn!(node = %n.name, requested = ?n.shutdown_requested_at, "{note}");
-            ctx.events
+            ctx.services
+                .events
                 .publish(&n.name, true, "ShutdownDrainDeferred", note)
                 .await;
         }
@@ -94,11 +95,11 @@ impl Leading {
     /// again at the latest (a deadline), `None` for "only on the next change".
     pub(super) async fn pass(&mut self, ctx: &Ctx) -> Result<Option<DateTime<Utc>>, Error> {
         ctx.leadership.ensure()?;
-        ctx.workloads.sweep();
+        ctx.services.workloads.sweep();
         // The lock before the Nodes: a node leaves the lock only after its final state is
         // written, so a node missing from this record shows that state in the views read
         // after it.
-        let record = ctx.lock_now();
+        let record = ctx.cache.lock_now();
         let pass = views(ctx, &record);
         let now = Utc::now();
         notices::warn_malformed(ctx, &pass.nodes(), &record, &mut self.warned).await;
@@ -142,7 +143,7 @@ impl Leading {
         // pause keeps their entries and lets rollboot remove them); under any other holder
         // they wait.
         let resumes = record.foreign_holder(&ctx.lock_owner).is_none() || record.pause.is_some();
-        ctx.metrics.set_in_flight(record.entries.len());
+        ctx.services.metrics.set_in_flight(record.entries.len());
         if resumes {
             for (name, entry) in &record.entries {
                 if self.tasks.contains_key(name) {
@@ -181,7 +182,7 @@ impl Leading {
         next: &mut Option<DateTime<Utc>>,
     ) -> Result<(), Error> {
         // Steps above may have written: read both again, in the same order.
-        let record = ctx.lock_now();
+        let record = ctx.cache.lock_now();
         let pass = views(ctx, &record);
         let looked = pass.nodes();
         let snap = Snapshot {
@@ -210,8 +211,9 @@ impl Leading {
                 return start(ctx, picked, pass_start).await;
             }
             Then::NothingWaits => {
-                ctx.last_blockers.lock().expect("blockers").clear();
-                ctx.observe
+                ctx.cache.last_blockers.lock().expect("blockers").clear();
+                ctx.services
+                    .observe
                     .pass(&looked, &pass.states, &record, &[], pass_start);
                 return Ok(());
             }
@@ -222,8 +224,9 @@ impl Leading {
         let now = blockers::decision_instant();
         let checked = queued.blockers_read(&blocking, alerts, now);
         let blocked = checked.as_ref().err().map_or(&[][..], |b| &b.blockers);
-        *ctx.last_blockers.lock().expect("blockers") = blocked.to_vec();
-        ctx.observe
+        *ctx.cache.last_blockers.lock().expect("blockers") = blocked.to_vec();
+        ctx.services
+            .observe
             .pass(&looked, &pass.states, &record, blocked, now);
         blockers::say_changed(&mut self.last_blockers, blocked);
         let pick = match checked {
@@ -244,7 +247,8 @@ impl Leading {
         let plan = pick.decide(headroom.as_ref());
         // A budget that gets room again changes no Node: while nodes are passed over, its
         // change wakes a pass.
-        ctx.workloads
+        ctx.services
+            .workloads
             .wake_on_budget_change((!plan.passed_over.is_empty()).then(|| ctx.wake.clone()));
         for (n, held) in &plan.taken_anyway {
             tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
@@ -291,7 +295,10 @@ async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<U
                     "passed over for a later node: {held}; taken once it has room, or after concurrency.passOverFor ({})",
                     ctx.config.concurrency.pass_over_for
                 );
-                ctx.events.publish(&n.name, false, "PassedOver", msg).await;
+                ctx.services
+                    .events
+                    .publish(&n.name, false, "PassedOver", msg)
+                    .await;
             }
         }
         Err(Error::Conflict { .. }) => {}
@@ -315,8 +322,8 @@ async fn start(
     take_slots(ctx, &picked, now).await?;
     for (name, _) in &picked {
         tracing::info!(node = %name, "starting maintenance");
-        ctx.metrics.started();
-        ctx.observe.started(name, now);
+        ctx.services.metrics.started();
+        ctx.services.observe.started(name, now);
     }
     Ok(())
 }

@@ -49,7 +49,8 @@ pub(in crate::controller) async fn cordon(
         operator_cordoned = !record_cordoned_by,
         "cordoned"
     );
-    ctx.events
+    ctx.services
+        .events
         .publish(
             name,
             false,

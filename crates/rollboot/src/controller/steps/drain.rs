@@ -75,9 +75,9 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
     match r {
         Ok(()) | Err(Error::NotLeader(_)) => {}
         // Logged where it happened; decided again from the newer version.
-        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+        Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
         Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
-            match ctx.still(&node, NodeState::Draining) {
+            match ctx.cache.still(&node, NodeState::Draining) {
                 Some(view) => {
                     let written = match e.quarantined_for() {
                         Some(cause) => quarantine(ctx, &view, e.to_string(), cause.key()).await,
@@ -85,7 +85,7 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
                     };
                     match written {
                         Ok(()) | Err(Error::NotLeader(_)) => {}
-                        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+                        Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
                         Err(e) => {
                             tracing::warn!(node, error = %e, "could not mark the node failed")
                         }
@@ -97,7 +97,7 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
             }
         }
         Err(e) => {
-            ctx.metrics.error(e.metric_label());
+            ctx.services.metrics.error(e.metric_label());
             tracing::warn!(node, error = %e, "drain interrupted; it resumes on the next pass");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -115,7 +115,7 @@ async fn drain_then_request(
     let Some(drained) = drain_while_cordoned(ctx, node, deadline).await? else {
         return Ok(());
     };
-    ctx.metrics.evicted(drained.evicted.len());
+    ctx.services.metrics.evicted(drained.evicted.len());
     for part in &drained.parts {
         tracing::info!(node, step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
     }
@@ -129,7 +129,7 @@ async fn drain_then_request(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let Some(view) = ctx.still(node, NodeState::Draining) else {
+        let Some(view) = ctx.cache.still(node, NodeState::Draining) else {
             tracing::info!(
                 node,
                 "drained, but the node is no longer draining; not requesting the reboot"
@@ -137,7 +137,10 @@ async fn drain_then_request(
             return Ok(());
         };
         let gate_text = || Some(serde_json::to_string(&gate).expect("gate record"));
-        let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let start = ctx
+            .cache
+            .cycle_start(node)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let written = if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
             begin_after_drain(ctx, &view, &gate).await
         } else {
@@ -149,7 +152,9 @@ async fn drain_then_request(
             }
         };
         match written {
-            Err(Error::Conflict { rv, .. }) if attempt < 5 => ctx.await_newer(node, &rv).await,
+            Err(Error::Conflict { rv, .. }) if attempt < 5 => {
+                ctx.cache.await_newer(node, &rv).await
+            }
             r => return r,
         }
     }
@@ -181,12 +186,12 @@ async fn drain_while_cordoned(
     deadline: DateTime<Utc>,
 ) -> Result<Option<Drained>, Error> {
     let api = KubeDrain {
-        client: ctx.client.clone(),
-        evict_client: ctx.evict_client.clone(),
-        events: ctx.events.clone(),
+        client: ctx.services.client.clone(),
+        evict_client: ctx.services.evict_client.clone(),
+        events: ctx.services.events.clone(),
         node: node.into(),
-        metrics: Some(ctx.metrics.clone()),
-        budgets_from: Some(ctx.workloads.clone() as Arc<dyn BudgetSource>),
+        metrics: Some(ctx.services.metrics.clone()),
+        budgets_from: Some(ctx.services.workloads.clone() as Arc<dyn BudgetSource>),
     };
     // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
     // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership
@@ -207,12 +212,15 @@ async fn drain_while_cordoned(
     // (`decide::abandoned`: the shutdown cancelled, the FleetLock slot given back), which the
     // next pass ends with a release, or the host of a shutdown cycle gone down and back
     // (`decide::overtaken`), which the next pass records as undrained.
-    let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let start = ctx
+        .cache
+        .cycle_start(node)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
     let stopped = async {
-        let mut seq = ctx.node_seq.clone();
+        let mut seq = ctx.cache.node_seq.clone();
         loop {
             seq.borrow_and_update();
-            if let Some(v) = ctx.current(node) {
+            if let Some(v) = ctx.cache.current(node) {
                 if !v.unschedulable {
                     return None;
                 }

@@ -40,7 +40,7 @@ pub(in crate::controller) async fn finish(
     // The history, in the same fenced write as `done`: a cycle is counted once, as the write
     // that ends it is made once. Its parts are timed from what the cycle wrote: its start in
     // the lock, the token's instant, the instant it was marked back (`verifying`).
-    let start = ctx.cycle_start(node);
+    let start = ctx.cache.cycle_start(node);
     let requested = view
         .reboot_token
         .as_deref()
@@ -101,10 +101,10 @@ pub(in crate::controller) async fn finish(
     super::silence::expire(ctx, view).await;
     patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
     let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
-    ctx.metrics.done();
+    ctx.services.metrics.done();
     let note = match (&cycle.undrained, view.for_shutdown()) {
         (Some(why), _) => {
-            ctx.metrics.undrained();
+            ctx.services.metrics.undrained();
             tracing::warn!(node, state = "done", undrained = %why, "cycle done, not drained: the host's own shutdown went first");
             format!("its host shut down by itself and is back, verified and healthy again; not drained: {why}")
         }
@@ -121,7 +121,8 @@ pub(in crate::controller) async fn finish(
             "rebooted, verified and healthy again".into()
         }
     };
-    ctx.events
+    ctx.services
+        .events
         .publish(node, cycle.undrained.is_some(), "RebootDone", note)
         .await;
     if after_done {
@@ -165,7 +166,8 @@ pub(in crate::controller) async fn release(
     let patch = proto::patch(&ann, ours.then_some(false));
     patch_node(ctx, view, "releasing it without a reboot", patch).await?;
     tracing::info!(node, state = "done", uncordoned = ours, reason = %reason, "cycle ended without a reboot");
-    ctx.events
+    ctx.services
+        .events
         .publish(
             node,
             false,
@@ -209,7 +211,7 @@ pub(super) async fn fail_hook(
     phase: Phase,
     reason: String,
 ) -> Result<(), Error> {
-    ctx.metrics.hook_result(phase.as_str(), "failed");
+    ctx.services.metrics.hook_result(phase.as_str(), "failed");
     fail_as(ctx, view, reason, "HookFailed", None).await
 }
 
@@ -232,11 +234,12 @@ async fn fail_as(
         .collect();
     let patch = proto::with_labels(proto::patch(&ann, None), &label);
     patch_node(ctx, view, "marking it failed", patch).await?;
-    let failed = ctx.failed_with(node);
+    let failed = ctx.cache.failed_with(node);
     let outcome = decide::after_failure(failed, &ctx.config);
     tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
-    ctx.metrics.failed();
-    ctx.events
+    ctx.services.metrics.failed();
+    ctx.services
+        .events
         .publish(node, true, what, format!("{reason}; {outcome}"))
         .await;
     free(ctx, node).await
@@ -255,7 +258,8 @@ pub(super) async fn free_slot(
     // freed a node its new leader had just cordoned, leaving it cordoned outside the lock
     // (the chaos campaign, seed 1).
     if let Some(v) = view.filter(|v| v.state.is_none()) {
-        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> =
+            kube::Api::all(ctx.services.client.clone());
         // A list by name: the controller's role lists Nodes; it has no `get` on them.
         let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
         match api.list(&lp).await.map(|l| l.items.into_iter().next()) {
@@ -268,7 +272,8 @@ pub(super) async fn free_slot(
                     tracing::info!(node = name, state = ?fresh.state, "not freeing its slot: the node changed since the cache's view; deciding again from what it is");
                     // Decided again from this version, not from the lagging cache.
                     let keep = ctx.config.hooks.gate_keys();
-                    ctx.written
+                    ctx.cache
+                        .written
                         .lock()
                         .expect("written cache")
                         .insert(name.into(), proto::trim_keeping(n, &keep));
@@ -288,7 +293,8 @@ pub(super) async fn free_slot(
     }
     tracing::info!(node = name, reason = %reason, "freeing its slot in the maintenance lock");
     if view.is_none() {
-        ctx.events
+        ctx.services
+            .events
             .publish(
                 name,
                 true,

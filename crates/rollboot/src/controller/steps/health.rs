@@ -47,7 +47,7 @@ pub(super) fn start(
     let gate = match gates.remove(name) {
         Some((_, g)) if *g.record() == record => g,
         _ => Gate::start(
-            &ctx.workloads,
+            &ctx.services.workloads,
             &record,
             ctx.config.concurrency.max_nodes > 1,
         ),
@@ -62,7 +62,7 @@ pub(super) fn start(
         name.into(),
         StepTask::spawn(ctx.wake.clone(), async move {
             let (passed, reattached) = tokio::join!(
-                gate.wait(deadline, &node, &ctx2.events),
+                gate.wait(deadline, &node, &ctx2.services.events),
                 await_reattached(&ctx2, &node, &moved, began, until),
             );
             ended(&ctx2, node, passed, reattached).await;
@@ -118,7 +118,8 @@ async fn await_reattached(
             "not attached where its pod's replacement runs within drain.volumes.reattachTimeout ({timeout}): {why}; the node goes on"
         );
         tracing::warn!(node, pv, "{note}");
-        ctx.events
+        ctx.services
+            .events
             .publish_action(
                 node,
                 true,
@@ -141,12 +142,13 @@ async fn look(ctx: &Ctx, r: &mut Reattach) -> Result<(), kube::Error> {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::storage::v1::VolumeAttachment;
     let mut listed: HashMap<(String, String), Vec<Pod>> = HashMap::new();
-    let attachments: kube::Api<VolumeAttachment> = kube::Api::all(ctx.client.clone());
+    let attachments: kube::Api<VolumeAttachment> = kube::Api::all(ctx.services.client.clone());
     for m in r.pending() {
         let selector = candidates_selector(&m);
         let key = (m.namespace.clone(), selector);
         if !listed.contains_key(&key) {
-            let pods: kube::Api<Pod> = kube::Api::namespaced(ctx.client.clone(), &m.namespace);
+            let pods: kube::Api<Pod> =
+                kube::Api::namespaced(ctx.services.client.clone(), &m.namespace);
             let lp = kube::api::ListParams::default().labels(&key.1);
             listed.insert(key.clone(), pods.list(&lp).await?.items);
         }
@@ -182,7 +184,7 @@ async fn ended(
     passed: Result<(), String>,
     reattached: Option<Reattached>,
 ) {
-    let Some(view) = ctx.still(&node, NodeState::Verifying) else {
+    let Some(view) = ctx.cache.still(&node, NodeState::Verifying) else {
         tracing::info!(
             node,
             "health gate ended, but the node is no longer verifying; not acting"
@@ -199,7 +201,7 @@ async fn ended(
     };
     match r {
         Ok(()) | Err(Error::NotLeader(_)) => {}
-        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+        Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
         Err(e) => {
             tracing::warn!(node, error = %e, "finishing the node");
             tokio::time::sleep(Duration::from_secs(1)).await;

@@ -65,7 +65,8 @@ async fn begin(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> 
     tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase begun (its labels and taints written)");
     // An operator sees that the node now waits, on what, and for how long at most.
     if let Some(what) = hd::what_holds(phase, &ctx.config) {
-        ctx.events
+        ctx.services
+            .events
             .publish_action(
                 &view.name,
                 false,
@@ -102,7 +103,7 @@ async fn fire(
             continue;
         };
         let body = hd::body(phase, w, &written, &token, 1, now);
-        ctx.firer.fire(phase, w.clone(), body);
+        ctx.services.firer.fire(phase, w.clone(), body);
     }
     Ok(())
 }
@@ -117,7 +118,7 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
         p,
     )
     .await?;
-    ctx.metrics.hook_result(phase.as_str(), "passed");
+    ctx.services.metrics.hook_result(phase.as_str(), "passed");
     tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase passed");
     if hd::what_holds(phase, &ctx.config).is_some() {
         let waited = hd::phase_record(view, phase, view.state_since.unwrap_or(now))
@@ -126,7 +127,8 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
             Some(s) => format!("hooks.{phase} passed after {s:.1}s"),
             None => format!("hooks.{phase} passed"),
         };
-        ctx.events
+        ctx.services
+            .events
             .publish_action(
                 &view.name,
                 false,
@@ -200,7 +202,8 @@ impl Call {
             ..
         } = self;
         let outcome = crate::hooks::call::post(&self.webhook, body).await;
-        ctx.metrics
+        ctx.services
+            .metrics
             .hook_result(phase.as_str(), outcome.metric_label());
         let answer = crate::hooks::Answer {
             yes: outcome.yes(),
@@ -230,7 +233,7 @@ impl Call {
         } = self;
         let (phase, attempt) = (*phase, *attempt);
         for _ in 0..5 {
-            let Some(view) = ctx.current(node) else {
+            let Some(view) = ctx.cache.current(node) else {
                 return;
             };
             let Some(p) = hd::answer_patch(phase, &view, name, token, attempt, answer.clone())
@@ -247,7 +250,7 @@ impl Call {
             .await
             {
                 Ok(_) => return,
-                Err(Error::Conflict { rv, .. }) => ctx.await_newer(node, &rv).await,
+                Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(node, &rv).await,
                 Err(Error::NotLeader(_)) => return,
                 Err(e) => {
                     tracing::warn!(node, error = %e, "recording a webhook's answer");

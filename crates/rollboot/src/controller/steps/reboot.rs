@@ -86,7 +86,8 @@ pub(super) async fn request_reboot(
             ),
         )
     };
-    ctx.events
+    ctx.services
+        .events
         .publish_action(
             node,
             false,
@@ -153,7 +154,8 @@ pub(super) async fn hand_off(
             Some(why) => (true, "ShutdownNotDrained", format!("the host is shutting down by itself; handed back to it, not drained: {why}")),
             None => (false, "ShutdownDrained", "the host is shutting down by itself; drained and past its hooks, handed back to it: its agent lets the shutdown go on".to_string()),
         };
-        ctx.events
+        ctx.services
+            .events
             .publish_action(node, warning, reason, "HandOff", note)
             .await;
         ctx.wake.notify_one();
@@ -165,7 +167,8 @@ pub(super) async fn hand_off(
         .map(|f| f.id.as_str())
         .unwrap_or_default();
     tracing::info!(node, state = "rebooting", boot_id = %view.boot_id, fleetlock_id = id, "drained; the host reboots itself (its FleetLock pre-reboot is answered 200 now)");
-    ctx.events
+    ctx.services
+        .events
         .publish_action(
             node,
             false,
@@ -204,7 +207,8 @@ pub(super) async fn overtaken(ctx: &Ctx, view: &NodeView, why: String) -> Result
     )
     .await?;
     tracing::warn!(node, state = "rebooting", reason = %why, "the host's own shutdown went before the drain was over; verifying the node, counted undrained");
-    ctx.events
+    ctx.services
+        .events
         .publish_action(node, true, "ShutdownNotDrained", "Overtaken", why)
         .await;
     ctx.wake.notify_one();
@@ -220,7 +224,7 @@ pub(super) fn await_back(ctx: &Ctx, name: &str, view: Option<&NodeView>, gates: 
     if let Some(text) = text.filter(|t| gates.get(name).is_none_or(|(g, _)| g != t)) {
         if let Ok(record) = serde_json::from_str::<GateRecord>(text) {
             let gate = Gate::start(
-                &ctx.workloads,
+                &ctx.services.workloads,
                 &record,
                 ctx.config.concurrency.max_nodes > 1,
             );
