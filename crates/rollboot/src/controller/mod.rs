@@ -13,6 +13,12 @@
 //! holds or while the lock's record is not one it can trust, and never drain, or ask for the
 //! reboot of, a node that is not cordoned.
 //!
+//! Its logs about a node name it through a span with a `node` field, not a field of their own:
+//! a step (`steps`), a node's task (its drain, its health gate, a blocking webhook's call, a
+//! fire-and-forget send), and the pass's work on one node. The spans are at the error level so
+//! that a filter letting any of their logs through keeps them too: a span filtered out would
+//! take the node off its warnings.
+//!
 //! Where each thing lives:
 //! - [`decide`]: the decisions, pure (the node state machine, blockers, candidates);
 //! - `replica`: one replica ([`run`]): clients, leader election, the watches that fill the

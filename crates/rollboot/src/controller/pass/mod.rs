@@ -30,7 +30,7 @@ use super::context::Ctx;
 use super::decide::{self, Snapshot, Starting, Then};
 use super::error::Error;
 use super::steps::health::Gates;
-use super::steps::run_step;
+use super::steps::{run_gone_step, run_step};
 use super::task::StepTask;
 use super::writes::patch_node;
 use super::writes::take_slots;
@@ -77,7 +77,8 @@ impl Leading {
                 "its host shuts down by itself, but maxNodes ({}) and maxShutdownDrains ({}) are taken: it is drained only if a slot frees while logind holds its shutdown; else it goes down undrained",
                 c.max_nodes, c.max_shutdown_drains
             );
-            tracing::warn!(node = %n.name, requested = ?n.shutdown_requested_at, "{note}");
+            let span = tracing::error_span!("deferred", node = %n.name);
+            span.in_scope(|| tracing::warn!(requested = ?n.shutdown_requested_at, "{note}"));
             ctx.services
                 .events
                 .publish(&n.name, true, "ShutdownDrainDeferred", note)
@@ -151,7 +152,11 @@ impl Leading {
                 }
                 let view = by_name.get(name.as_str()).copied();
                 let step = decide::next_step(view, entry, &ctx.config, now);
-                match run_step(ctx, name, view, step, &mut self.tasks, &mut self.gates).await {
+                let ran = match view {
+                    Some(view) => run_step(ctx, view, step, &mut self.tasks, &mut self.gates).await,
+                    None => run_gone_step(ctx, name, step).await,
+                };
+                match ran {
                     Ok(Some(t)) => soon(next, t),
                     Ok(None) => {}
                     // Logged where it happened; the watch brings the newer version and a new
@@ -202,7 +207,8 @@ impl Leading {
         let queued = match first.then {
             Then::Shutdowns(urgent) => {
                 for s in &urgent {
-                    tracing::warn!(node = %s.node.name, requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now");
+                    let span = tracing::error_span!("start", node = %s.node.name);
+                    span.in_scope(|| tracing::warn!(requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now"));
                 }
                 let picked = urgent.iter().map(Starting::slot).collect();
                 drop(pass);
@@ -251,7 +257,8 @@ impl Leading {
             .workloads
             .wake_on_budget_change((!plan.passed_over.is_empty()).then(|| ctx.wake.clone()));
         for (n, held) in &plan.taken_anyway {
-            tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
+            let span = tracing::error_span!("start", node = %n.name);
+            span.in_scope(|| tracing::info!(budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already"));
         }
         // A node rebooted less than nodes.minRebootInterval ago starts when it has rested; a
         // node passed over is taken anyway after concurrency.passOverFor.
@@ -272,6 +279,7 @@ impl Leading {
 /// `rollboot.dev/passed-over`, written when absent or naming another budget, keeping the first
 /// instant: `concurrency.passOverFor` counts from it), with an Event the first time. A write
 /// refused with 409 is tried again on the next pass over.
+#[tracing::instrument(level = "error", name = "passed_over", skip_all, fields(node = %n.name))]
 async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<Utc>) {
     if n.passed_over
         .as_ref()
@@ -289,7 +297,7 @@ async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<U
     let p = proto::patch(&[(proto::PASSED_OVER, Some(value))], None);
     match patch_node(ctx, n, "recording it was passed over", p).await {
         Ok(_) => {
-            tracing::info!(node = %n.name, budget = %held.budget, why = %held, "passed over: a budget of its pods has no room now");
+            tracing::info!(budget = %held.budget, why = %held, "passed over: a budget of its pods has no room now");
             if first {
                 let msg = format!(
                     "passed over for a later node: {held}; taken once it has room, or after concurrency.passOverFor ({})",
@@ -303,7 +311,7 @@ async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<U
         }
         Err(Error::Conflict { .. }) => {}
         Err(e) => {
-            tracing::warn!(node = %n.name, error = %e, "could not record that the node was passed over");
+            tracing::warn!(error = %e, "could not record that the node was passed over");
         }
     }
 }
@@ -321,7 +329,8 @@ async fn start(
     ctx.wake.notify_one();
     take_slots(ctx, &picked, now).await?;
     for (name, _) in &picked {
-        tracing::info!(node = %name, "starting maintenance");
+        tracing::error_span!("start", node = %name)
+            .in_scope(|| tracing::info!("starting maintenance"));
         ctx.services.metrics.started();
         ctx.services.observe.started(name, now);
     }

@@ -49,7 +49,8 @@ pub(super) async fn warn_malformed(
         for w in warnings {
             let k = (v.name.clone(), w.key, w.value.clone());
             if !warned.said.contains(&k) {
-                tracing::warn!(node = %v.name, key = w.key, value = %w.value, "{}", w.note);
+                let span = tracing::error_span!("notice", node = %v.name);
+                span.in_scope(|| tracing::warn!(key = w.key, value = %w.value, "{}", w.note));
                 ctx.services
                     .events
                     .publish_action(

@@ -48,7 +48,7 @@ pub(super) async fn start(
             ann.push((proto::SILENCE_ID, Some(id.to_string())));
         }
         patch_node(ctx, view, "marking it draining", proto::patch(&ann, None)).await?;
-        tracing::info!(node = name, state = "draining", "draining");
+        tracing::info!(state = "draining", "draining");
         now
     } else {
         view.state_since.unwrap_or(now)
@@ -60,10 +60,14 @@ pub(super) async fn start(
     let node = name.to_string();
     tasks.insert(
         name.into(),
-        StepTask::spawn(ctx.wake.clone(), async move {
-            let r = drain_then_request(&ctx2, &node, &boot, deadline).await;
-            ended(&ctx2, node, r).await;
-        }),
+        StepTask::spawn(
+            ctx.wake.clone(),
+            tracing::error_span!(parent: None, "drain", node = name),
+            async move {
+                let r = drain_then_request(&ctx2, &node, &boot, deadline).await;
+                ended(&ctx2, node, r).await;
+            },
+        ),
     );
     Ok(())
 }
@@ -87,18 +91,18 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
                         Ok(()) | Err(Error::NotLeader(_)) => {}
                         Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
                         Err(e) => {
-                            tracing::warn!(node, error = %e, "could not mark the node failed")
+                            tracing::warn!(error = %e, "could not mark the node failed")
                         }
                     }
                 }
                 None => {
-                    tracing::info!(node, error = %e, "drain ended, but the node is no longer draining; not marking it failed")
+                    tracing::info!(error = %e, "drain ended, but the node is no longer draining; not marking it failed")
                 }
             }
         }
         Err(e) => {
             ctx.services.metrics.error(e.metric_label());
-            tracing::warn!(node, error = %e, "drain interrupted; it resumes on the next pass");
+            tracing::warn!(error = %e, "drain interrupted; it resumes on the next pass");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
@@ -117,7 +121,7 @@ async fn drain_then_request(
     };
     ctx.services.metrics.evicted(drained.evicted.len());
     for part in &drained.parts {
-        tracing::info!(node, step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
+        tracing::info!(step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
     }
     let gate = gate_record(drained, ctx.config.drain.volumes.wait_for_reattach);
     // Decided now, from the node as it is now (the drain may have taken minutes): still
@@ -131,7 +135,6 @@ async fn drain_then_request(
         attempt += 1;
         let Some(view) = ctx.cache.still(node, NodeState::Draining) else {
             tracing::info!(
-                node,
                 "drained, but the node is no longer draining; not requesting the reboot"
             );
             return Ok(());
@@ -237,8 +240,8 @@ async fn drain_while_cordoned(
         r = drain => Ok(Some(r?)),
         why = stopped => {
             match why {
-                None => tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon"),
-                Some(why) => tracing::info!(node, reason = %why, "stopping the drain: the reboot is no longer wanted, or has happened"),
+                None => tracing::warn!("the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon"),
+                Some(why) => tracing::info!(reason = %why, "stopping the drain: the reboot is no longer wanted, or has happened"),
             }
             Ok(None)
         }
@@ -267,9 +270,8 @@ fn gate_record(drained: Drained, reattach: bool) -> GateRecord {
 /// The afterDrain phase begins with the drain's end, in one write with the health gate's
 /// record; its hooks (and `drain.settle`) then come before the reboot.
 async fn begin_after_drain(ctx: &Ctx, view: &NodeView, gate: &GateRecord) -> Result<(), Error> {
-    let node = view.name.as_str();
     if let Err(why) = decide::may_request_reboot(view) {
-        tracing::warn!(node, "{why}");
+        tracing::warn!("{why}");
         ctx.wake.notify_one();
         return Ok(());
     }
@@ -277,7 +279,7 @@ async fn begin_after_drain(ctx: &Ctx, view: &NodeView, gate: &GateRecord) -> Res
     p["metadata"]["annotations"][proto::HEALTH_GATE] =
         serde_json::Value::String(serde_json::to_string(gate).expect("gate record"));
     patch_node(ctx, view, "recording the drain's end (afterDrain hooks)", p).await?;
-    tracing::info!(node, phase = %Phase::AfterDrain, "drained; the afterDrain hooks come before the reboot");
+    tracing::info!(phase = %Phase::AfterDrain, "drained; the afterDrain hooks come before the reboot");
     ctx.wake.notify_one();
     Ok(())
 }

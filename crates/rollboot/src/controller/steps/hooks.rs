@@ -62,7 +62,7 @@ pub(super) async fn step(
 async fn begin(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> Result<(), Error> {
     let p = hd::begin_patch(phase, &ctx.config, view, now);
     patch_node(ctx, view, &format!("beginning its {phase} hooks"), p).await?;
-    tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase begun (its labels and taints written)");
+    tracing::info!(phase = %phase, "hooks: phase begun (its labels and taints written)");
     // An operator sees that the node now waits, on what, and for how long at most.
     if let Some(what) = hd::what_holds(phase, &ctx.config) {
         ctx.services
@@ -119,7 +119,7 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
     )
     .await?;
     ctx.services.metrics.hook_result(phase.as_str(), "passed");
-    tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase passed");
+    tracing::info!(phase = %phase, "hooks: phase passed");
     if hd::what_holds(phase, &ctx.config).is_some() {
         let waited = hd::phase_record(view, phase, view.state_since.unwrap_or(now))
             .map(|p| (now - p.since).num_milliseconds().max(0) as f64 / 1000.0);
@@ -179,21 +179,25 @@ impl Call {
         .await?;
         let written = NodeView::from_node(&written);
         let body = hd::body(phase, &self.webhook, &written, token, attempt, now);
-        tracing::info!(node, phase = %phase, hook = %name, token, attempt, "asking a blocking webhook");
+        tracing::info!(phase = %phase, hook = %name, token, attempt, "asking a blocking webhook");
         let ctx2 = ctx.clone();
         let node = node.to_string();
         tasks.insert(
             node.clone(),
-            StepTask::spawn(ctx.wake.clone(), async move {
-                let answer = self.ask(&ctx2, &node, &body).await;
-                self.record_answer(&ctx2, &node, answer).await;
-            }),
+            StepTask::spawn(
+                ctx.wake.clone(),
+                tracing::error_span!(parent: None, "webhook", node = %node),
+                async move {
+                    let answer = self.ask(&ctx2, &body).await;
+                    self.record_answer(&ctx2, &node, answer).await;
+                },
+            ),
         );
         Ok(())
     }
 
     /// Sends the attempt and reads the answer (counted, and logged: a "no" holds the node).
-    async fn ask(&self, ctx: &Ctx, node: &str, body: &crate::hooks::Body) -> crate::hooks::Answer {
+    async fn ask(&self, ctx: &Ctx, body: &crate::hooks::Body) -> crate::hooks::Answer {
         let Call {
             phase,
             name,
@@ -211,10 +215,10 @@ impl Call {
             at: Utc::now(),
         };
         if answer.yes {
-            tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook said yes");
+            tracing::info!(phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook said yes");
         } else {
             // An expected answer of a gate: the node waits, as configured (INFO, not a fault).
-            tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes yet; the node is held");
+            tracing::info!(phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes yet; the node is held");
         }
         answer
     }
@@ -238,7 +242,7 @@ impl Call {
             };
             let Some(p) = hd::answer_patch(phase, &view, name, token, attempt, answer.clone())
             else {
-                tracing::info!(node, phase = %phase, hook = %name, attempt, "the node no longer waits for this answer; not recording it");
+                tracing::info!(phase = %phase, hook = %name, attempt, "the node no longer waits for this answer; not recording it");
                 return;
             };
             match patch_node(
@@ -253,7 +257,7 @@ impl Call {
                 Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(node, &rv).await,
                 Err(Error::NotLeader(_)) => return,
                 Err(e) => {
-                    tracing::warn!(node, error = %e, "recording a webhook's answer");
+                    tracing::warn!(error = %e, "recording a webhook's answer");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }

@@ -37,12 +37,12 @@ pub(super) async fn create(ctx: &Ctx, view: &NodeView, now: DateTime<Utc>) -> Op
     match am.create(&silence).await {
         Ok(id) => {
             ctx.services.metrics.silence("created");
-            tracing::info!(node, silence = %id, until = %silence.ends_at, "Alertmanager silence created");
+            tracing::info!(silence = %id, until = %silence.ends_at, "Alertmanager silence created");
             Some(id)
         }
         Err(e) => {
             ctx.services.metrics.silence("failed");
-            tracing::warn!(node, error = %e, "could not create the node's Alertmanager silence; draining anyway");
+            tracing::warn!(error = %e, "could not create the node's Alertmanager silence; draining anyway");
             None
         }
     }
@@ -65,7 +65,7 @@ pub(super) async fn expire(ctx: &Ctx, view: &NodeView) {
             Expiry::Expire => am.expire(&id).await,
             Expiry::Over => Ok(()),
             Expiry::NotOurs(why) => {
-                tracing::warn!(node, key = proto::SILENCE_ID, silence = %id, "not expiring the silence the node names: {why}");
+                tracing::warn!(key = proto::SILENCE_ID, silence = %id, "not expiring the silence the node names: {why}");
                 ctx.services
                     .events
                     .publish(
@@ -86,11 +86,11 @@ pub(super) async fn expire(ctx: &Ctx, view: &NodeView) {
     match expired {
         Ok(()) => {
             ctx.services.metrics.silence("expired");
-            tracing::info!(node, silence = %id, "Alertmanager silence expired");
+            tracing::info!(silence = %id, "Alertmanager silence expired");
         }
         Err(e) => {
             ctx.services.metrics.silence("expire_failed");
-            tracing::warn!(node, silence = %id, error = %e, "could not expire the node's Alertmanager silence; it ends on its own");
+            tracing::warn!(silence = %id, error = %e, "could not expire the node's Alertmanager silence; it ends on its own");
         }
     }
 }
@@ -101,7 +101,7 @@ async fn recorded(ctx: &Ctx, view: &NodeView) -> Option<SilenceId> {
         Ok(id) => id,
         Err(r) => {
             let node = view.name.as_str();
-            tracing::warn!(node, key = proto::SILENCE_ID, value = ?r.value, "the node's recorded silence is {}: sent nowhere, treated as no silence recorded", r.why);
+            tracing::warn!(key = proto::SILENCE_ID, value = ?r.value, "the node's recorded silence is {}: sent nowhere, treated as no silence recorded", r.why);
             ctx.services
                 .events
                 .publish(
