@@ -372,7 +372,7 @@ fn agent(
             });
         }
         {
-            use rollboot::agent::{RebootMethod, Sentinel};
+            use rollboot::agent::{RebootHost, Sentinel};
             let boot = method.boot_id(&node_name);
             tracing::info!(
                 node = %node_name,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rollboot::agent::logind::{self, SystemLogind};
-use rollboot::agent::{AgentError, AgentMetrics, RebootMethod, Sentinel, SentinelError};
+use rollboot::agent::{AgentError, AgentMetrics, RebootHost, Sentinel, SentinelError};
 use rollboot::node::{self as proto, NodeState, NodeView, ShutdownDrain};
 use rollboot_sim::sim::Scenario;
 use rollboot_sim::simulate::{sim_config, Harness};
@@ -30,7 +30,7 @@ struct TestHost {
     reboots: Arc<AtomicUsize>,
 }
 
-impl RebootMethod for TestHost {
+impl RebootHost for TestHost {
     async fn reboot(&self, _node: &str, _token: &str) -> Result<(), AgentError> {
         self.reboots.fetch_add(1, Ordering::SeqCst);
         if let Some(c) = &self.logind {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use rollboot::metrics::{Metrics, Phase, RolloutGauges};
+use rollboot::metrics::{CyclePhase, Metrics, RolloutGauges};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -270,7 +270,12 @@ fn rendered() -> String {
     m.failed();
     m.evicted(3);
     m.error("drain");
-    for p in [Phase::Drain, Phase::Reboot, Phase::HealthGate, Phase::Cycle] {
+    for p in [
+        CyclePhase::Drain,
+        CyclePhase::Reboot,
+        CyclePhase::HealthGate,
+        CyclePhase::Cycle,
+    ] {
         m.phase(p, 42.0);
     }
     m.eviction_refused("budget");

@@ -4,7 +4,8 @@
 //! the instant of the command ([`plan_pause`], [`plan_resume`], [`plan_retry`],
 //! [`plan_request`], [`in_flight_fate`]), and the I/O that carries it out ([`pause`],
 //! [`resume`], [`retry`], [`request`]): read, decide, write with the resourceVersion read as a
-//! precondition; after a 409 read again and decide again from the fresh object. It must never
+//! precondition (a Node through the one node writer, as an operator: [`crate::node_writer`]);
+//! after a 409 read again and decide again from the fresh object. It must never
 //! write without that precondition (no blind overwrite), never take the lock from a holder
 //! that is neither free, rollboot, nor an earlier pause, and never forget the nodes the lock
 //! records in flight: a pause keeps them, and they finish their cycle under it.
@@ -15,7 +16,7 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,6 +24,7 @@ use crate::config::Config;
 use crate::lease::{LeaseError, LeaseRef};
 use crate::lock::{LockEntry, LockRecord, Pause, PAUSE_HOLDER_PREFIX};
 use crate::node::{self as proto, NodeState, NodeView};
+use crate::node_writer::{Fence, NodeWriteError, NodeWriter, Writer};
 use crate::render::Render;
 use crate::time;
 
@@ -32,14 +34,14 @@ const ATTEMPTS: usize = 5;
 /// Why a command does nothing: the state it found makes the request unsafe or meaningless.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Refusal(pub String);
+pub struct ControlRefusal(pub String);
 
 /// What can go wrong carrying out a control.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// The command refuses (exit 3).
     #[error("refused: {0}")]
-    Refused(#[from] Refusal),
+    Refused(#[from] ControlRefusal),
     /// The API server could not be asked, or refused the request (exit 1).
     #[error("{object} at the API server {server}: {source}")]
     Api {
@@ -59,6 +61,9 @@ pub enum ControlError {
         /// The object.
         object: String,
     },
+    /// The node writer would not send a write (exit 1).
+    #[error(transparent)]
+    Write(NodeWriteError),
     /// The object does not exist (exit 1).
     #[error("{object} does not exist at the API server {server}")]
     NotFound {
@@ -318,19 +323,19 @@ pub fn plan_pause(
     who: &str,
     reason: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<PausePlan, Refusal> {
+) -> Result<PausePlan, ControlRefusal> {
     if let Some(p) = &record.pause {
         return Ok(PausePlan::Already(p.clone()));
     }
     if let Some(h) = record.foreign_holder(ours) {
-        return Err(Refusal(format!(
+        return Err(ControlRefusal(format!(
             "the maintenance lock is held by `{h}`, not by rollboot nor by a `rollboot pause`: \
              rollboot already starts nothing new while another tool holds it, and a pause must \
              not take that tool's lock"
         )));
     }
     if who.trim().is_empty() || who.contains(['\n', '\r']) {
-        return Err(Refusal(format!(
+        return Err(ControlRefusal(format!(
             "`{who}` cannot name who pauses (--by): one line, not empty"
         )));
     }
@@ -358,14 +363,14 @@ pub fn plan_resume(
     ours: &str,
     force: bool,
     now: DateTime<Utc>,
-) -> Result<ResumePlan, Refusal> {
+) -> Result<ResumePlan, ControlRefusal> {
     let Some(holder) = &record.holder else {
         return Ok(ResumePlan::NotPaused);
     };
     let was = match &record.pause {
         Some(p) => pause_phrase(p),
         None if holder == ours && !force => {
-            return Err(Refusal(format!(
+            return Err(ControlRefusal(format!(
                 "the maintenance lock is held by rollboot's controller (`{holder}`) for the {} \
                  node(s) in flight, not by a pause: nothing to resume (--force releases it; the \
                  controller takes it again for the nodes in flight)",
@@ -373,7 +378,7 @@ pub fn plan_resume(
             )))
         }
         None if !force => {
-            return Err(Refusal(format!(
+            return Err(ControlRefusal(format!(
                 "the maintenance lock is held by `{holder}`, not by a `rollboot pause` (its holder \
                  would start with `{PAUSE_HOLDER_PREFIX}`): another tool's lock is released by \
                  that tool, or with --force"
@@ -442,14 +447,14 @@ pub struct RetryPlan {
 /// Decides `retry` of a failed node: remove the failure's record and what its cycle left
 /// ([`proto::FAILURE_RECORD`], [`proto::CYCLE_KEYS`], the lists the controller itself uses),
 /// and uncordon it only if rollboot cordoned it. Refuses a node that is not failed.
-pub fn plan_retry(n: &NodeView) -> Result<RetryPlan, Refusal> {
+pub fn plan_retry(n: &NodeView) -> Result<RetryPlan, ControlRefusal> {
     if n.state != Some(NodeState::Failed) {
         let state = match (n.state, n.is_malformed(proto::STATE)) {
             (Some(s), _) => format!("its state is `{s}`"),
             (None, true) => format!("its state annotation {} is malformed", proto::STATE),
             (None, false) => "it has no rollboot state".to_string(),
         };
-        return Err(Refusal(format!(
+        return Err(ControlRefusal(format!(
             "node {} is not failed ({state}): only a failed node is retried",
             n.name
         )));
@@ -736,17 +741,24 @@ pub async fn resume(
 }
 
 /// Reads `name`, decides with `decide`, and writes its merge patch fenced by the resourceVersion
-/// read; after a conflict reads again and decides again.
+/// read, through the node writer as an operator; after a conflict reads again and decides again.
+/// `what` names the write.
 async fn node_write<T>(
     client: &kube::Client,
     server: &str,
     name: &str,
-    decide: impl Fn(&NodeView) -> Result<(Option<Value>, T), Refusal>,
+    what: &str,
+    decide: impl Fn(&NodeView) -> Result<(Option<Value>, T), ControlRefusal>,
 ) -> Result<(NodeView, T), ControlError> {
-    let api: Api<Node> = Api::all(client.clone());
+    let writer = NodeWriter::new(client.clone(), Writer::Operator);
     let object = format!("Node {name}");
+    let failed = |e: NodeWriteError| match e {
+        NodeWriteError::Api { source, .. } => api_err(server, &object)(source),
+        // The operator's writes are sent as decided (fenced), and are not refused otherwise.
+        e => ControlError::Write(e),
+    };
     for _ in 0..ATTEMPTS {
-        let Some(node) = api.get_opt(name).await.map_err(api_err(server, &object))? else {
+        let Some(node) = writer.read(name).await.map_err(failed)? else {
             return Err(ControlError::NotFound {
                 server: server.into(),
                 object,
@@ -757,14 +769,13 @@ async fn node_write<T>(
         let Some(patch) = patch else {
             return Ok((view, out));
         };
-        let patch = proto::fenced(patch, &view.resource_version);
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        match writer
+            .write(name, Fence::At(&view.resource_version), what, patch)
             .await
         {
             Ok(n) => return Ok((NodeView::from_node(&n), out)),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(api_err(server, &object)(e)),
+            Err(NodeWriteError::Conflict { .. }) => continue,
+            Err(e) => return Err(failed(e)),
         }
     }
     Err(ControlError::Contended {
@@ -779,7 +790,7 @@ pub async fn retry(
     server: &str,
     name: &str,
 ) -> Result<Report, ControlError> {
-    let (after, (plan, reason)) = node_write(client, server, name, |v| {
+    let (after, (plan, reason)) = node_write(client, server, name, "clearing its failure", |v| {
         let plan = plan_retry(v)?;
         Ok((
             Some(plan.patch.clone()),
@@ -819,7 +830,7 @@ pub async fn request(
     name: &str,
     reason: Option<&str>,
 ) -> Result<Report, ControlError> {
-    let (_, plan) = node_write(client, server, name, |v| {
+    let (_, plan) = node_write(client, server, name, "requesting its reboot", |v| {
         let plan = plan_request(v, reason, Utc::now());
         Ok((plan.patch.clone(), plan))
     })

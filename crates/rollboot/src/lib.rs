@@ -7,6 +7,7 @@
 //! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`node`]: the Node annotation protocol and a pure view of a Node;
+//! - [`node_writer`]: the one way a Node is written (who may write what, fenced, conflicts);
 //! - [`lease`], [`lock`]: Leases with fencing by time; the maintenance lock's record;
 //! - [`fleetlock`]: the FleetLock protocol (hosts with their own update agent ask before they
 //!   reboot), pure; the controller serves it;
@@ -50,6 +51,7 @@ pub mod lock;
 pub mod metrics;
 pub mod migrate;
 pub mod node;
+pub mod node_writer;
 pub mod notify;
 pub mod plan;
 pub mod reload;

@@ -2,7 +2,7 @@
 //! against the embedded simulated cluster; flags nodes, runs the rollout, prints the report.
 //!
 //! Owns the glue between the product and the simulator — the simulated
-//! [`RebootMethod`](rollboot::agent::RebootMethod) and sentinel, the [`Harness`] the rollout tests
+//! [`RebootHost`](rollboot::agent::RebootHost) and sentinel, the [`Harness`] the rollout tests
 //! drive (start, kill and restart controllers and agents), and the rollout report. It must never
 //! reach into the product's decisions: the controller and agents here are exactly the production
 //! code, talking to the simulator's API (in process, see [`crate::sim::transport`]), each with
@@ -23,7 +23,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
 use crate::sim::{Cluster, Scenario};
-use rollboot::agent::{AgentError, RebootMethod, Sentinel};
+use rollboot::agent::{AgentError, RebootHost, Sentinel};
 use rollboot::config::Config;
 use rollboot::metrics::Metrics;
 use rollboot::node::{NodeState, NodeView};
@@ -184,7 +184,7 @@ impl SimReboot {
     /// The host reboots: the command (which a `hostFails` fault makes fail), then down and,
     /// unless a `hostHangs` fault holds it, up again on a new boot. Without the agent's part:
     /// a host that reboots by itself (its FleetLock client) is not held by a stall of the
-    /// agent (`stallAgent`), which the agent's reboot ([`RebootMethod::reboot`]) plays first.
+    /// agent (`stallAgent`), which the agent's reboot ([`RebootHost::reboot`]) plays first.
     pub fn reboot_itself(&self, token: &str) -> Result<(), AgentError> {
         let node = self.on.as_str();
         if self.host.failing.lock().expect("failing").contains(node) {
@@ -243,7 +243,7 @@ impl SimReboot {
     }
 }
 
-impl RebootMethod for SimReboot {
+impl RebootHost for SimReboot {
     async fn reboot(&self, _node: &str, token: &str) -> Result<(), AgentError> {
         // The host under the agent is the one that goes down, whatever Node it serves.
         let node = self.on.as_str();
@@ -865,12 +865,12 @@ type Starts = Vec<(String, DateTime<Utc>)>;
 /// or by the `cordoning` state when the lock does not list it.
 struct NodeWatch {
     store: reflector::Store<Node>,
-    views: Mutex<rollboot::node::ViewCache>,
+    views: Mutex<rollboot::controller::node_cache::ViewCache>,
     /// The nodes whose view, as `nodes` last gave it, is in an in-flight state: while any is,
     /// the run is not decided, and the loop need not look at every node to know it.
     in_flight: Mutex<BTreeSet<String>>,
     /// What the watch changed since `nodes` last looked.
-    touched: Arc<Mutex<rollboot::node::NodeChanges>>,
+    touched: Arc<Mutex<rollboot::controller::node_cache::NodeChanges>>,
     changed: Arc<tokio::sync::Notify>,
     starts: Arc<Mutex<Starts>>,
     task: JoinHandle<()>,
@@ -909,7 +909,7 @@ impl NodeWatch {
         let stream = watcher(Api::<Node>::all(client), watcher::Config::default())
             .default_backoff()
             .reflect(writer);
-        let touched: Arc<Mutex<rollboot::node::NodeChanges>> = Arc::default();
+        let touched: Arc<Mutex<rollboot::controller::node_cache::NodeChanges>> = Arc::default();
         let touch = touched.clone();
         let task = tokio::spawn(async move {
             futures::pin_mut!(stream);

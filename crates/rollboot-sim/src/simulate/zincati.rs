@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rollboot::agent::RebootMethod;
+use rollboot::agent::RebootHost;
 use rollboot::fleetlock::id::{app_specific, ZINCATI_APP_ID};
 use rollboot::fleetlock::protocol::{Endpoint, HEADER};
 use rollboot::metrics::Metrics;

@@ -1,4 +1,4 @@
-//! The agent's host: how it is rebooted ([`RebootMethod`]), who it is (its boot ID, machine
+//! The agent's host: how it is rebooted ([`RebootHost`]), who it is (its boot ID, machine
 //! ID and PID 1's start, read as the host's PID 1 sees them), and how a command is run there
 //! (inside its mount namespace, with its environment).
 //!
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use super::AgentError;
 
 /// How the host is rebooted. Command, signal, and (in the simulator) a simulated reboot.
-pub trait RebootMethod: Send + Sync {
+pub trait RebootHost: Send + Sync {
     /// Reboots the host of `node`, acting on `token`. Returns once the reboot is under way.
     fn reboot(
         &self,
@@ -142,7 +142,7 @@ impl CommandReboot {
     }
 }
 
-impl RebootMethod for CommandReboot {
+impl RebootHost for CommandReboot {
     async fn reboot(&self, node: &str, _token: &str) -> Result<(), AgentError> {
         let err = |reason: String| AgentError::Reboot {
             node: node.into(),
@@ -190,7 +190,7 @@ impl SignalReboot {
     }
 }
 
-impl RebootMethod for SignalReboot {
+impl RebootHost for SignalReboot {
     async fn reboot(&self, node: &str, _token: &str) -> Result<(), AgentError> {
         // kill(2) directly: the agent image need not carry a `kill` binary, and the error is
         // the kernel's (EPERM without the capability, ESRCH without hostPID).
@@ -276,7 +276,7 @@ impl HostReboot {
     }
 }
 
-impl RebootMethod for HostReboot {
+impl RebootHost for HostReboot {
     async fn reboot(&self, node: &str, token: &str) -> Result<(), AgentError> {
         match &self.method {
             HostMethod::Command(m) => m.reboot(node, token).await,

@@ -34,7 +34,7 @@ pub struct Checked<'a> {
     /// The instant the openings are looked for from.
     pub from: DateTime<Utc>,
     /// The next openings from `from`.
-    pub openings: Vec<Opening>,
+    pub openings: Vec<LocalOpening>,
     /// Always true.
     pub valid: bool,
 }
@@ -42,7 +42,7 @@ pub struct Checked<'a> {
 /// One maintenance opening, with its window's local times.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Opening {
+pub struct LocalOpening {
     /// Its end; `None` when unbounded (always-open schedules).
     #[serde(serialize_with = "whole_seconds")]
     pub end: Option<DateTime<Utc>>,
@@ -86,7 +86,7 @@ impl<'a> Checked<'a> {
             openings: schedule
                 .openings(from, next)
                 .iter()
-                .map(|o| Opening::new(config, o))
+                .map(|o| LocalOpening::new(config, o))
                 .collect(),
             valid: true,
         }
@@ -104,8 +104,8 @@ impl<'a> Invalid<'a> {
     }
 }
 
-impl Opening {
-    fn new(config: &Config, o: &windows::Opening) -> Opening {
+impl LocalOpening {
+    fn new(config: &Config, o: &windows::Opening) -> LocalOpening {
         let bounded = |t: DateTime<Utc>| (!is_unbounded(t)).then_some(t);
         let (start, end) = (bounded(o.start), bounded(o.end));
         let timezone = config
@@ -114,7 +114,7 @@ impl Opening {
             .and_then(|ws| ws.get(o.window))
             .and_then(|w| w.timezone.parse::<Tz>().ok());
         let local = |t: Option<DateTime<Utc>>| Some(t?.with_timezone(&timezone?).to_rfc3339());
-        Opening {
+        LocalOpening {
             end,
             end_local: local(end),
             start,

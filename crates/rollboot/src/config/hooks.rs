@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::notifications::SecretRef;
 use super::Duration;
-use super::Report;
+use super::ProblemSink;
 
 /// Hooks at the phases of a node's cycle. Default: none; a phase with nothing configured
 /// costs no write and no wait.
@@ -307,7 +307,7 @@ const OWN: &str = crate::node::PREFIX;
 const KUBERNETES_TAINTS: &str = "node.kubernetes.io/";
 
 /// Checks the section, phase by phase; `report` gets each problem with its key path.
-pub(super) fn validate(h: &Hooks, report: &mut Report) {
+pub(super) fn validate(h: &Hooks, report: &mut ProblemSink) {
     for phase in Phase::ALL {
         validate_phase(phase, h.phase(phase), report);
     }
@@ -317,7 +317,7 @@ pub(super) fn validate(h: &Hooks, report: &mut Report) {
 }
 
 /// One phase: its timeout, webhooks, gates, labels and taints.
-fn validate_phase(phase: Phase, p: &PhaseHooks, report: &mut Report) {
+fn validate_phase(phase: Phase, p: &PhaseHooks, report: &mut ProblemSink) {
     let base = format!("hooks.{}", phase.as_str());
     if !p.timeout.is_positive() {
         report(
@@ -350,7 +350,7 @@ fn webhook<'a>(
     i: usize,
     w: &'a Webhook,
     names: &mut BTreeMap<&'a str, usize>,
-    report: &mut Report,
+    report: &mut ProblemSink,
 ) {
     let at = |k: &str| format!("{base}.webhooks[{i}].{k}");
     let good_name = !w.name.is_empty()
@@ -421,7 +421,7 @@ fn webhook<'a>(
 
 /// `labels` and `removeLabels` of a phase: valid keys outside rollboot's own prefix, valid
 /// values, no key both set and removed.
-fn labels(base: &str, p: &PhaseHooks, report: &mut Report) {
+fn labels(base: &str, p: &PhaseHooks, report: &mut ProblemSink) {
     // A label key holds dots and slashes, so the path stops at the map (which has a
     // line) and the message names the key.
     for (k, v) in &p.labels {
@@ -446,7 +446,7 @@ fn labels(base: &str, p: &PhaseHooks, report: &mut Report) {
 
 /// `taints` and `removeTaints` of a phase: valid keys outside Kubernetes' own, valid values,
 /// an effect that never evicts, one taint per key and effect, no key both put and removed.
-fn taints(base: &str, p: &PhaseHooks, report: &mut Report) {
+fn taints(base: &str, p: &PhaseHooks, report: &mut ProblemSink) {
     let mut seen = BTreeSet::new();
     for (i, t) in p.taints.iter().enumerate() {
         let at = format!("{base}.taints[{i}]");
@@ -491,7 +491,7 @@ fn taints(base: &str, p: &PhaseHooks, report: &mut Report) {
 
 /// An annotation or label key a hook may write or wait for: a qualified name outside
 /// rollboot's own prefix.
-fn own_key(path: String, k: &str, what: &str, report: &mut Report) {
+fn own_key(path: String, k: &str, what: &str, report: &mut ProblemSink) {
     if let Err(e) = check_qualified_name(k) {
         report(path.clone(), format!("`{k}` is not a valid {what}: {e}"));
     } else if k.starts_with(OWN) {
@@ -506,7 +506,7 @@ fn own_key(path: String, k: &str, what: &str, report: &mut Report) {
 
 /// A taint key a hook may write: a qualified name outside the taints Kubernetes manages
 /// (rollboot's own prefix is allowed: taints are no part of the Node protocol).
-fn taint_key(path: String, k: &str, report: &mut Report) {
+fn taint_key(path: String, k: &str, report: &mut ProblemSink) {
     if let Err(e) = check_qualified_name(k) {
         report(path, format!("`{k}` is not a valid taint key: {e}"));
     } else if k.starts_with(KUBERNETES_TAINTS) {

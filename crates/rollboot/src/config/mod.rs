@@ -820,7 +820,7 @@ pub struct Failures {
 }
 
 /// Where a validator reports a problem: its key path, then what is wrong and what is allowed.
-pub(crate) type Report<'a> = dyn FnMut(String, String) + 'a;
+pub(crate) type ProblemSink<'a> = dyn FnMut(String, String) + 'a;
 
 /// Namespace rollboot's Leases live in unless configured.
 pub const DEFAULT_NAMESPACE: &str = "rollboot-system";

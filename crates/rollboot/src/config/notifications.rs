@@ -14,7 +14,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::Duration;
-use super::Report;
+use super::ProblemSink;
 
 /// Notifications about the rollout, sent off the controller's step path (never holding a
 /// reboot). Default: no sink, nothing is sent.
@@ -315,7 +315,7 @@ pub fn parse_template(t: &str) -> Result<Vec<Piece<'_>>, String> {
 }
 
 /// Checks the section; `report` gets each problem with its key path.
-pub(super) fn validate(n: &Notifications, report: &mut Report) {
+pub(super) fn validate(n: &Notifications, report: &mut ProblemSink) {
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, s) in n.sinks.iter().enumerate() {
         sink(i, s, &mut names, report);
@@ -347,7 +347,7 @@ pub(super) fn validate(n: &Notifications, report: &mut Report) {
 
 /// `sinks[i]`: a unique name (`names`: those so far) usable as a metrics label, its URL and
 /// token named, never written, and an event list that is not empty.
-fn sink<'a>(i: usize, s: &'a Sink, names: &mut BTreeMap<&'a str, usize>, report: &mut Report) {
+fn sink<'a>(i: usize, s: &'a Sink, names: &mut BTreeMap<&'a str, usize>, report: &mut ProblemSink) {
     let at = |k: &str| format!("notifications.sinks[{i}].{k}");
     if s.name.is_empty()
         || !s
@@ -412,7 +412,7 @@ fn sink<'a>(i: usize, s: &'a Sink, names: &mut BTreeMap<&'a str, usize>, report:
 }
 
 /// `templates.<event>`: some text, well-formed braces, and only the event's placeholders.
-fn template(event: NotifyEvent, t: &str, report: &mut Report) {
+fn template(event: NotifyEvent, t: &str, report: &mut ProblemSink) {
     let path = format!("notifications.templates.{}", event.as_str());
     if t.trim().is_empty() {
         report(path.clone(), "is empty: a message needs some text".into());
@@ -445,11 +445,11 @@ fn template(event: NotifyEvent, t: &str, report: &mut Report) {
 }
 
 /// A [`SecretRef`] at `path`: exactly one of a valid environment variable name and a path.
-pub(crate) fn check_secret_ref(path: &str, r: &SecretRef, report: &mut Report) {
+pub(crate) fn check_secret_ref(path: &str, r: &SecretRef, report: &mut ProblemSink) {
     secret_ref(path, r, report)
 }
 
-fn secret_ref(path: &str, r: &SecretRef, report: &mut Report) {
+fn secret_ref(path: &str, r: &SecretRef, report: &mut ProblemSink) {
     match (&r.env, &r.file) {
         (Some(_), Some(_)) => report(
             path.into(),

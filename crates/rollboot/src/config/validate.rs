@@ -11,8 +11,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::{
-    BlackoutConfig, Concurrency, Config, Drain, Duration, Prometheus, Reboot, RebootMethod, Report,
-    WindowConfig,
+    BlackoutConfig, Concurrency, Config, Drain, Duration, ProblemSink, Prometheus, Reboot,
+    RebootMethod, WindowConfig,
 };
 use crate::selector::Selector;
 use crate::url::{is_dns_label, is_dns_subdomain};
@@ -20,7 +20,7 @@ use crate::windows::{Blackout, Schedule, Window};
 
 /// Checks every rule the types cannot express and compiles the string fields. `report` gets
 /// each problem with its key path; checking goes on after a problem so all are reported.
-pub(super) fn validate(config: &mut Config, report: &mut Report) {
+pub(super) fn validate(config: &mut Config, report: &mut ProblemSink) {
     let windows = windows(config.windows.as_deref(), report);
     let blackouts = blackouts(&config.blackouts, report);
     concurrency(&config.concurrency, report);
@@ -79,7 +79,7 @@ pub(super) fn validate(config: &mut Config, report: &mut Report) {
 }
 
 /// A duration that must be above zero.
-fn positive(path: &str, d: Duration, report: &mut Report) {
+fn positive(path: &str, d: Duration, report: &mut ProblemSink) {
     if !d.is_positive() {
         report(
             path.to_string(),
@@ -89,7 +89,7 @@ fn positive(path: &str, d: Duration, report: &mut Report) {
 }
 
 /// `windows`: each window's zone, length and cron start; the valid ones, compiled.
-fn windows(list: Option<&[WindowConfig]>, report: &mut Report) -> Vec<Window> {
+fn windows(list: Option<&[WindowConfig]>, report: &mut ProblemSink) -> Vec<Window> {
     let mut windows = Vec::new();
     let Some(list) = list else {
         return windows;
@@ -132,7 +132,7 @@ fn windows(list: Option<&[WindowConfig]>, report: &mut Report) -> Vec<Window> {
 }
 
 /// `blackouts`: each must end after it starts; the valid ones, in UTC.
-fn blackouts(list: &[BlackoutConfig], report: &mut Report) -> Vec<Blackout> {
+fn blackouts(list: &[BlackoutConfig], report: &mut ProblemSink) -> Vec<Blackout> {
     let mut blackouts = Vec::new();
     for (i, b) in list.iter().enumerate() {
         if b.from >= b.to {
@@ -157,7 +157,7 @@ fn blackouts(list: &[BlackoutConfig], report: &mut Report) -> Vec<Blackout> {
 /// `concurrency`: at least one node at once; a per-group limit only with a valid `groupBy`.
 /// `fleetlock`: an address to listen on, groups named as the protocol allows, each with
 /// exactly one meaning.
-fn fleetlock(f: &super::FleetLock, c: &Concurrency, report: &mut Report) {
+fn fleetlock(f: &super::FleetLock, c: &Concurrency, report: &mut ProblemSink) {
     if let Err(e) = f.listen.parse::<std::net::SocketAddr>() {
         report(
             "fleetlock.listen".into(),
@@ -198,7 +198,7 @@ fn fleetlock(f: &super::FleetLock, c: &Concurrency, report: &mut Report) {
     }
 }
 
-fn concurrency(c: &Concurrency, report: &mut Report) {
+fn concurrency(c: &Concurrency, report: &mut ProblemSink) {
     if c.pass_over_for.as_millis() < 0 {
         report(
             "concurrency.passOverFor".into(),
@@ -237,8 +237,8 @@ fn concurrency(c: &Concurrency, report: &mut Report) {
 
 /// `nodes.selector`, `drain.podSelector` and `blockers.podSelectors`, compiled (an invalid one
 /// as "everything": the config is rejected then anyway).
-fn compile_selectors(config: &mut Config, report: &mut Report) {
-    let selector = |path: &str, text: &str, report: &mut Report| {
+fn compile_selectors(config: &mut Config, report: &mut ProblemSink) {
+    let selector = |path: &str, text: &str, report: &mut ProblemSink| {
         Selector::parse(text).unwrap_or_else(|e| {
             report(path.to_string(), e.to_string());
             Selector::everything()
@@ -272,7 +272,7 @@ fn compile_selectors(config: &mut Config, report: &mut Report) {
 }
 
 /// `drain` (but `settle`, checked last by [`validate`]).
-fn drain(d: &Drain, report: &mut Report) {
+fn drain(d: &Drain, report: &mut ProblemSink) {
     positive("drain.timeout", d.timeout, report);
     positive(
         "drain.evictionRetryInterval",
@@ -316,7 +316,7 @@ fn drain(d: &Drain, report: &mut Report) {
 }
 
 /// `reboot`: its timings, the sentinel, the host's files, and the reboot method.
-fn reboot(r: &Reboot, report: &mut Report) {
+fn reboot(r: &Reboot, report: &mut ProblemSink) {
     positive("reboot.timeout", r.timeout, report);
     positive("reboot.checkPeriod", r.check_period, report);
     sentinel(r, report);
@@ -351,7 +351,7 @@ fn reboot(r: &Reboot, report: &mut Report) {
 }
 
 /// The sentinel of `reboot`: a file or a command, and what the command's exit codes mean.
-fn sentinel(r: &Reboot, report: &mut Report) {
+fn sentinel(r: &Reboot, report: &mut ProblemSink) {
     if r.sentinel_file.is_empty() && r.sentinel_command.is_none() {
         report(
             "reboot.sentinelFile".into(),
@@ -403,7 +403,7 @@ fn sentinel(r: &Reboot, report: &mut Report) {
 }
 
 /// `blockers.prometheus`: an http(s) URL and a valid alert filter.
-fn prometheus(p: &Prometheus, report: &mut Report) {
+fn prometheus(p: &Prometheus, report: &mut ProblemSink) {
     if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
         report(
             "blockers.prometheus.url".into(),
@@ -428,7 +428,7 @@ fn alertmanager(
     key: &str,
     url: &str,
     token: Option<&crate::config::notifications::SecretRef>,
-    report: &mut Report,
+    report: &mut ProblemSink,
 ) {
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         report(
@@ -442,7 +442,7 @@ fn alertmanager(
 }
 
 /// Alertmanager matchers, each `name="value"` (`=`, `!=`, `=~`, `!~`).
-fn matchers(key: &str, list: &[String], report: &mut Report) {
+fn matchers(key: &str, list: &[String], report: &mut ProblemSink) {
     for (i, m) in list.iter().enumerate() {
         match crate::silences::Matcher::parse(m) {
             Err(why) => report(format!("{key}[{i}]"), why),
@@ -461,7 +461,7 @@ fn matchers(key: &str, list: &[String], report: &mut Report) {
 
 /// `lock` and `leader`: valid Lease names, two distinct Leases, and leader timings that fence
 /// a deposed leader by time.
-fn leases(config: &Config, report: &mut Report) {
+fn leases(config: &Config, report: &mut ProblemSink) {
     for (section, ns, name) in [
         ("lock", &config.lock.namespace, &config.lock.name),
         ("leader", &config.leader.namespace, &config.leader.name),

@@ -35,12 +35,12 @@ pub struct AlertsResponse {
 pub struct AlertsData {
     /// Active alerts.
     #[serde(default)]
-    pub alerts: Vec<Alert>,
+    pub alerts: Vec<PrometheusAlert>,
 }
 
 /// One active alert.
 #[derive(Debug, Deserialize)]
-pub struct Alert {
+pub struct PrometheusAlert {
     /// Its labels; `alertname` names it.
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,

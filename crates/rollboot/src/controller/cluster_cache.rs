@@ -17,8 +17,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector;
 
 use super::decide::Blocker;
+use super::node_cache::{NodeChanges, ViewCache};
 use crate::lock::LockRecord;
-use crate::node::{NodeChanges, NodeState, NodeView, ViewCache};
+use crate::node::{NodeState, NodeView};
 
 /// The Nodes and the lock as this replica knows them.
 pub(super) struct ClusterCache {

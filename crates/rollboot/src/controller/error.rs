@@ -23,6 +23,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A Node write the node writer would not send (the controller's own writes never are).
+    #[error(transparent)]
+    Write(crate::node_writer::NodeWriteError),
     /// The lock could not be read or written.
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -68,7 +71,7 @@ impl Error {
     /// A low-cardinality label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::Node { .. } => "node_write",
+            Error::Node { .. } | Error::Write(_) => "node_write",
             Error::Lock(_) => "lock",
             Error::Lease(_) => "lease",
             Error::NotLeader(_) => "not_leader",

@@ -27,6 +27,8 @@
 //! - `context`: what the loop and the nodes' tasks share (`Ctx`): the config, the leadership,
 //!   the loop's bell, and behind them `services` (the clients and senders the steps call) and
 //!   `cluster_cache` (what the controller knows of the Nodes and the lock, and its reads);
+//! - [`node_cache`]: the parsed views of the Nodes kept from one look to the next, and the
+//!   Nodes a watch changed since;
 //! - `pass`: one pass of the leader: resume the nodes in flight, keep house, start new nodes;
 //! - `steps`: the steps of a node's cycle carried out, one module per phase;
 //! - `writes`: the fenced writes of Nodes and of the lock;
@@ -43,6 +45,7 @@ pub mod decide;
 mod error;
 mod fleetlock;
 pub mod gate;
+pub mod node_cache;
 mod observe;
 mod pass;
 mod replica;

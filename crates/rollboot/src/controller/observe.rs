@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Node;
 use super::decide::{self, Blocker};
 use crate::config::Config;
 use crate::lock::LockRecord;
-use crate::metrics::{Metrics, Phase, RolloutGauges};
+use crate::metrics::{CyclePhase, Metrics, RolloutGauges};
 use crate::node::{self as proto, NodeState, NodeView};
 use crate::notify::{decide as notice, End, Notifier, Pass, Tracker};
 
@@ -99,11 +99,11 @@ pub fn gauges(
 }
 
 /// The phase a change of state completes, if it completes one.
-pub fn completed(before: Option<NodeState>, after: Option<NodeState>) -> Option<Phase> {
+pub fn completed(before: Option<NodeState>, after: Option<NodeState>) -> Option<CyclePhase> {
     match (before?, after?) {
-        (NodeState::Draining, NodeState::Rebooting) => Some(Phase::Drain),
-        (NodeState::Rebooting, NodeState::Verifying) => Some(Phase::Reboot),
-        (NodeState::Verifying, NodeState::Done) => Some(Phase::HealthGate),
+        (NodeState::Draining, NodeState::Rebooting) => Some(CyclePhase::Drain),
+        (NodeState::Rebooting, NodeState::Verifying) => Some(CyclePhase::Reboot),
+        (NodeState::Verifying, NodeState::Done) => Some(CyclePhase::HealthGate),
         _ => None,
     }
 }
@@ -205,7 +205,7 @@ impl Observer {
             NodeState::Done => {
                 let start = cycle_start();
                 if let Some(s) = start {
-                    self.metrics.phase(Phase::Cycle, secs(s));
+                    self.metrics.phase(CyclePhase::Cycle, secs(s));
                 }
                 End::Done {
                     cycle: start.map(|s| at - s),
@@ -245,15 +245,15 @@ mod tests {
         use NodeState::*;
         assert_eq!(
             completed(Some(Draining), Some(Rebooting)),
-            Some(Phase::Drain)
+            Some(CyclePhase::Drain)
         );
         assert_eq!(
             completed(Some(Rebooting), Some(Verifying)),
-            Some(Phase::Reboot)
+            Some(CyclePhase::Reboot)
         );
         assert_eq!(
             completed(Some(Verifying), Some(Done)),
-            Some(Phase::HealthGate)
+            Some(CyclePhase::HealthGate)
         );
         assert_eq!(completed(Some(Draining), Some(Failed)), None);
         assert_eq!(completed(Some(Cordoning), Some(Draining)), None);

@@ -1,20 +1,21 @@
 //! The controller's writes of Nodes and of the maintenance lock, each fenced.
 //!
-//! Owns [`patch_node`] (every Node write of a step: leadership checked right before, the
-//! resourceVersion the step was decided from as a precondition, a 409 answered as
-//! [`Error::Conflict`], the result remembered and reported) and the lock's edits
+//! Owns [`patch_node`] (every Node write of a step, through the one node writer as the
+//! controller ([`crate::node_writer`]): leadership checked right before, the resourceVersion the
+//! step was decided from as a precondition, a 409 answered as [`Error::Conflict`], the result
+//! remembered and reported) and the lock's edits
 //! ([`take_slots`] for the nodes a pass starts, [`free`] for one node: one edit at a time per
 //! replica, leadership checked before and on each retry), with what a lock error means for the
 //! cache ([`lock_error`]). It must never decide what to write: the steps and the pass do.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
 
 use super::context::Ctx;
 use super::error::Error;
 use crate::lock::{self, LockEntry, LockError, LockRecord};
-use crate::node::{self as proto, NodeState, NodeView};
+use crate::node::{NodeState, NodeView};
+use crate::node_writer::{Fence, NodeWriteError, NodeWriter, Writer};
 
 /// Patches a Node after re-checking leadership, on condition that it is still the version
 /// `view` was parsed from (the step was decided from it); remembers the result.
@@ -32,15 +33,16 @@ pub(super) async fn patch_node(
 ) -> Result<Node, Error> {
     let node = view.name.as_str();
     debug_assert!(!view.resource_version.is_empty(), "a view of a stored Node");
-    let patch = proto::fenced(patch, &view.resource_version);
-    ctx.leadership.ensure()?;
-    let api: Api<Node> = Api::all(ctx.services.client.clone());
-    let n = match api
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+    let writer = NodeWriter::new(
+        ctx.services.client.clone(),
+        Writer::Controller(ctx.leadership.clone()),
+    );
+    let n = match writer
+        .write(node, Fence::At(&view.resource_version), what, patch)
         .await
     {
         Ok(n) => n,
-        Err(kube::Error::Api(e)) if e.code == 409 => {
+        Err(NodeWriteError::Conflict { .. }) => {
             tracing::info!(
                 node,
                 state = view.state.map_or("none", NodeState::as_str),
@@ -54,12 +56,16 @@ pub(super) async fn patch_node(
                 rv: view.resource_version.clone(),
             });
         }
-        Err(source) => {
+        Err(NodeWriteError::NotLeader(e)) => return Err(Error::NotLeader(e)),
+        Err(NodeWriteError::Api { source, .. }) => {
             return Err(Error::Node {
                 node: node.into(),
                 what: what.into(),
                 source,
             })
+        }
+        Err(e @ (NodeWriteError::NotFound { .. } | NodeWriteError::NotAllowed { .. })) => {
+            return Err(Error::Write(e))
         }
     };
     ctx.services.observe.written(

@@ -92,6 +92,10 @@ pub enum DrainError {
         #[source]
         source: kube::Error,
     },
+    /// The node writer would not send the drain's write to its Node (the drain's own writes
+    /// never are refused).
+    #[error(transparent)]
+    Write(crate::node_writer::NodeWriteError),
     /// Leadership was lost: stop at once.
     #[error(transparent)]
     NotLeader(#[from] NotLeader),

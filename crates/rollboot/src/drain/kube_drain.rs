@@ -2,10 +2,12 @@
 //!
 //! Owns how each call is made (a list of the node's pods by field selector, an eviction with a
 //! UID precondition on a client without kube's transparent 429 retry, a delete with the same
-//! precondition, budgets read paged and trimmed, the pods' going watched by identity only) and
-//! how each answer is read (404 and 409 are a pod gone, 429 a budget's refusal with its
-//! Retry-After, 5xx a server error to retry). [`BudgetSource`] is the one thing it asks of the
-//! controller. It decides nothing: what to evict and when to retry is [`super::run`]'s.
+//! precondition, budgets read paged and trimmed, the pods' going watched by identity only, the
+//! Node's record of the volumes the drain waits for written through the one node writer,
+//! [`crate::node_writer`], unfenced as it always was) and how each answer is read (404 and 409
+//! are a pod gone, 429 a budget's refusal with its Retry-After, 5xx a server error to retry).
+//! [`BudgetSource`] is the one thing it asks of the controller. It decides nothing: what to
+//! evict and when to retry is [`super::run`]'s.
 //!
 //! A name a pod's author writes and the API server does not check (an owner reference's name,
 //! a volume's `claimName`, a claim's `volumeName`) is asked for only when it is a DNS subdomain
@@ -26,6 +28,8 @@ use super::api::{DrainApi, DrainError, Evicted, Gone};
 use super::pods::PodRef;
 use super::volumes::NodeVolumes;
 use crate::events::Recorder;
+use crate::node as proto;
+use crate::node_writer::{Fence, NodeWriteError, NodeWriter, Writer};
 use crate::selector::budget_may_select;
 
 /// Where [`KubeDrain`] reads the budgets it names in the Events of refused evictions, rather
@@ -393,21 +397,18 @@ impl DrainApi for KubeDrain {
         node: &str,
         volumes: &BTreeSet<super::volumes::Volume>,
     ) -> Result<(), DrainError> {
-        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(self.client.clone());
-        let p = serde_json::json!({"metadata": {"annotations": {
-            crate::node::DRAIN_VOLUMES: super::volumes::record(volumes)
-        }}});
-        api.patch(
-            node,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&p),
-        )
-        .await
-        .map_err(self.err(format!(
+        let what = format!(
             "recording the volumes its drain waits for ({})",
-            crate::node::DRAIN_VOLUMES
-        )))?;
-        Ok(())
+            proto::DRAIN_VOLUMES
+        );
+        let record = super::volumes::record(volumes);
+        let patch = proto::patch(&[(proto::DRAIN_VOLUMES, Some(record))], None);
+        let writer = NodeWriter::new(self.client.clone(), Writer::Drain);
+        match writer.write(node, Fence::Unconditional, &what, patch).await {
+            Ok(_) => Ok(()),
+            Err(NodeWriteError::Api { source, .. }) => Err(self.err(what)(source)),
+            Err(e) => Err(DrainError::Write(e)),
+        }
     }
 
     async fn attachments(&self, names: &[String]) -> Result<BTreeSet<String>, DrainError> {

@@ -13,4 +13,4 @@ pub mod caller;
 pub mod id;
 pub mod protocol;
 
-pub use protocol::{Endpoint, Kind, Request};
+pub use protocol::{ClientRequest, Endpoint, ErrorKind};

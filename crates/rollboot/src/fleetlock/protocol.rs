@@ -2,9 +2,9 @@
 //! body `{"client_params": {"id", "group"}}`, and the error body `{"kind", "value"}` of every
 //! answer but 200.
 //!
-//! Owns parsing a request into a [`Request`] or the 400 that says what is wrong with it (an id
+//! Owns parsing a request into a [`ClientRequest`] or the 400 that says what is wrong with it (an id
 //! or group over [`MAX_ID_CHARS`], [`MAX_GROUP_CHARS`] is one, refused before anything logs
-//! it; the sentence is cut for the log), and the bounded set of error kinds ([`Kind`]). It
+//! it; the sentence is cut for the log), and the bounded set of error kinds ([`ErrorKind`]). It
 //! must never decide anything about a node.
 
 use serde::Deserialize;
@@ -42,7 +42,7 @@ impl Endpoint {
 
 /// A well-formed request: the client's id and group.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
+pub struct ClientRequest {
     /// The client's id (for Zincati, the host's app-specific machine ID in lower-case hex).
     pub id: String,
     /// The client's reboot group.
@@ -52,7 +52,7 @@ pub struct Request {
 /// Every kind an answer other than 200 carries: a small, bounded set, as the protocol asks
 /// (Zincati counts them in its metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub enum ErrorKind {
     /// The `fleet-lock-protocol: true` header is missing.
     MissingHeader,
     /// The body is not the protocol's JSON.
@@ -91,28 +91,28 @@ pub enum Kind {
     Internal,
 }
 
-impl Kind {
+impl ErrorKind {
     /// The `kind` string.
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::MissingHeader => "missing_header",
-            Kind::BadBody => "bad_body",
-            Kind::BadGroup => "bad_group",
-            Kind::UnknownHost => "unknown_host",
-            Kind::ClientNotHost => "client_not_host",
-            Kind::UntrustedForward => "untrusted_forward",
-            Kind::GroupMismatch => "group_mismatch",
-            Kind::Excluded => "excluded",
-            Kind::WaitingWindow => "waiting_window",
-            Kind::WaitingSlot => "waiting_slot",
-            Kind::Blocked => "blocked",
-            Kind::Draining => "draining",
-            Kind::Hook => "hook",
-            Kind::Rebooting => "rebooting",
-            Kind::Verifying => "verifying",
-            Kind::Failed => "failed",
-            Kind::NoLeader => "no_leader",
-            Kind::Internal => "internal",
+            ErrorKind::MissingHeader => "missing_header",
+            ErrorKind::BadBody => "bad_body",
+            ErrorKind::BadGroup => "bad_group",
+            ErrorKind::UnknownHost => "unknown_host",
+            ErrorKind::ClientNotHost => "client_not_host",
+            ErrorKind::UntrustedForward => "untrusted_forward",
+            ErrorKind::GroupMismatch => "group_mismatch",
+            ErrorKind::Excluded => "excluded",
+            ErrorKind::WaitingWindow => "waiting_window",
+            ErrorKind::WaitingSlot => "waiting_slot",
+            ErrorKind::Blocked => "blocked",
+            ErrorKind::Draining => "draining",
+            ErrorKind::Hook => "hook",
+            ErrorKind::Rebooting => "rebooting",
+            ErrorKind::Verifying => "verifying",
+            ErrorKind::Failed => "failed",
+            ErrorKind::NoLeader => "no_leader",
+            ErrorKind::Internal => "internal",
         }
     }
 
@@ -122,18 +122,18 @@ impl Kind {
     /// or cluster answers, 423 (Locked) while the host waits.
     pub fn status(self) -> u16 {
         match self {
-            Kind::MissingHeader | Kind::BadBody | Kind::BadGroup => 400,
-            Kind::UnknownHost => 404,
-            Kind::GroupMismatch => 409,
-            Kind::Excluded | Kind::ClientNotHost | Kind::UntrustedForward => 403,
-            Kind::NoLeader | Kind::Internal => 503,
+            ErrorKind::MissingHeader | ErrorKind::BadBody | ErrorKind::BadGroup => 400,
+            ErrorKind::UnknownHost => 404,
+            ErrorKind::GroupMismatch => 409,
+            ErrorKind::Excluded | ErrorKind::ClientNotHost | ErrorKind::UntrustedForward => 403,
+            ErrorKind::NoLeader | ErrorKind::Internal => 503,
             _ => 423,
         }
     }
 }
 
 /// The body of an answer other than 200.
-pub fn error_body(kind: Kind, value: &str) -> String {
+pub fn error_body(kind: ErrorKind, value: &str) -> String {
     serde_json::json!({ "kind": kind.as_str(), "value": value }).to_string()
 }
 
@@ -146,7 +146,7 @@ pub fn group_ok(group: &str) -> bool {
 }
 
 #[derive(Deserialize)]
-struct Body {
+struct RequestBody {
     client_params: ClientParams,
 }
 
@@ -167,20 +167,20 @@ pub const MAX_GROUP_CHARS: usize = 64;
 /// Parses a request from its `fleet-lock-protocol` header's value (if any) and its body: the
 /// request, or the kind and the sentence of its 400. Nothing else in the body is looked at.
 /// The sentence is cut for the log ([`crate::serve::for_log`]): it may quote the client.
-pub fn parse(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String)> {
+pub fn parse(header: Option<&str>, body: &[u8]) -> Result<ClientRequest, (ErrorKind, String)> {
     read(header, body).map_err(|(kind, value)| (kind, crate::serve::for_log(&value).into_owned()))
 }
 
-fn read(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String)> {
+fn read(header: Option<&str>, body: &[u8]) -> Result<ClientRequest, (ErrorKind, String)> {
     if header.map(str::trim) != Some("true") {
         return Err((
-            Kind::MissingHeader,
+            ErrorKind::MissingHeader,
             format!("the `{HEADER}: true` header is missing"),
         ));
     }
-    let b: Body = serde_json::from_slice(body).map_err(|e| {
+    let b: RequestBody = serde_json::from_slice(body).map_err(|e| {
         (
-            Kind::BadBody,
+            ErrorKind::BadBody,
             format!(
                 "the body is not FleetLock JSON {{\"client_params\": {{\"id\", \"group\"}}}}: {e}"
             ),
@@ -188,29 +188,29 @@ fn read(header: Option<&str>, body: &[u8]) -> Result<Request, (Kind, String)> {
     })?;
     let ClientParams { id, group } = b.client_params;
     if id.is_empty() {
-        return Err((Kind::BadBody, "client_params.id is empty".into()));
+        return Err((ErrorKind::BadBody, "client_params.id is empty".into()));
     }
     let chars = id.chars().count();
     if chars > MAX_ID_CHARS {
         return Err((
-            Kind::BadBody,
+            ErrorKind::BadBody,
             format!("client_params.id is {chars} characters, over {MAX_ID_CHARS}"),
         ));
     }
     let chars = group.chars().count();
     if chars > MAX_GROUP_CHARS {
         return Err((
-            Kind::BadGroup,
+            ErrorKind::BadGroup,
             format!("group is {chars} characters, over {MAX_GROUP_CHARS}"),
         ));
     }
     if !group_ok(&group) {
         return Err((
-            Kind::BadGroup,
+            ErrorKind::BadGroup,
             format!("group `{group}` is not letters, digits, `.` and `-` (^[a-zA-Z0-9.-]+$)"),
         ));
     }
-    Ok(Request { id, group })
+    Ok(ClientRequest { id, group })
 }
 
 #[cfg(test)]
@@ -222,27 +222,33 @@ mod tests {
         let body = br#"{"client_params": {"id": "abc", "group": "workers.a-1"}}"#;
         assert_eq!(
             parse(Some("true"), body),
-            Ok(Request {
+            Ok(ClientRequest {
                 id: "abc".into(),
                 group: "workers.a-1".into()
             })
         );
-        assert_eq!(parse(None, body).unwrap_err().0, Kind::MissingHeader);
+        assert_eq!(parse(None, body).unwrap_err().0, ErrorKind::MissingHeader);
         assert_eq!(
             parse(Some("false"), body).unwrap_err().0,
-            Kind::MissingHeader
+            ErrorKind::MissingHeader
         );
-        assert_eq!(parse(Some("true"), b"{}").unwrap_err().0, Kind::BadBody);
+        assert_eq!(
+            parse(Some("true"), b"{}").unwrap_err().0,
+            ErrorKind::BadBody
+        );
         assert_eq!(
             parse(Some("true"), b"not json").unwrap_err().0,
-            Kind::BadBody
+            ErrorKind::BadBody
         );
         let empty_id = br#"{"client_params": {"id": "", "group": "default"}}"#;
-        assert_eq!(parse(Some("true"), empty_id).unwrap_err().0, Kind::BadBody);
+        assert_eq!(
+            parse(Some("true"), empty_id).unwrap_err().0,
+            ErrorKind::BadBody
+        );
         for bad in ["", "a b", "a_b", "zone/1", "ü"] {
             let body = format!(r#"{{"client_params": {{"id": "x", "group": "{bad}"}}}}"#);
             let (kind, value) = parse(Some("true"), body.as_bytes()).unwrap_err();
-            assert_eq!(kind, Kind::BadGroup, "{bad}");
+            assert_eq!(kind, ErrorKind::BadGroup, "{bad}");
             assert_eq!(kind.status(), 400);
             assert!(value.contains(bad), "{value}");
         }
@@ -257,14 +263,14 @@ mod tests {
         let id = "a".repeat(64);
         assert_eq!(with(&id, "default").unwrap().id, id);
         let (kind, value) = with(&"a".repeat(65), "default").unwrap_err();
-        assert_eq!((kind, kind.status()), (Kind::BadBody, 400));
+        assert_eq!((kind, kind.status()), (ErrorKind::BadBody, 400));
         assert!(value.contains("65 characters"), "{value}");
         // Characters, not bytes.
         assert!(with(&"é".repeat(64), "default").is_ok());
         let group = "g".repeat(64);
         assert_eq!(with("abc", &group).unwrap().group, group);
         let (kind, value) = with("abc", &"g".repeat(65)).unwrap_err();
-        assert_eq!((kind, kind.status()), (Kind::BadGroup, 400));
+        assert_eq!((kind, kind.status()), (ErrorKind::BadGroup, 400));
         assert!(!value.contains("ggg"), "{value}");
     }
 
@@ -274,7 +280,7 @@ mod tests {
         let huge = "A".repeat(2 << 20);
         let body = format!(r#"{{"client_params": "{huge}"}}"#);
         let (kind, value) = parse(Some("true"), body.as_bytes()).unwrap_err();
-        assert_eq!(kind, Kind::BadBody);
+        assert_eq!(kind, ErrorKind::BadBody);
         assert!(value.len() < 1000, "{} bytes", value.len());
         assert!(value.contains("AAAA"), "{value}");
     }
@@ -282,7 +288,8 @@ mod tests {
     #[test]
     fn an_error_body_has_kind_and_value() {
         let v: serde_json::Value =
-            serde_json::from_str(&error_body(Kind::WaitingSlot, "2 of 2 slots taken")).unwrap();
+            serde_json::from_str(&error_body(ErrorKind::WaitingSlot, "2 of 2 slots taken"))
+                .unwrap();
         assert_eq!(v["kind"], "waiting_slot");
         assert_eq!(v["value"], "2 of 2 slots taken");
     }

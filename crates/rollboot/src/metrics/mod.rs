@@ -35,7 +35,7 @@ mod tests;
 
 pub use config_gauges::state_timeouts;
 pub use endpoints::serve_on;
-pub use phases::{Phase, PHASE_BUCKETS};
+pub use phases::{CyclePhase, PHASE_BUCKETS};
 pub use readiness::Readiness;
 pub use rollout::{RolloutGauges, BLOCKER_KINDS, NODE_STATES};
 
@@ -75,7 +75,7 @@ impl Metrics {
         *self.config.lock().expect("metrics") = Some(config);
     }
     /// A phase of a node's cycle ended after `seconds`.
-    pub fn phase(&self, phase: Phase, seconds: f64) {
+    pub fn phase(&self, phase: CyclePhase, seconds: f64) {
         self.phases.observe(phase, seconds);
     }
     /// An eviction refused: `budget` (429, a PodDisruptionBudget allows no disruption now) or

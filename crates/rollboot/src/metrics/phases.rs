@@ -1,7 +1,7 @@
 //! The durations of the phases of reboot cycles: `rollboot_phase_duration_seconds{phase}`, a
 //! histogram over [`PHASE_BUCKETS`].
 //!
-//! Owns the phases ([`Phase`]), the buckets and the prometheus-client histograms, one per phase
+//! Owns the phases ([`CyclePhase`]), the buckets and the prometheus-client histograms, one per phase
 //! seen. It must never block its callers: an observation is a short lock on its phase's
 //! histogram.
 
@@ -20,7 +20,7 @@ pub const PHASE_BUCKETS: [f64; 12] = [
 
 /// A timed part of a node's cycle: the `phase` label of `rollboot_phase_duration_seconds`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Phase {
+pub enum CyclePhase {
     /// From `draining` until the reboot is requested.
     Drain,
     /// From the reboot request until the node is back (new boot ID, Ready).
@@ -31,14 +31,14 @@ pub enum Phase {
     Cycle,
 }
 
-impl Phase {
+impl CyclePhase {
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Phase::Drain => "drain",
-            Phase::Reboot => "reboot",
-            Phase::HealthGate => "health_gate",
-            Phase::Cycle => "cycle",
+            CyclePhase::Drain => "drain",
+            CyclePhase::Reboot => "reboot",
+            CyclePhase::HealthGate => "health_gate",
+            CyclePhase::Cycle => "cycle",
         }
     }
 }
@@ -67,7 +67,7 @@ impl Default for PhaseDurations {
 
 impl PhaseDurations {
     /// A phase ended after `seconds`: it lands in every bucket whose bound is at or above it.
-    pub fn observe(&self, phase: Phase, seconds: f64) {
+    pub fn observe(&self, phase: CyclePhase, seconds: f64) {
         self.0
             .get_or_create(&PhaseLabel {
                 phase: phase.as_str(),

@@ -17,8 +17,8 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 #[test]
 fn a_phase_lands_in_every_bucket_at_or_above_it_with_sum_and_count() {
     let m = Metrics::default();
-    m.phase(Phase::Drain, 42.0);
-    m.phase(Phase::Drain, 0.5);
+    m.phase(CyclePhase::Drain, 42.0);
+    m.phase(CyclePhase::Drain, 0.5);
     let t = m.render();
     let b = |le: &str| {
         sample(

@@ -34,7 +34,7 @@ use crate::node::{NodeState, NodeView};
 use estimate::Measured;
 use preview::Preview;
 
-pub use schedule::Window;
+pub use schedule::StartWindow;
 
 /// A pod's termination grace period when its spec says none (the API server's default).
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -102,9 +102,9 @@ pub struct Plan {
     /// The nodes to reboot, in the order the controller would start them.
     pub nodes: Vec<NodePlan>,
     /// Nodes in the maintenance lock now: they hold their slots until their estimate ends.
-    pub in_flight: Vec<InFlight>,
+    pub in_flight: Vec<InFlightNow>,
     /// Everything that would block the rollout or fail a node, then the warnings.
-    pub problems: Vec<Problem>,
+    pub problems: Vec<PlanProblem>,
     /// The predicted end of the whole rollout, and what it assumes.
     pub rollout: Rollout,
     /// Configured blockers this plan does not evaluate.
@@ -156,7 +156,7 @@ pub struct NodePlan {
     /// The pods its drain would refuse to evict, failing the node at once, with why.
     pub refuse: Vec<Skipped>,
     /// What is predicted: `reboots`, `fails`, or `notStarted`.
-    pub outcome: Outcome,
+    pub outcome: PredictedOutcome,
     /// Its duration estimate.
     pub estimate: Estimate,
     /// When the controller would start it; `None` when it would not start.
@@ -164,7 +164,7 @@ pub struct NodePlan {
     /// When its slot would be free again.
     pub end: Option<DateTime<Utc>>,
     /// The opening it would start in.
-    pub window: Option<Window>,
+    pub window: Option<StartWindow>,
     /// It would end after its opening closes (the controller lets it finish).
     pub overruns_window: bool,
     /// Its drain's steps in order (`drain.order`, or the default order).
@@ -234,7 +234,7 @@ pub struct Skipped {
 /// A node's predicted outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Outcome {
+pub enum PredictedOutcome {
     /// Drained, rebooted, back through the health gate.
     Reboots,
     /// Its drain fails (see the problems naming it).
@@ -270,7 +270,7 @@ pub struct Estimate {
 /// A node in the lock now.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InFlight {
+pub struct InFlightNow {
     /// Node name.
     pub node: String,
     /// When it entered maintenance.
@@ -294,7 +294,7 @@ pub enum Severity {
 /// What kind of problem, as a stable code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Kind {
+pub enum ProblemKind {
     /// The maintenance lock is held by someone other than rollboot.
     LockHeld,
     /// More nodes outside maintenance are not Ready than `blockers.maxUnreadyNodes`.
@@ -333,7 +333,7 @@ pub enum Kind {
     AlertsUnknown,
 }
 
-impl Kind {
+impl ProblemKind {
     /// The stable code, as in the JSON.
     pub fn code(self) -> String {
         serde_json::to_value(self)
@@ -346,11 +346,11 @@ impl Kind {
 /// One thing that would block the rollout, fail a node, or that an operator should know.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Problem {
+pub struct PlanProblem {
     /// What it does.
     pub severity: Severity,
     /// What it is.
-    pub kind: Kind,
+    pub kind: ProblemKind,
     /// The node whose drain it concerns; `None` for a cluster-wide blocker.
     pub node: Option<String>,
     /// The pod, `namespace/name`.
@@ -365,9 +365,9 @@ pub struct Problem {
     pub message: String,
 }
 
-impl Problem {
-    fn new(severity: Severity, kind: Kind, message: String) -> Problem {
-        Problem {
+impl PlanProblem {
+    fn new(severity: Severity, kind: ProblemKind, message: String) -> PlanProblem {
+        PlanProblem {
             severity,
             kind,
             node: None,
@@ -379,7 +379,7 @@ impl Problem {
         }
     }
 
-    fn on(mut self, node: &str, pod: &str) -> Problem {
+    fn on(mut self, node: &str, pod: &str) -> PlanProblem {
         self.node = Some(node.to_string());
         self.pod = Some(pod.to_string());
         self
@@ -497,7 +497,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
         in_flight: record
             .entries
             .iter()
-            .map(|(name, e)| InFlight {
+            .map(|(name, e)| InFlightNow {
                 node: name.clone(),
                 since: e.since,
                 estimated_end: predicted.in_flight_end.get(name).copied().unwrap_or(now),
@@ -551,7 +551,7 @@ fn predict(
     gone: TimeDelta,
     config: &Config,
     now: DateTime<Utc>,
-) -> schedule::Schedule {
+) -> schedule::RolloutSchedule {
     let jobs: BTreeMap<String, schedule::Job> = previews
         .iter()
         .map(|(n, p)| {
@@ -600,7 +600,7 @@ fn node_plans(
     cluster: &Cluster,
     candidates: &[NodeView],
     previews: &BTreeMap<String, Preview>,
-    predicted: &schedule::Schedule,
+    predicted: &schedule::RolloutSchedule,
     config: &Config,
     now: DateTime<Utc>,
 ) -> Vec<NodePlan> {
@@ -623,9 +623,9 @@ fn node_plans(
                 skip: p.skip.clone(),
                 refuse: p.refuse.clone(),
                 outcome: match slot {
-                    None => Outcome::NotStarted,
-                    Some(_) if p.fails => Outcome::Fails,
-                    Some(_) => Outcome::Reboots,
+                    None => PredictedOutcome::NotStarted,
+                    Some(_) if p.fails => PredictedOutcome::Fails,
+                    Some(_) => PredictedOutcome::Reboots,
                 },
                 estimate: p.estimate.clone(),
                 start: slot.map(|s| s.start),

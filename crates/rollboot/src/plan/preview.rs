@@ -12,8 +12,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::estimate::Measured;
 use super::{
-    budget_name, labels, pod_name, terminal, Cluster, Estimate, Kind, Options, PlanStep,
-    PlanVolume, PodPlan, Problem, Severity, Skipped, DEFAULT_DETACH_SECONDS, DEFAULT_GRACE_SECONDS,
+    budget_name, labels, pod_name, terminal, Cluster, Estimate, Options, PlanProblem, PlanStep,
+    PlanVolume, PodPlan, ProblemKind, Severity, Skipped, DEFAULT_DETACH_SECONDS,
+    DEFAULT_GRACE_SECONDS,
 };
 use crate::budgets::never_allows;
 use crate::config::{BlockCause, BlockPolicy, Config};
@@ -115,7 +116,7 @@ pub(super) struct Preview {
     /// The pods it would refuse to evict, failing the node at once.
     pub(super) refuse: Vec<Skipped>,
     /// What its drain would meet, in the order of its pods.
-    pub(super) problems: Vec<Problem>,
+    pub(super) problems: Vec<PlanProblem>,
     /// Its duration estimate.
     pub(super) estimate: Estimate,
     /// Its drain is predicted to fail.
@@ -132,7 +133,7 @@ struct Sorting {
     evict: Vec<PodPlan>,
     skip: Vec<Skipped>,
     refuse: Vec<Skipped>,
-    problems: Vec<Problem>,
+    problems: Vec<PlanProblem>,
     /// A budget holds one of the evictions.
     held: bool,
     /// The longest grace period of the pods to evict, and that pod.
@@ -185,9 +186,9 @@ impl Sorting {
     fn skip(&mut self, node: &str, name: String, reason: Reason) {
         if reason == Reason::OutsidePodSelector {
             self.problems.push(
-                Problem::new(
+                PlanProblem::new(
                     Severity::Warns,
-                    Kind::OutsidePodSelector,
+                    ProblemKind::OutsidePodSelector,
                     format!(
                         "node {node}: pod {name} is {}: the drain leaves it, and it goes down with the reboot without an eviction (its budget is not asked)",
                         reason.text()
@@ -206,12 +207,12 @@ impl Sorting {
             reason,
         });
         let kind = match reason {
-            Reason::Unreplicated => Kind::Unreplicated,
-            Reason::EmptyDir => Kind::EmptyDir,
-            _ => Kind::DaemonSet,
+            Reason::Unreplicated => ProblemKind::Unreplicated,
+            Reason::EmptyDir => ProblemKind::EmptyDir,
+            _ => ProblemKind::DaemonSet,
         };
         self.problems.push(
-            Problem::new(
+            PlanProblem::new(
                 Severity::Fails,
                 kind,
                 format!(
@@ -252,12 +253,12 @@ impl Sorting {
             self.held = true;
             if cfg.force_delete_after_timeout {
                 problem.severity = Severity::Warns;
-                problem.kind = Kind::ForceDelete;
+                problem.kind = ProblemKind::ForceDelete;
                 problem.message = format!(
                     "{}; drain.forceDeleteAfterTimeout deletes it around the budget after {}",
                     problem.message, cfg.timeout
                 );
-            } else if problem.kind != Kind::BudgetAllowsNoneNow {
+            } else if problem.kind != ProblemKind::BudgetAllowsNoneNow {
                 problem.message = format!(
                     "{}: the drain fails at drain.timeout {}",
                     problem.message, cfg.timeout
@@ -332,9 +333,9 @@ impl Sorting {
         for p in &o.skipped {
             let name = p.to_string();
             self.problems.push(
-                Problem::new(
+                PlanProblem::new(
                     Severity::Warns,
-                    Kind::OrderSkip,
+                    ProblemKind::OrderSkip,
                     format!(
                         "node {node}: pod {name} is {}: it goes down with the reboot without an eviction (its budget is not asked)",
                         Reason::OrderSkip.text()
@@ -504,14 +505,14 @@ fn budget_problem(
     first: Option<&PodDisruptionBudget>,
     index: &Index,
     config: &Config,
-) -> Option<Problem> {
-    let problem = |kind, message| Problem {
+) -> Option<PlanProblem> {
+    let problem = |kind, message| PlanProblem {
         budgets: names.to_vec(),
-        ..Problem::new(Severity::Fails, kind, message).on(node, name)
+        ..PlanProblem::new(Severity::Fails, kind, message).on(node, name)
     };
     if names.len() > 1 {
         return Some(problem(
-            Kind::OverlappingBudgets,
+            ProblemKind::OverlappingBudgets,
             format!(
                 "node {node}: pod {name} is selected by {} budgets ({}): the Eviction API answers 500 to every eviction of it",
                 names.len(),
@@ -523,7 +524,7 @@ fn budget_problem(
     let selects = index.budget_pods.get(&names[0]).copied().unwrap_or(0);
     if let Some(why) = never_allows(b, selects) {
         return Some(problem(
-            Kind::BudgetNeverAllows,
+            ProblemKind::BudgetNeverAllows,
             format!(
                 "node {node}: pod {name} is protected by PodDisruptionBudget {} that can never allow a disruption ({why}); {}",
                 names[0],
@@ -534,7 +535,7 @@ fn budget_problem(
     let allowed = b.status.as_ref().map(|s| s.disruptions_allowed);
     (allowed == Some(0)).then(|| {
         problem(
-            Kind::BudgetAllowsNoneNow,
+            ProblemKind::BudgetAllowsNoneNow,
             format!(
                 "node {node}: pod {name} is protected by PodDisruptionBudget {} that allows no disruption now (status.disruptionsAllowed 0); {}",
                 names[0],

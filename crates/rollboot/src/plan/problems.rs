@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 
 use super::schedule::{self, Unscheduled};
-use super::{labels, pod_name, Cluster, Kind, Problem, Severity};
+use super::{labels, pod_name, Cluster, PlanProblem, ProblemKind, Severity};
 use crate::config::Config;
 use crate::controller::decide::{self, Blocker};
 use crate::lock::LockRecord;
@@ -23,7 +23,7 @@ pub(super) fn cluster_blockers(
     foreign: Option<&str>,
     config: &Config,
     now: DateTime<Utc>,
-) -> Vec<Problem> {
+) -> Vec<PlanProblem> {
     let matching: Vec<(String, Vec<String>)> = config
         .blockers
         .pod_selectors
@@ -56,17 +56,17 @@ pub(super) fn cluster_blockers(
         .into_iter()
         .filter_map(|b| {
             let message = b.to_string();
-            let p = |kind| Problem::new(Severity::Blocks, kind, message.clone());
+            let p = |kind| PlanProblem::new(Severity::Blocks, kind, message.clone());
             Some(match b {
                 Blocker::WindowClosed => return None,
-                Blocker::LockHeldBy(_) => p(Kind::LockHeld),
-                Blocker::TooManyUnready { nodes, .. } => Problem {
+                Blocker::LockHeldBy(_) => p(ProblemKind::LockHeld),
+                Blocker::TooManyUnready { nodes, .. } => PlanProblem {
                     nodes,
-                    ..p(Kind::UnreadyNodes)
+                    ..p(ProblemKind::UnreadyNodes)
                 },
-                Blocker::TooManyFailures { nodes, .. } => Problem {
+                Blocker::TooManyFailures { nodes, .. } => PlanProblem {
                     nodes,
-                    ..p(Kind::FailedNodes)
+                    ..p(ProblemKind::FailedNodes)
                 },
                 Blocker::BlockingPods { selector, .. } => {
                     let pods = matching
@@ -74,14 +74,14 @@ pub(super) fn cluster_blockers(
                         .find(|(s, _)| *s == selector)
                         .map(|(_, pods)| pods.clone())
                         .unwrap_or_default();
-                    Problem {
+                    PlanProblem {
                         message: format!(
                             "{} pod(s) match the blocking selector `{selector}`: {}",
                             pods.len(),
                             pods.join(", ")
                         ),
                         pods,
-                        ..p(Kind::BlockingPods)
+                        ..p(ProblemKind::BlockingPods)
                     }
                 }
                 // Prometheus is asked by the read, not through the snapshot: see `alerts`.
@@ -98,21 +98,23 @@ pub(super) fn cluster_blockers(
 /// The problem Prometheus's answer makes, if any: firing alerts block (as the controller's
 /// blocker says it), an unanswered query warns (from where the plan runs, an in-cluster
 /// Prometheus is often out of reach; the controller does not start while it cannot ask).
-pub(super) fn alerts(answer: &Option<(String, Result<Vec<String>, String>)>) -> Option<Problem> {
+pub(super) fn alerts(
+    answer: &Option<(String, Result<Vec<String>, String>)>,
+) -> Option<PlanProblem> {
     let (url, answer) = answer.as_ref()?;
     match answer {
         Ok(names) if names.is_empty() => None,
-        Ok(names) => Some(Problem::new(
+        Ok(names) => Some(PlanProblem::new(
             Severity::Blocks,
-            Kind::Alerts,
+            ProblemKind::Alerts,
             Blocker::Alerts {
                 names: names.clone(),
             }
             .to_string(),
         )),
-        Err(error) => Some(Problem::new(
+        Err(error) => Some(PlanProblem::new(
             Severity::Warns,
-            Kind::AlertsUnknown,
+            ProblemKind::AlertsUnknown,
             format!(
                 "Prometheus at {url} could not be asked from here ({error}): the controller asks it before each start and starts nothing while it cannot; `rollboot plan --prometheus-url` asks another address (a port-forward)"
             ),
@@ -127,8 +129,8 @@ pub(super) fn slots_held(
     cluster: &Cluster,
     record: &LockRecord,
     config: &Config,
-    predicted: &schedule::Schedule,
-) -> Vec<Problem> {
+    predicted: &schedule::RolloutSchedule,
+) -> Vec<PlanProblem> {
     let starved: Vec<String> = predicted
         .unscheduled
         .iter()
@@ -159,12 +161,12 @@ pub(super) fn slots_held(
                     starved.join(", ")
                 )
             };
-            Problem {
+            PlanProblem {
                 node: Some(n.name.clone()),
                 nodes: starved.clone(),
-                ..Problem::new(
+                ..PlanProblem::new(
                     severity,
-                    Kind::FailedHoldsSlot,
+                    ProblemKind::FailedHoldsSlot,
                     format!(
                         "node {} failed ({}) and rollboot left it cordoned: it holds one of \
                          maxNodes' {} slot(s){}, {then}{waiting}",
@@ -187,18 +189,18 @@ pub(super) fn slots_held(
 
 /// One problem naming the nodes that get no maintenance opening within the look-ahead
 /// horizon, if any.
-pub(super) fn no_opening(predicted: &schedule::Schedule) -> Option<Problem> {
+pub(super) fn no_opening(predicted: &schedule::RolloutSchedule) -> Option<PlanProblem> {
     let names: Vec<String> = predicted
         .unscheduled
         .iter()
         .filter(|(_, u)| **u == Unscheduled::NoOpening)
         .map(|(n, _)| n.clone())
         .collect();
-    (!names.is_empty()).then(|| Problem {
+    (!names.is_empty()).then(|| PlanProblem {
         nodes: names.clone(),
-        ..Problem::new(
+        ..PlanProblem::new(
             Severity::Blocks,
-            Kind::NoOpening,
+            ProblemKind::NoOpening,
             format!(
                 "no maintenance opening within the look-ahead horizon for {} node(s): {}",
                 names.len(),

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{NodePlan, Outcome, Plan, Severity};
+use super::{NodePlan, Plan, PredictedOutcome, Severity};
 use crate::config::Duration;
 use crate::render::{instant, table, Render};
 
@@ -152,9 +152,9 @@ fn nodes(out: &mut String, nodes: &[NodePlan]) {
         .iter()
         .map(|n| {
             let mut outcome = match n.outcome {
-                Outcome::Reboots => "reboots".to_string(),
-                Outcome::Fails => "FAILS".to_string(),
-                Outcome::NotStarted => "not started".to_string(),
+                PredictedOutcome::Reboots => "reboots".to_string(),
+                PredictedOutcome::Fails => "FAILS".to_string(),
+                PredictedOutcome::NotStarted => "not started".to_string(),
             };
             if n.overruns_window {
                 outcome.push_str(", runs past its window");

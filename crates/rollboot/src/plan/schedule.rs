@@ -41,7 +41,7 @@ pub struct Running {
 /// The maintenance opening a node starts in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Window {
+pub struct StartWindow {
     /// The opening's first instant; `None` when unbounded (no windows configured).
     pub start: Option<DateTime<Utc>>,
     /// The opening's end; `None` when unbounded.
@@ -58,7 +58,7 @@ pub struct Slot {
     /// When its slot is free again.
     pub end: DateTime<Utc>,
     /// The opening it starts in.
-    pub window: Window,
+    pub window: StartWindow,
     /// It ends after its opening closes (the controller lets it finish).
     pub overruns_window: bool,
 }
@@ -77,7 +77,7 @@ pub enum Unscheduled {
 
 /// The predicted schedule.
 #[derive(Clone, Debug, Default)]
-pub struct Schedule {
+pub struct RolloutSchedule {
     /// Slots by node name, for the nodes that get one.
     pub slots: BTreeMap<String, Slot>,
     /// Nodes that get no slot, and why.
@@ -109,7 +109,7 @@ pub fn predict(
     failed: usize,
     config: &Config,
     now: DateTime<Utc>,
-) -> Schedule {
+) -> RolloutSchedule {
     let mut replay = Replay::new(candidates, running, others, jobs, failed, config, now);
     let mut t = now;
     loop {
@@ -146,7 +146,7 @@ struct Replay<'a> {
     ends: BTreeMap<String, (DateTime<Utc>, bool)>,
     /// Failed nodes so far.
     failures: usize,
-    out: Schedule,
+    out: RolloutSchedule,
 }
 
 impl<'a> Replay<'a> {
@@ -175,7 +175,7 @@ impl<'a> Replay<'a> {
             entries: BTreeMap::new(),
             ends: BTreeMap::new(),
             failures: failed,
-            out: Schedule::default(),
+            out: RolloutSchedule::default(),
         };
         for (name, r) in running {
             let end = (r.entry.since + r.job.duration).max(now);
@@ -259,7 +259,7 @@ impl<'a> Replay<'a> {
                 fails: false,
             });
             let end = t + job.duration;
-            let window = Window {
+            let window = StartWindow {
                 start: opening.and_then(|o| bounded(o.start)),
                 end: opening.and_then(|o| bounded(o.end)),
                 index: opening.map_or(0, |o| o.window),
@@ -308,7 +308,7 @@ impl<'a> Replay<'a> {
 
     /// The schedule, once nothing changes after `t`: why each node left waiting got no slot,
     /// and when the last slot ends.
-    fn finish(mut self, running: &BTreeMap<String, Running>, t: DateTime<Utc>) -> Schedule {
+    fn finish(mut self, running: &BTreeMap<String, Running>, t: DateTime<Utc>) -> RolloutSchedule {
         let held = self.views.iter().any(decide::holds_a_slot);
         let halted = self.halted();
         for v in self

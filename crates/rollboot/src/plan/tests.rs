@@ -51,7 +51,7 @@ fn budget(
     .unwrap()
 }
 
-fn kinds(p: &Plan) -> Vec<(Kind, Option<&str>, Option<&str>)> {
+fn kinds(p: &Plan) -> Vec<(ProblemKind, Option<&str>, Option<&str>)> {
     p.problems
         .iter()
         .map(|x| (x.kind, x.node.as_deref(), x.pod.as_deref()))
@@ -175,14 +175,22 @@ fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
     assert!(!p.proceeds);
     let k = kinds(&p);
     for want in [
-        (Kind::Unreplicated, Some("a"), Some("app/bare")),
-        (Kind::EmptyDir, Some("a"), Some("app/scratch")),
-        (Kind::BudgetNeverAllows, Some("b"), Some("app/db-0")),
-        (Kind::BudgetNeverAllows, Some("b"), Some("app/db-1")),
-        (Kind::BudgetNeverAllows, Some("b"), Some("app/q-0")),
-        (Kind::OverlappingBudgets, Some("b"), Some("app/both")),
-        (Kind::BudgetAllowsNoneNow, Some("b"), Some("app/frozen")),
-        (Kind::OutsidePodSelector, Some("b"), Some("other/side")),
+        (ProblemKind::Unreplicated, Some("a"), Some("app/bare")),
+        (ProblemKind::EmptyDir, Some("a"), Some("app/scratch")),
+        (ProblemKind::BudgetNeverAllows, Some("b"), Some("app/db-0")),
+        (ProblemKind::BudgetNeverAllows, Some("b"), Some("app/db-1")),
+        (ProblemKind::BudgetNeverAllows, Some("b"), Some("app/q-0")),
+        (ProblemKind::OverlappingBudgets, Some("b"), Some("app/both")),
+        (
+            ProblemKind::BudgetAllowsNoneNow,
+            Some("b"),
+            Some("app/frozen"),
+        ),
+        (
+            ProblemKind::OutsidePodSelector,
+            Some("b"),
+            Some("other/side"),
+        ),
     ] {
         assert!(k.contains(&want), "{want:?} missing from {k:?}");
     }
@@ -190,7 +198,7 @@ fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
     let both = p
         .problems
         .iter()
-        .find(|x| x.kind == Kind::OverlappingBudgets)
+        .find(|x| x.kind == ProblemKind::OverlappingBudgets)
         .unwrap();
     assert_eq!(both.budgets, ["app/both-1", "app/both-2"]);
     let never = p
@@ -206,11 +214,11 @@ fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
     let side = p
         .problems
         .iter()
-        .find(|x| x.kind == Kind::OutsidePodSelector)
+        .find(|x| x.kind == ProblemKind::OutsidePodSelector)
         .unwrap();
     assert_eq!(side.severity, Severity::Warns);
     // a fails at once; b's budgets hold it until drain.timeout.
-    assert_eq!(p.nodes[0].outcome, Outcome::Fails);
+    assert_eq!(p.nodes[0].outcome, PredictedOutcome::Fails);
     assert_eq!(p.nodes[0].estimate.total_seconds, 0);
     let refused: Vec<(&str, Reason)> = p.nodes[0]
         .refuse
@@ -224,7 +232,7 @@ fn every_pod_that_would_stop_a_drain_is_named_with_its_node_and_why() {
             ("app/scratch", Reason::EmptyDir)
         ]
     );
-    assert_eq!(p.nodes[1].outcome, Outcome::Fails);
+    assert_eq!(p.nodes[1].outcome, PredictedOutcome::Fails);
     assert_eq!(p.nodes[1].estimate.drain_seconds, 900);
     assert_eq!(p.nodes[1].estimate.reboot_seconds, 0);
 }
@@ -246,8 +254,8 @@ fn force_delete_after_timeout_turns_a_held_budget_into_a_warning_and_a_timeout_l
     let c = cfg("drain: {forceDeleteAfterTimeout: true, timeout: 10m}");
     let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
     assert!(p.proceeds, "{:?}", p.problems);
-    assert_eq!(p.problems[0].kind, Kind::ForceDelete);
-    assert_eq!(p.nodes[0].outcome, Outcome::Reboots);
+    assert_eq!(p.problems[0].kind, ProblemKind::ForceDelete);
+    assert_eq!(p.nodes[0].outcome, PredictedOutcome::Reboots);
     assert_eq!(p.nodes[0].estimate.drain_seconds, 600);
 }
 
@@ -298,7 +306,7 @@ fn daemon_set_mirror_and_completed_pods_follow_the_drains_rules() {
     );
     assert_eq!(
         kinds(&p),
-        [(Kind::DaemonSet, Some("a"), Some("kube-system/agent"))]
+        [(ProblemKind::DaemonSet, Some("a"), Some("kube-system/agent"))]
     );
 }
 
@@ -340,16 +348,16 @@ fn cluster_wide_blockers_come_from_the_controllers_rules_and_name_their_objects(
     );
     let p = build(&cluster, &c, &Options::default(), t("2026-01-02T00:00:00Z"));
     assert!(!p.proceeds);
-    let by = |k: Kind| {
+    let by = |k: ProblemKind| {
         p.problems
             .iter()
             .find(|x| x.kind == k)
             .unwrap_or_else(|| panic!("{k:?}: {:?}", p.problems))
     };
-    assert!(by(Kind::LockHeld).message.contains("`ops-team`"));
-    assert_eq!(by(Kind::UnreadyNodes).nodes, ["sick"]);
-    assert_eq!(by(Kind::FailedNodes).nodes, ["broken"]);
-    assert_eq!(by(Kind::BlockingPods).pods, ["ops/backup-1"]);
+    assert!(by(ProblemKind::LockHeld).message.contains("`ops-team`"));
+    assert_eq!(by(ProblemKind::UnreadyNodes).nodes, ["sick"]);
+    assert_eq!(by(ProblemKind::FailedNodes).nodes, ["broken"]);
+    assert_eq!(by(ProblemKind::BlockingPods).pods, ["ops/backup-1"]);
     assert!(p.problems.iter().all(|x| x.severity == Severity::Blocks));
     assert!(p.rollout.assumes_blockers_cleared);
     assert!(
@@ -527,7 +535,7 @@ fn a_failed_node_rollboot_left_cordoned_is_named_as_holding_a_slot() {
     let held = p
         .problems
         .iter()
-        .find(|x| x.kind == Kind::FailedHoldsSlot)
+        .find(|x| x.kind == ProblemKind::FailedHoldsSlot)
         .expect("named");
     assert_eq!(
         (held.severity, held.node.as_deref(), held.nodes.clone()),
@@ -552,7 +560,7 @@ fn a_failed_node_rollboot_left_cordoned_is_named_as_holding_a_slot() {
     let held = p
         .problems
         .iter()
-        .find(|x| x.kind == Kind::FailedHoldsSlot)
+        .find(|x| x.kind == ProblemKind::FailedHoldsSlot)
         .expect("named");
     assert_eq!(held.severity, Severity::Warns);
 }
@@ -666,7 +674,7 @@ fn a_pod_an_order_rule_skips_is_left_with_a_warning_and_not_evicted() {
     assert_eq!(n.evict[0].pod, "app/web-1");
     assert_eq!(n.skip.len(), 1);
     assert_eq!(n.skip[0].reason, Reason::OrderSkip);
-    assert!(kinds(&p).contains(&(Kind::OrderSkip, Some("a"), Some("mon/agent-1"))));
+    assert!(kinds(&p).contains(&(ProblemKind::OrderSkip, Some("a"), Some("mon/agent-1"))));
 }
 
 #[test]

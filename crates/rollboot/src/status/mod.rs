@@ -1,7 +1,7 @@
 //! `rollboot status`: the operator's view of a rollout — the leader, the maintenance lock, the
 //! nodes that are flagged, in flight or failed, the counts, the schedule and what blocks progress.
 //!
-//! Owns the [`Status`] report built from a [`Snapshot`] (pure: the caller passes `now`), a
+//! Owns the [`Status`] report built from a [`ClusterState`] (pure: the caller passes `now`), a
 //! function per section; its text form (`render`: [`crate::render::Render`]) and JSON form (its
 //! serialization); and [`fetch`], the only I/O: one get of each Lease and a paged list of the
 //! Nodes. It must never write to the cluster.
@@ -24,7 +24,7 @@ use crate::time;
 
 /// What the cluster says, as read: the two Leases (absent when they do not exist) and every Node.
 #[derive(Clone, Debug, Default)]
-pub struct Snapshot {
+pub struct ClusterState {
     /// The leader Lease.
     pub leader: Option<Lease>,
     /// The maintenance lock Lease.
@@ -40,9 +40,9 @@ pub struct Status {
     /// The instant the report describes.
     pub now: DateTime<Utc>,
     /// The leader Lease.
-    pub leader: Leader,
+    pub leader: LeaderLease,
     /// The maintenance lock.
-    pub lock: Lock,
+    pub lock: LockLease,
     /// The nodes that are flagged, in flight or failed, by name.
     pub nodes: Vec<NodeStatus>,
     /// Every node with a reboot history (rollboot finished a cycle on it), by name.
@@ -52,7 +52,7 @@ pub struct Status {
     /// The maintenance schedule at `now`.
     pub maintenance: Maintenance,
     /// Failed nodes against `failures.maxFailures`.
-    pub failures: Failures,
+    pub failures: FailureCount,
     /// The hosts as their agents read them: how a shutdown nobody planned would go on each
     /// node, and the nodes whose agent reads a host that is not theirs.
     pub hosts: Hosts,
@@ -94,7 +94,7 @@ pub struct HostMismatch {
 /// The leader Lease.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Leader {
+pub struct LeaderLease {
     /// `namespace/name`.
     pub lease: String,
     /// The holder; `None` when the Lease is absent or released.
@@ -110,7 +110,7 @@ pub struct Leader {
 /// The maintenance lock.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Lock {
+pub struct LockLease {
     /// `namespace/name`.
     pub lease: String,
     /// The holder; `None` when free.
@@ -356,7 +356,7 @@ pub struct NextOpening {
 /// Failed nodes against the limit.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Failures {
+pub struct FailureCount {
     /// The failed nodes.
     pub failed: Vec<String>,
     /// `failures.maxFailures`.
@@ -378,7 +378,7 @@ fn lease_name(namespace: &str, name: &str) -> String {
 }
 
 /// The leader Lease as read at `now` (also the operator controls' note on who acts).
-pub(crate) fn leader(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>) -> Leader {
+pub(crate) fn leader(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>) -> LeaderLease {
     let spec = lease.and_then(|l| l.spec.as_ref());
     let holder = spec
         .and_then(|s| s.holder_identity.clone())
@@ -394,7 +394,7 @@ pub(crate) fn leader(config: &Config, lease: Option<&Lease>, now: DateTime<Utc>)
         (Some(_), Some(r)) => r + chrono::TimeDelta::seconds(lease_duration_seconds) <= now,
         _ => true,
     };
-    Leader {
+    LeaderLease {
         lease: lease_name(&config.leader.namespace, &config.leader.name),
         holder,
         renew_time,
@@ -422,7 +422,7 @@ fn flag_reason(n: &NodeView) -> Option<String> {
 }
 
 /// Builds the report from what the cluster says at `now`.
-pub fn build(config: &Config, snap: &Snapshot, now: DateTime<Utc>) -> Status {
+pub fn build(config: &Config, snap: &ClusterState, now: DateTime<Utc>) -> Status {
     let record = LockRecord::from_lease(snap.lock.clone());
     let ours = crate::lock::lock_owner(config);
     let foreign = record.foreign_holder(&ours).map(str::to_string);
@@ -460,7 +460,7 @@ pub fn unsafe_settings(config: &Config) -> Vec<String> {
 
 /// The hosts as their agents wrote them: counted by how an unplanned shutdown would go, the
 /// nodes where it would not be drained named, and the nodes whose agent reads another host.
-fn hosts(snap: &Snapshot) -> Hosts {
+fn hosts(snap: &ClusterState) -> Hosts {
     let mut h = Hosts::default();
     for n in &snap.nodes {
         let Some(a) = &n.agent_host else { continue };
@@ -493,13 +493,13 @@ fn hosts(snap: &Snapshot) -> Hosts {
 /// records in flight as the Node reports it now.
 fn lock(
     config: &Config,
-    snap: &Snapshot,
+    snap: &ClusterState,
     record: &LockRecord,
     ours: String,
     foreign: bool,
     now: DateTime<Utc>,
-) -> Lock {
-    Lock {
+) -> LockLease {
+    LockLease {
         lease: lease_name(&config.lock.namespace, &config.lock.name),
         holder: record.holder.clone(),
         rollboot_identity: ours,
@@ -523,7 +523,7 @@ fn lock(
 /// The nodes that are flagged, in flight (a state, or listed in the lock) or failed, by name.
 fn node_statuses(
     config: &Config,
-    snap: &Snapshot,
+    snap: &ClusterState,
     entries: &BTreeMap<String, LockEntry>,
     now: DateTime<Utc>,
 ) -> Vec<NodeStatus> {
@@ -595,7 +595,7 @@ fn node_statuses(
 }
 
 /// Every node rollboot finished a cycle on, by name.
-fn history(snap: &Snapshot) -> Vec<NodeHistory> {
+fn history(snap: &ClusterState) -> Vec<NodeHistory> {
     let mut history: Vec<NodeHistory> = snap
         .nodes
         .iter()
@@ -615,7 +615,7 @@ fn history(snap: &Snapshot) -> Vec<NodeHistory> {
 }
 
 /// Counts over all nodes; in flight: an in-progress state, or listed in the lock.
-fn counts(snap: &Snapshot, entries: &BTreeMap<String, LockEntry>) -> Counts {
+fn counts(snap: &ClusterState, entries: &BTreeMap<String, LockEntry>) -> Counts {
     let with_state = |s: NodeState| snap.nodes.iter().filter(|n| n.state == Some(s)).count();
     let in_flight: BTreeSet<&str> = snap
         .nodes
@@ -654,7 +654,7 @@ fn maintenance(config: &Config, now: DateTime<Utc>) -> Maintenance {
 }
 
 /// The failed nodes against `failures.maxFailures`, and those of `nodes` holding a slot.
-fn failures(config: &Config, snap: &Snapshot, nodes: &[NodeStatus]) -> Failures {
+fn failures(config: &Config, snap: &ClusterState, nodes: &[NodeStatus]) -> FailureCount {
     let mut failed: Vec<String> = snap
         .nodes
         .iter()
@@ -662,7 +662,7 @@ fn failures(config: &Config, snap: &Snapshot, nodes: &[NodeStatus]) -> Failures 
         .map(|n| n.name.clone())
         .collect();
     failed.sort();
-    Failures {
+    FailureCount {
         halted: failed.len() > config.failures.max_failures as usize,
         failed,
         max_failures: config.failures.max_failures,
@@ -679,7 +679,7 @@ fn failures(config: &Config, snap: &Snapshot, nodes: &[NodeStatus]) -> Failures 
 /// Prometheus: see [`not_checked`]).
 fn blockers(
     config: &Config,
-    snap: &Snapshot,
+    snap: &ClusterState,
     entries: &BTreeMap<String, LockEntry>,
     foreign: Option<&str>,
     now: DateTime<Utc>,
@@ -745,7 +745,7 @@ impl FetchError {
 }
 
 /// Reads the two Leases and every Node (paged), with gets and lists only.
-pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<Snapshot, FetchError> {
+pub async fn fetch(kube_config: kube::Config, config: &Config) -> Result<ClusterState, FetchError> {
     let server = kube_config.cluster_url.to_string();
     let client =
         kube::Client::try_from(kube_config).map_err(FetchError::reading(&server, "a client"))?;
@@ -757,7 +757,7 @@ pub async fn fetch_with(
     client: &kube::Client,
     server: &str,
     config: &Config,
-) -> Result<Snapshot, FetchError> {
+) -> Result<ClusterState, FetchError> {
     let err = |object: String| FetchError::reading(server, object);
     let lease = |ns: &str, name: &str| {
         let api: Api<Lease> = Api::namespaced(client.clone(), ns);
@@ -779,7 +779,7 @@ pub async fn fetch_with(
             None => break,
         }
     }
-    Ok(Snapshot {
+    Ok(ClusterState {
         leader,
         lock,
         nodes,
@@ -867,7 +867,7 @@ mod tests {
     fn a_failed_node_halts_and_every_interesting_node_is_listed() {
         let c = cfg("leader: {leaseDuration: 15s}");
         let now = t("2026-01-01T02:00:00Z");
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: Some(lease("controller-1", "2026-01-01T01:59:55Z", 15)),
             lock: None,
             nodes: world(),
@@ -941,7 +941,7 @@ mod tests {
             )]
             .into(),
         );
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: None,
             lock: Some(lock),
             nodes: vec![NodeView::from_node(&n)],
@@ -989,7 +989,7 @@ mod tests {
             crate::node::PASSED_OVER,
             record,
         );
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: None,
             lock: None,
             nodes: vec![NodeView::from_node(&waiting)],
@@ -1044,7 +1044,7 @@ mod tests {
             )]
             .into(),
         );
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: None,
             lock: Some(lock),
             nodes: vec![view],
@@ -1070,7 +1070,7 @@ mod tests {
     fn a_failed_node_left_cordoned_by_rollboot_is_said_to_hold_a_slot() {
         let c = cfg("failures: {maxFailures: 2}");
         let now = t("2026-01-01T02:00:00Z");
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: None,
             lock: None,
             nodes: world(),
@@ -1113,7 +1113,7 @@ mod tests {
         let failed = nodes.iter_mut().find(|n| n.name == "b-failed").unwrap();
         failed.state = None;
         failed.reboot_requested = true;
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: None,
             lock: None,
             nodes,
@@ -1130,7 +1130,7 @@ mod tests {
     fn a_foreign_lock_holder_reads_as_a_pause_and_a_stale_leader_as_expired() {
         let c = cfg("failures: {maxFailures: 1}");
         let now = t("2026-01-01T02:00:00Z");
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: Some(lease("controller-0", "2026-01-01T01:00:00Z", 15)),
             lock: Some(lease("ops-team", "2026-01-01T01:00:00Z", 15)),
             nodes: world(),
@@ -1166,7 +1166,7 @@ mod tests {
         .fold(node("g-rebooted", &[]), |n, (k, v)| annotate(n, k, v));
         let mut nodes = world();
         nodes.push(NodeView::from_node(&rebooted));
-        let snap = Snapshot {
+        let snap = ClusterState {
             leader: None,
             lock: Some(paused),
             nodes,
@@ -1226,7 +1226,7 @@ mod tests {
     #[test]
     fn a_blackout_closes_maintenance_and_names_the_next_opening() {
         let c = cfg("blackouts: [{from: '2026-01-01T00:00:00Z', to: '2026-01-01T06:00:00Z'}]");
-        let s = build(&c, &Snapshot::default(), t("2026-01-01T02:00:00Z"));
+        let s = build(&c, &ClusterState::default(), t("2026-01-01T02:00:00Z"));
         assert!(!s.maintenance.allowed_now);
         let o = s.maintenance.next_opening.unwrap();
         assert_eq!(o.start, t("2026-01-01T06:00:00Z"));
@@ -1253,7 +1253,7 @@ mod tests {
             v
         };
         use crate::node::ShutdownDrain::{Kubelet, Ready};
-        let snap = Snapshot {
+        let snap = ClusterState {
             nodes: vec![
                 host("n1", "boot-1", Ready),
                 host("n2", "boot-1", Kubelet),

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CordonedBy, Failures, Hosts, Leader, Lock, Maintenance, NodeHistory, NodeStatus, Status,
+    CordonedBy, FailureCount, Hosts, LeaderLease, LockLease, Maintenance, NodeHistory, NodeStatus,
+    Status,
 };
 use crate::config::Duration;
 use crate::controller::decide;
@@ -59,7 +60,7 @@ fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
 }
 
 /// `leader:`: the holder and its last renewal, or that no replica leads.
-fn leader(out: &mut String, now: DateTime<Utc>, l: &Leader) {
+fn leader(out: &mut String, now: DateTime<Utc>, l: &LeaderLease) {
     let _ = match (&l.holder, l.renew_time) {
         (Some(h), Some(r)) => writeln!(
             out,
@@ -85,7 +86,7 @@ fn leader(out: &mut String, now: DateTime<Utc>, l: &Leader) {
 
 /// `lock:` and `in flight:`: who holds the maintenance lock (a pause, another tool,
 /// rollboot), and the nodes it records in flight.
-fn lock(out: &mut String, now: DateTime<Utc>, k: &Lock) {
+fn lock(out: &mut String, now: DateTime<Utc>, k: &LockLease) {
     let _ = match (&k.holder, k.foreign, &k.pause) {
         (None, _, _) => writeln!(out, "lock:         free (lease {})", k.lease),
         (Some(h), true, Some(p)) => writeln!(
@@ -154,7 +155,7 @@ fn maintenance(out: &mut String, m: &Maintenance) {
 }
 
 /// `failures:`: failed nodes against the limit, and the slots failed nodes hold.
-fn failures(out: &mut String, f: &Failures) {
+fn failures(out: &mut String, f: &FailureCount) {
     let _ = writeln!(
         out,
         "failures:     {} failed node(s), {} tolerated{}",

@@ -21,12 +21,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
 use tokio::time::Instant;
 
 use super::AgentMetrics;
 use crate::node::{self as proto, NodeView};
+use crate::node_writer::NodeWriteError;
 pub use dbus::{system_bus_address, InhibitorFd, SystemLogind};
 pub use decide::{Release, Request};
 
@@ -157,8 +156,11 @@ pub async fn connect_system(node: &str, address: &str) -> Option<SystemLogind> {
 
 /// What the guard acts with: the agent's own Node and its counters.
 pub struct OwnNode<'a> {
-    /// Nodes.
-    pub api: &'a Api<Node>,
+    /// The agent's writer of its Node.
+    pub writer: &'a super::OwnNodeWriter,
+    /// The resourceVersion of the Node as the agent last saw it, which fences the guard's
+    /// writes (`None`: not seen yet, read first).
+    pub seen: Option<&'a str>,
     /// The agent's Node.
     pub node: &'a str,
     /// The agent's counters.
@@ -167,15 +169,16 @@ pub struct OwnNode<'a> {
 
 impl OwnNode<'_> {
     /// Writes `shutdown-requested` (`Some`) or removes it (`None`): a JSON merge patch, as
-    /// the agent's other writes.
-    pub async fn write_request(&self, value: Option<String>) -> Result<(), super::AgentError> {
+    /// the agent's other writes, fenced by the version last seen (a conflict is written again
+    /// at the newer one).
+    pub async fn write_request(&self, value: Option<String>) -> Result<(), NodeWriteError> {
         let what = if value.is_some() {
             "writing shutdown-requested"
         } else {
             "removing shutdown-requested"
         };
         let p = proto::patch(&[(proto::SHUTDOWN_REQUESTED, value)], None);
-        super::patch_node(self.api, self.node, p, what).await
+        self.writer.write(self.seen, what, p).await
     }
 }
 

@@ -77,7 +77,7 @@ pub fn undated_requests<'a>(nodes: impl IntoIterator<Item = &'a NodeView>) -> Ve
 /// its PreferNoSchedule taint put on or taken off, or carry a rollboot annotation to warn about.
 /// Every decision of a pass over the nodes this picks, plus those in the lock, is the decision
 /// over every node; the controller keeps the set up to date as Nodes change
-/// ([`crate::node::ViewCache::with_notable`]).
+/// ([`crate::controller::node_cache::ViewCache::with_notable`]).
 pub fn needs_a_look(n: &NodeView, config: &Config) -> bool {
     n.flagged()
         || n.shutdown_requested

@@ -3,7 +3,7 @@
 //! Owns [`answer`]: from a well-formed request, the Node it came from (found by
 //! [`crate::fleetlock::id`]),
 //! the node's entry in the maintenance lock, the last pass's blockers and the config, the reply
-//! (200, or a [`Kind`] that says what the host waits for) and the one write that goes before
+//! (200, or a [`ErrorKind`] that says what the host waits for) and the one write that goes before
 //! it ([`Write`]): the request flag of a `pre-reboot`, the slot given back by a `steady-state`,
 //! a queued request withdrawn. The answer follows the node's cycle as
 //! [`crate::controller::decide`] decides it; it must never take a decision of its own about
@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::controller::decide::{self, Blocker, Step};
-use crate::fleetlock::protocol::{Endpoint, Kind, Request};
+use crate::fleetlock::protocol::{ClientRequest, Endpoint, ErrorKind};
 use crate::lock::LockEntry;
 use crate::node::{self as proto, FleetLockRecord, FleetLockRequest, NodeState, NodeView};
 
@@ -28,7 +28,7 @@ pub struct Ask<'a> {
     /// Which endpoint it came to.
     pub endpoint: Endpoint,
     /// The request.
-    pub request: &'a Request,
+    pub request: &'a ClientRequest,
     /// The host's Node.
     pub node: &'a NodeView,
     /// The node's entry in the maintenance lock, if it is in flight.
@@ -58,7 +58,7 @@ pub enum Write {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
     /// `None` for 200; else what the host waits for or what is wrong.
-    pub kind: Option<Kind>,
+    pub kind: Option<ErrorKind>,
     /// The sentence that goes with it.
     pub value: String,
     /// What is written first (the answer is sent only once it is).
@@ -74,7 +74,7 @@ impl Reply {
         }
     }
 
-    fn no(kind: Kind, value: impl Into<String>, write: Option<Write>) -> Reply {
+    fn no(kind: ErrorKind, value: impl Into<String>, write: Option<Write>) -> Reply {
         Reply {
             kind: Some(kind),
             value: value.into(),
@@ -84,13 +84,13 @@ impl Reply {
 
     /// The answer as recorded on the Node (`ok` or the kind).
     pub fn recorded(&self) -> &'static str {
-        self.kind.map_or("ok", Kind::as_str)
+        self.kind.map_or("ok", ErrorKind::as_str)
     }
 }
 
 /// The group check: `fleetlock.groups` empty accepts any group; else the group must be
 /// configured and, when it names a value of `concurrency.groupBy`, be the Node's.
-pub fn group_problem(request: &Request, node: &NodeView, config: &Config) -> Option<String> {
+pub fn group_problem(request: &ClientRequest, node: &NodeView, config: &Config) -> Option<String> {
     let groups = &config.fleetlock.as_ref()?.groups;
     if groups.is_empty() {
         return None;
@@ -116,7 +116,7 @@ pub fn group_problem(request: &Request, node: &NodeView, config: &Config) -> Opt
 pub fn answer(ask: &Ask<'_>) -> Reply {
     let n = ask.node;
     if let Some(why) = group_problem(ask.request, n, ask.config) {
-        return Reply::no(Kind::GroupMismatch, why, None);
+        return Reply::no(ErrorKind::GroupMismatch, why, None);
     }
     match ask.endpoint {
         Endpoint::PreReboot => pre_reboot(ask),
@@ -138,7 +138,7 @@ fn pre_reboot(ask: &Ask<'_>) -> Reply {
             format!("node {} is outside nodes.selector", n.name)
         };
         return Reply::no(
-            Kind::Excluded,
+            ErrorKind::Excluded,
             format!("{why}: rollboot reboots it never"),
             None,
         );
@@ -151,7 +151,7 @@ fn pre_reboot(ask: &Ask<'_>) -> Reply {
     if handed_off(n, entry) {
         return if n.came_back() {
             Reply::no(
-                Kind::Verifying,
+                ErrorKind::Verifying,
                 format!(
                     "node {} is back on boot {} and being verified",
                     n.name, n.boot_id
@@ -179,12 +179,12 @@ fn in_cycle(ask: &Ask<'_>, entry: &LockEntry, write: Option<Write>) -> Reply {
     let state = n.state.map_or("starting", |s| s.as_str());
     match step {
         Step::Cordon { .. } | Step::Drain { .. } | Step::Settle { .. } => Reply::no(
-            Kind::Draining,
+            ErrorKind::Draining,
             format!("node {} is being cordoned and drained ({state})", n.name),
             write,
         ),
         Step::HandOff => Reply::no(
-            Kind::Draining,
+            ErrorKind::Draining,
             format!(
                 "node {} is drained; its slot is being handed to this host",
                 n.name
@@ -192,16 +192,18 @@ fn in_cycle(ask: &Ask<'_>, entry: &LockEntry, write: Option<Write>) -> Reply {
             write,
         ),
         Step::Hook { phase, .. } | Step::FailHook { phase, .. } => Reply::no(
-            Kind::Hook,
+            ErrorKind::Hook,
             format!("node {}: its {phase} hooks hold it", n.name),
             write,
         ),
-        Step::Hold { why, .. } => {
-            Reply::no(Kind::Hook, format!("node {} is held: {why}", n.name), write)
-        }
+        Step::Hold { why, .. } => Reply::no(
+            ErrorKind::Hook,
+            format!("node {} is held: {why}", n.name),
+            write,
+        ),
         // About to ask for the first token: the request written now turns it into a hand-off.
         Step::RequestReboot { attempt: 1 } if write.is_some() => Reply::no(
-            Kind::Draining,
+            ErrorKind::Draining,
             format!(
                 "node {} is drained; its slot is being handed to this host",
                 n.name
@@ -209,7 +211,7 @@ fn in_cycle(ask: &Ask<'_>, entry: &LockEntry, write: Option<Write>) -> Reply {
             write,
         ),
         Step::RequestReboot { .. } | Step::AwaitReboot { .. } => Reply::no(
-            Kind::Rebooting,
+            ErrorKind::Rebooting,
             format!(
                 "node {} is rebooted by rollboot's agent in this cycle, not by this host",
                 n.name
@@ -218,14 +220,14 @@ fn in_cycle(ask: &Ask<'_>, entry: &LockEntry, write: Option<Write>) -> Reply {
         ),
         Step::Overtaken(_) | Step::MarkVerifying | Step::Uncordon | Step::HealthGate { .. } => {
             Reply::no(
-                Kind::Verifying,
+                ErrorKind::Verifying,
                 format!("node {} is back and being verified", n.name),
                 write,
             )
         }
-        Step::Fail(why) => Reply::no(Kind::Failed, format!("node {}: {why}", n.name), write),
+        Step::Fail(why) => Reply::no(ErrorKind::Failed, format!("node {}: {why}", n.name), write),
         Step::Release(_) | Step::Free(_) => Reply::no(
-            Kind::WaitingSlot,
+            ErrorKind::WaitingSlot,
             format!("node {}'s last cycle is ending; asked again soon", n.name),
             write,
         ),
@@ -238,7 +240,7 @@ fn waiting(ask: &Ask<'_>, write: Option<Write>) -> Reply {
     if n.state == Some(NodeState::Failed) {
         let why = n.failure_reason.as_deref().unwrap_or("no reason recorded");
         return Reply::no(
-            Kind::Failed,
+            ErrorKind::Failed,
             format!(
                 "node {} failed ({why}); `rollboot retry {}` clears it",
                 n.name, n.name
@@ -248,18 +250,18 @@ fn waiting(ask: &Ask<'_>, write: Option<Write>) -> Reply {
     }
     if !ask.config.schedule().is_allowed(ask.now) || ask.blockers.contains(&Blocker::WindowClosed) {
         return Reply::no(
-            Kind::WaitingWindow,
+            ErrorKind::WaitingWindow,
             "no maintenance window is open".to_string(),
             write,
         );
     }
     if !ask.blockers.is_empty() {
         let all: Vec<String> = ask.blockers.iter().map(ToString::to_string).collect();
-        return Reply::no(Kind::Blocked, all.join("; "), write);
+        return Reply::no(ErrorKind::Blocked, all.join("; "), write);
     }
     if let Some(until) = decide::resting_until(n, ask.config, ask.now) {
         return Reply::no(
-            Kind::WaitingSlot,
+            ErrorKind::WaitingSlot,
             format!(
                 "node {} rebooted recently: nodes.minRebootInterval lets it start at {}",
                 n.name,
@@ -275,7 +277,7 @@ fn waiting(ask: &Ask<'_>, write: Option<Write>) -> Reply {
             n.name, ask.in_flight, ask.config.concurrency.max_nodes
         ),
     };
-    Reply::no(Kind::WaitingSlot, value, write)
+    Reply::no(ErrorKind::WaitingSlot, value, write)
 }
 
 fn steady_state(ask: &Ask<'_>) -> Reply {
@@ -293,7 +295,7 @@ fn steady_state(ask: &Ask<'_>) -> Reply {
             n.hands_off().then_some(Write::Withdraw),
         ),
         Some(entry) if handed_off(n, entry) && n.came_back() => Reply::no(
-            Kind::Verifying,
+            ErrorKind::Verifying,
             format!(
                 "node {} is back on boot {}; its slot is given back once it is verified and uncordoned",
                 n.name, n.boot_id
@@ -318,7 +320,7 @@ fn steady_state(ask: &Ask<'_>) -> Reply {
 /// (no write, and the same answer recorded less than [`RECORD_EVERY`] ago).
 pub fn patch(
     n: &NodeView,
-    request: &Request,
+    request: &ClientRequest,
     endpoint: Endpoint,
     reply: &Reply,
     now: DateTime<Utc>,
@@ -380,8 +382,8 @@ mod tests {
 
     const NOW: &str = "2026-01-05T00:05:00Z";
 
-    fn req() -> Request {
-        Request {
+    fn req() -> ClientRequest {
+        ClientRequest {
             id: "abc".into(),
             group: "default".into(),
         }
@@ -414,7 +416,7 @@ mod tests {
 
     fn ask<'a>(
         endpoint: Endpoint,
-        r: &'a Request,
+        r: &'a ClientRequest,
         n: &'a NodeView,
         e: Option<&'a LockEntry>,
         blockers: &'a [Blocker],
@@ -440,7 +442,7 @@ mod tests {
         let a = ask(Endpoint::PreReboot, &r, &fresh, None, &[], &c);
         assert_eq!(
             (a.kind, a.write.clone()),
-            (Some(Kind::WaitingSlot), Some(Write::Request))
+            (Some(ErrorKind::WaitingSlot), Some(Write::Request))
         );
         let p = patch(&fresh, &r, Endpoint::PreReboot, &a, t(NOW)).unwrap();
         let ann = &p["metadata"]["annotations"];
@@ -456,15 +458,15 @@ mod tests {
             &[Blocker::WindowClosed],
             &c,
         );
-        assert_eq!((a.kind, a.write), (Some(Kind::WaitingWindow), None));
+        assert_eq!((a.kind, a.write), (Some(ErrorKind::WaitingWindow), None));
         let held = [Blocker::LockHeldBy("ops".into())];
         let a = ask(Endpoint::PreReboot, &r, &waiting, None, &held, &c);
-        assert_eq!(a.kind, Some(Kind::Blocked));
+        assert_eq!(a.kind, Some(ErrorKind::Blocked));
         assert!(a.value.contains("`ops`"), "{}", a.value);
         // An excluded node is never flagged.
         let excluded = view(&[], &[(proto::EXCLUDE, "true")]);
         let a = ask(Endpoint::PreReboot, &r, &excluded, None, &[], &c);
-        assert_eq!((a.kind, a.write), (Some(Kind::Excluded), None));
+        assert_eq!((a.kind, a.write), (Some(ErrorKind::Excluded), None));
     }
 
     #[test]
@@ -480,7 +482,7 @@ mod tests {
         let mut n = view(&draining, &[]);
         n.unschedulable = true;
         let a = ask(Endpoint::PreReboot, &r, &n, Some(&e), &[], &c);
-        assert_eq!(a.kind, Some(Kind::Draining));
+        assert_eq!(a.kind, Some(ErrorKind::Draining));
         let mut handed = asked();
         handed.extend([
             (proto::STATE, "rebooting"),
@@ -506,7 +508,7 @@ mod tests {
         let mut back = n.clone();
         back.boot_id = "boot-2".into();
         let a = ask(Endpoint::PreReboot, &r, &back, Some(&e), &[], &c);
-        assert_eq!(a.kind, Some(Kind::Verifying));
+        assert_eq!(a.kind, Some(ErrorKind::Verifying));
     }
 
     #[test]
@@ -547,7 +549,7 @@ mod tests {
         let mut back = n.clone();
         back.boot_id = "boot-2".into();
         let a = ask(Endpoint::SteadyState, &r, &back, Some(&e), &[], &c);
-        assert_eq!((a.kind, a.write), (Some(Kind::Verifying), None));
+        assert_eq!((a.kind, a.write), (Some(ErrorKind::Verifying), None));
     }
 
     #[test]
@@ -557,16 +559,16 @@ mod tests {
         )
         .unwrap();
         let n = view(&[], &[("zone", "w")]);
-        let east = Request {
+        let east = ClientRequest {
             id: "abc".into(),
             group: "east".into(),
         };
         let a = ask(Endpoint::PreReboot, &east, &n, None, &[], &c);
-        assert_eq!((a.kind, a.write), (Some(Kind::GroupMismatch), None));
+        assert_eq!((a.kind, a.write), (Some(ErrorKind::GroupMismatch), None));
         assert!(a.value.contains("`w`"), "{}", a.value);
         let other = req();
         let a = ask(Endpoint::PreReboot, &other, &n, None, &[], &c);
-        assert_eq!(a.kind, Some(Kind::GroupMismatch));
+        assert_eq!(a.kind, Some(ErrorKind::GroupMismatch));
         let n = view(&[], &[("zone", "e")]);
         let a = ask(Endpoint::PreReboot, &east, &n, None, &[], &c);
         assert_eq!(a.write, Some(Write::Request));
@@ -580,7 +582,7 @@ mod tests {
         rec.retain(|(k, _)| *k != proto::FLEETLOCK);
         rec.push((proto::FLEETLOCK, last));
         let n = view(&rec, &[]);
-        let same = Reply::no(Kind::WaitingSlot, "x", None);
+        let same = Reply::no(ErrorKind::WaitingSlot, "x", None);
         assert_eq!(patch(&n, &r, Endpoint::PreReboot, &same, t(NOW)), None);
         assert!(patch(
             &n,
@@ -590,7 +592,7 @@ mod tests {
             t("2026-01-05T00:06:00Z")
         )
         .is_some());
-        let other = Reply::no(Kind::Draining, "x", None);
+        let other = Reply::no(ErrorKind::Draining, "x", None);
         assert!(patch(&n, &r, Endpoint::PreReboot, &other, t(NOW)).is_some());
     }
 }

@@ -36,7 +36,7 @@ use super::error::Error;
 use super::writes::patch_node;
 use crate::fleetlock::caller;
 use crate::fleetlock::id::{self, Found};
-use crate::fleetlock::protocol::{self, Endpoint, Kind, Request};
+use crate::fleetlock::protocol::{self, ClientRequest, Endpoint, ErrorKind};
 use crate::lease::{LeaseRef, FLEETLOCK_URL};
 use crate::node::{self as proto, NodeView};
 use answer::{Ask, Reply};
@@ -143,7 +143,7 @@ pub(super) fn advertised_url(bound: SocketAddr, pod_ip: Option<&str>) -> String 
     format!("http://{host}:{}", bound.port())
 }
 
-fn reply(kind: Option<Kind>, value: &str) -> Response {
+fn reply(kind: Option<ErrorKind>, value: &str) -> Response {
     match kind {
         None => (StatusCode::OK, value.to_string()).into_response(),
         Some(k) => (
@@ -173,7 +173,7 @@ async fn handle(
             return reply(Some(kind), &value);
         }
     };
-    let refused = |kind: Kind, value: String| {
+    let refused = |kind: ErrorKind, value: String| {
         metrics.fleetlock_request(endpoint.as_str(), kind.as_str());
         tracing::warn!(endpoint = endpoint.as_str(), kind = kind.as_str(), %peer, id = %request.id, %value, "FleetLock request refused");
         reply(Some(kind), &value)
@@ -183,13 +183,13 @@ async fn handle(
     let client = if forwarded && leads {
         match forwarded_client(&s, &headers).await {
             Ok(ip) => ip,
-            Err(why) => return refused(Kind::UntrustedForward, why),
+            Err(why) => return refused(ErrorKind::UntrustedForward, why),
         }
     } else {
         let xff = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
         match caller::client_address(peer.ip(), xff, &s.trusted) {
             Ok(ip) => ip,
-            Err(why) => return refused(Kind::ClientNotHost, why),
+            Err(why) => return refused(ErrorKind::ClientNotHost, why),
         }
     };
     if !leads {
@@ -197,10 +197,10 @@ async fn handle(
             // Checked here first: a request the leader would refuse is not carried to it.
             let name = match find(&s, &request.id) {
                 Ok(name) => name,
-                Err(value) => return refused(Kind::UnknownHost, value),
+                Err(value) => return refused(ErrorKind::UnknownHost, value),
             };
             if let Err(why) = from_host(&s, &name, client) {
-                return refused(Kind::ClientNotHost, why);
+                return refused(ErrorKind::ClientNotHost, why);
             }
         }
         return forward(&s, endpoint, &headers, client, body).await;
@@ -222,7 +222,7 @@ async fn handle(
 async fn lead_answer(
     s: &Served,
     endpoint: Endpoint,
-    request: &Request,
+    request: &ClientRequest,
     client: std::net::IpAddr,
 ) -> Reply {
     let ctx = &s.ctx;
@@ -230,7 +230,7 @@ async fn lead_answer(
         Ok(name) => name,
         Err(value) => {
             return Reply {
-                kind: Some(Kind::UnknownHost),
+                kind: Some(ErrorKind::UnknownHost),
                 value,
                 write: None,
             }
@@ -239,7 +239,7 @@ async fn lead_answer(
     // Before anything is written: the id is public, the address is not the caller's choice.
     if let Err(value) = from_host(s, &name, client) {
         return Reply {
-            kind: Some(Kind::ClientNotHost),
+            kind: Some(ErrorKind::ClientNotHost),
             value,
             write: None,
         };
@@ -277,7 +277,7 @@ async fn lead_answer(
             Err(e) => {
                 tracing::warn!(node = %name, error = %e, "could not record a FleetLock request");
                 return Reply {
-                    kind: Some(Kind::Internal),
+                    kind: Some(ErrorKind::Internal),
                     value: format!("node {name} could not be written: {e}; ask again"),
                     write: None,
                 };
@@ -285,14 +285,14 @@ async fn lead_answer(
         }
     }
     Reply {
-        kind: Some(Kind::Internal),
+        kind: Some(ErrorKind::Internal),
         value: format!("node {name} kept changing under the request; ask again"),
         write: None,
     }
 }
 
 /// Says the write a request led to: an Event on the Node.
-async fn say_write(ctx: &Ctx, view: &NodeView, request: &Request, r: &Reply) {
+async fn say_write(ctx: &Ctx, view: &NodeView, request: &ClientRequest, r: &Reply) {
     use answer::Write;
     let (reason, note) = match r.write {
         Some(Write::Request) => (
@@ -434,9 +434,9 @@ async fn forward(
 ) -> Response {
     let metrics = &s.ctx.services.metrics;
     let no_leader = |value: String| {
-        metrics.fleetlock_request(endpoint.as_str(), Kind::NoLeader.as_str());
+        metrics.fleetlock_request(endpoint.as_str(), ErrorKind::NoLeader.as_str());
         tracing::warn!(endpoint = endpoint.as_str(), %value, "FleetLock request not answered");
-        reply(Some(Kind::NoLeader), &value)
+        reply(Some(ErrorKind::NoLeader), &value)
     };
     if headers.contains_key(FORWARDED) {
         return no_leader(format!(
@@ -444,38 +444,9 @@ async fn forward(
             s.identity
         ));
     }
-    let known = s
-        .leader
-        .lock()
-        .expect("leader")
-        .clone()
-        .filter(|(at, _, _)| at.elapsed() < LEADER_FRESH_FOR);
-    let (holder, advertised) = match known {
-        Some((_, h, a)) => (h, a),
-        None => {
-            let lease = match s.leader_lease.get().await {
-                Ok(Some(l)) => l,
-                Ok(None) => return no_leader("no leader yet; ask again".into()),
-                Err(e) => return no_leader(format!("the leader Lease could not be read: {e}")),
-            };
-            let holder = lease
-                .spec
-                .as_ref()
-                .and_then(|s| s.holder_identity.clone())
-                .unwrap_or_default();
-            let advertised: Option<Advertised> = lease
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(FLEETLOCK_URL))
-                .and_then(|v| serde_json::from_str(v).ok());
-            *s.leader.lock().expect("leader") = Some((
-                std::time::Instant::now(),
-                holder.clone(),
-                advertised.clone(),
-            ));
-            (holder, advertised)
-        }
+    let (holder, advertised) = match leader_of(s).await {
+        Ok(known) => known,
+        Err(value) => return no_leader(value),
     };
     let Some(a) = advertised.filter(|a| a.holder == holder && holder != s.identity) else {
         return no_leader(format!(
@@ -486,24 +457,7 @@ async fn forward(
         Ok(t) => t,
         Err(e) => return no_leader(format!("this replica cannot forward to the leader: {e}")),
     };
-    let out = async {
-        let base: http::Uri = a.url.parse().map_err(|e| format!("{}: {e}", a.url))?;
-        let client = crate::client::external(base, FORWARD_TIMEOUT).map_err(|e| e.to_string())?;
-        let req = http::Request::post(endpoint.path())
-            .header(protocol::HEADER, "true")
-            .header(FORWARDED, s.identity.as_str())
-            .header(FORWARDED_FOR, host.to_string())
-            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(kube::client::Body::from(body.to_vec()))
-            .map_err(|e| e.to_string())?;
-        let res = client.send(req).await.map_err(|e| e.to_string())?;
-        let status = res.status();
-        let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), 64 << 10)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((status, bytes))
-    };
+    let out = send_to_leader(&a.url, endpoint, &s.identity, host, &token, body);
     match tokio::time::timeout(FORWARD_TIMEOUT, out).await {
         Ok(Ok((status, bytes))) => {
             metrics.fleetlock_request(endpoint.as_str(), "forwarded");
@@ -529,6 +483,70 @@ async fn forward(
             a.url
         )),
     }
+}
+
+/// The leader's identity and the FleetLock address it published, as known for
+/// [`LEADER_FRESH_FOR`], else read from the leader Lease (and kept); `Err`: why none is known.
+async fn leader_of(s: &Served) -> Result<(String, Option<Advertised>), String> {
+    let known = s
+        .leader
+        .lock()
+        .expect("leader")
+        .clone()
+        .filter(|(at, _, _)| at.elapsed() < LEADER_FRESH_FOR);
+    if let Some((_, holder, advertised)) = known {
+        return Ok((holder, advertised));
+    }
+    let lease = match s.leader_lease.get().await {
+        Ok(Some(l)) => l,
+        Ok(None) => return Err("no leader yet; ask again".into()),
+        Err(e) => return Err(format!("the leader Lease could not be read: {e}")),
+    };
+    let holder = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    let advertised: Option<Advertised> = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(FLEETLOCK_URL))
+        .and_then(|v| serde_json::from_str(v).ok());
+    *s.leader.lock().expect("leader") = Some((
+        std::time::Instant::now(),
+        holder.clone(),
+        advertised.clone(),
+    ));
+    Ok((holder, advertised))
+}
+
+/// Sends the request to the leader at `url` as this replica (`identity`), for `host`, with the
+/// forward proof `token`; the leader's status and body.
+async fn send_to_leader(
+    url: &str,
+    endpoint: Endpoint,
+    identity: &str,
+    host: std::net::IpAddr,
+    token: &str,
+    body: Bytes,
+) -> Result<(StatusCode, Bytes), String> {
+    let base: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let client = crate::client::external(base, FORWARD_TIMEOUT).map_err(|e| e.to_string())?;
+    let req = http::Request::post(endpoint.path())
+        .header(protocol::HEADER, "true")
+        .header(FORWARDED, identity)
+        .header(FORWARDED_FOR, host.to_string())
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(body.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let res = client.send(req).await.map_err(|e| e.to_string())?;
+    let status = res.status();
+    let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), 64 << 10)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((status, bytes))
 }
 
 #[cfg(test)]

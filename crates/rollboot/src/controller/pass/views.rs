@@ -13,8 +13,9 @@ use kube::runtime::reflector;
 
 use crate::controller::cluster_cache::rv;
 use crate::controller::context::Ctx;
+use crate::controller::node_cache::{NodeChanges, ViewCache};
 use crate::lock::LockRecord;
-use crate::node::{NodeChanges, NodeState, NodeView, ViewCache};
+use crate::node::{NodeState, NodeView};
 
 /// The views one pass reads: every Node's, the positions of those a decision can turn on (the
 /// ones [`crate::controller::decide::needs_a_look`] picks and every one in the lock), and how

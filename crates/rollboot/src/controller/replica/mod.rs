@@ -28,12 +28,12 @@ use super::services::Services;
 use super::task::Task;
 use crate::budgets::WorkloadWatches;
 use crate::config::Config;
+use crate::controller::node_cache::ViewCache;
 use crate::events::Recorder;
 use crate::hooks::call::Firer;
 use crate::lease::{Elector, Leadership, LeaseRef, Timings};
 use crate::lock;
 use crate::metrics::Metrics;
-use crate::node::ViewCache;
 
 /// Runs one controller replica until `shutdown` resolves: leader election, the caches, and,
 /// while leading, the reboot cycle. Dropping the future stops everything it started at once

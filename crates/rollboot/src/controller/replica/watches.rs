@@ -17,10 +17,11 @@ use kube::Client;
 use tokio::sync::Notify;
 
 use crate::config::Config;
+use crate::controller::node_cache::NodeChanges;
 use crate::controller::task::Task;
 use crate::lock::LockRecord;
 use crate::metrics::Metrics;
-use crate::node::{self as proto, NodeChanges};
+use crate::node as proto;
 
 /// A replica's caches, the watches that fill them, and what they wake.
 pub(super) struct Caches {

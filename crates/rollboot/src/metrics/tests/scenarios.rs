@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::metrics::{Metrics, Phase, RolloutGauges};
+use crate::metrics::{CyclePhase, Metrics, RolloutGauges};
 
 /// One scenario: its name (the recording's file stem), the replica and the scrape's instant.
 pub(super) struct Scenario {
@@ -80,15 +80,15 @@ fn leader() -> Scenario {
     }
     // Below the first bucket, on a bucket's bound, past the last; a sum that is no short decimal.
     for (p, s) in [
-        (Phase::Drain, 0.5),
-        (Phase::Drain, 1.0),
-        (Phase::Drain, 42.0),
-        (Phase::Reboot, 300.0),
-        (Phase::Reboot, 7200.0),
-        (Phase::Reboot, 9000.5),
-        (Phase::HealthGate, 0.1),
-        (Phase::HealthGate, 0.2),
-        (Phase::Cycle, 4000.125),
+        (CyclePhase::Drain, 0.5),
+        (CyclePhase::Drain, 1.0),
+        (CyclePhase::Drain, 42.0),
+        (CyclePhase::Reboot, 300.0),
+        (CyclePhase::Reboot, 7200.0),
+        (CyclePhase::Reboot, 9000.5),
+        (CyclePhase::HealthGate, 0.1),
+        (CyclePhase::HealthGate, 0.2),
+        (CyclePhase::Cycle, 4000.125),
     ] {
         m.phase(p, s);
     }
@@ -166,7 +166,7 @@ fn standby() -> Scenario {
     m.set_leader(false);
     m.error("lease");
     m.fleetlock_request("pre-reboot", "forwarded");
-    m.phase(Phase::Cycle, 3600.0);
+    m.phase(CyclePhase::Cycle, 3600.0);
     Scenario {
         name: "standby",
         metrics: m,
