@@ -43,7 +43,7 @@ pub(super) async fn step(
                 return Ok(());
             };
             let token = token.unwrap_or_else(|| Token::new(now, rand::random()).text);
-            let call = Call {
+            let call = BlockingCall {
                 phase,
                 webhook,
                 name,
@@ -143,7 +143,7 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
 
 /// One attempt of a blocking webhook: its phase, the webhook, its name, the attempt's number
 /// and token.
-struct Call {
+struct BlockingCall {
     phase: Phase,
     webhook: Webhook,
     name: String,
@@ -151,7 +151,7 @@ struct Call {
     token: String,
 }
 
-impl Call {
+impl BlockingCall {
     /// Records the attempt (before it is sent: a successor sees it as made, and never sends it
     /// again), then calls the webhook as the node's task, which records the answer.
     async fn start(
@@ -161,7 +161,7 @@ impl Call {
         now: DateTime<Utc>,
         tasks: &mut HashMap<String, StepTask>,
     ) -> Result<(), Error> {
-        let Call {
+        let BlockingCall {
             phase,
             ref name,
             attempt,
@@ -198,7 +198,7 @@ impl Call {
 
     /// Sends the attempt and reads the answer (counted, and logged: a "no" holds the node).
     async fn ask(&self, ctx: &Ctx, body: &crate::hooks::Body) -> crate::hooks::Answer {
-        let Call {
+        let BlockingCall {
             phase,
             name,
             attempt,
@@ -228,7 +228,7 @@ impl Call {
     /// be written is lost: the attempt then counts as unanswered, and the next one is sent
     /// after its backoff (never the same one again).
     async fn record_answer(&self, ctx: &Ctx, node: &str, answer: crate::hooks::Answer) {
-        let Call {
+        let BlockingCall {
             phase,
             name,
             attempt,
