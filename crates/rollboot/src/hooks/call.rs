@@ -138,7 +138,7 @@ impl Firer {
     /// [`FIRE_LIMIT`] sends are already under way. What it logs is in a span naming the node.
     pub fn fire(&self, phase: Phase, w: Webhook, mut body: Body) {
         // The send's logs name the node through its span (a spawned task is in none of its own).
-        let span = tracing::error_span!(parent: None, "fire_and_forget", node = %body.node);
+        let span = tracing::error_span!(parent: None, "fire_and_forget", node = body.node.as_str());
         let Ok(permit) = self.limit.clone().try_acquire_owned() else {
             span.in_scope(|| tracing::warn!(phase = %phase, hook = %w.name, "fire-and-forget webhook dropped: {FIRE_LIMIT} sends already under way"));
             self.metrics.hook_result(phase.as_str(), "dropped");

@@ -4,8 +4,9 @@
 //! Owns [`run`], the housekeeping between resuming the nodes in flight and starting new ones,
 //! each of its writes decided purely ([`decide`], [`crate::hooks::decide`]) from the views as
 //! they are then, and fenced by the version it was decided from (a refused one is decided
-//! again on the next pass). It must never start or end a cycle, nor fail a pass: what it cannot
-//! write is logged and tried again.
+//! again on the next pass); each node's write and what it says are in a span naming the node.
+//! It must never start or end a cycle, nor fail a pass: what it cannot write is logged and
+//! tried again.
 
 use chrono::{DateTime, Utc};
 use tracing::Instrument;
@@ -139,5 +140,5 @@ async fn return_to_service(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) 
 
 /// The span of the housekeeping of `view`'s node: its logs name the node through it.
 fn span(view: &NodeView) -> tracing::Span {
-    tracing::error_span!("housekeeping", node = %view.name)
+    tracing::error_span!("housekeeping", node = view.name.as_str())
 }

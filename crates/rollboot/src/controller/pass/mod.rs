@@ -13,6 +13,9 @@
 //!    decides from what the pass reads for it ([`blockers`], the budgets): their slots taken
 //!    in the lock.
 //!
+//! What it says and does about one node is in a span naming the node (`step`, `start`,
+//! `passed_over`, `deferred`, `housekeeping`, `notice`), not in a field of each log.
+//!
 //! It must never start a node while a blocker holds or while the lock's record is untrusted,
 //! and never act without leadership (checked at the start of the pass and before each write).
 
@@ -77,7 +80,7 @@ impl Leading {
                 "its host shuts down by itself, but maxNodes ({}) and maxShutdownDrains ({}) are taken: it is drained only if a slot frees while logind holds its shutdown; else it goes down undrained",
                 c.max_nodes, c.max_shutdown_drains
             );
-            let span = tracing::error_span!("deferred", node = %n.name);
+            let span = tracing::error_span!("deferred", node = n.name.as_str());
             span.in_scope(|| tracing::warn!(requested = ?n.shutdown_requested_at, "{note}"));
             ctx.services
                 .events
@@ -207,7 +210,7 @@ impl Leading {
         let queued = match first.then {
             Then::Shutdowns(urgent) => {
                 for s in &urgent {
-                    let span = tracing::error_span!("start", node = %s.node.name);
+                    let span = tracing::error_span!("start", node = s.node.name.as_str());
                     span.in_scope(|| tracing::warn!(requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now"));
                 }
                 let picked = urgent.iter().map(Starting::slot).collect();
@@ -257,7 +260,7 @@ impl Leading {
             .workloads
             .wake_on_budget_change((!plan.passed_over.is_empty()).then(|| ctx.wake.clone()));
         for (n, held) in &plan.taken_anyway {
-            let span = tracing::error_span!("start", node = %n.name);
+            let span = tracing::error_span!("start", node = n.name.as_str());
             span.in_scope(|| tracing::info!(budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already"));
         }
         // A node rebooted less than nodes.minRebootInterval ago starts when it has rested; a
@@ -279,7 +282,7 @@ impl Leading {
 /// `rollboot.dev/passed-over`, written when absent or naming another budget, keeping the first
 /// instant: `concurrency.passOverFor` counts from it), with an Event the first time. A write
 /// refused with 409 is tried again on the next pass over.
-#[tracing::instrument(level = "error", name = "passed_over", skip_all, fields(node = %n.name))]
+#[tracing::instrument(level = "error", name = "passed_over", skip_all, fields(node = n.name.as_str()))]
 async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<Utc>) {
     if n.passed_over
         .as_ref()
@@ -329,7 +332,7 @@ async fn start(
     ctx.wake.notify_one();
     take_slots(ctx, &picked, now).await?;
     for (name, _) in &picked {
-        tracing::error_span!("start", node = %name)
+        tracing::error_span!("start", node = name.as_str())
             .in_scope(|| tracing::info!("starting maintenance"));
         ctx.services.metrics.started();
         ctx.services.observe.started(name, now);

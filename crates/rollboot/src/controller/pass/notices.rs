@@ -49,7 +49,7 @@ pub(super) async fn warn_malformed(
         for w in warnings {
             let k = (v.name.clone(), w.key, w.value.clone());
             if !warned.said.contains(&k) {
-                let span = tracing::error_span!("notice", node = %v.name);
+                let span = tracing::error_span!("notice", node = v.name.as_str());
                 span.in_scope(|| tracing::warn!(key = w.key, value = %w.value, "{}", w.note));
                 ctx.services
                     .events

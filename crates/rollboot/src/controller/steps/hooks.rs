@@ -186,7 +186,7 @@ impl BlockingCall {
             node.clone(),
             StepTask::spawn(
                 ctx.wake.clone(),
-                tracing::error_span!(parent: None, "webhook", node = %node),
+                tracing::error_span!(parent: None, "webhook", node = node.as_str()),
                 async move {
                     let answer = self.ask(&ctx2, &body).await;
                     self.record_answer(&ctx2, &node, answer).await;

@@ -42,7 +42,7 @@ use health::Gates;
 /// to look again at, if any. A step that runs on (a drain, a health gate, a blocking webhook)
 /// is spawned into `tasks`; a health gate started early is kept in `gates`. Its logs name the
 /// node through its span.
-#[tracing::instrument(level = "error", name = "step", skip_all, fields(node = %view.name))]
+#[tracing::instrument(level = "error", name = "step", skip_all, fields(node = view.name.as_str()))]
 pub(super) async fn run_step(
     ctx: &Ctx,
     view: &NodeView,
