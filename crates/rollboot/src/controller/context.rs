@@ -1,173 +1,42 @@
-//! What the leader's loop and its per-node tasks share, and what they read of it.
+//! What the leader's loop and its per-node tasks share.
 //!
-//! Owns [`Ctx`]: the clients, the config, the leadership, the caches the watches fill (Nodes,
-//! the lock's record) with this replica's own newer writes, and the services (Events, metrics,
-//! notifications, alerts, webhooks, the workload watches). Its reads say what the
-//! controller knows now: a Node as known now ([`Ctx::current`], [`Ctx::still`]), the lock's
-//! record ([`Ctx::lock_now`]), a cycle's start, the failed nodes. It must never write to the
-//! cluster: writes are [`super::writes`]'s.
+//! Owns [`Ctx`]: the config, this replica's leadership and the identity it holds the lock
+//! under, the bell that wakes the leader's loop, and, behind them, the services the steps call
+//! ([`Services`]) and what the controller knows of the cluster ([`ClusterCache`]). A clone is
+//! cheap: each part is shared. It must never hold anything of its own beyond these parts, nor
+//! write to the cluster: writes are [`super::writes`]'s.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector;
 use kube::Client;
 use tokio::sync::Notify;
 
-use super::alerts::AlertSource;
-use super::observe::Observer;
+use super::cluster_cache::ClusterCache;
+use super::services::Services;
 use crate::budgets::{HeadroomSource, WorkloadWatches};
 use crate::config::Config;
-use crate::controller::node_cache::{NodeChanges, ViewCache};
-use crate::events::Recorder;
-use crate::hooks::call::Firer;
-use crate::lease::{Leadership, LeaseRef};
-use crate::lock::LockRecord;
-use crate::metrics::Metrics;
-use crate::node::{NodeState, NodeView};
+use crate::lease::Leadership;
 
 /// Everything the leader's loop and its per-node tasks share.
 #[derive(Clone)]
 pub(super) struct Ctx {
-    pub(super) client: Client,
-    /// Without kube's transparent 429 retry: an eviction refused by a budget must reach the drain.
-    pub(super) evict_client: Client,
     pub(super) config: Arc<Config>,
     pub(super) leadership: Leadership,
     /// The identity rollboot holds the maintenance lock under ([`crate::lock::lock_owner`]).
     pub(super) lock_owner: String,
-    pub(super) lock: LeaseRef,
-    pub(super) events: Recorder,
-    pub(super) metrics: Arc<Metrics>,
     /// Wakes the leader's loop for a pass.
     pub(super) wake: Arc<Notify>,
-    /// The watch-backed Node cache.
-    pub(super) nodes: reflector::Store<Node>,
-    /// Counts the Node watch's events: a task can wait for the cache to change.
-    pub(super) node_seq: tokio::sync::watch::Receiver<u64>,
-    /// Nodes as returned by our own writes, newer than the cache until the watch catches up.
-    pub(super) written: Arc<Mutex<HashMap<String, Node>>>,
-    /// The Nodes' parsed views, see [`super::pass::views`].
-    pub(super) view_cache: Arc<Mutex<ViewCache>>,
-    /// What the Node watch changed since the views last looked.
-    pub(super) node_changes: Arc<Mutex<NodeChanges>>,
-    /// The lock as last read or written.
-    pub(super) lock_record: Arc<Mutex<LockRecord>>,
-    /// Held across each of this replica's edits of the lock (a start, a free): its own edits
-    /// from concurrent steps otherwise race on the one Lease (with 50 nodes in flight, a free
-    /// lost 5 attempts in a row to its siblings hundreds of times in a 5,000-node run), and
-    /// each edit then starts from the record the previous one wrote.
-    pub(super) lock_edits: Arc<tokio::sync::Mutex<()>>,
-    /// `blockers.prometheus`, when configured.
-    pub(super) alerts: Option<AlertSource>,
-    /// `blockers.alertmanager`, when configured: the Alertmanager and the filter's matchers.
-    pub(super) am_alerts: Option<(
-        crate::silences::client::Alertmanager,
-        Vec<crate::silences::Matcher>,
-    )>,
-    /// `silences.alertmanager`, when configured: the Alertmanager and the silence's matchers
-    /// (with `{{node}}` still in them).
-    pub(super) silencer: Option<(
-        crate::silences::client::Alertmanager,
-        Vec<crate::silences::Matcher>,
-    )>,
-    /// Sends the fire-and-forget webhooks.
-    pub(super) firer: Firer,
-    /// The rollout's metrics and notifications.
-    pub(super) observe: Arc<Observer>,
-    /// The workload watches the health gates, the drains and the budget-aware pick share.
-    pub(super) workloads: Arc<WorkloadWatches>,
-    /// The blockers the leader's last pass found (empty when none, or none waited): what a
-    /// FleetLock host waiting for its slot is told.
-    pub(super) last_blockers: Arc<Mutex<Vec<super::decide::Blocker>>>,
-}
-
-impl Ctx {
-    /// One Node as the controller knows it now: the newer of the cache and our own last write.
-    /// Steps decided long after their pass (the end of a drain, of a health gate) decide from it.
-    pub(super) fn current(&self, name: &str) -> Option<NodeView> {
-        let cached = self.nodes.get(&reflector::ObjectRef::new(name));
-        let written = self.written.lock().expect("written cache");
-        match (cached, written.get(name)) {
-            (Some(c), Some(w)) if rv(w) > rv(&c) => Some(NodeView::from_node(w)),
-            (Some(c), _) => Some(NodeView::from_node(&c)),
-            (None, _) => None,
-        }
-    }
-
-    /// The node as known now, if it is still in `state`: a step decided at the end of a long
-    /// wait is decided from this view, and its write carries this view's resourceVersion.
-    pub(super) fn still(&self, node: &str, state: NodeState) -> Option<NodeView> {
-        self.current(node).filter(|v| v.state == Some(state))
-    }
-
-    /// The lock as last read or written.
-    pub(super) fn lock_now(&self) -> LockRecord {
-        self.lock_record.lock().expect("lock cache").clone()
-    }
-
-    /// Keeps `r` as the lock's record, unless the one kept is newer.
-    pub(super) fn set_lock(&self, r: LockRecord) {
-        let mut cur = self.lock_record.lock().expect("lock cache");
-        if r.version() >= cur.version() {
-            *cur = r;
-        }
-    }
-
-    /// When `node`'s cycle started, as the maintenance lock records it (as last read or
-    /// written).
-    pub(super) fn cycle_start(&self, node: &str) -> Option<DateTime<Utc>> {
-        self.lock_record
-            .lock()
-            .expect("lock cache")
-            .entries
-            .get(node)
-            .map(|e| e.since)
-    }
-
-    /// The failed nodes, `node` (just marked failed) included, counted from the Nodes as known
-    /// now (the state parsed as everywhere else, so the count agrees with the failures blocker).
-    pub(super) fn failed_with(&self, node: &str) -> usize {
-        1 + self
-            .nodes
-            .state()
-            .iter()
-            .filter(|n| n.metadata.name.as_deref() != Some(node))
-            .filter(|n| NodeView::from_node(n).state == Some(NodeState::Failed))
-            .count()
-    }
-
-    /// After a write refused with 409 in a task (the end of a drain or of a health gate):
-    /// waits, bounded, until the controller knows a version of `node` newer than the refused
-    /// `rv`, so the pass the task then wakes decides from it instead of refusing itself again in
-    /// a loop. (A step refused in the pass itself needs no wait: the watch's event for the
-    /// newer version wakes the next pass.)
-    pub(super) async fn await_newer(&self, node: &str, rv: &str) {
-        let refused: u64 = rv.parse().unwrap_or(0);
-        let mut seq = self.node_seq.clone();
-        let _ = tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                seq.borrow_and_update();
-                let newer = self
-                    .current(node)
-                    .is_none_or(|v| v.resource_version.parse::<u64>().unwrap_or(0) > refused);
-                if newer || seq.changed().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await;
-    }
+    /// The clients and senders the steps call.
+    pub(super) services: Arc<Services>,
+    /// The Nodes and the lock as this replica knows them.
+    pub(super) cache: Arc<ClusterCache>,
 }
 
 /// The budget-aware pick reads the nodes' pods with the controller's client, keeps those the
 /// drain would evict, and finds their budgets in the controller's watches.
 impl HeadroomSource for Ctx {
     fn client(&self) -> &Client {
-        &self.client
+        &self.services.client
     }
 
     fn evictable(&self, pod: &k8s_openapi::api::core::v1::Pod) -> bool {
@@ -178,15 +47,6 @@ impl HeadroomSource for Ctx {
     }
 
     fn watches(&self) -> &WorkloadWatches {
-        &self.workloads
+        &self.services.workloads
     }
-}
-
-/// A Node's resourceVersion as a number (0 when it has none).
-pub(super) fn rv(n: &Node) -> u64 {
-    n.metadata
-        .resource_version
-        .as_deref()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
 }

@@ -13,12 +13,20 @@
 //! holds or while the lock's record is not one it can trust, and never drain, or ask for the
 //! reboot of, a node that is not cordoned.
 //!
+//! Its logs about a node name it through a span with a `node` field, not a field of their own:
+//! a step (`steps`), a node's task (its drain, its health gate, a blocking webhook's call, a
+//! fire-and-forget send), and the pass's work on one node. The spans are at the error level so
+//! that a filter letting any of their logs through keeps them too: a span filtered out would
+//! take the node off its warnings.
+//!
 //! Where each thing lives:
 //! - [`decide`]: the decisions, pure (the node state machine, blockers, candidates);
 //! - `replica`: one replica ([`run`]): clients, leader election, the watches that fill the
 //!   caches, and the leader's loop while it leads; `config_file`: a replica restarted on a
 //!   valid change of its config file ([`run_with_config_file`]);
-//! - `context`: what the loop and the nodes' tasks share (`Ctx`), and its reads of the caches;
+//! - `context`: what the loop and the nodes' tasks share (`Ctx`): the config, the leadership,
+//!   the loop's bell, and behind them `services` (the clients and senders the steps call) and
+//!   `cluster_cache` (what the controller knows of the Nodes and the lock, and its reads);
 //! - [`node_cache`]: the parsed views of the Nodes kept from one look to the next, and the
 //!   Nodes a watch changed since;
 //! - `pass`: one pass of the leader: resume the nodes in flight, keep house, start new nodes;
@@ -30,6 +38,7 @@
 //! - `task`: the tasks a replica starts; `error`: [`Error`].
 
 pub mod alerts;
+mod cluster_cache;
 mod config_file;
 mod context;
 pub mod decide;
@@ -40,6 +49,7 @@ pub mod node_cache;
 mod observe;
 mod pass;
 mod replica;
+mod services;
 mod steps;
 mod task;
 mod writes;

@@ -2,14 +2,16 @@
 //!
 //! Owns [`Task`], a spawned task aborted when its handle is dropped (so dropping the replica's
 //! future stops everything it started, as a crash would), and [`StepTask`], a node's background
-//! step (a drain, a health gate, a blocking webhook's call) that marks itself done before it
-//! wakes the leader's loop. It must never hold anything of the cluster: it only runs futures.
+//! step (a drain, a health gate, a blocking webhook's call), run in the span that names its
+//! node, that marks itself done before it wakes the leader's loop. It must never hold anything
+//! of the cluster: it only runs futures.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// Aborts a task when dropped, so killing the controller kills all its work.
 pub(super) struct Task(pub(super) JoinHandle<()>);
@@ -29,15 +31,17 @@ pub(super) struct StepTask {
 }
 
 impl StepTask {
-    /// Runs `step`, then marks itself done and wakes the loop through `wake`.
+    /// Runs `step` in `span` (a spawned task is in no span of its own: the span names its
+    /// node), then marks itself done and wakes the loop through `wake`.
     pub(super) fn spawn(
         wake: Arc<Notify>,
+        span: tracing::Span,
         step: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> StepTask {
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
         let task = Task(tokio::spawn(async move {
-            step.await;
+            step.instrument(span).await;
             flag.store(true, Ordering::Release);
             wake.notify_one();
         }));

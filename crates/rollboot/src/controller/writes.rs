@@ -34,7 +34,7 @@ pub(super) async fn patch_node(
     let node = view.name.as_str();
     debug_assert!(!view.resource_version.is_empty(), "a view of a stored Node");
     let writer = NodeWriter::new(
-        ctx.client.clone(),
+        ctx.services.client.clone(),
         Writer::Controller(ctx.leadership.clone()),
     );
     let n = match writer
@@ -68,9 +68,14 @@ pub(super) async fn patch_node(
             return Err(Error::Write(e))
         }
     };
-    ctx.observe
-        .written(view, &n, || ctx.cycle_start(node), || ctx.failed_with(node));
-    ctx.written
+    ctx.services.observe.written(
+        view,
+        &n,
+        || ctx.cache.cycle_start(node),
+        || ctx.cache.failed_with(node),
+    );
+    ctx.cache
+        .written
         .lock()
         .expect("written cache")
         .insert(node.into(), n.clone());
@@ -102,10 +107,10 @@ pub(super) async fn take_slots(
             (name.clone(), entry)
         })
         .collect();
-    let _edit = ctx.lock_edits.lock().await;
-    let current = ctx.lock_now();
+    let _edit = ctx.cache.lock_edits.lock().await;
+    let current = ctx.cache.lock_now();
     let written = lock::update(
-        &ctx.lock,
+        &ctx.services.lock,
         &ctx.lock_owner,
         current,
         move |e| {
@@ -117,18 +122,18 @@ pub(super) async fn take_slots(
     )
     .await
     .map_err(|e| lock_error(ctx, e))?;
-    ctx.set_lock(written);
+    ctx.cache.set_lock(written);
     Ok(())
 }
 
 /// Removes `node` from the lock: its slot is free, and a pass is woken to use it.
 pub(super) async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
     ctx.leadership.ensure()?;
-    let _edit = ctx.lock_edits.lock().await;
-    let current = ctx.lock_now();
+    let _edit = ctx.cache.lock_edits.lock().await;
+    let current = ctx.cache.lock_now();
     let name = node.to_string();
     let r = lock::update(
-        &ctx.lock,
+        &ctx.services.lock,
         &ctx.lock_owner,
         current,
         move |e| {
@@ -138,7 +143,7 @@ pub(super) async fn free(ctx: &Ctx, node: &str) -> Result<(), Error> {
     )
     .await
     .map_err(|e| lock_error(ctx, e))?;
-    ctx.set_lock(r);
+    ctx.cache.set_lock(r);
     ctx.wake.notify_one();
     Ok(())
 }
@@ -149,8 +154,8 @@ pub(super) fn lock_error(ctx: &Ctx, e: LockError) -> Error {
     match e {
         LockError::NotLeader(n) => Error::NotLeader(n),
         e @ LockError::Gone { .. } => {
-            let cur = ctx.lock_now();
-            ctx.set_lock(LockRecord::deleted(
+            let cur = ctx.cache.lock_now();
+            ctx.cache.set_lock(LockRecord::deleted(
                 cur.version(),
                 cur.known_in_flight().clone(),
             ));

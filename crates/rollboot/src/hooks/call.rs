@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use super::Body;
 use crate::config::hooks::Webhook;
@@ -134,15 +135,17 @@ impl Firer {
     }
 
     /// Starts sending `body` to `w`; returns at once. Dropped (logged, counted `dropped`) when
-    /// [`FIRE_LIMIT`] sends are already under way.
+    /// [`FIRE_LIMIT`] sends are already under way. What it logs is in a span naming the node.
     pub fn fire(&self, phase: Phase, w: Webhook, mut body: Body) {
+        // The send's logs name the node through its span (a spawned task is in none of its own).
+        let span = tracing::error_span!(parent: None, "fire_and_forget", node = body.node.as_str());
         let Ok(permit) = self.limit.clone().try_acquire_owned() else {
-            tracing::warn!(node = %body.node, phase = %phase, hook = %w.name, "fire-and-forget webhook dropped: {FIRE_LIMIT} sends already under way");
+            span.in_scope(|| tracing::warn!(phase = %phase, hook = %w.name, "fire-and-forget webhook dropped: {FIRE_LIMIT} sends already under way"));
             self.metrics.hook_result(phase.as_str(), "dropped");
             return;
         };
         let metrics = self.metrics.clone();
-        tokio::spawn(async move {
+        let send = async move {
             let _permit = permit;
             for attempt in 1..=w.retries + 1 {
                 body.attempt = attempt;
@@ -150,14 +153,15 @@ impl Firer {
                 let o = post(&w, &body).await;
                 metrics.hook_result(phase.as_str(), o.metric_label());
                 if o.yes() {
-                    tracing::info!(node = %body.node, phase = %phase, hook = %w.name, attempt, "webhook sent");
+                    tracing::info!(phase = %phase, hook = %w.name, attempt, "webhook sent");
                     return;
                 }
-                tracing::warn!(node = %body.node, phase = %phase, hook = %w.name, attempt, outcome = %o.detail(), "fire-and-forget webhook not accepted; the rollout does not wait for it");
+                tracing::warn!(phase = %phase, hook = %w.name, attempt, outcome = %o.detail(), "fire-and-forget webhook not accepted; the rollout does not wait for it");
                 if attempt <= w.retries {
                     tokio::time::sleep(w.backoff_after(attempt).to_std()).await;
                 }
             }
-        });
+        };
+        tokio::spawn(send.instrument(span));
     }
 }

@@ -105,7 +105,10 @@ pub(super) async fn serve(
     let served = Served {
         verify: f.verify_client_address,
         trusted: f.trusted_proxies().into(),
-        proof: Arc::new(proof::Proof::new(ctx.client.clone(), f.forward_token_file)),
+        proof: Arc::new(proof::Proof::new(
+            ctx.services.client.clone(),
+            f.forward_token_file,
+        )),
         ctx,
         identity,
         leader_lease,
@@ -159,7 +162,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let metrics = &s.ctx.metrics;
+    let metrics = &s.ctx.services.metrics;
     let header = headers.get(protocol::HEADER).and_then(|v| v.to_str().ok());
     let request = match protocol::parse(header, &body) {
         Ok(r) => r,
@@ -242,11 +245,11 @@ async fn lead_answer(
         };
     }
     for _ in 0..WRITE_TRIES {
-        let Some(view) = ctx.current(&name) else {
+        let Some(view) = ctx.cache.current(&name) else {
             break;
         };
-        let record = ctx.lock_now();
-        let blockers = ctx.last_blockers.lock().expect("blockers").clone();
+        let record = ctx.cache.lock_now();
+        let blockers = ctx.cache.last_blockers.lock().expect("blockers").clone();
         let now = Utc::now();
         let r = answer::answer(&Ask {
             endpoint,
@@ -317,7 +320,10 @@ async fn say_write(ctx: &Ctx, view: &NodeView, request: &ClientRequest, r: &Repl
         ),
         None => return,
     };
-    ctx.events.publish(&view.name, false, reason, note).await;
+    ctx.services
+        .events
+        .publish(&view.name, false, reason, note)
+        .await;
 }
 
 /// `Ok` when `client` is one of Node `name`'s addresses (or `fleetlock.verifyClientAddress`
@@ -328,6 +334,7 @@ fn from_host(s: &Served, name: &str, client: std::net::IpAddr) -> Result<(), Str
     }
     let node = s
         .ctx
+        .cache
         .nodes
         .get(&kube::runtime::reflector::ObjectRef::new(name));
     let addresses = node
@@ -379,7 +386,7 @@ async fn forwarded_client(s: &Served, headers: &HeaderMap) -> Result<std::net::I
 
 /// The name of the Node whose host has FleetLock id `id`, or why none is taken.
 fn find(s: &Served, id: &str) -> Result<String, String> {
-    let nodes = s.ctx.nodes.state();
+    let nodes = s.ctx.cache.nodes.state();
     let mut memo = s.ids.lock().expect("ids");
     let hosts = nodes.iter().map(|n| {
         let name = n.metadata.name.as_deref().unwrap_or_default();
@@ -425,7 +432,7 @@ async fn forward(
     host: std::net::IpAddr,
     body: Bytes,
 ) -> Response {
-    let metrics = &s.ctx.metrics;
+    let metrics = &s.ctx.services.metrics;
     let no_leader = |value: String| {
         metrics.fleetlock_request(endpoint.as_str(), ErrorKind::NoLeader.as_str());
         tracing::warn!(endpoint = endpoint.as_str(), %value, "FleetLock request not answered");

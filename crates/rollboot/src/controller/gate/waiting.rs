@@ -79,7 +79,7 @@ impl Gate {
                 self.state.apply(u);
             }
             for (budget, note) in self.state.take_notes() {
-                tracing::warn!(node, "{note}");
+                tracing::warn!("{note}");
                 events
                     .publish_action(
                         node,
@@ -98,7 +98,7 @@ impl Gate {
             if left.is_zero() {
                 return Err(why);
             }
-            tracing::debug!(node, why, "health gate waiting");
+            tracing::debug!(why, "health gate waiting");
             match tokio::time::timeout(left, self.rx.recv()).await {
                 Ok(Some(u)) => self.state.apply(u),
                 // No watch is left (none was needed): the verdict above already decided.

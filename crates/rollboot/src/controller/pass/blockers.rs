@@ -16,7 +16,7 @@ use crate::controller::decide::Blocker;
 /// For each blocking pod selector, how many pods match (a limit-1 list each).
 pub(super) async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
     let mut out = Vec::new();
-    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let api: Api<Pod> = Api::all(ctx.services.client.clone());
     for (text, sel) in ctx
         .config
         .blockers
@@ -43,7 +43,7 @@ pub(super) async fn blocking_pods(ctx: &Ctx) -> Vec<(String, usize)> {
 /// costs them nothing.
 pub(super) async fn alerts(ctx: &Ctx) -> Vec<Blocker> {
     let mut out = Vec::new();
-    if let Some(source) = ctx.alerts.as_ref() {
+    if let Some(source) = ctx.services.alerts.as_ref() {
         match source.check().await {
             Ok(names) if names.is_empty() => {}
             Ok(names) => out.push(Blocker::Alerts { names }),
@@ -53,7 +53,7 @@ pub(super) async fn alerts(ctx: &Ctx) -> Vec<Blocker> {
             }),
         }
     }
-    if let Some((am, filter)) = ctx.am_alerts.as_ref() {
+    if let Some((am, filter)) = ctx.services.am_alerts.as_ref() {
         match am.active_alerts(filter).await {
             Ok(names) if names.is_empty() => {}
             Ok(names) => out.push(Blocker::AlertmanagerAlerts { names }),

@@ -4,10 +4,12 @@
 //! Owns [`run`], the housekeeping between resuming the nodes in flight and starting new ones,
 //! each of its writes decided purely ([`decide`], [`crate::hooks::decide`]) from the views as
 //! they are then, and fenced by the version it was decided from (a refused one is decided
-//! again on the next pass). It must never start or end a cycle, nor fail a pass: what it cannot
-//! write is logged and tried again.
+//! again on the next pass); each node's write and what it says are in a span naming the node.
+//! It must never start or end a cycle, nor fail a pass: what it cannot write is logged and
+//! tried again.
 
 use chrono::{DateTime, Utc};
+use tracing::Instrument;
 
 use super::views::views;
 use crate::controller::context::Ctx;
@@ -30,15 +32,19 @@ pub(super) async fn run(ctx: &Ctx, record: &LockRecord, now: DateTime<Utc>) {
 async fn clear_passed_over(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) {
     for view in decide::stale_passed_over(views, &record.entries, &ctx.config) {
         let p = proto::patch(&[(proto::PASSED_OVER, None)], None);
-        match patch_node(ctx, view, "removing its passed-over record", p).await {
-            Ok(_) => {
-                tracing::debug!(node = %view.name, "no longer waiting: passed-over record removed")
-            }
-            Err(Error::Conflict { .. }) => {}
-            Err(e) => {
-                tracing::warn!(node = %view.name, error = %e, "could not remove the passed-over record")
+        async {
+            match patch_node(ctx, view, "removing its passed-over record", p).await {
+                Ok(_) => {
+                    tracing::debug!("no longer waiting: passed-over record removed")
+                }
+                Err(Error::Conflict { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not remove the passed-over record")
+                }
             }
         }
+        .instrument(span(view))
+        .await;
     }
 }
 
@@ -49,15 +55,19 @@ async fn date_requests(ctx: &Ctx, views: &[&NodeView], now: DateTime<Utc>) {
     for view in decide::undated_requests(views.iter().copied()) {
         let stamp = crate::time::annotation(now);
         let p = proto::patch(&[(proto::REBOOT_REQUESTED, Some(stamp.clone()))], None);
-        match patch_node(ctx, view, "dating its reboot request", p).await {
-            Ok(_) => {
-                tracing::info!(node = %view.name, at = %stamp, "dated a hand-written reboot request with the instant it was first seen")
-            }
-            Err(Error::Conflict { .. }) => {}
-            Err(e) => {
-                tracing::warn!(node = %view.name, error = %e, "could not date a hand-written reboot request; it sorts last until dated")
+        async {
+            match patch_node(ctx, view, "dating its reboot request", p).await {
+                Ok(_) => {
+                    tracing::info!(at = %stamp, "dated a hand-written reboot request with the instant it was first seen")
+                }
+                Err(Error::Conflict { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not date a hand-written reboot request; it sorts last until dated")
+                }
             }
         }
+        .instrument(span(view))
+        .await;
     }
 }
 
@@ -68,15 +78,22 @@ async fn prefer_no_schedule(ctx: &Ctx, views: &[&NodeView]) {
         crate::hooks::decide::prefer_no_schedule_changes(views.iter().copied(), &ctx.config);
     for (view, taints) in changes {
         let p = proto::with_taints(proto::patch(&[], None), &taints);
-        match patch_node(ctx, view, "setting its PreferNoSchedule taint", p).await {
-            Ok(_) => {
-                tracing::info!(node = %view.name, flagged = view.flagged(), "PreferNoSchedule taint (hooks.preferNoScheduleTaint) updated")
-            }
-            Err(Error::Conflict { .. }) => {}
-            Err(e) => {
-                tracing::warn!(node = %view.name, error = %e, "could not update the PreferNoSchedule taint")
+        async {
+            match patch_node(ctx, view, "setting its PreferNoSchedule taint", p).await {
+                Ok(_) => {
+                    tracing::info!(
+                        flagged = view.flagged(),
+                        "PreferNoSchedule taint (hooks.preferNoScheduleTaint) updated"
+                    )
+                }
+                Err(Error::Conflict { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not update the PreferNoSchedule taint")
+                }
             }
         }
+        .instrument(span(view))
+        .await;
     }
 }
 
@@ -87,31 +104,41 @@ async fn prefer_no_schedule(ctx: &Ctx, views: &[&NodeView]) {
 async fn return_to_service(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) {
     for view in decide::returning_to_service(views, &record.entries, &ctx.config) {
         let p = proto::patch(&[(proto::CORDONED_BY, None)], Some(false));
-        match patch_node(ctx, view, "returning it to service", p).await {
-            Ok(_) => {
-                let reason = view
-                    .failure_reason
-                    .as_deref()
-                    .unwrap_or("no reason recorded");
-                tracing::info!(node = %view.name, state = "failed", reason, "returned to service: uncordoned, its failed record kept (failures.returnToService)");
-                ctx.events
-                    .publish(
-                        &view.name,
-                        false,
-                        "ReturnedToService",
-                        format!(
-                            "failed ({reason}), its host is up and Ready: uncordoned \
-                             (failures.returnToService); it keeps its failed record and no \
-                             longer holds one of maxNodes' slots; {}",
-                            decide::CLEAR_FAILED
-                        ),
-                    )
-                    .await;
-            }
-            Err(Error::Conflict { .. }) => {}
-            Err(e) => {
-                tracing::warn!(node = %view.name, error = %e, "could not return a failed node to service")
+        async {
+            match patch_node(ctx, view, "returning it to service", p).await {
+                Ok(_) => {
+                    let reason = view
+                        .failure_reason
+                        .as_deref()
+                        .unwrap_or("no reason recorded");
+                    tracing::info!(state = "failed", reason, "returned to service: uncordoned, its failed record kept (failures.returnToService)");
+                    ctx.services
+                        .events
+                        .publish(
+                            &view.name,
+                            false,
+                            "ReturnedToService",
+                            format!(
+                                "failed ({reason}), its host is up and Ready: uncordoned \
+                                 (failures.returnToService); it keeps its failed record and no \
+                                 longer holds one of maxNodes' slots; {}",
+                                decide::CLEAR_FAILED
+                            ),
+                        )
+                        .await;
+                }
+                Err(Error::Conflict { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not return a failed node to service")
+                }
             }
         }
+        .instrument(span(view))
+        .await;
     }
+}
+
+/// The span of the housekeeping of `view`'s node: its logs name the node through it.
+fn span(view: &NodeView) -> tracing::Span {
+    tracing::error_span!("housekeeping", node = view.name.as_str())
 }

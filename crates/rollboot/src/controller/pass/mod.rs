@@ -13,6 +13,9 @@
 //!    decides from what the pass reads for it ([`blockers`], the budgets): their slots taken
 //!    in the lock.
 //!
+//! What it says and does about one node is in a span naming the node (`step`, `start`,
+//! `passed_over`, `deferred`, `housekeeping`, `notice`), not in a field of each log.
+//!
 //! It must never start a node while a blocker holds or while the lock's record is untrusted,
 //! and never act without leadership (checked at the start of the pass and before each write).
 
@@ -30,7 +33,7 @@ use super::context::Ctx;
 use super::decide::{self, Snapshot, Starting, Then};
 use super::error::Error;
 use super::steps::health::Gates;
-use super::steps::run_step;
+use super::steps::{run_gone_step, run_step};
 use super::task::StepTask;
 use super::writes::patch_node;
 use super::writes::take_slots;
@@ -77,8 +80,10 @@ impl Leading {
                 "its host shuts down by itself, but maxNodes ({}) and maxShutdownDrains ({}) are taken: it is drained only if a slot frees while logind holds its shutdown; else it goes down undrained",
                 c.max_nodes, c.max_shutdown_drains
             );
-            tracing::warn!(node = %n.name, requested = ?n.shutdown_requested_at, "{note}");
-            ctx.events
+            let span = tracing::error_span!("deferred", node = n.name.as_str());
+            span.in_scope(|| tracing::warn!(requested = ?n.shutdown_requested_at, "{note}"));
+            ctx.services
+                .events
                 .publish(&n.name, true, "ShutdownDrainDeferred", note)
                 .await;
         }
@@ -94,11 +99,11 @@ impl Leading {
     /// again at the latest (a deadline), `None` for "only on the next change".
     pub(super) async fn pass(&mut self, ctx: &Ctx) -> Result<Option<DateTime<Utc>>, Error> {
         ctx.leadership.ensure()?;
-        ctx.workloads.sweep();
+        ctx.services.workloads.sweep();
         // The lock before the Nodes: a node leaves the lock only after its final state is
         // written, so a node missing from this record shows that state in the views read
         // after it.
-        let record = ctx.lock_now();
+        let record = ctx.cache.lock_now();
         let pass = views(ctx, &record);
         let now = Utc::now();
         notices::warn_malformed(ctx, &pass.nodes(), &record, &mut self.warned).await;
@@ -142,7 +147,7 @@ impl Leading {
         // pause keeps their entries and lets rollboot remove them); under any other holder
         // they wait.
         let resumes = record.foreign_holder(&ctx.lock_owner).is_none() || record.pause.is_some();
-        ctx.metrics.set_in_flight(record.entries.len());
+        ctx.services.metrics.set_in_flight(record.entries.len());
         if resumes {
             for (name, entry) in &record.entries {
                 if self.tasks.contains_key(name) {
@@ -150,7 +155,11 @@ impl Leading {
                 }
                 let view = by_name.get(name.as_str()).copied();
                 let step = decide::next_step(view, entry, &ctx.config, now);
-                match run_step(ctx, name, view, step, &mut self.tasks, &mut self.gates).await {
+                let ran = match view {
+                    Some(view) => run_step(ctx, view, step, &mut self.tasks, &mut self.gates).await,
+                    None => run_gone_step(ctx, name, step).await,
+                };
+                match ran {
                     Ok(Some(t)) => soon(next, t),
                     Ok(None) => {}
                     // Logged where it happened; the watch brings the newer version and a new
@@ -181,7 +190,7 @@ impl Leading {
         next: &mut Option<DateTime<Utc>>,
     ) -> Result<(), Error> {
         // Steps above may have written: read both again, in the same order.
-        let record = ctx.lock_now();
+        let record = ctx.cache.lock_now();
         let pass = views(ctx, &record);
         let looked = pass.nodes();
         let snap = Snapshot {
@@ -201,7 +210,8 @@ impl Leading {
         let queued = match first.then {
             Then::Shutdowns(urgent) => {
                 for s in &urgent {
-                    tracing::warn!(node = %s.node.name, requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now");
+                    let span = tracing::error_span!("start", node = s.node.name.as_str());
+                    span.in_scope(|| tracing::warn!(requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now"));
                 }
                 let picked = urgent.iter().map(Starting::slot).collect();
                 drop(pass);
@@ -210,8 +220,9 @@ impl Leading {
                 return start(ctx, picked, pass_start).await;
             }
             Then::NothingWaits => {
-                ctx.last_blockers.lock().expect("blockers").clear();
-                ctx.observe
+                ctx.cache.last_blockers.lock().expect("blockers").clear();
+                ctx.services
+                    .observe
                     .pass(&looked, &pass.states, &record, &[], pass_start);
                 return Ok(());
             }
@@ -222,8 +233,9 @@ impl Leading {
         let now = blockers::decision_instant();
         let checked = queued.blockers_read(&blocking, alerts, now);
         let blocked = checked.as_ref().err().map_or(&[][..], |b| &b.blockers);
-        *ctx.last_blockers.lock().expect("blockers") = blocked.to_vec();
-        ctx.observe
+        *ctx.cache.last_blockers.lock().expect("blockers") = blocked.to_vec();
+        ctx.services
+            .observe
             .pass(&looked, &pass.states, &record, blocked, now);
         blockers::say_changed(&mut self.last_blockers, blocked);
         let pick = match checked {
@@ -244,10 +256,12 @@ impl Leading {
         let plan = pick.decide(headroom.as_ref());
         // A budget that gets room again changes no Node: while nodes are passed over, its
         // change wakes a pass.
-        ctx.workloads
+        ctx.services
+            .workloads
             .wake_on_budget_change((!plan.passed_over.is_empty()).then(|| ctx.wake.clone()));
         for (n, held) in &plan.taken_anyway {
-            tracing::info!(node = %n.name, budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already");
+            let span = tracing::error_span!("start", node = n.name.as_str());
+            span.in_scope(|| tracing::info!(budget = %held.budget, pass_over_for = %ctx.config.concurrency.pass_over_for, "taken although a budget holds it: passed over for concurrency.passOverFor already"));
         }
         // A node rebooted less than nodes.minRebootInterval ago starts when it has rested; a
         // node passed over is taken anyway after concurrency.passOverFor.
@@ -268,6 +282,7 @@ impl Leading {
 /// `rollboot.dev/passed-over`, written when absent or naming another budget, keeping the first
 /// instant: `concurrency.passOverFor` counts from it), with an Event the first time. A write
 /// refused with 409 is tried again on the next pass over.
+#[tracing::instrument(level = "error", name = "passed_over", skip_all, fields(node = n.name.as_str()))]
 async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<Utc>) {
     if n.passed_over
         .as_ref()
@@ -285,18 +300,21 @@ async fn passed_over(ctx: &Ctx, n: &NodeView, held: &BudgetHold, now: DateTime<U
     let p = proto::patch(&[(proto::PASSED_OVER, Some(value))], None);
     match patch_node(ctx, n, "recording it was passed over", p).await {
         Ok(_) => {
-            tracing::info!(node = %n.name, budget = %held.budget, why = %held, "passed over: a budget of its pods has no room now");
+            tracing::info!(budget = %held.budget, why = %held, "passed over: a budget of its pods has no room now");
             if first {
                 let msg = format!(
                     "passed over for a later node: {held}; taken once it has room, or after concurrency.passOverFor ({})",
                     ctx.config.concurrency.pass_over_for
                 );
-                ctx.events.publish(&n.name, false, "PassedOver", msg).await;
+                ctx.services
+                    .events
+                    .publish(&n.name, false, "PassedOver", msg)
+                    .await;
             }
         }
         Err(Error::Conflict { .. }) => {}
         Err(e) => {
-            tracing::warn!(node = %n.name, error = %e, "could not record that the node was passed over");
+            tracing::warn!(error = %e, "could not record that the node was passed over");
         }
     }
 }
@@ -314,9 +332,10 @@ async fn start(
     ctx.wake.notify_one();
     take_slots(ctx, &picked, now).await?;
     for (name, _) in &picked {
-        tracing::info!(node = %name, "starting maintenance");
-        ctx.metrics.started();
-        ctx.observe.started(name, now);
+        tracing::error_span!("start", node = name.as_str())
+            .in_scope(|| tracing::info!("starting maintenance"));
+        ctx.services.metrics.started();
+        ctx.services.observe.started(name, now);
     }
     Ok(())
 }

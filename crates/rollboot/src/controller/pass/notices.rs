@@ -49,8 +49,10 @@ pub(super) async fn warn_malformed(
         for w in warnings {
             let k = (v.name.clone(), w.key, w.value.clone());
             if !warned.said.contains(&k) {
-                tracing::warn!(node = %v.name, key = w.key, value = %w.value, "{}", w.note);
-                ctx.events
+                let span = tracing::error_span!("notice", node = v.name.as_str());
+                span.in_scope(|| tracing::warn!(key = w.key, value = %w.value, "{}", w.note));
+                ctx.services
+                    .events
                     .publish_action(
                         &v.name,
                         true,
@@ -75,7 +77,7 @@ pub(super) async fn warn_malformed(
 /// Lease naming the new holder (not once per pass).
 pub(super) fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
     let (holder, paused) = {
-        let r = ctx.lock_record.lock().expect("lock cache");
+        let r = ctx.cache.lock_record.lock().expect("lock cache");
         (
             r.foreign_holder(&ctx.lock_owner).map(str::to_string),
             r.pause.is_some(),
@@ -96,15 +98,20 @@ pub(super) fn report_holder(ctx: &Ctx, last: &mut Option<String>) {
                 "The maintenance lock {}/{} is held by `{h}`; rollboot starts no new node until it is released ({in_flight})",
                 ctx.config.lock.namespace, ctx.config.lock.name
             );
-            ctx.events
+            ctx.services
+                .events
                 .publish_lease(&ctx.config.lock.name, true, "LockHeld", note);
         }
         None => {
             if let Some(prev) = last {
                 tracing::info!(previous = %prev, lock = %ctx.config.lock.name, "the maintenance lock is no longer held by another holder");
                 let note = format!("The maintenance lock is no longer held by `{prev}`");
-                ctx.events
-                    .publish_lease(&ctx.config.lock.name, false, "LockReleased", note);
+                ctx.services.events.publish_lease(
+                    &ctx.config.lock.name,
+                    false,
+                    "LockReleased",
+                    note,
+                );
             }
         }
     }

@@ -44,7 +44,8 @@ pub(super) async fn restore_lock(
         // nodes the deleted record listed have all ended: forgotten, or the lock's writes
         // would keep refusing to create it (and nothing would start again).
         if !record.remembered.is_empty() {
-            ctx.set_lock(LockRecord::deleted(record.version(), BTreeMap::new()));
+            ctx.cache
+                .set_lock(LockRecord::deleted(record.version(), BTreeMap::new()));
         }
         return Ok(false);
     }
@@ -100,17 +101,18 @@ async fn write_rebuilt(
     );
     tracing::warn!(lock = %lease, nodes = ?names, "{note}");
     ctx.leadership.ensure()?;
-    match lock::restore(&ctx.lock, &ctx.lock_owner, record, entries).await {
+    match lock::restore(&ctx.services.lock, &ctx.lock_owner, record, entries).await {
         Ok(written) => {
-            ctx.events
+            ctx.services
+                .events
                 .publish_lease(&ctx.config.lock.name, true, "LockRebuilt", note);
             tracing::info!(lock = %lease, nodes = ?names, "maintenance lock record restored");
-            ctx.set_lock(written);
+            ctx.cache.set_lock(written);
         }
         // Someone wrote the lock since it was read: what they wrote is read and judged first.
         Err(LockError::Lease(LeaseError::Conflict { .. })) => {
             tracing::info!(lock = %lease, "the maintenance lock changed while it was being restored; reading it again");
-            ctx.set_lock(lock::read(&ctx.lock).await?);
+            ctx.cache.set_lock(lock::read(&ctx.services.lock).await?);
         }
         Err(e) => return Err(lock_error(ctx, e)),
     }

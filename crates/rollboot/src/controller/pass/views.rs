@@ -11,7 +11,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector;
 
-use crate::controller::context::{rv, Ctx};
+use crate::controller::cluster_cache::rv;
+use crate::controller::context::Ctx;
 use crate::controller::node_cache::{NodeChanges, ViewCache};
 use crate::lock::LockRecord;
 use crate::node::{NodeState, NodeView};
@@ -45,13 +46,13 @@ impl PassViews {
 /// ours pending are looked at: a pass costs what changed, not the cluster's size. With the
 /// views, what the pass reads of them (see [`PassViews`]).
 pub(in crate::controller) fn views(ctx: &Ctx, record: &LockRecord) -> PassViews {
-    let mut written = ctx.written.lock().expect("written cache");
-    let changes = std::mem::take(&mut *ctx.node_changes.lock().expect("node changes"));
-    let mut cache = ctx.view_cache.lock().expect("view cache");
+    let mut written = ctx.cache.written.lock().expect("written cache");
+    let changes = std::mem::take(&mut *ctx.cache.node_changes.lock().expect("node changes"));
+    let mut cache = ctx.cache.view_cache.lock().expect("view cache");
     let all = if changes.relisted || !cache.primed() {
-        parse_all(&ctx.nodes, &mut written, &mut cache)
+        parse_all(&ctx.cache.nodes, &mut written, &mut cache)
     } else {
-        parse_changed(&ctx.nodes, changes, &mut written, &mut cache)
+        parse_changed(&ctx.cache.nodes, changes, &mut written, &mut cache)
     };
     let in_lock: Vec<usize> = record
         .entries

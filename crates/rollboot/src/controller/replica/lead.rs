@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector;
 
-use crate::controller::context::{rv, Ctx};
+use crate::controller::cluster_cache::rv;
+use crate::controller::context::Ctx;
 use crate::controller::error::Error;
 use crate::controller::pass::Leading;
 use crate::lock::{self, LockError};
@@ -25,7 +26,7 @@ const RESYNC: Duration = Duration::from_secs(300);
 
 /// The leader's loop: decide and act on every change, until leadership is lost.
 pub(super) async fn lead(ctx: &Ctx) {
-    let _ = ctx.nodes.wait_until_ready().await;
+    let _ = ctx.cache.nodes.wait_until_ready().await;
     if !adopt_lock(ctx).await {
         return;
     }
@@ -40,7 +41,7 @@ pub(super) async fn lead(ctx: &Ctx) {
             Ok(next) => next,
             Err(Error::NotLeader(_)) => return,
             Err(e) => {
-                ctx.metrics.error(e.metric_label());
+                ctx.services.metrics.error(e.metric_label());
                 tracing::warn!(error = %e, "reconcile failed; retrying");
                 Some(Utc::now() + chrono::Duration::seconds(2))
             }
@@ -70,11 +71,11 @@ fn until(next: Option<DateTime<Utc>>) -> Duration {
 /// was lost meanwhile.
 async fn adopt_lock(ctx: &Ctx) -> bool {
     loop {
-        let adopted = match lock::read(&ctx.lock).await {
+        let adopted = match lock::read(&ctx.services.lock).await {
             Ok(r) => {
                 let identity = ctx.leadership.identity().to_string();
                 lock::adopt(
-                    &ctx.lock,
+                    &ctx.services.lock,
                     &ctx.lock_owner,
                     r,
                     &identity,
@@ -87,7 +88,7 @@ async fn adopt_lock(ctx: &Ctx) -> bool {
         };
         match adopted {
             Ok(r) => {
-                *ctx.lock_record.lock().expect("lock cache") = r;
+                *ctx.cache.lock_record.lock().expect("lock cache") = r;
                 return true;
             }
             // Deleted since it was read: read again (the first pass then finds the nodes in
@@ -107,16 +108,17 @@ async fn adopt_lock(ctx: &Ctx) -> bool {
 /// keeping only what is newer than the cache: a single list of every Node (with images and
 /// managedFields) and a second copy of the cache would double the memory.
 async fn catch_up_nodes(ctx: &Ctx) {
-    let api = Api::<Node>::all(ctx.client.clone());
+    let api = Api::<Node>::all(ctx.services.client.clone());
     let mut page = ListParams::default().limit(500);
     let keep = ctx.config.hooks.gate_keys();
     loop {
         match api.list(&page).await {
             Ok(list) => {
-                let mut written = ctx.written.lock().expect("written cache");
+                let mut written = ctx.cache.written.lock().expect("written cache");
                 for n in list.items {
                     let name = n.metadata.name.clone().unwrap_or_default();
                     let cached = ctx
+                        .cache
                         .nodes
                         .get(&reflector::ObjectRef::new(&name))
                         .map(|c| rv(&c))

@@ -3,7 +3,8 @@
 //!
 //! Owns [`run`] and its parts: the clients ([`Clients`]: one without kube's transparent 429
 //! retry, for evictions), the elector of the leader Lease, the watches that fill the caches
-//! ([`watches`]), the shared context ([`crate::controller::context::Ctx`]), and the loop that
+//! ([`watches`]), the shared context ([`crate::controller::context::Ctx`]: its services and its
+//! cluster cache built here), and the loop that
 //! leads while elected ([`lead`]) and stops acting the moment leadership is lost. Dropping a
 //! replica's future stops everything it started at once, as a crash would; it must never act
 //! without leading.
@@ -18,10 +19,12 @@ use kube::Client;
 use tokio::sync::watch;
 
 use super::alerts::AlertSource;
+use super::cluster_cache::ClusterCache;
 use super::context::Ctx;
 use super::decide;
 use super::error::Error;
 use super::observe::Observer;
+use super::services::Services;
 use super::task::Task;
 use crate::budgets::WorkloadWatches;
 use crate::config::Config;
@@ -208,12 +211,12 @@ fn context(
         None => None,
     };
     // A pass reads only the Nodes a decision can turn on, kept up to date as each is parsed.
-    let view_cache = Arc::new(std::sync::Mutex::new(ViewCache::with_notable({
+    let view_cache = ViewCache::with_notable({
         let config = config.clone();
         move |v| decide::needs_a_look(v, &config)
-    })));
+    });
     let lock_owner = lock::lock_owner(&config);
-    Ok(Ctx {
+    let services = Services {
         workloads: Arc::new(WorkloadWatches::new(client.clone())),
         alerts,
         am_alerts,
@@ -234,19 +237,22 @@ fn context(
         lock: LeaseRef::new(client.clone(), &config.lock.namespace, &config.lock.name),
         client,
         evict_client,
+        metrics,
+    };
+    let cache = ClusterCache::new(
+        caches.nodes.store.clone(),
+        caches.nodes.seq.clone(),
+        caches.nodes.changes.clone(),
+        caches.lock.record.clone(),
+        view_cache,
+    );
+    Ok(Ctx {
         lock_owner,
         config,
         leadership: leadership.clone(),
-        metrics,
         wake: caches.wake.clone(),
-        nodes: caches.nodes.store.clone(),
-        node_seq: caches.nodes.seq.clone(),
-        written: Default::default(),
-        view_cache,
-        node_changes: caches.nodes.changes.clone(),
-        lock_record: caches.lock.record.clone(),
-        lock_edits: Arc::default(),
-        last_blockers: Arc::default(),
+        services: Arc::new(services),
+        cache: Arc::new(cache),
     })
 }
 
@@ -264,15 +270,15 @@ async fn lead_while_elected(
             _ = stop.wait_for(|s| *s) => break,
         }
         tracing::info!(identity = %ctx.leadership.identity(), "leading");
-        ctx.metrics.set_leader(true);
+        ctx.services.metrics.set_leader(true);
         tokio::select! {
             _ = lead::lead(ctx) => {}
             _ = ctx.leadership.lost() => tracing::warn!(identity = %ctx.leadership.identity(), "lost leadership; stopped acting"),
-            _ = stop.wait_for(|s| *s) => { ctx.metrics.set_leader(false); break }
+            _ = stop.wait_for(|s| *s) => { ctx.services.metrics.set_leader(false); break }
         }
-        ctx.metrics.set_leader(false);
+        ctx.services.metrics.set_leader(false);
         // A replica that does not lead watches nothing for gates.
-        ctx.workloads.stop_all();
+        ctx.services.workloads.stop_all();
         // Until the elector publishes the loss, `acquired` would return at once.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

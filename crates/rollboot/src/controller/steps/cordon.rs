@@ -44,12 +44,12 @@ pub(in crate::controller) async fn cordon(
     }
     patch_node(ctx, view, "cordoning", proto::patch(&ann, Some(true))).await?;
     tracing::info!(
-        node = name,
         state = "cordoning",
         operator_cordoned = !record_cordoned_by,
         "cordoned"
     );
-    ctx.events
+    ctx.services
+        .events
         .publish(
             name,
             false,
@@ -74,7 +74,7 @@ pub(in crate::controller) async fn uncordon(ctx: &Ctx, view: &NodeView) -> Resul
         proto::patch(&[(proto::CORDONED_BY, None)], Some(false)),
     )
     .await?;
-    tracing::info!(node = view.name.as_str(), state = "verifying", "uncordoned");
+    tracing::info!(state = "verifying", "uncordoned");
     ctx.wake.notify_one();
     Ok(())
 }

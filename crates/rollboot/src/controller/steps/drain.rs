@@ -48,7 +48,7 @@ pub(super) async fn start(
             ann.push((proto::SILENCE_ID, Some(id.to_string())));
         }
         patch_node(ctx, view, "marking it draining", proto::patch(&ann, None)).await?;
-        tracing::info!(node = name, state = "draining", "draining");
+        tracing::info!(state = "draining", "draining");
         now
     } else {
         view.state_since.unwrap_or(now)
@@ -60,10 +60,14 @@ pub(super) async fn start(
     let node = name.to_string();
     tasks.insert(
         name.into(),
-        StepTask::spawn(ctx.wake.clone(), async move {
-            let r = drain_then_request(&ctx2, &node, &boot, deadline).await;
-            ended(&ctx2, node, r).await;
-        }),
+        StepTask::spawn(
+            ctx.wake.clone(),
+            tracing::error_span!(parent: None, "drain", node = name),
+            async move {
+                let r = drain_then_request(&ctx2, &node, &boot, deadline).await;
+                ended(&ctx2, node, r).await;
+            },
+        ),
     );
     Ok(())
 }
@@ -75,9 +79,9 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
     match r {
         Ok(()) | Err(Error::NotLeader(_)) => {}
         // Logged where it happened; decided again from the newer version.
-        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+        Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
         Err(Error::Drain(e)) if !matches!(e, DrainError::Api { .. } | DrainError::NotLeader(_)) => {
-            match ctx.still(&node, NodeState::Draining) {
+            match ctx.cache.still(&node, NodeState::Draining) {
                 Some(view) => {
                     let written = match e.quarantined_for() {
                         Some(cause) => quarantine(ctx, &view, e.to_string(), cause.key()).await,
@@ -85,20 +89,20 @@ async fn ended(ctx: &Ctx, node: String, r: Result<(), Error>) {
                     };
                     match written {
                         Ok(()) | Err(Error::NotLeader(_)) => {}
-                        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+                        Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
                         Err(e) => {
-                            tracing::warn!(node, error = %e, "could not mark the node failed")
+                            tracing::warn!(error = %e, "could not mark the node failed")
                         }
                     }
                 }
                 None => {
-                    tracing::info!(node, error = %e, "drain ended, but the node is no longer draining; not marking it failed")
+                    tracing::info!(error = %e, "drain ended, but the node is no longer draining; not marking it failed")
                 }
             }
         }
         Err(e) => {
-            ctx.metrics.error(e.metric_label());
-            tracing::warn!(node, error = %e, "drain interrupted; it resumes on the next pass");
+            ctx.services.metrics.error(e.metric_label());
+            tracing::warn!(error = %e, "drain interrupted; it resumes on the next pass");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
@@ -115,9 +119,9 @@ async fn drain_then_request(
     let Some(drained) = drain_while_cordoned(ctx, node, deadline).await? else {
         return Ok(());
     };
-    ctx.metrics.evicted(drained.evicted.len());
+    ctx.services.metrics.evicted(drained.evicted.len());
     for part in &drained.parts {
-        tracing::info!(node, step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
+        tracing::info!(step = %part.label, pods = part.pods, seconds = part.seconds, detach_seconds = part.detach_seconds, "drain step done");
     }
     let gate = gate_record(drained, ctx.config.drain.volumes.wait_for_reattach);
     // Decided now, from the node as it is now (the drain may have taken minutes): still
@@ -129,15 +133,17 @@ async fn drain_then_request(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let Some(view) = ctx.still(node, NodeState::Draining) else {
+        let Some(view) = ctx.cache.still(node, NodeState::Draining) else {
             tracing::info!(
-                node,
                 "drained, but the node is no longer draining; not requesting the reboot"
             );
             return Ok(());
         };
         let gate_text = || Some(serde_json::to_string(&gate).expect("gate record"));
-        let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let start = ctx
+            .cache
+            .cycle_start(node)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let written = if crate::hooks::decide::configured(&ctx.config, Phase::AfterDrain) {
             begin_after_drain(ctx, &view, &gate).await
         } else {
@@ -149,7 +155,9 @@ async fn drain_then_request(
             }
         };
         match written {
-            Err(Error::Conflict { rv, .. }) if attempt < 5 => ctx.await_newer(node, &rv).await,
+            Err(Error::Conflict { rv, .. }) if attempt < 5 => {
+                ctx.cache.await_newer(node, &rv).await
+            }
             r => return r,
         }
     }
@@ -181,12 +189,12 @@ async fn drain_while_cordoned(
     deadline: DateTime<Utc>,
 ) -> Result<Option<Drained>, Error> {
     let api = KubeDrain {
-        client: ctx.client.clone(),
-        evict_client: ctx.evict_client.clone(),
-        events: ctx.events.clone(),
+        client: ctx.services.client.clone(),
+        evict_client: ctx.services.evict_client.clone(),
+        events: ctx.services.events.clone(),
         node: node.into(),
-        metrics: Some(ctx.metrics.clone()),
-        budgets_from: Some(ctx.workloads.clone() as Arc<dyn BudgetSource>),
+        metrics: Some(ctx.services.metrics.clone()),
+        budgets_from: Some(ctx.services.workloads.clone() as Arc<dyn BudgetSource>),
     };
     // Evictions cannot carry a precondition on the Node: an eviction is a write to a Pod, and
     // the Eviction API takes preconditions only on that pod. They stay fenced by the leadership
@@ -207,12 +215,15 @@ async fn drain_while_cordoned(
     // (`decide::abandoned`: the shutdown cancelled, the FleetLock slot given back), which the
     // next pass ends with a release, or the host of a shutdown cycle gone down and back
     // (`decide::overtaken`), which the next pass records as undrained.
-    let start = ctx.cycle_start(node).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let start = ctx
+        .cache
+        .cycle_start(node)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
     let stopped = async {
-        let mut seq = ctx.node_seq.clone();
+        let mut seq = ctx.cache.node_seq.clone();
         loop {
             seq.borrow_and_update();
-            if let Some(v) = ctx.current(node) {
+            if let Some(v) = ctx.cache.current(node) {
                 if !v.unschedulable {
                     return None;
                 }
@@ -229,8 +240,8 @@ async fn drain_while_cordoned(
         r = drain => Ok(Some(r?)),
         why = stopped => {
             match why {
-                None => tracing::warn!(node, "the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon"),
-                Some(why) => tracing::info!(node, reason = %why, "stopping the drain: the reboot is no longer wanted, or has happened"),
+                None => tracing::warn!("the node was uncordoned during its drain; stopping the drain, its cycle starts over from the cordon"),
+                Some(why) => tracing::info!(reason = %why, "stopping the drain: the reboot is no longer wanted, or has happened"),
             }
             Ok(None)
         }
@@ -259,9 +270,8 @@ fn gate_record(drained: Drained, reattach: bool) -> GateRecord {
 /// The afterDrain phase begins with the drain's end, in one write with the health gate's
 /// record; its hooks (and `drain.settle`) then come before the reboot.
 async fn begin_after_drain(ctx: &Ctx, view: &NodeView, gate: &GateRecord) -> Result<(), Error> {
-    let node = view.name.as_str();
     if let Err(why) = decide::may_request_reboot(view) {
-        tracing::warn!(node, "{why}");
+        tracing::warn!("{why}");
         ctx.wake.notify_one();
         return Ok(());
     }
@@ -269,7 +279,7 @@ async fn begin_after_drain(ctx: &Ctx, view: &NodeView, gate: &GateRecord) -> Res
     p["metadata"]["annotations"][proto::HEALTH_GATE] =
         serde_json::Value::String(serde_json::to_string(gate).expect("gate record"));
     patch_node(ctx, view, "recording the drain's end (afterDrain hooks)", p).await?;
-    tracing::info!(node, phase = %Phase::AfterDrain, "drained; the afterDrain hooks come before the reboot");
+    tracing::info!(phase = %Phase::AfterDrain, "drained; the afterDrain hooks come before the reboot");
     ctx.wake.notify_one();
     Ok(())
 }

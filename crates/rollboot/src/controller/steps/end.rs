@@ -5,7 +5,7 @@
 //! halts), and the freeing of a slot, with an Event when the node is gone. It must never free
 //! a slot before its node's final state is written: a successor reads the lock first.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::config::Phase;
 use crate::controller::context::Ctx;
@@ -36,11 +36,34 @@ pub(in crate::controller) async fn finish(
 ) -> Result<(), Error> {
     let node = view.name.as_str();
     let now = Utc::now();
-    let mut ann = proto::state_annotations(NodeState::Done, now);
     // The history, in the same fenced write as `done`: a cycle is counted once, as the write
-    // that ends it is made once. Its parts are timed from what the cycle wrote: its start in
-    // the lock, the token's instant, the instant it was marked back (`verifying`).
-    let start = ctx.cycle_start(node);
+    // that ends it is made once.
+    let cycle = measure(ctx, view, reattached, now);
+    let ann = done_annotations(view, &cycle, now);
+    super::silence::expire(ctx, view).await;
+    patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
+    let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
+    ctx.services.metrics.done();
+    say_done(ctx, view, &cycle).await;
+    if after_done {
+        // The slot is freed once the afterDone hooks are done (the next pass).
+        ctx.wake.notify_one();
+        return Ok(());
+    }
+    free(ctx, node).await
+}
+
+/// The cycle's record in the node's history, timed from what the cycle wrote: its start in
+/// the lock, the token's instant, the instant it was marked back (`verifying`); with the health
+/// gate's record of the drain, how the wait for moved volumes ended (`reattached`), and what
+/// the cycle was (undrained, its token and attempts).
+fn measure(
+    ctx: &Ctx,
+    view: &NodeView,
+    reattached: Option<&Reattached>,
+    now: DateTime<Utc>,
+) -> proto::LastCycle {
+    let start = ctx.cache.cycle_start(&view.name);
     let requested = view
         .reboot_token
         .as_deref()
@@ -63,11 +86,22 @@ pub(in crate::controller) async fn finish(
     cycle.undrained = view.undrained.as_ref().map(|u| u.why.clone());
     cycle.token = view.reboot_token.clone();
     cycle.attempts = view.reboot_token.as_ref().and(view.reboot_attempt);
+    cycle
+}
+
+/// What `done` writes: the state, `cycle` in the history, and the cycle's keys and flags
+/// removed.
+fn done_annotations(
+    view: &NodeView,
+    cycle: &proto::LastCycle,
+    now: DateTime<Utc>,
+) -> Vec<(&'static str, Option<String>)> {
+    let mut ann = proto::state_annotations(NodeState::Done, now);
     ann.extend(view.history.next(
         now,
         view.boot_id_before.as_deref().unwrap_or_default(),
         &view.boot_id,
-        &cycle,
+        cycle,
     ));
     for k in [
         proto::REBOOT_REQUIRED,
@@ -98,38 +132,33 @@ pub(in crate::controller) async fn finish(
     {
         ann.push((proto::SHUTDOWN_REQUESTED, None));
     }
-    super::silence::expire(ctx, view).await;
-    patch_node(ctx, view, "marking it done", proto::patch(&ann, None)).await?;
-    let after_done = crate::hooks::decide::configured(&ctx.config, Phase::AfterDone);
-    ctx.metrics.done();
+    ann
+}
+
+/// Says the cycle done (a log line, the `RebootDone` Event; a warning when not drained).
+async fn say_done(ctx: &Ctx, view: &NodeView, cycle: &proto::LastCycle) {
     let note = match (&cycle.undrained, view.for_shutdown()) {
         (Some(why), _) => {
-            ctx.metrics.undrained();
-            tracing::warn!(node, state = "done", undrained = %why, "cycle done, not drained: the host's own shutdown went first");
+            ctx.services.metrics.undrained();
+            tracing::warn!(state = "done", undrained = %why, "cycle done, not drained: the host's own shutdown went first");
             format!("its host shut down by itself and is back, verified and healthy again; not drained: {why}")
         }
         (None, true) => {
             tracing::info!(
-                node,
                 state = "done",
                 "cycle done: the host's own shutdown, drained first"
             );
             "its host shut down by itself, drained first; back, verified and healthy again".into()
         }
         (None, false) => {
-            tracing::info!(node, state = "done", "reboot cycle done");
+            tracing::info!(state = "done", "reboot cycle done");
             "rebooted, verified and healthy again".into()
         }
     };
-    ctx.events
-        .publish(node, cycle.undrained.is_some(), "RebootDone", note)
+    ctx.services
+        .events
+        .publish(&view.name, cycle.undrained.is_some(), "RebootDone", note)
         .await;
-    if after_done {
-        // The slot is freed once the afterDone hooks are done (the next pass).
-        ctx.wake.notify_one();
-        return Ok(());
-    }
-    free(ctx, node).await
 }
 
 /// Ends the cycle without a reboot, for `reason` (a FleetLock host gave its slot back before
@@ -164,8 +193,9 @@ pub(in crate::controller) async fn release(
     super::silence::expire(ctx, view).await;
     let patch = proto::patch(&ann, ours.then_some(false));
     patch_node(ctx, view, "releasing it without a reboot", patch).await?;
-    tracing::info!(node, state = "done", uncordoned = ours, reason = %reason, "cycle ended without a reboot");
-    ctx.events
+    tracing::info!(state = "done", uncordoned = ours, reason = %reason, "cycle ended without a reboot");
+    ctx.services
+        .events
         .publish(
             node,
             false,
@@ -209,7 +239,7 @@ pub(super) async fn fail_hook(
     phase: Phase,
     reason: String,
 ) -> Result<(), Error> {
-    ctx.metrics.hook_result(phase.as_str(), "failed");
+    ctx.services.metrics.hook_result(phase.as_str(), "failed");
     fail_as(ctx, view, reason, "HookFailed", None).await
 }
 
@@ -232,70 +262,77 @@ async fn fail_as(
         .collect();
     let patch = proto::with_labels(proto::patch(&ann, None), &label);
     patch_node(ctx, view, "marking it failed", patch).await?;
-    let failed = ctx.failed_with(node);
+    let failed = ctx.cache.failed_with(node);
     let outcome = decide::after_failure(failed, &ctx.config);
-    tracing::error!(node, state = "failed", reason = %reason, "node failed; {outcome}");
-    ctx.metrics.failed();
-    ctx.events
+    tracing::error!(state = "failed", reason = %reason, "node failed; {outcome}");
+    ctx.services.metrics.failed();
+    ctx.services
+        .events
         .publish(node, true, what, format!("{reason}; {outcome}"))
         .await;
     free(ctx, node).await
 }
 
-/// Frees node `name`'s slot in the lock, for `reason`; a node with no Node left (`view` is
-/// `None`) is said in a warning Event too.
-pub(super) async fn free_slot(
-    ctx: &Ctx,
-    name: &str,
-    view: Option<&NodeView>,
-    reason: String,
-) -> Result<(), Error> {
+/// Frees the slot in the lock of `view`'s node, for `reason`; unless the node, read fresh,
+/// changed since `view` (then it is decided again from what it is).
+pub(super) async fn free_slot(ctx: &Ctx, view: &NodeView, reason: String) -> Result<(), Error> {
     // A node with no trace of its cycle is freed on what the cache says: read it fresh first.
     // A cache behind our own writes (a watch cut, a Node deleted and registered again) once
     // freed a node its new leader had just cordoned, leaving it cordoned outside the lock
     // (the chaos campaign, seed 1).
-    if let Some(v) = view.filter(|v| v.state.is_none()) {
-        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(ctx.client.clone());
-        // A list by name: the controller's role lists Nodes; it has no `get` on them.
-        let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
-        match api.list(&lp).await.map(|l| l.items.into_iter().next()) {
-            Ok(Some(n)) => {
-                let fresh = NodeView::from_node(&n);
-                if fresh.state.is_some()
-                    || fresh.flagged()
-                    || fresh.unschedulable != v.unschedulable
-                {
-                    tracing::info!(node = name, state = ?fresh.state, "not freeing its slot: the node changed since the cache's view; deciding again from what it is");
-                    // Decided again from this version, not from the lagging cache.
-                    let keep = ctx.config.hooks.gate_keys();
-                    ctx.written
-                        .lock()
-                        .expect("written cache")
-                        .insert(name.into(), proto::trim_keeping(n, &keep));
-                    ctx.wake.notify_one();
-                    return Ok(());
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return Err(Error::Node {
-                    node: name.into(),
-                    what: "reading it before freeing its slot".into(),
-                    source: e,
-                })
-            }
-        }
+    if view.state.is_none() && changed_since(ctx, view).await? {
+        return Ok(());
     }
-    tracing::info!(node = name, reason = %reason, "freeing its slot in the maintenance lock");
-    if view.is_none() {
-        ctx.events
-            .publish(
-                name,
-                true,
-                "LockEntryFreed",
-                format!("node {name} is in the maintenance lock but {reason}; its slot is freed"),
-            )
-            .await;
-    }
+    tracing::info!(reason = %reason, "freeing its slot in the maintenance lock");
+    free(ctx, &view.name).await
+}
+
+/// Frees the slot in the lock of node `name`, which has no Node left, for `reason`: said in a
+/// warning Event too.
+pub(super) async fn free_gone(ctx: &Ctx, name: &str, reason: String) -> Result<(), Error> {
+    tracing::info!(reason = %reason, "freeing its slot in the maintenance lock");
+    ctx.services
+        .events
+        .publish(
+            name,
+            true,
+            "LockEntryFreed",
+            format!("node {name} is in the maintenance lock but {reason}; its slot is freed"),
+        )
+        .await;
     free(ctx, name).await
+}
+
+/// Whether `v`'s node, read fresh, changed since `v` (a state, a flag, its cordon): then that
+/// version is kept as our own write's, and a pass is woken to decide again from it.
+async fn changed_since(ctx: &Ctx, v: &NodeView) -> Result<bool, Error> {
+    let name = v.name.as_str();
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> =
+        kube::Api::all(ctx.services.client.clone());
+    // A list by name: the controller's role lists Nodes; it has no `get` on them.
+    let lp = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    match api.list(&lp).await.map(|l| l.items.into_iter().next()) {
+        Ok(Some(n)) => {
+            let fresh = NodeView::from_node(&n);
+            if fresh.state.is_some() || fresh.flagged() || fresh.unschedulable != v.unschedulable {
+                tracing::info!(state = ?fresh.state, "not freeing its slot: the node changed since the cache's view; deciding again from what it is");
+                // Decided again from this version, not from the lagging cache.
+                let keep = ctx.config.hooks.gate_keys();
+                ctx.cache
+                    .written
+                    .lock()
+                    .expect("written cache")
+                    .insert(name.into(), proto::trim_keeping(n, &keep));
+                ctx.wake.notify_one();
+                return Ok(true);
+            }
+            Ok(false)
+        }
+        Ok(None) => Ok(false),
+        Err(e) => Err(Error::Node {
+            node: name.into(),
+            what: "reading it before freeing its slot".into(),
+            source: e,
+        }),
+    }
 }

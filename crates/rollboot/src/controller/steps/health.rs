@@ -30,24 +30,22 @@ use crate::node::{NodeState, NodeView};
 /// started from as written on the Node.
 pub(in crate::controller) type Gates = HashMap<String, (String, Gate)>;
 
-/// Runs node `name`'s health gate as its task, until `deadline`: the gate started while it
-/// rebooted when its record is the one on the Node now, else a new one.
+/// Runs the health gate of `view`'s node as its task, until `deadline`: the gate started while
+/// it rebooted when its record is the one on the Node now, else a new one.
 pub(super) fn start(
     ctx: &Ctx,
-    name: &str,
-    view: Option<&NodeView>,
+    view: &NodeView,
     deadline: DateTime<Utc>,
     tasks: &mut HashMap<String, StepTask>,
     gates: &mut Gates,
 ) {
-    let record = view
-        .and_then(|v| GateRecord::read(v.health_gate.as_deref()))
-        .unwrap_or_default();
+    let name = view.name.as_str();
+    let record = GateRecord::read(view.health_gate.as_deref()).unwrap_or_default();
     let moved = record.reattach.clone();
     let gate = match gates.remove(name) {
         Some((_, g)) if *g.record() == record => g,
         _ => Gate::start(
-            &ctx.workloads,
+            &ctx.services.workloads,
             &record,
             ctx.config.concurrency.max_nodes > 1,
         ),
@@ -60,13 +58,17 @@ pub(super) fn start(
     let node = name.to_string();
     tasks.insert(
         name.into(),
-        StepTask::spawn(ctx.wake.clone(), async move {
-            let (passed, reattached) = tokio::join!(
-                gate.wait(deadline, &node, &ctx2.events),
-                await_reattached(&ctx2, &node, &moved, began, until),
-            );
-            ended(&ctx2, node, passed, reattached).await;
-        }),
+        StepTask::spawn(
+            ctx.wake.clone(),
+            tracing::error_span!(parent: None, "health_gate", node = name),
+            async move {
+                let (passed, reattached) = tokio::join!(
+                    gate.wait(deadline, &node, &ctx2.services.events),
+                    await_reattached(&ctx2, &node, &moved, began, until),
+                );
+                ended(&ctx2, node, passed, reattached).await;
+            },
+        ),
     );
 }
 
@@ -90,13 +92,12 @@ async fn await_reattached(
         .clamp(Duration::from_millis(10), Duration::from_secs(1));
     loop {
         if let Err(e) = look(ctx, &mut r).await {
-            tracing::debug!(node, error = %e, "reading where the moved volumes are attached");
+            tracing::debug!(error = %e, "reading where the moved volumes are attached");
         }
         let now = Utc::now();
         if r.done() {
             let seconds = (now - began).num_milliseconds().max(0) as f64 / 1000.0;
             tracing::info!(
-                node,
                 volumes = moved.len(),
                 seconds,
                 "the moved volumes are attached where their pods' replacements run"
@@ -117,8 +118,9 @@ async fn await_reattached(
         let note = format!(
             "not attached where its pod's replacement runs within drain.volumes.reattachTimeout ({timeout}): {why}; the node goes on"
         );
-        tracing::warn!(node, pv, "{note}");
-        ctx.events
+        tracing::warn!(pv, "{note}");
+        ctx.services
+            .events
             .publish_action(
                 node,
                 true,
@@ -141,12 +143,13 @@ async fn look(ctx: &Ctx, r: &mut Reattach) -> Result<(), kube::Error> {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::storage::v1::VolumeAttachment;
     let mut listed: HashMap<(String, String), Vec<Pod>> = HashMap::new();
-    let attachments: kube::Api<VolumeAttachment> = kube::Api::all(ctx.client.clone());
+    let attachments: kube::Api<VolumeAttachment> = kube::Api::all(ctx.services.client.clone());
     for m in r.pending() {
         let selector = candidates_selector(&m);
         let key = (m.namespace.clone(), selector);
         if !listed.contains_key(&key) {
-            let pods: kube::Api<Pod> = kube::Api::namespaced(ctx.client.clone(), &m.namespace);
+            let pods: kube::Api<Pod> =
+                kube::Api::namespaced(ctx.services.client.clone(), &m.namespace);
             let lp = kube::api::ListParams::default().labels(&key.1);
             listed.insert(key.clone(), pods.list(&lp).await?.items);
         }
@@ -182,11 +185,8 @@ async fn ended(
     passed: Result<(), String>,
     reattached: Option<Reattached>,
 ) {
-    let Some(view) = ctx.still(&node, NodeState::Verifying) else {
-        tracing::info!(
-            node,
-            "health gate ended, but the node is no longer verifying; not acting"
-        );
+    let Some(view) = ctx.cache.still(&node, NodeState::Verifying) else {
+        tracing::info!("health gate ended, but the node is no longer verifying; not acting");
         return;
     };
     let r = match passed {
@@ -199,9 +199,9 @@ async fn ended(
     };
     match r {
         Ok(()) | Err(Error::NotLeader(_)) => {}
-        Err(Error::Conflict { rv, .. }) => ctx.await_newer(&node, &rv).await,
+        Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(&node, &rv).await,
         Err(e) => {
-            tracing::warn!(node, error = %e, "finishing the node");
+            tracing::warn!(error = %e, "finishing the node");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }

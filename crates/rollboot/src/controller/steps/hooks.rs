@@ -43,7 +43,7 @@ pub(super) async fn step(
                 return Ok(());
             };
             let token = token.unwrap_or_else(|| Token::new(now, rand::random()).text);
-            let call = Call {
+            let call = BlockingCall {
                 phase,
                 webhook,
                 name,
@@ -62,10 +62,11 @@ pub(super) async fn step(
 async fn begin(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> Result<(), Error> {
     let p = hd::begin_patch(phase, &ctx.config, view, now);
     patch_node(ctx, view, &format!("beginning its {phase} hooks"), p).await?;
-    tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase begun (its labels and taints written)");
+    tracing::info!(phase = %phase, "hooks: phase begun (its labels and taints written)");
     // An operator sees that the node now waits, on what, and for how long at most.
     if let Some(what) = hd::what_holds(phase, &ctx.config) {
-        ctx.events
+        ctx.services
+            .events
             .publish_action(
                 &view.name,
                 false,
@@ -102,7 +103,7 @@ async fn fire(
             continue;
         };
         let body = hd::body(phase, w, &written, &token, 1, now);
-        ctx.firer.fire(phase, w.clone(), body);
+        ctx.services.firer.fire(phase, w.clone(), body);
     }
     Ok(())
 }
@@ -117,8 +118,8 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
         p,
     )
     .await?;
-    ctx.metrics.hook_result(phase.as_str(), "passed");
-    tracing::info!(node = view.name.as_str(), phase = %phase, "hooks: phase passed");
+    ctx.services.metrics.hook_result(phase.as_str(), "passed");
+    tracing::info!(phase = %phase, "hooks: phase passed");
     if hd::what_holds(phase, &ctx.config).is_some() {
         let waited = hd::phase_record(view, phase, view.state_since.unwrap_or(now))
             .map(|p| (now - p.since).num_milliseconds().max(0) as f64 / 1000.0);
@@ -126,7 +127,8 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
             Some(s) => format!("hooks.{phase} passed after {s:.1}s"),
             None => format!("hooks.{phase} passed"),
         };
-        ctx.events
+        ctx.services
+            .events
             .publish_action(
                 &view.name,
                 false,
@@ -141,7 +143,7 @@ async fn pass(ctx: &Ctx, view: &NodeView, phase: Phase, now: DateTime<Utc>) -> R
 
 /// One attempt of a blocking webhook: its phase, the webhook, its name, the attempt's number
 /// and token.
-struct Call {
+struct BlockingCall {
     phase: Phase,
     webhook: Webhook,
     name: String,
@@ -149,7 +151,7 @@ struct Call {
     token: String,
 }
 
-impl Call {
+impl BlockingCall {
     /// Records the attempt (before it is sent: a successor sees it as made, and never sends it
     /// again), then calls the webhook as the node's task, which records the answer.
     async fn start(
@@ -159,7 +161,7 @@ impl Call {
         now: DateTime<Utc>,
         tasks: &mut HashMap<String, StepTask>,
     ) -> Result<(), Error> {
-        let Call {
+        let BlockingCall {
             phase,
             ref name,
             attempt,
@@ -177,22 +179,26 @@ impl Call {
         .await?;
         let written = NodeView::from_node(&written);
         let body = hd::body(phase, &self.webhook, &written, token, attempt, now);
-        tracing::info!(node, phase = %phase, hook = %name, token, attempt, "asking a blocking webhook");
+        tracing::info!(phase = %phase, hook = %name, token, attempt, "asking a blocking webhook");
         let ctx2 = ctx.clone();
         let node = node.to_string();
         tasks.insert(
             node.clone(),
-            StepTask::spawn(ctx.wake.clone(), async move {
-                let answer = self.ask(&ctx2, &node, &body).await;
-                self.record_answer(&ctx2, &node, answer).await;
-            }),
+            StepTask::spawn(
+                ctx.wake.clone(),
+                tracing::error_span!(parent: None, "webhook", node = node.as_str()),
+                async move {
+                    let answer = self.ask(&ctx2, &body).await;
+                    self.record_answer(&ctx2, &node, answer).await;
+                },
+            ),
         );
         Ok(())
     }
 
     /// Sends the attempt and reads the answer (counted, and logged: a "no" holds the node).
-    async fn ask(&self, ctx: &Ctx, node: &str, body: &crate::hooks::Body) -> crate::hooks::Answer {
-        let Call {
+    async fn ask(&self, ctx: &Ctx, body: &crate::hooks::Body) -> crate::hooks::Answer {
+        let BlockingCall {
             phase,
             name,
             attempt,
@@ -200,7 +206,8 @@ impl Call {
             ..
         } = self;
         let outcome = crate::hooks::call::post(&self.webhook, body).await;
-        ctx.metrics
+        ctx.services
+            .metrics
             .hook_result(phase.as_str(), outcome.metric_label());
         let answer = crate::hooks::Answer {
             yes: outcome.yes(),
@@ -208,10 +215,10 @@ impl Call {
             at: Utc::now(),
         };
         if answer.yes {
-            tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook said yes");
+            tracing::info!(phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook said yes");
         } else {
             // An expected answer of a gate: the node waits, as configured (INFO, not a fault).
-            tracing::info!(node, phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes yet; the node is held");
+            tracing::info!(phase = %phase, hook = %name, token, attempt, answer = %answer.detail, "the webhook did not say yes yet; the node is held");
         }
         answer
     }
@@ -221,7 +228,7 @@ impl Call {
     /// be written is lost: the attempt then counts as unanswered, and the next one is sent
     /// after its backoff (never the same one again).
     async fn record_answer(&self, ctx: &Ctx, node: &str, answer: crate::hooks::Answer) {
-        let Call {
+        let BlockingCall {
             phase,
             name,
             attempt,
@@ -230,12 +237,12 @@ impl Call {
         } = self;
         let (phase, attempt) = (*phase, *attempt);
         for _ in 0..5 {
-            let Some(view) = ctx.current(node) else {
+            let Some(view) = ctx.cache.current(node) else {
                 return;
             };
             let Some(p) = hd::answer_patch(phase, &view, name, token, attempt, answer.clone())
             else {
-                tracing::info!(node, phase = %phase, hook = %name, attempt, "the node no longer waits for this answer; not recording it");
+                tracing::info!(phase = %phase, hook = %name, attempt, "the node no longer waits for this answer; not recording it");
                 return;
             };
             match patch_node(
@@ -247,10 +254,10 @@ impl Call {
             .await
             {
                 Ok(_) => return,
-                Err(Error::Conflict { rv, .. }) => ctx.await_newer(node, &rv).await,
+                Err(Error::Conflict { rv, .. }) => ctx.cache.await_newer(node, &rv).await,
                 Err(Error::NotLeader(_)) => return,
                 Err(e) => {
-                    tracing::warn!(node, error = %e, "recording a webhook's answer");
+                    tracing::warn!(error = %e, "recording a webhook's answer");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }

@@ -1,7 +1,8 @@
 //! The steps of a node's cycle, carried out: one function per phase, dispatched from one match.
 //!
 //! Owns [`run_step`], which carries out the [`Step`] that [`super::decide::next_step`] returned
-//! for a node in the lock, and the phases it dispatches to, one module each:
+//! for a node in the lock with its Node ([`run_gone_step`] for one without: its slot held or
+//! freed), each in a span naming the node, and the phases it dispatches to, one module each:
 //! - [`cordon`]: the cordon that starts a cycle, and the uncordon after the reboot;
 //! - [`drain`]: the drain, run as the node's task, and what its end writes (the reboot request,
 //!   or the afterDrain hooks' start);
@@ -37,72 +38,73 @@ use super::task::StepTask;
 use crate::node::NodeView;
 use health::Gates;
 
-/// Carries out one step for node `name` (`view`: its Node, if it has one); returns a deadline
+/// Carries out one step for the node of `view` (in the lock, with a Node); returns a deadline
 /// to look again at, if any. A step that runs on (a drain, a health gate, a blocking webhook)
-/// is spawned into `tasks`; a health gate started early is kept in `gates`.
+/// is spawned into `tasks`; a health gate started early is kept in `gates`. Its logs name the
+/// node through its span.
+#[tracing::instrument(level = "error", name = "step", skip_all, fields(node = view.name.as_str()))]
 pub(super) async fn run_step(
     ctx: &Ctx,
-    name: &str,
-    view: Option<&NodeView>,
+    view: &NodeView,
     step: Step,
     tasks: &mut HashMap<String, StepTask>,
     gates: &mut Gates,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     match step {
         Step::Cordon { record_cordoned_by } => {
-            cordon::cordon(
-                ctx,
-                view.expect("a cordon step has a node"),
-                record_cordoned_by,
-            )
-            .await?
+            cordon::cordon(ctx, view, record_cordoned_by).await?
         }
-        Step::Drain { .. } => {
-            drain::start(ctx, view.expect("a drain step has a node"), tasks).await?
-        }
-        Step::RequestReboot { attempt } => {
-            reboot::request_again(ctx, view.expect("a reboot step has a node"), attempt).await?
-        }
-        Step::HandOff => {
-            reboot::hand_off(ctx, view.expect("a hand-off step has a node"), None).await?
-        }
-        Step::Overtaken(why) => {
-            reboot::overtaken(ctx, view.expect("an overtaken step has a node"), why).await?
-        }
-        Step::Release(reason) => {
-            end::release(ctx, view.expect("a release step has a node"), reason).await?
-        }
+        Step::Drain { .. } => drain::start(ctx, view, tasks).await?,
+        Step::RequestReboot { attempt } => reboot::request_again(ctx, view, attempt).await?,
+        Step::HandOff => reboot::hand_off(ctx, view, None).await?,
+        Step::Overtaken(why) => reboot::overtaken(ctx, view, why).await?,
+        Step::Release(reason) => end::release(ctx, view, reason).await?,
         Step::AwaitReboot { deadline } => {
-            reboot::await_back(ctx, name, view, gates);
+            reboot::await_back(ctx, view, gates);
             return Ok(Some(deadline));
         }
-        Step::MarkVerifying => {
-            reboot::mark_verifying(ctx, view.expect("a verify step has a node")).await?
-        }
-        Step::Uncordon => cordon::uncordon(ctx, view.expect("an uncordon step has a node")).await?,
-        Step::HealthGate { deadline } => health::start(ctx, name, view, deadline, tasks, gates),
+        Step::MarkVerifying => reboot::mark_verifying(ctx, view).await?,
+        Step::Uncordon => cordon::uncordon(ctx, view).await?,
+        Step::HealthGate { deadline } => health::start(ctx, view, deadline, tasks, gates),
+        Step::Fail(reason) => end::fail(ctx, view, reason).await?,
+        Step::FailHook { phase, reason } => end::fail_hook(ctx, view, phase, reason).await?,
+        Step::Hook { phase, action } => hooks::step(ctx, view, phase, action, tasks).await?,
+        Step::Free(reason) => end::free_slot(ctx, view, reason).await?,
         // The watch brings the taint's arrival (a new pass); the bound is the fallback.
         Step::Settle { until } => return Ok(Some(until)),
-        // Looked at again on every pass the watch brings: debug, not to repeat it at info.
-        Step::Hold { until, why } => {
-            tracing::debug!(node = name, %until, why, "its slot in the maintenance lock stays taken");
-            return Ok(Some(until));
-        }
-        Step::Fail(reason) => end::fail(ctx, view.expect("a fail step has a node"), reason).await?,
-        Step::FailHook { phase, reason } => {
-            end::fail_hook(ctx, view.expect("a fail step has a node"), phase, reason).await?
-        }
-        Step::Hook { phase, action } => {
-            hooks::step(
-                ctx,
-                view.expect("a hook step has a node"),
-                phase,
-                action,
-                tasks,
-            )
-            .await?
-        }
-        Step::Free(reason) => end::free_slot(ctx, name, view, reason).await?,
+        Step::Hold { until, why } => return Ok(Some(hold(until, &why))),
     }
     Ok(None)
+}
+
+/// Carries out one step for node `name`, in the lock with no Node (deleted, or never seen):
+/// the state machine holds its slot or frees it ([`super::decide::next_step`] decides nothing
+/// else for it); returns a deadline to look again at, if any. Its logs name the node through
+/// its span.
+#[tracing::instrument(level = "error", name = "step", skip_all, fields(node = name))]
+pub(super) async fn run_gone_step(
+    ctx: &Ctx,
+    name: &str,
+    step: Step,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    match step {
+        Step::Free(reason) => end::free_gone(ctx, name, reason).await?,
+        Step::Hold { until, why } => return Ok(Some(hold(until, &why))),
+        // What is carried out on a Node, for a node with none: nothing to carry it out on; it
+        // is decided again on the next pass.
+        step => {
+            tracing::error!(
+                ?step,
+                "a step on the node's Node, but it has none: not carried out"
+            );
+        }
+    }
+    Ok(None)
+}
+
+/// The slot stays taken until `until` (or the node's next change), for `why`.
+fn hold(until: DateTime<Utc>, why: &str) -> DateTime<Utc> {
+    // Looked at again on every pass the watch brings: debug, not to repeat it at info.
+    tracing::debug!(%until, why, "its slot in the maintenance lock stays taken");
+    until
 }

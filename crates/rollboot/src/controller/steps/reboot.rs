@@ -25,7 +25,6 @@ pub(super) async fn request_again(ctx: &Ctx, view: &NodeView, attempt: u32) -> R
     // Attempt 1 here is the request after the afterDrain hooks passed.
     if attempt > 1 {
         tracing::warn!(
-            node = view.name.as_str(),
             token = view.reboot_token.as_deref().unwrap_or_default(),
             attempt,
             "the agent reports its acknowledged reboot token lost (it started again on the same boot); issuing a new one"
@@ -52,7 +51,7 @@ pub(super) async fn request_reboot(
 ) -> Result<(), Error> {
     let node = view.name.as_str();
     if let Err(why) = decide::may_request_reboot(view) {
-        tracing::warn!(node, "{why}");
+        tracing::warn!("{why}");
         ctx.wake.notify_one();
         return Ok(());
     }
@@ -68,7 +67,7 @@ pub(super) async fn request_reboot(
         .first()
         .and_then(|(_, v)| v.as_deref())
         .unwrap_or_default();
-    tracing::info!(node, token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
+    tracing::info!(token = %token.text, attempt, state = "rebooting", boot_id, "reboot requested");
     // A new token is its own Event (a repeat of the first would keep the first's note).
     let (reason, note) = if attempt == 1 {
         (
@@ -86,7 +85,8 @@ pub(super) async fn request_reboot(
             ),
         )
     };
-    ctx.events
+    ctx.services
+        .events
         .publish_action(
             node,
             false,
@@ -116,7 +116,7 @@ pub(super) async fn hand_off(
 ) -> Result<(), Error> {
     let node = view.name.as_str();
     if let Err(why) = decide::may_request_reboot(view) {
-        tracing::warn!(node, "{why}");
+        tracing::warn!("{why}");
         ctx.wake.notify_one();
         return Ok(());
     }
@@ -148,12 +148,13 @@ pub(super) async fn hand_off(
     )
     .await?;
     if view.for_shutdown() {
-        tracing::info!(node, state = "rebooting", boot_id = %view.boot_id, undrained = undrained.as_deref().unwrap_or(""), "the host's own shutdown goes on now: the agent lets its inhibitor go");
+        tracing::info!(state = "rebooting", boot_id = %view.boot_id, undrained = undrained.as_deref().unwrap_or(""), "the host's own shutdown goes on now: the agent lets its inhibitor go");
         let (warning, reason, note) = match undrained {
             Some(why) => (true, "ShutdownNotDrained", format!("the host is shutting down by itself; handed back to it, not drained: {why}")),
             None => (false, "ShutdownDrained", "the host is shutting down by itself; drained and past its hooks, handed back to it: its agent lets the shutdown go on".to_string()),
         };
-        ctx.events
+        ctx.services
+            .events
             .publish_action(node, warning, reason, "HandOff", note)
             .await;
         ctx.wake.notify_one();
@@ -164,8 +165,9 @@ pub(super) async fn hand_off(
         .as_ref()
         .map(|f| f.id.as_str())
         .unwrap_or_default();
-    tracing::info!(node, state = "rebooting", boot_id = %view.boot_id, fleetlock_id = id, "drained; the host reboots itself (its FleetLock pre-reboot is answered 200 now)");
-    ctx.events
+    tracing::info!(state = "rebooting", boot_id = %view.boot_id, fleetlock_id = id, "drained; the host reboots itself (its FleetLock pre-reboot is answered 200 now)");
+    ctx.services
+        .events
         .publish_action(
             node,
             false,
@@ -203,8 +205,9 @@ pub(super) async fn overtaken(ctx: &Ctx, view: &NodeView, why: String) -> Result
         proto::patch(&ann, None),
     )
     .await?;
-    tracing::warn!(node, state = "rebooting", reason = %why, "the host's own shutdown went before the drain was over; verifying the node, counted undrained");
-    ctx.events
+    tracing::warn!(state = "rebooting", reason = %why, "the host's own shutdown went before the drain was over; verifying the node, counted undrained");
+    ctx.services
+        .events
         .publish_action(node, true, "ShutdownNotDrained", "Overtaken", why)
         .await;
     ctx.wake.notify_one();
@@ -215,12 +218,13 @@ pub(super) async fn overtaken(ctx: &Ctx, view: &NodeView, why: String) -> Result
 /// the time the node is back; the gate decides only then, from what they see at that moment.
 /// Started again only when the record changed: compared as written, since parsing it (the
 /// labels of every evicted pod) on every pass was a cost of its own.
-pub(super) fn await_back(ctx: &Ctx, name: &str, view: Option<&NodeView>, gates: &mut Gates) {
-    let text = view.and_then(|v| v.health_gate.as_deref());
+pub(super) fn await_back(ctx: &Ctx, view: &NodeView, gates: &mut Gates) {
+    let name = view.name.as_str();
+    let text = view.health_gate.as_deref();
     if let Some(text) = text.filter(|t| gates.get(name).is_none_or(|(g, _)| g != t)) {
         if let Ok(record) = serde_json::from_str::<GateRecord>(text) {
             let gate = Gate::start(
-                &ctx.workloads,
+                &ctx.services.workloads,
                 &record,
                 ctx.config.concurrency.max_nodes > 1,
             );
@@ -248,7 +252,6 @@ pub(super) async fn mark_verifying(ctx: &Ctx, view: &NodeView) -> Result<(), Err
     )
     .await?;
     tracing::info!(
-        node = view.name.as_str(),
         state = "verifying",
         uncordoned = ours,
         "back with a new boot ID and Ready"

@@ -24,7 +24,7 @@ const REJECTED: &str = "SilenceIdRejected";
 /// leader that dies in between leaves a silence nobody names, which ends on its own after the
 /// longest cycle (its `endsAt`).
 pub(super) async fn create(ctx: &Ctx, view: &NodeView, now: DateTime<Utc>) -> Option<SilenceId> {
-    let (am, matchers) = ctx.silencer.as_ref()?;
+    let (am, matchers) = ctx.services.silencer.as_ref()?;
     let node = view.name.as_str();
     expire(ctx, view).await;
     let c = &ctx.config;
@@ -36,13 +36,13 @@ pub(super) async fn create(ctx: &Ctx, view: &NodeView, now: DateTime<Utc>) -> Op
     let silence = crate::silences::silence_for(node, matchers, now, longest);
     match am.create(&silence).await {
         Ok(id) => {
-            ctx.metrics.silence("created");
-            tracing::info!(node, silence = %id, until = %silence.ends_at, "Alertmanager silence created");
+            ctx.services.metrics.silence("created");
+            tracing::info!(silence = %id, until = %silence.ends_at, "Alertmanager silence created");
             Some(id)
         }
         Err(e) => {
-            ctx.metrics.silence("failed");
-            tracing::warn!(node, error = %e, "could not create the node's Alertmanager silence; draining anyway");
+            ctx.services.metrics.silence("failed");
+            tracing::warn!(error = %e, "could not create the node's Alertmanager silence; draining anyway");
             None
         }
     }
@@ -53,7 +53,7 @@ pub(super) async fn create(ctx: &Ctx, view: &NodeView, now: DateTime<Utc>) -> Op
 /// silence of this node is expired; another is left alone and said. An Alertmanager that
 /// cannot be asked never holds the node: warned and counted; the silence then ends on its own.
 pub(super) async fn expire(ctx: &Ctx, view: &NodeView) {
-    let Some((am, _)) = ctx.silencer.as_ref() else {
+    let Some((am, _)) = ctx.services.silencer.as_ref() else {
         return;
     };
     let Some(id) = recorded(ctx, view).await else {
@@ -65,8 +65,9 @@ pub(super) async fn expire(ctx: &Ctx, view: &NodeView) {
             Expiry::Expire => am.expire(&id).await,
             Expiry::Over => Ok(()),
             Expiry::NotOurs(why) => {
-                tracing::warn!(node, key = proto::SILENCE_ID, silence = %id, "not expiring the silence the node names: {why}");
-                ctx.events
+                tracing::warn!(key = proto::SILENCE_ID, silence = %id, "not expiring the silence the node names: {why}");
+                ctx.services
+                    .events
                     .publish(
                         node,
                         true,
@@ -84,12 +85,12 @@ pub(super) async fn expire(ctx: &Ctx, view: &NodeView) {
     };
     match expired {
         Ok(()) => {
-            ctx.metrics.silence("expired");
-            tracing::info!(node, silence = %id, "Alertmanager silence expired");
+            ctx.services.metrics.silence("expired");
+            tracing::info!(silence = %id, "Alertmanager silence expired");
         }
         Err(e) => {
-            ctx.metrics.silence("expire_failed");
-            tracing::warn!(node, silence = %id, error = %e, "could not expire the node's Alertmanager silence; it ends on its own");
+            ctx.services.metrics.silence("expire_failed");
+            tracing::warn!(silence = %id, error = %e, "could not expire the node's Alertmanager silence; it ends on its own");
         }
     }
 }
@@ -100,8 +101,9 @@ async fn recorded(ctx: &Ctx, view: &NodeView) -> Option<SilenceId> {
         Ok(id) => id,
         Err(r) => {
             let node = view.name.as_str();
-            tracing::warn!(node, key = proto::SILENCE_ID, value = ?r.value, "the node's recorded silence is {}: sent nowhere, treated as no silence recorded", r.why);
-            ctx.events
+            tracing::warn!(key = proto::SILENCE_ID, value = ?r.value, "the node's recorded silence is {}: sent nowhere, treated as no silence recorded", r.why);
+            ctx.services
+                .events
                 .publish(
                     node,
                     true,

@@ -91,7 +91,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
                     continue;
                 };
                 let name = format!("{ns}/{}", b.metadata.name.as_deref().unwrap_or_default());
-                tracing::warn!(node, budget = %name, why, "a PodDisruptionBudget's selector cannot be evaluated; taken to cover the node's pods");
+                tracing::warn!(budget = %name, why, "a PodDisruptionBudget's selector cannot be evaluated; taken to cover the node's pods");
                 unreadable.push(format!("PodDisruptionBudget {name} ({why})"));
             }
         }

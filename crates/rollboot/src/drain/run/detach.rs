@@ -54,7 +54,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
                         waited.push(v)
                     }
                     Err(why) => {
-                        tracing::info!(node = self.node, pod = %pod, claim, why = why.text(), "not waiting for this volume to detach")
+                        tracing::info!(pod = %pod, claim, why = why.text(), "not waiting for this volume to detach")
                     }
                 }
             }
@@ -195,7 +195,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
             wanted.insert(v.clone());
         }
         if !wanted.is_empty() {
-            tracing::info!(node = self.node, volumes = wanted.len(), "volumes attached or recorded that no pod on the node uses: waiting for them to detach");
+            tracing::info!(volumes = wanted.len(), "volumes attached or recorded that no pod on the node uses: waiting for them to detach");
         }
         self.wait_volumes(wanted, Utc::now()).await
     }
@@ -237,7 +237,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
                 in_status
             };
             if still.is_empty() {
-                tracing::debug!(node = self.node, volumes = wanted.len(), "volumes detached");
+                tracing::debug!(volumes = wanted.len(), "volumes detached");
                 return Ok(());
             }
             let now = Utc::now();

@@ -33,7 +33,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
     /// the deadline. A pod still refused then fails the drain with [`DrainError::Timeout`], or,
     /// with `drain.forceDeleteAfterTimeout`, is deleted (an Event for each).
     pub async fn evict(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
-        tracing::debug!(node = self.node, pods = pods.len(), "evicting");
+        tracing::debug!(pods = pods.len(), "evicting");
         let this = &*self;
         let mut results = futures::stream::iter(pods.iter().cloned())
             .map(|pod| this.evict_one(pod))
@@ -178,7 +178,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
         );
         if !phantom.is_empty() {
             note = format!("{note}. {}", phantom.join(". "));
-            tracing::warn!(node = self.node, pod = %pod, budget = %names, reason = %phantom.join("; "), "a budget counts a disruption that is not happening");
+            tracing::warn!(pod = %pod, budget = %names, reason = %phantom.join("; "), "a budget counts a disruption that is not happening");
         }
         self.api
             .event(Some(pod), true, "EvictionBlocked", note)
@@ -209,7 +209,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
         {
             Policy::Wait => Ok(()),
             policy @ (Policy::Fail | Policy::Quarantine) => {
-                tracing::warn!(node = self.node, pod = %pod, cause = %held.cause, budget = %held.budget, why = %held.why, "an eviction is held and drain.whenBlocked says fail or quarantine");
+                tracing::warn!(pod = %pod, cause = %held.cause, budget = %held.budget, why = %held.why, "an eviction is held and drain.whenBlocked says fail or quarantine");
                 if held.cause == Cause::Never {
                     self.api
                         .event(Some(pod), true, "BudgetNeverAllows", format!("evicting pod {pod}: {}; the drain fails at once (drain.whenBlocked.never)", held.sentence()))
@@ -233,7 +233,7 @@ impl<A: DrainApi> NodeDrain<'_, A> {
             let names = names(&self.covering_of(pod).await?);
             format!("evicting pod {pod} failed (overlapping PodDisruptionBudgets: {names}): {message}; retrying")
         } else {
-            tracing::warn!(node = self.node, pod = %pod, error = %message, "eviction failed on the server side; retrying");
+            tracing::warn!(pod = %pod, error = %message, "eviction failed on the server side; retrying");
             format!("evicting pod {pod} failed: {message}; retrying")
         };
         self.api

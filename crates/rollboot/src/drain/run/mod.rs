@@ -20,6 +20,9 @@
 //! has done (the pods it evicted, when each eviction was accepted, when each pod was seen going,
 //! each step's times), so a phase reads what the ones before it recorded.
 //!
+//! Its logs name the node through the span the drain runs in (the controller's drain task's),
+//! not a field of their own.
+//!
 //! This module holds the value, its selection, its wait for the pods to go and its result; the
 //! other phases are its parts:
 //! - [`evict`]: the evictions, refusals retried, and what `drain.whenBlocked` says of a held one;
@@ -223,7 +226,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
             match classify(&p, self.cfg, pod_selector, ds_exists) {
                 Disposition::Evict => found.to_evict.push(p),
                 Disposition::Skip(why) => {
-                    tracing::debug!(node, pod = %PodRef::of(&p), why = why.text(), "not evicting");
+                    tracing::debug!(pod = %PodRef::of(&p), why = why.text(), "not evicting");
                     if p.metadata.deletion_timestamp.is_some()
                         && controller_of(&p).is_none_or(|(k, _)| k != "DaemonSet")
                     {
@@ -271,7 +274,6 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
     /// ([`DrainError::Held`]).
     pub async fn wait(&mut self, pods: &[PodRef]) -> Result<(), DrainError> {
         tracing::debug!(
-            node = self.node,
             evicted = self.evicted.len(),
             "evictions accepted; waiting for the pods to go"
         );
@@ -380,7 +382,7 @@ impl<'a, A: DrainApi> NodeDrain<'a, A> {
         }
         let o = order(&members, &self.cfg.order, &namespaces);
         for p in &o.skipped {
-            tracing::info!(node = self.node, pod = %p, "left on the node (drain.order: skip)");
+            tracing::info!(pod = %p, "left on the node (drain.order: skip)");
         }
         Ok(o)
     }
