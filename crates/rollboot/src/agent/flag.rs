@@ -22,14 +22,14 @@ impl<R: RebootHost> Agent<'_, R> {
         let answer = match sentinel.check().await {
             Ok(answer) => {
                 if self.sentinel_failing {
-                    tracing::info!(node, "the sentinel answers again");
+                    tracing::info!("the sentinel answers again");
                 }
                 self.sentinel_failing = false;
                 answer
             }
             Err(e) => {
                 self.metrics.sentinel_error();
-                tracing::warn!(node, error = %e, flagged = v.reboot_required, "the sentinel gave no answer; the node's reboot-required flag is left as it is");
+                tracing::warn!(error = %e, flagged = v.reboot_required, "the sentinel gave no answer; the node's reboot-required flag is left as it is");
                 if !self.sentinel_failing {
                     self.sentinel_failing = true;
                     self.events
@@ -74,13 +74,12 @@ impl<R: RebootHost> Agent<'_, R> {
         let seen = Some(v.resource_version.as_str());
         match self.writer.write(seen, "writing reboot-required", p).await {
             Ok(()) => tracing::info!(
-                node,
                 needed,
                 reason = answer.as_deref().unwrap_or(""),
-                "reboot-required changed"
+                "reboot-required changed",
             ),
             Err(e) => {
-                tracing::warn!(node, error = %e, "could not write reboot-required; trying again on the next check")
+                tracing::warn!(error = %e, "could not write reboot-required; trying again on the next check")
             }
         }
     }

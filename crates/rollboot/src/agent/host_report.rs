@@ -42,16 +42,14 @@ impl<R: RebootHost> Agent<'_, R> {
             self.metrics.host_matches(result.is_ok());
             match &result {
                 Ok(()) => tracing::info!(
-                    node,
                     host_boot_id = boot.as_deref().unwrap_or_default(),
                     host_machine_id = machine.as_deref().unwrap_or("unknown"),
                     host_init_start = init,
-                    "the host is this node's: its boot ID (and machine ID) are the ones the Node reports"
+                    "the host is this node's: its boot ID (and machine ID) are the ones the Node reports",
                 ),
                 Err(why) => tracing::warn!(
-                    node,
                     boot_id_file = %self.config.reboot.host_boot_id_file,
-                    "{why}: the agent refuses every reboot token while this lasts"
+                    "{why}: the agent refuses every reboot token while this lasts",
                 ),
             }
             self.identity_said = Some(result.clone());
@@ -92,7 +90,7 @@ impl<R: RebootHost> Agent<'_, R> {
         let p = proto::patch(&[(proto::AGENT_HOST, Some(record.to_annotation()))], None);
         let seen = Some(v.resource_version.as_str());
         if let Err(e) = self.writer.write(seen, "writing agent-host", p).await {
-            tracing::warn!(node, error = %e, "could not write what the agent reads of its host; trying again on the next check");
+            tracing::warn!(error = %e, "could not write what the agent reads of its host; trying again on the next check");
         }
     }
 }

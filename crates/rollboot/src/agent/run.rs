@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -75,8 +76,33 @@ pub async fn run_with_host_shutdowns<R: RebootHost, S: Sentinel, L: HostShutdown
 /// file): the reboot method and the sentinel rebuild themselves from it, the check period
 /// and the timeouts are the new ones from then on. What the agent remembers (the tokens it
 /// acted on, the refusals it said, its logind inhibitor) is kept across a reload.
+///
+/// Everything it logs is in the span `agent{node=...}`: the simulator runs many agents in one
+/// process, and a log line names its node once, in the span, not in each call.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_reloading<R: RebootHost, S: Sentinel, L: HostShutdowns>(
+    client: Client,
+    configs: tokio::sync::watch::Receiver<Arc<Config>>,
+    node: String,
+    method: R,
+    sentinel: S,
+    metrics: Arc<AgentMetrics>,
+    host: Option<L>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    // At error level, as the controller's node spans: a filter such as `rollboot=warn` keeps
+    // the span, so a warning keeps its node.
+    let span = tracing::error_span!("agent", node = %node);
+    watch_own_node(
+        client, configs, node, method, sentinel, metrics, host, shutdown,
+    )
+    .instrument(span)
+    .await
+}
+
+/// The agent's loop: its own Node watched, its host checked every period, each config taken.
+#[allow(clippy::too_many_arguments)]
+async fn watch_own_node<R: RebootHost, S: Sentinel, L: HostShutdowns>(
     client: Client,
     mut configs: tokio::sync::watch::Receiver<Arc<Config>>,
     node: String,
@@ -107,7 +133,7 @@ pub async fn run_reloading<R: RebootHost, S: Sentinel, L: HostShutdowns>(
             ev = stream.next() => {
                 match ev {
                     Some(Ok(n)) => view = Some(NodeView::from_node(&n)),
-                    Some(Err(e)) => { tracing::warn!(node, error = %e, "watching own node"); continue }
+                    Some(Err(e)) => { tracing::warn!(error = %e, "watching own node"); continue }
                     None => return Ok(()),
                 }
                 if let Some(v) = &view {
@@ -168,12 +194,11 @@ impl<R: RebootHost> Agent<'_, R> {
         host: Option<(std::time::Duration, bool)>,
         view: Option<&NodeView>,
     ) {
-        let node = self.node;
         self.method.reconfigure(&config.reboot);
         sentinel.reconfigure(&config.reboot);
         self.config = config;
         self.metrics.config_reloaded();
-        tracing::info!(node, sentinel = %sentinel.describe(), check_period = %self.config.reboot.check_period, "config reloaded: the new settings apply from now on");
+        tracing::info!(sentinel = %sentinel.describe(), check_period = %self.config.reboot.check_period, "config reloaded: the new settings apply from now on");
         self.say_shutdown_drain(host).await;
         if let Some(v) = view {
             let read = self.read_host();
@@ -190,7 +215,7 @@ impl<R: RebootHost> Agent<'_, R> {
         view: Option<&NodeView>,
     ) {
         if let Some(g) = guard {
-            if g.refresh(self.node).await {
+            if g.refresh().await {
                 let host = g.host();
                 self.say_shutdown_drain(Some(host)).await;
             }

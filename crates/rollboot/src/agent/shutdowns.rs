@@ -32,10 +32,10 @@ impl<R: RebootHost> Agent<'_, R> {
         match self.writer.write(Some(&v.resource_version), what, p).await {
             Ok(()) => {
                 self.check_left_over = false;
-                tracing::info!(node = self.node, boot_id = %v.boot_id, "removed a shutdown-requested left from before: the host is on the boot its Node reports (the shutdown was cancelled, or this is the new boot)");
+                tracing::info!(boot_id = %v.boot_id, "removed a shutdown-requested left from before: the host is on the boot its Node reports (the shutdown was cancelled, or this is the new boot)");
             }
             Err(e) => {
-                tracing::warn!(node = self.node, error = %e, "could not remove a left-over shutdown-requested; trying again on the next check");
+                tracing::warn!(error = %e, "could not remove a left-over shutdown-requested; trying again on the next check");
                 self.unsettled = true;
             }
         }
@@ -79,7 +79,7 @@ impl<R: RebootHost> Agent<'_, R> {
                 }
             }
             logind::Wake::Gone => {
-                tracing::warn!(node = self.node, "logind can no longer be heard (the bus connection ended): letting the inhibitor go; trying to reach it again");
+                tracing::warn!("logind can no longer be heard (the bus connection ended): letting the inhibitor go; trying to reach it again");
                 self.metrics.inhibitor_held(false);
                 return false;
             }
@@ -105,10 +105,10 @@ impl<R: RebootHost> Agent<'_, R> {
             note = format!("{note}; {w}");
         }
         if now == ShutdownDrain::Ready {
-            tracing::info!(node, shutdown_drain = now.as_str(), "{note}");
+            tracing::info!(shutdown_drain = now.as_str(), "{note}");
             return;
         }
-        tracing::warn!(node, shutdown_drain = now.as_str(), "{note}");
+        tracing::warn!(shutdown_drain = now.as_str(), "{note}");
         self.events
             .publish(
                 node,
@@ -138,7 +138,7 @@ impl<R: RebootHost> Agent<'_, R> {
     ) -> Option<logind::Guard<L>> {
         let mut guard = None;
         if let Some(l) = host {
-            if let Some((g, preparing)) = logind::Guard::start(l, self.node, &self.metrics).await {
+            if let Some((g, preparing)) = logind::Guard::start(l, &self.metrics).await {
                 // logind is shutting the host down now: a request on the Node is live.
                 self.check_left_over = !preparing;
                 guard = Some(g);
@@ -170,7 +170,7 @@ impl<R: RebootHost> Agent<'_, R> {
         lost: &mut Option<logind::Lost<L>>,
     ) {
         let Some(l) = lost.take() else { return };
-        match l.reach(self.node, &self.metrics).await {
+        match l.reach(&self.metrics).await {
             Ok(g) => {
                 self.say_shutdown_drain(Some(g.host())).await;
                 *guard = Some(g);

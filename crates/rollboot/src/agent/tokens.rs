@@ -66,11 +66,11 @@ impl<R: RebootHost> Agent<'_, R> {
             .await
         {
             Ok(_) => {
-                tracing::warn!(node, token, boot_id = %boot, "an earlier agent acknowledged this token and the host did not reboot; reported it lost");
+                tracing::warn!(token, boot_id = %boot, "an earlier agent acknowledged this token and the host did not reboot; reported it lost");
                 self.events.publish_action(node, true, "RebootLost", &format!("ReportLost {token}"), format!("agent acknowledged token {token} earlier but the host did not reboot (boot ID still {boot}): the agent stopped between its ack and the reboot; asking the controller for a new token")).await;
             }
             Err(e) => {
-                tracing::warn!(node, token, error = %e, "could not report a lost reboot token; trying again on the next check");
+                tracing::warn!(token, error = %e, "could not report a lost reboot token; trying again on the next check");
                 self.unsettled = true;
             }
         }
@@ -105,7 +105,7 @@ impl<R: RebootHost> Agent<'_, R> {
                 ),
             }),
             Err(e) => {
-                tracing::warn!(node = self.node, error = %e, "reading the maintenance lock; trying again on the next check");
+                tracing::warn!(error = %e, "reading the maintenance lock; trying again on the next check");
                 self.unsettled = true;
                 None
             }
@@ -118,7 +118,6 @@ impl<R: RebootHost> Agent<'_, R> {
     /// brings) is judged again. A refusal said earlier for this token no longer holds. The
     /// resourceVersion of the Node as acknowledged, when it was written.
     async fn acknowledge(&mut self, v: &NodeView, token: &str) -> Option<String> {
-        let node = self.node;
         let ack = proto::patch(
             &[
                 (proto::REBOOT_ACK, Some(token.to_string())),
@@ -135,14 +134,13 @@ impl<R: RebootHost> Agent<'_, R> {
             Ok(n) => Some(n.metadata.resource_version.unwrap_or_default()),
             Err(NodeWriteError::Conflict { .. }) => {
                 tracing::info!(
-                    node,
                     token,
-                    "the node changed since it was checked; deciding again from the newer version"
+                    "the node changed since it was checked; deciding again from the newer version",
                 );
                 None
             }
             Err(e) => {
-                tracing::warn!(node, token, error = %e, "could not acknowledge; not rebooting now, trying again on the next check");
+                tracing::warn!(token, error = %e, "could not acknowledge; not rebooting now, trying again on the next check");
                 self.unsettled = true;
                 None
             }
@@ -158,7 +156,7 @@ impl<R: RebootHost> Agent<'_, R> {
             self.acted.remove(0);
         }
         self.acted.push(token.to_string());
-        tracing::info!(node, token, "rebooting");
+        tracing::info!(token, "rebooting");
         self.events
             .publish(
                 node,
@@ -170,7 +168,7 @@ impl<R: RebootHost> Agent<'_, R> {
         self.rebooting = Some(token.to_string());
         if let Err(e) = self.method.reboot(node, token).await {
             self.rebooting = None;
-            tracing::error!(node, token, error = %e, "reboot failed");
+            tracing::error!(token, error = %e, "reboot failed");
             self.events
                 .publish(node, true, "RebootFailed", e.to_string())
                 .await;
@@ -193,7 +191,7 @@ impl<R: RebootHost> Agent<'_, R> {
         {
             return;
         }
-        tracing::warn!(node, token, cause = cause.as_str(), reason = %why, "refusing to reboot");
+        tracing::warn!(token, cause = cause.as_str(), reason = %why, "refusing to reboot");
         // One Event per token and reason: a later reason for the same token is not folded into
         // the first Event, whose note it would keep.
         let action = format!("Refuse {token}: {why}");
@@ -245,7 +243,7 @@ impl<R: RebootHost> Agent<'_, R> {
         match self.writer.write(seen, what, p).await {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(node = self.node, token, error = %e, "could not record the refusal on the node; trying again on the next check");
+                tracing::warn!(token, error = %e, "could not record the refusal on the node; trying again on the next check");
                 self.unsettled = true;
                 false
             }

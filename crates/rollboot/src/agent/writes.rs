@@ -67,7 +67,7 @@ impl OwnNodeWriter {
             match self.write_decided(&version, what, patch.clone()).await {
                 Ok(_) => return Ok(()),
                 Err(NodeWriteError::Conflict { .. }) if attempt < ATTEMPTS => {
-                    tracing::debug!(node = %self.node, what, resource_version = %version, "the node changed since the agent saw it; writing again at the newer version");
+                    tracing::debug!(what, resource_version = %version, "the node changed since the agent saw it; writing again at the newer version");
                     attempt += 1;
                     version = self.version(what).await?;
                 }

@@ -248,12 +248,12 @@ impl<L: HostShutdowns> Guard<L> {
     /// inhibitor too (the agent says what they mean for the node: [`decide::shutdown_drain`]).
     /// `None` (said in one line) when logind cannot be asked: the agent goes on without it.
     /// Also whether a shutdown is under way now.
-    pub async fn start(logind: L, node: &str, metrics: &AgentMetrics) -> Option<(Guard<L>, bool)> {
+    pub async fn start(logind: L, metrics: &AgentMetrics) -> Option<(Guard<L>, bool)> {
         let what = logind.describe();
         let lock = match logind.inhibit().await {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!(node, logind = %what, error = %e, "logind cannot be asked: the agent goes on without an inhibitor, and will not ask for a drain before a shutdown it did not start");
+                tracing::warn!(logind = %what, error = %e, "logind cannot be asked: the agent goes on without an inhibitor, and will not ask for a drain before a shutdown it did not start");
                 return None;
             }
         };
@@ -262,23 +262,22 @@ impl<L: HostShutdowns> Guard<L> {
             Ok(d) => d,
             Err(e) => {
                 let d = Duration::from_secs(5);
-                tracing::warn!(node, logind = %what, error = %e, assumed_secs = d.as_secs(), "cannot read logind's InhibitDelayMaxUSec; assuming logind's default");
+                tracing::warn!(logind = %what, error = %e, assumed_secs = d.as_secs(), "cannot read logind's InhibitDelayMaxUSec; assuming logind's default");
                 d
             }
         };
         let preparing = logind.preparing().await.unwrap_or_else(|e| {
-            tracing::warn!(node, logind = %what, error = %e, "cannot read logind's PreparingForShutdown; taking it as false");
+            tracing::warn!(logind = %what, error = %e, "cannot read logind's PreparingForShutdown; taking it as false");
             false
         });
-        let kubelet = kubelet_holds(&logind, node).await.unwrap_or(false);
+        let kubelet = kubelet_holds(&logind).await.unwrap_or(false);
         tracing::info!(
-            node,
             logind = %what,
             delay_max_secs = delay_max.as_secs_f64(),
             release_after_secs = decide::release_after(delay_max).as_secs_f64(),
             preparing,
             kubelet_inhibitor = kubelet,
-            "holding a logind delay inhibitor for shutdown"
+            "holding a logind delay inhibitor for shutdown",
         );
         let guard = Guard {
             logind,
@@ -306,12 +305,12 @@ impl<L: HostShutdowns> Guard<L> {
     /// Reads logind's delay and the kubelet's inhibitor again (logind's config reloaded, the
     /// kubelet restarted with another `shutdownGracePeriod`); what cannot be read stays as it
     /// was. Whether either changed.
-    pub async fn refresh(&mut self, node: &str) -> bool {
+    pub async fn refresh(&mut self) -> bool {
         let before = self.host();
         if let Ok(d) = self.logind.delay_max().await {
             self.delay_max = d;
         }
-        if let Some(k) = kubelet_holds(&self.logind, node).await {
+        if let Some(k) = kubelet_holds(&self.logind).await {
             self.kubelet = k;
         }
         before != self.host()
@@ -355,12 +354,8 @@ impl<L: HostShutdowns> Guard<L> {
     /// A shutdown begins: rollboot's own lets the lock go at once; any other asks the
     /// controller for a drain and holds the lock until the Node says drained or the deadline.
     async fn shutdown_begins(&mut self, own: &OwnNode<'_>, agent: &AgentNow<'_>) {
-        let node = own.node;
         if self.pending.is_some() {
-            tracing::debug!(
-                node,
-                "PrepareForShutdown(true) again for the shutdown under way"
-            );
+            tracing::debug!("PrepareForShutdown(true) again for the shutdown under way",);
             return;
         }
         own.metrics.shutdown_seen();
@@ -372,17 +367,15 @@ impl<L: HostShutdowns> Guard<L> {
         }
         if decide::own_shutdown(agent.rebooting, agent.reboot_timeout, Utc::now()) {
             tracing::info!(
-                node,
                 token = agent.rebooting.unwrap_or_default(),
-                "the host shuts down for rollboot's own reboot; letting the inhibitor go"
+                "the host shuts down for rollboot's own reboot; letting the inhibitor go",
             );
             self.release(Release::Ours, seen, own, None);
             return;
         }
         if decide::granted(agent.view, agent.reboot_timeout, Utc::now()) {
             tracing::info!(
-                node,
-                "the host reboots itself on the reboot rollboot handed it (the node is drained); letting the inhibitor go"
+                "the host reboots itself on the reboot rollboot handed it (the node is drained); letting the inhibitor go",
             );
             self.release(Release::Ours, seen, own, agent.view);
             return;
@@ -391,11 +384,10 @@ impl<L: HostShutdowns> Guard<L> {
         let value = request.annotation();
         let release_in = decide::release_after(self.delay_max);
         tracing::info!(
-            node,
             requested_at = %value,
             holding = self.holding(),
             release_in_secs = release_in.as_secs_f64(),
-            "the host is shutting down by itself; asking the controller to drain the node (shutdown-requested)"
+            "the host is shutting down by itself; asking the controller to drain the node (shutdown-requested)",
         );
         self.pending = Some(Pending {
             request,
@@ -409,12 +401,10 @@ impl<L: HostShutdowns> Guard<L> {
     /// The shutdown was cancelled: the request is withdrawn from the Node (the controller
     /// uncordons), and a lock is held again for the next one.
     async fn shutdown_cancelled(&mut self, own: &OwnNode<'_>, view: Option<&NodeView>) {
-        let node = own.node;
         let had = self.pending.take();
         tracing::info!(
-            node,
             asked_for_a_drain = had.is_some(),
-            "the host's shutdown was cancelled (PrepareForShutdown(false))"
+            "the host's shutdown was cancelled (PrepareForShutdown(false))",
         );
         if let Some(p) = &had {
             if !p.released {
@@ -476,7 +466,6 @@ impl<L: HostShutdowns> Guard<L> {
         own: &OwnNode<'_>,
         view: Option<&NodeView>,
     ) {
-        let node = own.node;
         if let Some(p) = self.pending.as_mut() {
             p.released = true;
         }
@@ -488,9 +477,9 @@ impl<L: HostShutdowns> Guard<L> {
         let held_secs = seen.elapsed().as_secs_f64();
         let state = decide::state_words(view);
         if cause == Release::Deadline {
-            tracing::warn!(node, cause = cause.as_str(), held_secs, delay_max_secs = self.delay_max.as_secs_f64(), node_state = %state, "logind's delay is nearly spent and the node is not drained: letting the host shut down with what is left on it");
+            tracing::warn!(cause = cause.as_str(), held_secs, delay_max_secs = self.delay_max.as_secs_f64(), node_state = %state, "logind's delay is nearly spent and the node is not drained: letting the host shut down with what is left on it");
         } else {
-            tracing::info!(node, cause = cause.as_str(), held_secs, node_state = %state, "letting the logind inhibitor go");
+            tracing::info!(cause = cause.as_str(), held_secs, node_state = %state, "letting the logind inhibitor go");
         }
         // Counted and said first: whoever sees the fd closed sees the count too.
         drop(lock);
@@ -501,7 +490,7 @@ impl<L: HostShutdowns> Guard<L> {
         match own.write_request(value.clone()).await {
             Ok(()) => self.unwritten = None,
             Err(e) => {
-                tracing::warn!(node = own.node, error = %e, "could not write shutdown-requested; trying again in a second");
+                tracing::warn!(error = %e, "could not write shutdown-requested; trying again in a second");
                 self.unwritten = Some(value);
                 self.retry_soon(RETRY);
             }
@@ -515,15 +504,15 @@ impl<L: HostShutdowns> Guard<L> {
                 self.lock = Some(l);
                 own.metrics.inhibitor_held(true);
                 if self.relock_wait.take().is_some() {
-                    tracing::info!(node = own.node, "holding a logind delay inhibitor again");
+                    tracing::info!("holding a logind delay inhibitor again");
                 } else {
-                    tracing::info!(node = own.node, "took a new logind delay inhibitor");
+                    tracing::info!("took a new logind delay inhibitor");
                 }
             }
             Err(e) => {
                 let wait = backoff(self.relock_wait);
                 if self.relock_wait.is_none() {
-                    tracing::warn!(node = own.node, error = %e, "could not take a new logind inhibitor; trying again");
+                    tracing::warn!(error = %e, "could not take a new logind inhibitor; trying again");
                 }
                 self.relock_wait = Some(wait);
                 self.retry_soon(wait);
@@ -539,11 +528,11 @@ impl<L: HostShutdowns> Guard<L> {
 
 /// Whether the kubelet holds a shutdown inhibitor on `logind`'s host; `None` (said at debug
 /// level) when the inhibitors cannot be listed.
-async fn kubelet_holds<L: HostShutdowns>(logind: &L, node: &str) -> Option<bool> {
+async fn kubelet_holds<L: HostShutdowns>(logind: &L) -> Option<bool> {
     match logind.inhibitors().await {
         Ok(list) => Some(decide::kubelet_holds(&list)),
         Err(e) => {
-            tracing::debug!(node, error = %e, "cannot list logind's inhibitors");
+            tracing::debug!(error = %e, "cannot list logind's inhibitors");
             None
         }
     }
@@ -571,12 +560,12 @@ impl<L: HostShutdowns> Lost<L> {
 
     /// One try: the guard again, holding a new lock; or `self` back, for a later try (the
     /// first failure said at warn level, the others at debug).
-    pub async fn reach(mut self, node: &str, metrics: &AgentMetrics) -> Result<Guard<L>, Lost<L>> {
+    pub async fn reach(mut self, metrics: &AgentMetrics) -> Result<Guard<L>, Lost<L>> {
         self.tries += 1;
         let failed = match self.logind.reconnect().await {
-            Ok(l) => match Guard::start(l, node, metrics).await {
+            Ok(l) => match Guard::start(l, metrics).await {
                 Some((g, _)) => {
-                    tracing::info!(node, tries = self.tries, "logind reached again");
+                    tracing::info!(tries = self.tries, "logind reached again");
                     return Ok(g);
                 }
                 None => "logind answered no lock".to_string(),
@@ -584,9 +573,9 @@ impl<L: HostShutdowns> Lost<L> {
             Err(e) => e.to_string(),
         };
         if self.tries == 1 {
-            tracing::warn!(node, error = %failed, "logind cannot be reached again yet; trying again, waiting longer each time (up to a minute)");
+            tracing::warn!(error = %failed, "logind cannot be reached again yet; trying again, waiting longer each time (up to a minute)");
         } else {
-            tracing::debug!(node, error = %failed, tries = self.tries, "logind still out of reach");
+            tracing::debug!(error = %failed, tries = self.tries, "logind still out of reach");
         }
         self.wait = backoff(Some(self.wait));
         self.at = Instant::now() + self.wait;
