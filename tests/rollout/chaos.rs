@@ -31,37 +31,44 @@ async fn twenty_seeds_keep_every_invariant_and_are_decided() {
     let seeds: Vec<u64> = (1..=20).collect();
     let mut rows = Vec::new();
     let mut broken = Vec::new();
-    for batch in seeds.chunks(AT_ONCE) {
-        let mut runs = tokio::task::JoinSet::new();
-        for &seed in batch {
-            runs.spawn(async move {
-                let s = chaos::setup(seed);
-                let config = sim_config(&s.config_overrides).expect("drawn config");
-                (
-                    seed,
-                    rollout(s.scenario, config, RunOptions::default()).await,
-                )
-            });
+    // A window of AT_ONCE runs: a seed starts as soon as one ends, so a slow seed holds one
+    // place, not a whole batch.
+    let mut pending = seeds.into_iter();
+    let mut runs = tokio::task::JoinSet::new();
+    let start = |runs: &mut tokio::task::JoinSet<_>, seed: u64| {
+        runs.spawn(async move {
+            let s = chaos::setup(seed);
+            let config = sim_config(&s.config_overrides).expect("drawn config");
+            (
+                seed,
+                rollout(s.scenario, config, RunOptions::default()).await,
+            )
+        });
+    };
+    for seed in pending.by_ref().take(AT_ONCE) {
+        start(&mut runs, seed);
+    }
+    while let Some(done) = runs.join_next().await {
+        if let Some(seed) = pending.next() {
+            start(&mut runs, seed);
         }
-        while let Some(done) = runs.join_next().await {
-            let (seed, r) = done.expect("the run panicked");
-            let r = r.unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
-            let played = r
-                .faults
-                .as_ref()
-                .map_or(0, |f| f.played.iter().filter(|p| p.began.is_some()).count());
-            rows.push(format!(
-                "seed {seed:>3}: {:<8} {played} fault(s) played, {} failed, {:.1} s",
-                r.outcome.as_str(),
-                r.failed.len(),
-                r.makespan_seconds
+        let (seed, r) = done.expect("the run panicked");
+        let r = r.unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+        let played = r
+            .faults
+            .as_ref()
+            .map_or(0, |f| f.played.iter().filter(|p| p.began.is_some()).count());
+        rows.push(format!(
+            "seed {seed:>3}: {:<8} {played} fault(s) played, {} failed, {:.1} s",
+            r.outcome.as_str(),
+            r.failed.len(),
+            r.makespan_seconds
+        ));
+        if !r.ok || r.outcome == Outcome::Stuck {
+            broken.push(format!(
+                "seed {seed} (replay: rollboot simulate --chaos {seed}):\n{}",
+                r.text()
             ));
-            if !r.ok || r.outcome == Outcome::Stuck {
-                broken.push(format!(
-                    "seed {seed} (replay: rollboot simulate --chaos {seed}):\n{}",
-                    r.text()
-                ));
-            }
         }
     }
     rows.sort();
