@@ -6,7 +6,10 @@
 //! - no product function is over [`MAX_FN_LINES`] lines, no product file over
 //!   [`MAX_FILE_LINES`] lines without its tests;
 //! - no two product types (struct, enum, trait, union, type alias at a module's top level)
-//!   share a name: a re-export is no definition.
+//!   share a name: a re-export is no definition;
+//! - the README's layout table matches the tree: every module of the product crate's root has
+//!   a row, every path a row names exists, and every file or directory its description names
+//!   (`x.rs`, `x/`) is found under the row's directory.
 //!
 //! "Product" is the product crate (`crates/rollboot/src`) without its test code (a
 //! `#[cfg(test)]` item, or a module declared under one). The lines of a function run from its
@@ -160,6 +163,75 @@ fn no_two_product_types_share_a_name() {
     );
 }
 
+#[test]
+fn the_readme_layout_matches_the_tree() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let rows = layout_rows(&readme);
+    assert!(!rows.is_empty(), "README.md: no `## Layout` table");
+    let mut report = Vec::new();
+    for row in &rows {
+        for path in &row.paths {
+            if !workspace().join(path).exists() {
+                report.push(format!(
+                    "the row `{}` names {path}, which does not exist",
+                    row.first
+                ));
+            }
+        }
+        for name in &row.named {
+            let found = row
+                .paths
+                .iter()
+                .filter(|p| p.ends_with('/'))
+                .any(|dir| found_under(&workspace().join(dir), name));
+            if !found && !row.paths.iter().any(|p| p.ends_with(name.as_str())) {
+                report.push(format!(
+                    "the row `{}` names `{name}`, found under none of its directories",
+                    row.first
+                ));
+            }
+        }
+    }
+    let lib = std::fs::read_to_string(workspace().join(PRODUCT.0).join(PRODUCT.1)).expect("lib.rs");
+    for module in declared_modules(&lex(&lib)) {
+        let dir = format!("{}/{module}/", PRODUCT.0);
+        let file = format!("{}/{module}.rs", PRODUCT.0);
+        if !rows
+            .iter()
+            .any(|r| r.paths.contains(&dir) || r.paths.contains(&file))
+        {
+            report.push(format!("the product module `{module}` has no row"));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "README.md's layout table and the tree differ:\n{}",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn a_layout_row_is_read_with_its_crate_and_names() {
+    let readme = "# x\n## Layout\n\n| path | owns |\n| --- | --- |\n\
+                  | `crates/a/` | the crate: |\n\
+                  | `  b/`, `c.rs` | b (`d.rs`, `e/`) and c |\n\
+                  | `docs/` | docs |\n\n## Next\n| `x/` | y |\n";
+    let rows = layout_rows(readme);
+    let paths: Vec<Vec<String>> = rows.iter().map(|r| r.paths.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            vec!["crates/a/".to_string()],
+            vec![
+                "crates/a/src/b/".to_string(),
+                "crates/a/src/c.rs".to_string()
+            ],
+            vec!["docs/".to_string()],
+        ]
+    );
+    assert_eq!(rows[1].named, ["d.rs", "e/"]);
+}
+
 // The checks' own cases: each reading on a small source.
 
 #[test]
@@ -216,6 +288,95 @@ fn product_files(dir: &str, root: &str) -> Vec<(String, String)> {
         .keys()
         .map(|file| (file.clone(), sources.remove(file).expect("read")))
         .collect()
+}
+
+/// One row of the README's layout table: its first cell as written, the paths it names
+/// (relative to the workspace; a row indented under a crate's row is in that crate's `src/`),
+/// and the files and directories its description names.
+struct LayoutRow {
+    first: String,
+    paths: Vec<String>,
+    named: Vec<String>,
+}
+
+/// The rows of the table under `## Layout`, up to the next heading.
+fn layout_rows(readme: &str) -> Vec<LayoutRow> {
+    let Some(start) = readme.find("\n## Layout") else {
+        return Vec::new();
+    };
+    let section = &readme[start + 1..];
+    let end = section[3..].find("\n## ").map_or(section.len(), |e| e + 3);
+    let mut rows = Vec::new();
+    let mut crate_dir = String::new();
+    for line in section[..end].lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let first = cells[0].trim_start_matches("| ").to_string();
+        let owns = cells.get(1).copied().unwrap_or("");
+        let ticked = |text: &str| -> Vec<String> {
+            text.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        };
+        // A row indented under a crate's row names paths of that crate: in its `src/`, or
+        // from the crate's directory when written so (`src/sim/`, `tests/`).
+        let indented = first.starts_with("`  ");
+        let mut paths = Vec::new();
+        for p in ticked(&first) {
+            let p = p.trim_start().to_string();
+            if indented {
+                let in_src = format!("{crate_dir}src/{p}");
+                let from_crate = format!("{crate_dir}{p}");
+                let from_crate_only =
+                    !workspace().join(&in_src).exists() && workspace().join(&from_crate).exists();
+                paths.push(if from_crate_only { from_crate } else { in_src });
+            } else {
+                if p.starts_with("crates/") && p.ends_with('/') {
+                    crate_dir = p.clone();
+                }
+                paths.push(p);
+            }
+        }
+        let named = ticked(owns)
+            .into_iter()
+            .filter(|t| {
+                (t.ends_with(".rs") || t.ends_with('/'))
+                    && t.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_/.".contains(c))
+                    && !t.trim_end_matches(".rs").contains('.')
+                    && !t.starts_with('/')
+            })
+            .collect();
+        rows.push(LayoutRow {
+            first,
+            paths,
+            named,
+        });
+    }
+    rows
+}
+
+/// Whether `name` (`x.rs`, `x/`, or a path `a/b.rs`) is a file or directory at or under
+/// `dir` whose path ends with it.
+fn found_under(dir: &std::path::Path, name: &str) -> bool {
+    let name = name.trim_end_matches('/');
+    // `cli/args.rs` in the row of `src/cli/`: a path that starts with the directory's name.
+    let from_parent = dir.parent().map(|p| p.join(name));
+    if dir.ends_with(name)
+        || dir.join(name).exists()
+        || from_parent.is_some_and(|p| p.starts_with(dir) && p.exists())
+    {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .any(|p| found_under(&p, name))
 }
 
 /// The modules a root declares at its top level (`mod x;`, `pub mod x;`), test ones left out.
