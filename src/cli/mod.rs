@@ -10,6 +10,7 @@
 //! line itself, as sysexits' EX_USAGE).
 
 mod args;
+mod logs;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -55,7 +56,7 @@ pub fn parse() -> Result<Cli, ExitCode> {
 
 /// Runs the parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    init_logging(
+    logs::init(
         cli.log_format,
         if quiet(&cli.command) { "warn" } else { "info" },
     );
@@ -578,27 +579,4 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
     }
-}
-
-fn init_logging(format: LogFormat, default_level: &str) {
-    // kube's client logs every 5xx answer at ERROR from its HTTP layer; rollboot handles and
-    // logs each answer itself (a 500 from overlapping budgets is retried, a 503 from an API
-    // server restart is waited out), so by default those duplicate lines are off. RUST_LOG,
-    // when set, decides alone.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!(
-            "{default_level},kube_client::client::builder=off"
-        ))
-    });
-    // Colour codes only for a person at a terminal, never into a log file or a collector, and
-    // not for one who asked for none (NO_COLOR, https://no-color.org: set and not empty).
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }
