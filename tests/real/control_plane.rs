@@ -57,7 +57,7 @@
 //! 19 a StatefulSet pod's ReadWriteOnce CSI volume: the reboot asked only once its
 //!   VolumeAttachment on the node is gone, the moved pod Ready elsewhere with no Multi-Attach.
 //! 20 a FleetLock host: pre-reboot granted only once drained and handed off, steady-state once
-//!   verified (the protocol's client of `tests/common/fleetlock_client.rs`, through a standby
+//!   verified (the protocol's client of `crates/rollboot-testkit/src/fleetlock_client.rs`, through a standby
 //!   replica).
 //! 21 a shutdown nobody coordinated, the agent's logind inhibitor on a fake logind
 //!   (`shutdown`): cancelled mid-drain, released; carried through, the lock let go once

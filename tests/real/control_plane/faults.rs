@@ -25,7 +25,7 @@ use super::observe::{At, NodeVersion, World};
 use super::report::Report;
 use super::{reboot_requests, reboots, short, title, Suite, CYCLE_TIMEOUT, NODES, WEB_MIN_HEALTHY};
 
-/// `reboot.timeout` of the suite's configs (tests/e2e/rollboot-config.sh's REBOOT_TIMEOUT).
+/// `reboot.timeout` of the suite's configs (tests/real/control_plane/rollboot-config.sh's REBOOT_TIMEOUT).
 const REBOOT_TIMEOUT: Duration = Duration::from_secs(60);
 /// "Within seconds": the longest a node may take to fail once its agent refused its token.
 const REFUSAL_BOUND: Duration = Duration::from_secs(10);

@@ -119,7 +119,7 @@ pub fn from_environment(manifest_dir: &Path, rollboot: &Path) -> Result<Option<S
             ));
         }
     }
-    let suite = manifest_dir.join("tests").join("e2e");
+    let suite = manifest_dir.join("tests/real/control_plane");
     for f in SUITE_FILES {
         if !suite.join(f).is_file() {
             return Err(format!("{}: the suite has no {f}", suite.display()));

@@ -2,7 +2,7 @@
 //! with the agent's logind delay inhibitor in between.
 //!
 //! The suite plays the host's logind: a fake `org.freedesktop.login1` on a private
-//! `dbus-daemon` (`tests/common/fake_logind.rs`), whose address the node's agent gets as
+//! `dbus-daemon` (`crates/rollboot-testkit/src/fake_logind.rs`), whose address the node's agent gets as
 //! `DBUS_SYSTEM_BUS_ADDRESS`. Everything else is real: the agent process, the controllers, the
 //! kube-apiserver's admission policy on the agent's `shutdown-requested`, the Eviction API and
 //! the budget. The host's shutdown itself is the fake kubelet's reboot file, written by the

@@ -1,6 +1,6 @@
 //! The phase of issue 24's volumes, judged as check 19 of the report (`CHECKS` in
 //! `tests/real/control_plane.rs`): a StatefulSet with a ReadWriteOnce CSI claim per pod
-//! (`tests/e2e/volumes.yaml`; the fake kubelet plays the CSI driver's attacher and provisioner,
+//! (`tests/real/control_plane/volumes.yaml`; the fake kubelet plays the CSI driver's attacher and provisioner,
 //! the real kube-controller-manager's attach-detach controller creates and deletes the
 //! VolumeAttachments), the node of its pod `db-0` flagged, and a watch of the VolumeAttachment
 //! of `db-0`'s volume on that node from before the flag.
@@ -21,7 +21,7 @@ use super::cluster::kubectl;
 use super::report::Report;
 use super::{title, Suite, CYCLE_TIMEOUT};
 
-/// The StatefulSet's namespace and its first pod, in `tests/e2e/volumes.yaml`.
+/// The StatefulSet's namespace and its first pod, in `tests/real/control_plane/volumes.yaml`.
 const NS: &str = "stateful";
 const POD: &str = "db-0";
 
@@ -30,7 +30,8 @@ impl Suite<'_> {
     pub(crate) async fn volumes(&mut self, report: &mut Report) -> Result<(), String> {
         let id = "19";
         let admin = self.cluster.admin.clone();
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/volumes.yaml");
+        let manifest =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real/control_plane/volumes.yaml");
         let path = manifest.to_string_lossy().into_owned();
         let out = kubectl(&admin, &["apply", "-f", &path]).await;
         if !out.ok {

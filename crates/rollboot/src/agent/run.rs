@@ -10,7 +10,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use tracing::Instrument;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -79,30 +78,11 @@ pub async fn run_with_host_shutdowns<R: RebootHost, S: Sentinel, L: HostShutdown
 ///
 /// Everything it logs is in the span `agent{node=...}`: the simulator runs many agents in one
 /// process, and a log line names its node once, in the span, not in each call.
+// At error level, as the controller's node spans: a filter such as `rollboot=warn` keeps the
+// span, so a warning keeps its node.
+#[tracing::instrument(level = "error", name = "agent", skip_all, fields(node = %node))]
 #[allow(clippy::too_many_arguments)]
 pub async fn run_reloading<R: RebootHost, S: Sentinel, L: HostShutdowns>(
-    client: Client,
-    configs: tokio::sync::watch::Receiver<Arc<Config>>,
-    node: String,
-    method: R,
-    sentinel: S,
-    metrics: Arc<AgentMetrics>,
-    host: Option<L>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), AgentError> {
-    // At error level, as the controller's node spans: a filter such as `rollboot=warn` keeps
-    // the span, so a warning keeps its node.
-    let span = tracing::error_span!("agent", node = %node);
-    watch_own_node(
-        client, configs, node, method, sentinel, metrics, host, shutdown,
-    )
-    .instrument(span)
-    .await
-}
-
-/// The agent's loop: its own Node watched, its host checked every period, each config taken.
-#[allow(clippy::too_many_arguments)]
-async fn watch_own_node<R: RebootHost, S: Sentinel, L: HostShutdowns>(
     client: Client,
     mut configs: tokio::sync::watch::Receiver<Arc<Config>>,
     node: String,
