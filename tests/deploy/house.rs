@@ -21,8 +21,8 @@
 use std::collections::BTreeMap;
 
 use super::layout::{
-    ident_of, is_ident, is_punct, is_test_only, item_name, lex, read_crate, workspace, Graph, Tok,
-    Token, CRATES,
+    attributes, ident_of, is_ident, is_punct, is_test_only, item_name, lex, read_crate, workspace,
+    Graph, Tok, Token, CRATES,
 };
 
 /// The longest a product function may be, in lines.
@@ -99,16 +99,11 @@ fn no_product_function_is_over_the_limit() {
             functions.push((lines, format!("{file}:{line} {name}")));
         }
     }
-    functions.sort_by(|a, b| b.cmp(a));
-    println!("the five longest product functions (lines):");
-    for (lines, at) in functions.iter().take(5) {
-        println!("  {lines:5} {at}");
-    }
-    let over: Vec<String> = functions
-        .iter()
-        .filter(|(lines, _)| *lines > MAX_FN_LINES)
-        .map(|(lines, at)| format!("{at}: {lines} lines"))
-        .collect();
+    let over = largest_and_over(
+        "the five longest product functions",
+        functions,
+        MAX_FN_LINES,
+    );
     assert!(
         over.is_empty(),
         "product functions over {MAX_FN_LINES} lines (split them by what their parts do):\n{}",
@@ -118,20 +113,15 @@ fn no_product_function_is_over_the_limit() {
 
 #[test]
 fn no_product_file_is_over_the_limit_without_its_tests() {
-    let mut files: Vec<(usize, String)> = product_files(PRODUCT.0, PRODUCT.1)
+    let files: Vec<(usize, String)> = product_files(PRODUCT.0, PRODUCT.1)
         .into_iter()
         .map(|(file, source)| (lines_without_tests(&source), file))
         .collect();
-    files.sort_by(|a, b| b.cmp(a));
-    println!("the five largest product files without their tests (lines):");
-    for (lines, file) in files.iter().take(5) {
-        println!("  {lines:5} {file}");
-    }
-    let over: Vec<String> = files
-        .iter()
-        .filter(|(lines, _)| *lines > MAX_FILE_LINES)
-        .map(|(lines, file)| format!("{file}: {lines} lines"))
-        .collect();
+    let over = largest_and_over(
+        "the five largest product files without their tests",
+        files,
+        MAX_FILE_LINES,
+    );
     assert!(
         over.is_empty(),
         "product files over {MAX_FILE_LINES} lines without their tests (split them by concern):\n{}",
@@ -274,6 +264,21 @@ fn a_root_lists_modules_as_links_in_its_doc() {
     let src = "//! - [`a`]: the first;\n//! - [`b`], [`c::D`]: more.\n\npub mod a;\nmod b;\n";
     assert_eq!(declared_modules(&lex(src)), ["a", "b"]);
     assert_eq!(listed_modules(src), ["a", "b", "c"]);
+}
+
+/// Prints the five largest of `sizes` (lines, where) under `title`, and returns those over
+/// `limit`, largest first.
+fn largest_and_over(title: &str, mut sizes: Vec<(usize, String)>, limit: usize) -> Vec<String> {
+    sizes.sort_by(|a, b| b.cmp(a));
+    println!("{title} (lines):");
+    for (lines, at) in sizes.iter().take(5) {
+        println!("  {lines:5} {at}");
+    }
+    sizes
+        .iter()
+        .filter(|(lines, _)| *lines > limit)
+        .map(|(lines, at)| format!("{at}: {lines} lines"))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -558,27 +563,12 @@ fn lines_without_tests(source: &str) -> usize {
 
 /// The line of the first attribute before the item keyword at `i` (or its own line).
 fn attribute_line(tokens: &[Token], i: usize) -> usize {
-    let mut k = i;
-    if is_ident(tokens.get(k.wrapping_sub(1)), "pub") {
-        k -= 1;
-    }
-    while is_punct(tokens.get(k.wrapping_sub(1)), "]") {
-        let mut level = 0;
-        let mut j = k - 1;
-        loop {
-            match tokens[j].kind {
-                Tok::Punct("]") => level += 1,
-                Tok::Punct("[") => level -= 1,
-                _ => {}
-            }
-            if level == 0 || j == 0 {
-                break;
-            }
-            j -= 1;
-        }
-        k = j.saturating_sub(1);
-    }
-    tokens[k].line
+    // The first attribute's `#`, just before its `[`.
+    attributes(tokens, i)
+        .last()
+        .map_or(tokens[i].line, |&(open, _)| {
+            tokens[open.saturating_sub(1)].line
+        })
 }
 
 /// The types a file defines at its top level, outside test code: name and line.

@@ -788,6 +788,17 @@ pub(crate) fn item_name(tokens: &[Token], i: usize) -> Option<&str> {
 
 /// Whether the item whose keyword is at `i` carries `#[cfg(test)]`.
 pub(crate) fn is_test_only(tokens: &[Token], i: usize) -> bool {
+    attributes(tokens, i).iter().any(|&(open, close)| {
+        let attr = &tokens[open + 1..close];
+        is_ident(attr.first(), "cfg")
+            && attr.iter().any(|t| is_ident(Some(t), "test"))
+            && !attr.iter().any(|t| is_ident(Some(t), "not"))
+    })
+}
+
+/// The outer attributes of the item whose keyword is at `i`, last first: the indexes of each
+/// one's `[` and `]` (its `#` is just before the `[`).
+pub(crate) fn attributes(tokens: &[Token], i: usize) -> Vec<(usize, usize)> {
     let mut k = i;
     // Its visibility: `pub`, `pub(crate)`, `pub(in path)`.
     if is_punct(tokens.get(k.wrapping_sub(1)), ")") {
@@ -799,7 +810,7 @@ pub(crate) fn is_test_only(tokens: &[Token], i: usize) -> bool {
     } else if is_ident(tokens.get(k.wrapping_sub(1)), "pub") {
         k -= 1;
     }
-    // Its attributes, last first.
+    let mut found = Vec::new();
     while is_punct(tokens.get(k.wrapping_sub(1)), "]") {
         let mut level = 0;
         let mut j = k - 1;
@@ -814,19 +825,13 @@ pub(crate) fn is_test_only(tokens: &[Token], i: usize) -> bool {
             }
             j -= 1;
         }
-        let attr = &tokens[j + 1..k - 1];
-        if is_ident(attr.first(), "cfg")
-            && attr.iter().any(|t| is_ident(Some(t), "test"))
-            && !attr.iter().any(|t| is_ident(Some(t), "not"))
-        {
-            return true;
-        }
+        found.push((j, k - 1));
         if !is_punct(tokens.get(j.wrapping_sub(1)), "#") {
-            return false;
+            break;
         }
         k = j - 1;
     }
-    false
+    found
 }
 
 /// Parses a use tree starting at `i` under `prefix`; returns the index after it.
