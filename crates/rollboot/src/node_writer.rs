@@ -7,8 +7,8 @@
 //! operator's control any Node its credentials allow; the drain its node's record of volumes.
 //! It owns how a write goes: fenced by the resourceVersion it was decided from ([`Fence::At`]:
 //! the API server refuses it with 409 if anyone wrote the Node since), a 409 answered as
-//! [`NodeWriteError::Conflict`], naming the Node; only the drain's record of volumes goes
-//! unfenced ([`Fence::Unconditional`]), as it always has. And it reads a Node the way its
+//! [`NodeWriteError::Conflict`], naming the Node; only the drain's record of volumes and the
+//! agent's own keys go unfenced ([`Fence::Unconditional`]), as they always have. And it reads a Node the way its
 //! writer may (an agent's role lists its own Node by name: it has no `get` of Nodes).
 //!
 //! It does I/O and nothing else: it must never decide what to write, nor what a conflict
@@ -41,8 +41,8 @@ pub enum Fence<'a> {
     /// The Node must still be at this resourceVersion, the one the write was decided from
     /// (empty: unknown, the write is unconditional).
     At(&'a str),
-    /// None: the write lands whatever was written since. Only the drain's record of volumes,
-    /// whose value is the drain's alone, is written so.
+    /// None: the write lands whatever was written since. Only what one writer alone writes is
+    /// written so: the drain's record of volumes, the agent's own keys.
     Unconditional,
 }
 
@@ -177,8 +177,12 @@ impl NodeWriter {
         what: &str,
         patch: &Value,
     ) -> Result<(), NodeWriteError> {
-        let why = if fence == Fence::Unconditional && !matches!(self.writer, Writer::Drain) {
-            Err("only the drain's record of volumes is written unfenced".to_string())
+        let alone = matches!(self.writer, Writer::Drain | Writer::Agent(_));
+        let why = if fence == Fence::Unconditional && !alone {
+            Err(
+                "only the drain's record of volumes and the agent's keys are written unfenced"
+                    .to_string(),
+            )
         } else {
             match &self.writer {
                 // Fencing by time, checked as late as can be; the resourceVersion fences the
@@ -233,7 +237,8 @@ mod tests {
     use crate::node::{patch, with_labels, REBOOT, REBOOT_ACK, REBOOT_REQUIRED};
 
     #[tokio::test]
-    async fn an_agent_writes_only_its_own_nodes_agent_keys_and_only_the_drain_writes_unfenced() {
+    async fn an_agent_writes_only_its_own_nodes_agent_keys_and_only_the_drain_and_the_agent_write_unfenced(
+    ) {
         let (client, seen) = crate::client::recording_server(|_| None).await;
         let writer = |w| NodeWriter::new(client.clone(), w);
         let refused = |r: Result<(), NodeWriteError>| match r {
@@ -256,8 +261,15 @@ mod tests {
         assert!(agent.may_write("n1", at, "x", &cordon).is_err());
         let labelled = with_labels(patch(&[], None), &[("a".into(), None)]);
         assert!(agent.may_write("n1", at, "x", &labelled).is_err());
+        // Unfenced, the agent's own keys of its own Node only.
         assert!(agent
             .may_write("n1", Fence::Unconditional, "x", &ack)
+            .is_ok());
+        assert!(agent
+            .may_write("n2", Fence::Unconditional, "x", &ack)
+            .is_err());
+        assert!(agent
+            .may_write("n1", Fence::Unconditional, "x", &token)
             .is_err());
         let operator = writer(Writer::Operator);
         assert!(operator.may_write("n2", at, "x", &token).is_ok());

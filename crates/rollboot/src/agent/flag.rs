@@ -71,8 +71,7 @@ impl<R: RebootHost> Agent<'_, R> {
                 None,
             )
         };
-        let seen = Some(v.resource_version.as_str());
-        match self.writer.write(seen, "writing reboot-required", p).await {
+        match self.writer.write("writing reboot-required", p).await {
             Ok(()) => tracing::info!(
                 needed,
                 reason = answer.as_deref().unwrap_or(""),

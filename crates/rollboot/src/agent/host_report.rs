@@ -88,8 +88,7 @@ impl<R: RebootHost> Agent<'_, R> {
             return;
         }
         let p = proto::patch(&[(proto::AGENT_HOST, Some(record.to_annotation()))], None);
-        let seen = Some(v.resource_version.as_str());
-        if let Err(e) = self.writer.write(seen, "writing agent-host", p).await {
+        if let Err(e) = self.writer.write("writing agent-host", p).await {
             tracing::warn!(error = %e, "could not write what the agent reads of its host; trying again on the next check");
         }
     }

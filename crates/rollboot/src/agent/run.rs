@@ -161,7 +161,7 @@ impl<R: RebootHost> Agent<'_, R> {
         self.act(v, &read).await;
         self.clear_left_over_request(v, &read).await;
         if let Some(g) = guard {
-            g.on_view(v, &self.own_node(Some(v)));
+            g.on_view(v, &self.own_node());
         }
     }
 

@@ -29,7 +29,7 @@ impl<R: RebootHost> Agent<'_, R> {
         }
         let p = proto::patch(&[(proto::SHUTDOWN_REQUESTED, None)], None);
         let what = "removing a left-over shutdown-requested";
-        match self.writer.write(Some(&v.resource_version), what, p).await {
+        match self.writer.write(what, p).await {
             Ok(()) => {
                 self.check_left_over = false;
                 tracing::info!(boot_id = %v.boot_id, "removed a shutdown-requested left from before: the host is on the boot its Node reports (the shutdown was cancelled, or this is the new boot)");
@@ -48,9 +48,9 @@ impl<R: RebootHost> Agent<'_, R> {
         wake: logind::Wake,
         view: Option<&NodeView>,
     ) -> bool {
+        // Borrowed field by field: the arms below also set the agent's own state.
         let own = logind::OwnNode {
             writer: &self.writer,
-            seen: view.map(|v| v.resource_version.as_str()),
             node: self.node,
             metrics: &self.metrics,
         };
@@ -119,12 +119,10 @@ impl<R: RebootHost> Agent<'_, R> {
             .await;
     }
 
-    /// What the logind guard acts with: the agent's own Node (as `view` shows it, whose version
-    /// fences the guard's writes) and its counters.
-    pub(super) fn own_node<'v>(&'v self, view: Option<&'v NodeView>) -> logind::OwnNode<'v> {
+    /// What the logind guard acts with: the agent's own Node and its counters.
+    pub(super) fn own_node(&self) -> logind::OwnNode<'_> {
         logind::OwnNode {
             writer: &self.writer,
-            seen: view.map(|v| v.resource_version.as_str()),
             node: self.node,
             metrics: &self.metrics,
         }

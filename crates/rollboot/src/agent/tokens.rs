@@ -49,8 +49,8 @@ impl<R: RebootHost> Agent<'_, R> {
             return;
         }
         self.refused = None;
-        if let Some(acked) = self.acknowledge(v, &token).await {
-            self.reboot(&token, &acked).await;
+        if self.acknowledge(v, &token).await.is_some() {
+            self.reboot(&token).await;
         }
     }
 
@@ -147,10 +147,9 @@ impl<R: RebootHost> Agent<'_, R> {
         }
     }
 
-    /// Reboots the host for the acknowledged `token` (`acked`: the resourceVersion of the
-    /// Node as acknowledged); a reboot command that fails is said on the Node, for the
-    /// controller to fail the node now rather than at its reboot timeout.
-    async fn reboot(&mut self, token: &str, acked: &str) {
+    /// Reboots the host for the acknowledged `token`; a reboot command that fails is said on
+    /// the Node, for the controller to fail the node now rather than at its reboot timeout.
+    async fn reboot(&mut self, token: &str) {
         let node = self.node;
         if self.acted.len() >= 8 {
             self.acted.remove(0);
@@ -174,8 +173,7 @@ impl<R: RebootHost> Agent<'_, R> {
                 .await;
             // The token is spent and the host did not go down.
             let cause = RefusalCause::RebootCommandFailed;
-            self.record_refusal(Some(acked), token, cause, e.to_string())
-                .await;
+            self.record_refusal(token, cause, e.to_string()).await;
         }
     }
 
@@ -209,25 +207,14 @@ impl<R: RebootHost> Agent<'_, R> {
             .reboot_refused
             .as_ref()
             .is_some_and(|r| r.token == token && r.cause == cause);
-        if on_node
-            || self
-                .record_refusal(Some(&v.resource_version), token, cause, why)
-                .await
-        {
+        if on_node || self.record_refusal(token, cause, why).await {
             self.refused = Some(said);
         }
     }
 
-    /// Writes `reboot-refused` for `token` and counts it, fenced by `seen` (the version of the
-    /// Node the agent last saw; a conflict is written again at the newer one); false when the
-    /// write failed (it is tried again on the next check).
-    async fn record_refusal(
-        &mut self,
-        seen: Option<&str>,
-        token: &str,
-        cause: RefusalCause,
-        reason: String,
-    ) -> bool {
+    /// Writes `reboot-refused` for `token` and counts it; false when the write failed (it is
+    /// tried again on the next check).
+    async fn record_refusal(&mut self, token: &str, cause: RefusalCause, reason: String) -> bool {
         self.metrics.refusal(cause);
         let record = proto::Refusal {
             token: token.to_string(),
@@ -240,7 +227,7 @@ impl<R: RebootHost> Agent<'_, R> {
             None,
         );
         let what = "recording a refused reboot token";
-        match self.writer.write(seen, what, p).await {
+        match self.writer.write(what, p).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(token, error = %e, "could not record the refusal on the node; trying again on the next check");

@@ -158,9 +158,6 @@ pub async fn connect_system(node: &str, address: &str) -> Option<SystemLogind> {
 pub struct OwnNode<'a> {
     /// The agent's writer of its Node.
     pub writer: &'a super::OwnNodeWriter,
-    /// The resourceVersion of the Node as the agent last saw it, which fences the guard's
-    /// writes (`None`: not seen yet, read first).
-    pub seen: Option<&'a str>,
     /// The agent's Node.
     pub node: &'a str,
     /// The agent's counters.
@@ -168,9 +165,8 @@ pub struct OwnNode<'a> {
 }
 
 impl OwnNode<'_> {
-    /// Writes `shutdown-requested` (`Some`) or removes it (`None`): a JSON merge patch, as
-    /// the agent's other writes, fenced by the version last seen (a conflict is written again
-    /// at the newer one).
+    /// Writes `shutdown-requested` (`Some`) or removes it (`None`): a JSON merge patch of that
+    /// key alone, as the agent's other writes of its own keys.
     pub async fn write_request(&self, value: Option<String>) -> Result<(), NodeWriteError> {
         let what = if value.is_some() {
             "writing shutdown-requested"
@@ -178,7 +174,7 @@ impl OwnNode<'_> {
             "removing shutdown-requested"
         };
         let p = proto::patch(&[(proto::SHUTDOWN_REQUESTED, value)], None);
-        self.writer.write(self.seen, what, p).await
+        self.writer.write(what, p).await
     }
 }
 
