@@ -73,7 +73,7 @@ pub fn skip_line() -> String {
     format!(
         "e2e_realcluster: skipped, no control plane: set {BIN_VAR} to the directory of {} \
          (built by ../shared/realcluster/build.sh) and run `{BIN_VAR}=DIR cargo test --test \
-         e2e_realcluster -- --nocapture` (or scripts/e2e-realcluster.sh)",
+         real control_plane:: -- --nocapture` (or scripts/e2e-realcluster.sh)",
         BINARIES.join(", ")
     )
 }
