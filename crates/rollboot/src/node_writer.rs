@@ -8,15 +8,15 @@
 //! It owns how a write goes: fenced by the resourceVersion it was decided from ([`Fence::At`]:
 //! the API server refuses it with 409 if anyone wrote the Node since), a 409 answered as
 //! [`NodeWriteError::Conflict`], naming the Node; only the drain's record of volumes and the
-//! agent's own keys go unfenced ([`Fence::Unconditional`]), as they always have. And it reads a Node the way its
-//! writer may (an agent's role lists its own Node by name: it has no `get` of Nodes).
+//! agent's own keys go unfenced ([`Fence::Unconditional`]), as they always have. And it reads a
+//! Node again for a writer that retries after a conflict (an operator's control).
 //!
 //! It does I/O and nothing else: it must never decide what to write, nor what a conflict
 //! means (decide again from the newer version, read again, give up): its callers do, from the
 //! view they decided on.
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 
 use crate::lease::{Leadership, NotLeader};
@@ -151,21 +151,16 @@ impl NodeWriter {
         }
     }
 
-    /// Reads Node `node` as it is now (`None`: it does not exist), as this writer may: an
-    /// agent lists its own Node by name, the others get it.
+    /// Reads Node `node` as it is now (`None`: it does not exist).
     pub async fn read(&self, node: &str) -> Result<Option<Node>, NodeWriteError> {
-        let read = match &self.writer {
-            Writer::Agent(_) => {
-                let lp = ListParams::default().fields(&format!("metadata.name={node}"));
-                self.api.list(&lp).await.map(|l| l.items.into_iter().next())
-            }
-            _ => self.api.get_opt(node).await,
-        };
-        read.map_err(|source| NodeWriteError::Api {
-            node: node.into(),
-            what: "reading it".into(),
-            source,
-        })
+        self.api
+            .get_opt(node)
+            .await
+            .map_err(|source| NodeWriteError::Api {
+                node: node.into(),
+                what: "reading it".into(),
+                source,
+            })
     }
 
     /// Whether this writer may send `patch` (`what`) to Node `node` on condition `fence`: the
@@ -288,16 +283,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(seen.lock().unwrap().is_empty());
-        // An agent reads its own Node by listing it by name (it has no `get` of Nodes).
-        let _ = agent.read("n1").await;
         let _ = operator.read("n1").await;
         let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 2, "{seen:?}");
-        assert!(
-            seen[0].starts_with("GET /api/v1/nodes?")
-                && seen[0].contains("fieldSelector=metadata.name%3Dn1"),
-            "{seen:?}"
-        );
-        assert_eq!(seen[1], "GET /api/v1/nodes/n1");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0], "GET /api/v1/nodes/n1");
     }
 }

@@ -49,7 +49,7 @@ impl<R: RebootHost> Agent<'_, R> {
             return;
         }
         self.refused = None;
-        if self.acknowledge(v, &token).await.is_some() {
+        if self.acknowledge(v, &token).await {
             self.reboot(&token).await;
         }
     }
@@ -115,9 +115,9 @@ impl<R: RebootHost> Agent<'_, R> {
     /// Writes `reboot-ack` with `token`: one token, one reboot, the ack on the Node before
     /// anything happens. Fenced by the version the checks were made on: a cordon lifted, a
     /// token withdrawn or replaced since makes it a 409, and the newer version (which the watch
-    /// brings) is judged again. A refusal said earlier for this token no longer holds. The
-    /// resourceVersion of the Node as acknowledged, when it was written.
-    async fn acknowledge(&mut self, v: &NodeView, token: &str) -> Option<String> {
+    /// brings) is judged again. A refusal said earlier for this token no longer holds. Whether
+    /// the ack was written.
+    async fn acknowledge(&mut self, v: &NodeView, token: &str) -> bool {
         let ack = proto::patch(
             &[
                 (proto::REBOOT_ACK, Some(token.to_string())),
@@ -131,18 +131,18 @@ impl<R: RebootHost> Agent<'_, R> {
             .write_decided(&v.resource_version, what, ack)
             .await
         {
-            Ok(n) => Some(n.metadata.resource_version.unwrap_or_default()),
+            Ok(_) => true,
             Err(NodeWriteError::Conflict { .. }) => {
                 tracing::info!(
                     token,
                     "the node changed since it was checked; deciding again from the newer version",
                 );
-                None
+                false
             }
             Err(e) => {
                 tracing::warn!(token, error = %e, "could not acknowledge; not rebooting now, trying again on the next check");
                 self.unsettled = true;
-                None
+                false
             }
         }
     }
