@@ -467,6 +467,7 @@ pub fn plan_retry(n: &NodeView) -> Result<RetryPlan, ControlRefusal> {
     let ours = n.cordoned_by.is_some();
     if ours {
         ann.push((proto::CORDONED_BY, None));
+        ann.extend(proto::unprotect_keys(&n.protected));
     }
     let uncordons = ours && n.unschedulable;
     // A quarantine ends with the failure it came with.

@@ -8,6 +8,7 @@
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`node`]: the Node annotation protocol and a pure view of a Node;
 //! - [`node_writer`]: the one way a Node is written (who may write what, fenced, conflicts);
+//! - [`node_maintenance`]: medik8s' NodeMaintenance objects, read (another actor's maintenance);
 //! - [`lease`], [`lock`]: Leases with fencing by time; the maintenance lock's record;
 //! - [`fleetlock`]: the FleetLock protocol (hosts with their own update agent ask before they
 //!   reboot), pure; the controller serves it;
@@ -51,6 +52,7 @@ pub mod lock;
 pub mod metrics;
 pub mod migrate;
 pub mod node;
+pub mod node_maintenance;
 pub mod node_writer;
 pub mod notify;
 pub mod plan;

@@ -151,6 +151,57 @@ impl NodeWriter {
         }
     }
 
+    /// Sends the strategic merge patch `patch` to Node `node`'s status (`nodes/status`: the
+    /// maintenance conditions, merged by type, so no other condition is touched), on condition
+    /// `fence`; `what` names the write in errors. Only a controller writes a Node's status.
+    pub async fn write_status(
+        &self,
+        node: &str,
+        fence: Fence<'_>,
+        what: &str,
+        patch: Value,
+    ) -> Result<Node, NodeWriteError> {
+        let Writer::Controller(leadership) = &self.writer else {
+            return Err(NodeWriteError::NotAllowed {
+                node: node.into(),
+                what: what.into(),
+                why: "only the controller writes a Node's status".into(),
+            });
+        };
+        leadership.ensure()?;
+        let Fence::At(version) = fence else {
+            return Err(NodeWriteError::NotAllowed {
+                node: node.into(),
+                what: what.into(),
+                why: "a Node's status is written fenced".into(),
+            });
+        };
+        let patch = proto::fenced(patch, version);
+        let sent = self
+            .api
+            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await;
+        match sent {
+            Ok(n) => Ok(n),
+            Err(kube::Error::Api(e)) if e.code == 409 && !version.is_empty() => {
+                Err(NodeWriteError::Conflict {
+                    node: node.into(),
+                    what: what.into(),
+                    resource_version: version.into(),
+                })
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Err(NodeWriteError::NotFound {
+                node: node.into(),
+                what: what.into(),
+            }),
+            Err(source) => Err(NodeWriteError::Api {
+                node: node.into(),
+                what: what.into(),
+                source,
+            }),
+        }
+    }
+
     /// Reads Node `node` as it is now (`None`: it does not exist).
     pub async fn read(&self, node: &str) -> Result<Option<Node>, NodeWriteError> {
         self.api

@@ -226,6 +226,13 @@ pub struct Concurrency {
     /// beyond `maxNodes` at once. Past it, a host's shutdown is drained only if a slot frees
     /// within its logind delay, and an Event says so. Default 1.
     pub max_shutdown_drains: u32,
+    /// Every node cordoned by anyone counts against `maxNodes` (and `maxNodesPerGroup`), as
+    /// OpenShift's MachineConfigPool counts every unavailable node against `maxUnavailable`.
+    /// Off, only the nodes rollboot holds, those other actors take out (the autoscaler,
+    /// Karpenter, node-maintenance-operator, an out-of-service taint) and the hosts shutting
+    /// down by themselves count; `rollboot plan` warns about the nodes cordoned by others.
+    /// Default false.
+    pub count_cordoned: bool,
 }
 
 impl Default for Concurrency {
@@ -236,12 +243,13 @@ impl Default for Concurrency {
             max_nodes_per_group: None,
             pass_over_for: Duration::from_mins(10),
             max_shutdown_drains: 1,
+            count_cordoned: false,
         }
     }
 }
 
-/// Which nodes are candidates.
-#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+/// Which nodes are candidates, and what rollboot shows other actors of the nodes it holds.
+#[derive(Debug, Deserialize, Serialize, Clone)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Nodes {
     /// Label selector of the nodes rollboot may reboot. Default: all nodes.
@@ -252,6 +260,60 @@ pub struct Nodes {
     /// started again until then, however it is flagged (kured #1113). Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_reboot_interval: Option<Duration>,
+    /// The annotations that keep cluster-autoscaler and Karpenter from removing a node
+    /// rollboot holds (drained, it looks empty to them), written with the cordon and removed
+    /// with the uncordon; each can be turned off.
+    pub protect: Protect,
+    /// Write KEP-5683's maintenance conditions on the Nodes rollboot reboots
+    /// (`MaintenancePlanned`, `DrainInProgress`, `Drained`, `MaintenanceInProgress`), never
+    /// touching one another writer wrote. Default true.
+    pub publish_conditions: bool,
+}
+
+impl Default for Nodes {
+    fn default() -> Self {
+        Nodes {
+            selector: String::new(),
+            order: NodeOrder::default(),
+            min_reboot_interval: None,
+            protect: Protect::default(),
+            publish_conditions: true,
+        }
+    }
+}
+
+/// The protections rollboot writes on a node from its cordon to its uncordon. rollboot
+/// removes only those it wrote: one already on the node is left as found.
+#[derive(Debug, Deserialize, Serialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Protect {
+    /// `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`. Default true.
+    pub scale_down_disabled: bool,
+    /// `karpenter.sh/do-not-disrupt: "true"`. Default true.
+    pub do_not_disrupt: bool,
+}
+
+impl Default for Protect {
+    fn default() -> Self {
+        Protect {
+            scale_down_disabled: true,
+            do_not_disrupt: true,
+        }
+    }
+}
+
+impl Protect {
+    /// The annotation keys to write with a cordon.
+    pub fn keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.scale_down_disabled {
+            keys.push(crate::node::SCALE_DOWN_DISABLED);
+        }
+        if self.do_not_disrupt {
+            keys.push(crate::node::DO_NOT_DISRUPT);
+        }
+        keys
+    }
 }
 
 /// Order in which flagged nodes are taken.

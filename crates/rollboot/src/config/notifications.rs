@@ -138,6 +138,9 @@ pub enum NotifyEvent {
     NodeDone,
     /// A node failed.
     NodeFailed,
+    /// A node's Node was deleted in the middle of its cycle (by the autoscaler, Karpenter, an
+    /// operator): its slot is freed at once.
+    NodeGone,
     /// A failure took the failed nodes past `failures.maxFailures`: nothing new starts.
     RolloutHalted,
     /// Work has waited `blockedAfter` while something other than a closed window blocks it.
@@ -148,10 +151,11 @@ pub enum NotifyEvent {
 
 impl NotifyEvent {
     /// Every event, in the order documented.
-    pub const ALL: [NotifyEvent; 6] = [
+    pub const ALL: [NotifyEvent; 7] = [
         NotifyEvent::RolloutStarted,
         NotifyEvent::NodeDone,
         NotifyEvent::NodeFailed,
+        NotifyEvent::NodeGone,
         NotifyEvent::RolloutHalted,
         NotifyEvent::Blocked,
         NotifyEvent::WindowOpened,
@@ -163,6 +167,7 @@ impl NotifyEvent {
             NotifyEvent::RolloutStarted => "rolloutStarted",
             NotifyEvent::NodeDone => "nodeDone",
             NotifyEvent::NodeFailed => "nodeFailed",
+            NotifyEvent::NodeGone => "nodeGone",
             NotifyEvent::RolloutHalted => "rolloutHalted",
             NotifyEvent::Blocked => "blocked",
             NotifyEvent::WindowOpened => "windowOpened",
@@ -175,6 +180,7 @@ impl NotifyEvent {
             NotifyEvent::RolloutStarted => &["node", "pending"],
             NotifyEvent::NodeDone => &["node", "duration"],
             NotifyEvent::NodeFailed => &["node", "reason"],
+            NotifyEvent::NodeGone => &["node", "reason"],
             NotifyEvent::RolloutHalted => &["node", "reason", "failed", "maxFailures"],
             NotifyEvent::Blocked => &["blockers", "blockedFor", "pending"],
             NotifyEvent::WindowOpened => &["pending", "windowEnd"],
@@ -189,6 +195,9 @@ impl NotifyEvent {
             }
             NotifyEvent::NodeDone => "rollboot{cluster}: node {node} rebooted and healthy again (cycle {duration})",
             NotifyEvent::NodeFailed => "rollboot{cluster}: node {node} failed: {reason}",
+            NotifyEvent::NodeGone => {
+                "rollboot{cluster}: node {node} was deleted in the middle of its reboot cycle ({reason}); its slot is freed"
+            }
             NotifyEvent::RolloutHalted => {
                 "rollboot{cluster}: rollout halted after node {node} failed ({failed} failed, at most {maxFailures} tolerated); clear a failed node with `rollboot retry NODE`"
             }
@@ -219,6 +228,9 @@ pub struct Templates {
     /// `nodeFailed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_failed: Option<String>,
+    /// `nodeGone`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_gone: Option<String>,
     /// `rolloutHalted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout_halted: Option<String>,
@@ -237,6 +249,7 @@ impl Templates {
             NotifyEvent::RolloutStarted => self.rollout_started.as_deref(),
             NotifyEvent::NodeDone => self.node_done.as_deref(),
             NotifyEvent::NodeFailed => self.node_failed.as_deref(),
+            NotifyEvent::NodeGone => self.node_gone.as_deref(),
             NotifyEvent::RolloutHalted => self.rollout_halted.as_deref(),
             NotifyEvent::Blocked => self.blocked.as_deref(),
             NotifyEvent::WindowOpened => self.window_opened.as_deref(),

@@ -43,6 +43,8 @@ pub(super) struct ClusterCache {
     /// The blockers the leader's last pass found (empty when none, or none waited): what a
     /// FleetLock host waiting for its slot is told.
     pub(super) last_blockers: Mutex<Vec<Blocker>>,
+    /// The nodes NodeMaintenance objects take out, as last listed.
+    pub(super) maintained: crate::node_maintenance::MaintainedCache,
 }
 
 impl ClusterCache {
@@ -64,6 +66,7 @@ impl ClusterCache {
             lock_record,
             lock_edits: tokio::sync::Mutex::default(),
             last_blockers: Mutex::default(),
+            maintained: Default::default(),
         }
     }
 

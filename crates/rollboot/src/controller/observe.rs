@@ -174,6 +174,16 @@ impl Observer {
         self.notifier.send(due);
     }
 
+    /// A node's Node was deleted mid-cycle (`reason`): told.
+    pub(super) fn gone(&self, node: &str, reason: &str, now: DateTime<Utc>) {
+        let due = self
+            .tracker
+            .lock()
+            .expect("tracker")
+            .gone(node, reason, now);
+        self.notifier.send(due);
+    }
+
     /// After each successful Node write: a change of state ends a phase (timed) or a cycle
     /// (told). `cycle_start` (when the node's cycle started, from the lock) and `failed` (the
     /// failed nodes, this one included) are asked only when the write ends a cycle.

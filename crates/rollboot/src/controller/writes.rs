@@ -1,6 +1,6 @@
 //! The controller's writes of Nodes and of the maintenance lock, each fenced.
 //!
-//! Owns [`patch_node`] (every Node write of a step, through the one node writer as the
+//! Owns [`patch_node`] and [`write_status`] (every Node write of a step, through the one node writer as the
 //! controller ([`crate::node_writer`]): leadership checked right before, the resourceVersion the
 //! step was decided from as a precondition, a 409 answered as [`Error::Conflict`], the result
 //! remembered and reported) and the lock's edits
@@ -80,6 +80,35 @@ pub(super) async fn patch_node(
         .expect("written cache")
         .insert(node.into(), n.clone());
     Ok(n)
+}
+
+/// Patches a Node's status (its maintenance conditions) as the leader, on condition that it
+/// is still the version `view` was parsed from; the Node as written is kept as the cache's
+/// newest, so the next decision about it is fenced by that version.
+pub(super) async fn write_status(
+    ctx: &Ctx,
+    view: &NodeView,
+    patch: serde_json::Value,
+) -> Result<(), NodeWriteError> {
+    let writer = NodeWriter::new(
+        ctx.services.client.clone(),
+        Writer::Controller(ctx.leadership.clone()),
+    );
+    let n = writer
+        .write_status(
+            &view.name,
+            Fence::At(&view.resource_version),
+            "writing its maintenance conditions",
+            patch,
+        )
+        .await?;
+    let keep = ctx.config.hooks.gate_keys();
+    ctx.cache
+        .written
+        .lock()
+        .expect("written cache")
+        .insert(view.name.clone(), crate::node::trim_keeping(n, &keep));
+    Ok(())
 }
 
 /// Writes each of `picked` (node, group) into the lock (`cordoning`, since `now`, in its

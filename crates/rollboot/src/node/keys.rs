@@ -183,3 +183,42 @@ pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// Taint the node-lifecycle controller keeps in step with `spec.unschedulable` (a cordon).
 pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+
+/// Controller: the annotations of other actors that rollboot wrote with its cordon, to keep
+/// them off the node while it holds it (comma-separated keys of [`PROTECTIONS`]). rollboot
+/// removes with its uncordon only the keys listed here: one an operator wrote stays.
+pub const PROTECTED: &str = "rollboot.dev/protected";
+/// cluster-autoscaler's Node annotation: never scale this node down.
+pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+/// Karpenter's Node annotation: never disrupt (consolidate, drift, expire) this node.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// The protections rollboot may write with its cordon, each `"true"`.
+pub const PROTECTIONS: [&str; 2] = [SCALE_DOWN_DISABLED, DO_NOT_DISRUPT];
+
+/// Taint cluster-autoscaler puts on a node it is about to delete.
+pub const TAINT_TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+/// Taint Karpenter puts on a node it is disrupting (consolidation, drift, expiry).
+pub const TAINT_KARPENTER_DISRUPTED: &str = "karpenter.sh/disrupted";
+/// Taint medik8s' node-maintenance-operator puts on a node it keeps in maintenance.
+pub const TAINT_MEDIK8S_DRAIN: &str = "medik8s.io/drain";
+/// Taint an operator puts on a node whose host is known down (non-graceful node shutdown).
+pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+
+/// KEP-5683's Node condition: maintenance is planned for the node.
+pub const CONDITION_MAINTENANCE_PLANNED: &str = "MaintenancePlanned";
+/// KEP-5683's Node condition: the node is being drained.
+pub const CONDITION_DRAIN_IN_PROGRESS: &str = "DrainInProgress";
+/// KEP-5683's Node condition: the node's drain is over.
+pub const CONDITION_DRAINED: &str = "Drained";
+/// KEP-5683's Node condition: the node is in maintenance (for rollboot: its reboot).
+pub const CONDITION_MAINTENANCE_IN_PROGRESS: &str = "MaintenanceInProgress";
+/// The maintenance conditions, in the order a cycle sets them.
+pub const MAINTENANCE_CONDITIONS: [&str; 4] = [
+    CONDITION_MAINTENANCE_PLANNED,
+    CONDITION_DRAIN_IN_PROGRESS,
+    CONDITION_DRAINED,
+    CONDITION_MAINTENANCE_IN_PROGRESS,
+];
+/// How the message of a maintenance condition rollboot wrote begins: a condition of these
+/// types whose message does not is another writer's, and rollboot never touches it.
+pub const CONDITION_MESSAGE_PREFIX: &str = "rollboot: ";

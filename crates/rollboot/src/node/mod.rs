@@ -2,7 +2,8 @@
 //!
 //! Owns the key names and their groups (`keys`), their values' text formats (states,
 //! instants, reboot tokens, the agent's records: [`values`]), the reboot history a Node keeps
-//! (`history`), the parsing of a `Node` into a [`NodeView`] (`view`) and the JSON merge
+//! (`history`), the parsing of a `Node` into a [`NodeView`] (`view`), the other actors that take nodes out
+//! and what rollboot shows them (`others`) and the JSON merge
 //! patches that write the protocol (`patch`). Everything here is re-exported at
 //! `crate::node::`, the one path callers use.
 //!
@@ -13,13 +14,19 @@
 
 mod history;
 mod keys;
+mod others;
 mod patch;
 mod values;
 mod view;
 
 pub use history::{DrainPart, History, LastCycle};
 pub use keys::*;
-pub use patch::{fenced, patch, state_annotations, with_labels, with_taints};
+pub use others::{
+    other_actor, parse_protected, protect_keys, unprotect_keys, MaintenanceCondition,
+};
+pub use patch::{
+    conditions_patch, fenced, patch, state_annotations, with_labels, with_taints, ConditionPatch,
+};
 pub use values::{
     boot_id_well_formed, boot_words, same_boot, AgentHost, FleetLockRecord, FleetLockRequest,
     NodeState, PassedOver, Refusal, RefusalCause, ShutdownDrain, ShutdownRequest, Token, Undrained,

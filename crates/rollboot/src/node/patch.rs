@@ -66,6 +66,40 @@ pub fn fenced(mut patch: Value, resource_version: &str) -> Value {
     patch
 }
 
+/// One condition of a Node's status, as [`conditions_patch`] writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConditionPatch<'a> {
+    /// Its type.
+    pub kind: &'a str,
+    /// `True` or `False`.
+    pub status: bool,
+    /// Its reason.
+    pub reason: &'a str,
+    /// Its message.
+    pub message: &'a str,
+    /// Its `lastTransitionTime`: when its status last changed.
+    pub transition: DateTime<Utc>,
+}
+
+/// A strategic merge patch of a Node's status that sets `conditions` (merged by type: the
+/// others stay as they are), each heard at `now`.
+pub fn conditions_patch(conditions: &[ConditionPatch<'_>], now: DateTime<Utc>) -> Value {
+    let list: Vec<Value> = conditions
+        .iter()
+        .map(|c| {
+            json!({
+                "type": c.kind,
+                "status": if c.status { "True" } else { "False" },
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": time::annotation(c.transition),
+                "lastHeartbeatTime": time::annotation(now),
+            })
+        })
+        .collect();
+    json!({ "status": { "conditions": list } })
+}
+
 /// The annotations that move a node to `state` at `now`.
 pub fn state_annotations(
     state: NodeState,

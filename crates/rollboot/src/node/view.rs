@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::history::{History, LastCycle};
 use super::keys::*;
+use super::others::{other_actor, parse_protected, MaintenanceCondition};
 use super::values::{
     boot_id_well_formed, boot_words, same_boot, AgentHost, FleetLockRecord, NodeState, PassedOver,
     Refusal, ShutdownRequest, Token, Undrained,
@@ -162,6 +163,13 @@ pub struct NodeView {
     pub other_annotations: BTreeMap<String, String>,
     /// Every taint of the Node, as stored (a write of the taint list is built from it).
     pub taints: Vec<TaintView>,
+    /// Another actor taking the node out of service, in words ([`other_actor`]): rollboot
+    /// leaves such a node alone, and counts it out while it is.
+    pub other_actor: Option<String>,
+    /// KEP-5683's maintenance conditions on the node, whoever wrote them.
+    pub maintenance_conditions: Vec<MaintenanceCondition>,
+    /// `protected`: the protections rollboot wrote with its cordon, to remove with its uncordon.
+    pub protected: Vec<String>,
 }
 
 /// One taint of a Node, every field kept, so a taint list written back is the one read.
@@ -418,7 +426,43 @@ impl NodeView {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             taints: taints.iter().map(TaintView::of).collect(),
+            ..NodeView::others(node, ann)
         }
+    }
+
+    /// The fields of [`NodeView::from_node`] that say what other actors do with the node, and
+    /// what rollboot wrote to show itself to them.
+    fn others(node: &Node, ann: &BTreeMap<String, String>) -> NodeView {
+        let taints: Vec<TaintView> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[])
+            .iter()
+            .map(TaintView::of)
+            .collect();
+        let maintenance_conditions: Vec<MaintenanceCondition> = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(MaintenanceCondition::of)
+            .collect();
+        NodeView {
+            other_actor: other_actor(&taints, &maintenance_conditions),
+            maintenance_conditions,
+            protected: ann
+                .get(PROTECTED)
+                .map(|v| parse_protected(v))
+                .unwrap_or_default(),
+            ..NodeView::default()
+        }
+    }
+
+    /// The maintenance condition `kind` on the node, when it is there.
+    pub fn maintenance_condition(&self, kind: &str) -> Option<&MaintenanceCondition> {
+        self.maintenance_conditions.iter().find(|c| c.kind == kind)
     }
 
     /// Flagged for a reboot by the agent or an operator.
@@ -515,8 +559,9 @@ impl NodeView {
 }
 
 /// Keeps of a Node only what [`NodeView::from_node`] reads, before it is cached: name,
-/// resourceVersion, labels, rollboot's own annotations, deletion, `spec.unschedulable`, the
-/// taints, the Ready condition, the boot ID and the machine ID. A kubelet's Node carries images, volumes,
+/// resourceVersion, labels, rollboot's own annotations and the protections it may write,
+/// deletion, `spec.unschedulable`, the taints, the Ready and maintenance conditions, the boot ID
+/// and the machine ID. A kubelet's Node carries images, volumes,
 /// addresses, capacity and a dozen conditions; 5,000 of them kept whole were half the
 /// controller's memory. Every taint is kept (a Node has a handful): a write of the taint list
 /// replaces it whole, so it must be built from all of them.
@@ -533,9 +578,13 @@ pub fn trim_keeping(node: Node, keep: &[String]) -> Node {
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, NodeSystemInfo};
     let meta = node.metadata;
     let status = node.status.map(|s| NodeStatus {
-        conditions: s
-            .conditions
-            .map(|cs| cs.into_iter().filter(|c| c.type_ == "Ready").collect()),
+        conditions: s.conditions.map(|cs| {
+            cs.into_iter()
+                .filter(|c| {
+                    c.type_ == "Ready" || MAINTENANCE_CONDITIONS.contains(&c.type_.as_str())
+                })
+                .collect()
+        }),
         node_info: s.node_info.map(|i| NodeSystemInfo {
             boot_id: i.boot_id,
             // The FleetLock server finds a host's Node by an id derived from it.
@@ -559,7 +608,11 @@ pub fn trim_keeping(node: Node, keep: &[String]) -> Node {
             labels: meta.labels,
             annotations: meta.annotations.map(|a| {
                 a.into_iter()
-                    .filter(|(k, _)| k.starts_with(PREFIX) || keep.contains(k))
+                    .filter(|(k, _)| {
+                        k.starts_with(PREFIX)
+                            || keep.contains(k)
+                            || PROTECTIONS.contains(&k.as_str())
+                    })
                     .collect()
             }),
             ..Default::default()

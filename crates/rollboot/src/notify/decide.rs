@@ -143,6 +143,13 @@ impl Tracker {
         out
     }
 
+    /// A node's Node was deleted mid-cycle, for `reason`: `nodeGone`.
+    pub fn gone(&mut self, node: &str, reason: &str, now: DateTime<Utc>) -> Vec<Notice> {
+        vec![Notice::new(NotifyEvent::NodeGone, now)
+            .with("node", node)
+            .with("reason", reason)]
+    }
+
     /// A node was started: `rolloutStarted` when no rollout was under way.
     pub fn started(&mut self, node: &str, now: DateTime<Utc>) -> Vec<Notice> {
         if self.rollout == Some(true) {

@@ -331,6 +331,13 @@ pub enum ProblemKind {
     /// Prometheus could not be asked from here (the controller, which asks it before each
     /// start, does not start while it cannot).
     AlertsUnknown,
+    /// Another actor takes the node out of service (the autoscaler, Karpenter,
+    /// node-maintenance-operator, an out-of-service taint): rollboot leaves it alone, and it
+    /// counts against `maxNodes` while it is out.
+    OtherMaintenance,
+    /// Nodes cordoned by someone else, not counted against `maxNodes` because
+    /// `concurrency.countCordoned` is false.
+    CordonedByOthers,
 }
 
 impl ProblemKind {
@@ -471,6 +478,7 @@ pub fn build(cluster: &Cluster, config: &Config, opts: &Options, now: DateTime<U
     }
     problems.extend(problems::no_opening(&predicted));
     problems.extend(problems::slots_held(cluster, &record, config, &predicted));
+    problems.extend(problems::other_actors(cluster, &record, config));
     problems.sort_by_key(|p| p.severity);
 
     let mut not_checked = Vec::new();

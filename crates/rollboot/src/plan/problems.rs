@@ -45,6 +45,7 @@ pub(super) fn cluster_blockers(
         .collect();
     let nodes: Vec<&NodeView> = cluster.nodes.iter().collect();
     let snap = decide::Snapshot {
+        maintained: &decide::NOT_MAINTAINED,
         headroom: None,
         nodes: &nodes,
         in_flight: &record.entries,
@@ -185,6 +186,63 @@ pub(super) fn slots_held(
             }
         })
         .collect()
+}
+
+/// One problem per node another actor takes out (`otherMaintenance`), and one naming the
+/// nodes cordoned by someone else that `maxNodes` does not count (`concurrency.countCordoned`
+/// false): both warn.
+pub(super) fn other_actors(
+    cluster: &Cluster,
+    record: &LockRecord,
+    config: &Config,
+) -> Vec<PlanProblem> {
+    let outside = |n: &&NodeView| !record.entries.contains_key(&n.name) && !n.deleting;
+    let mut out: Vec<PlanProblem> = cluster
+        .nodes
+        .iter()
+        .filter(outside)
+        .filter_map(|n| Some((n, n.other_actor.as_deref()?)))
+        .map(|(n, actor)| PlanProblem {
+            node: Some(n.name.clone()),
+            ..PlanProblem::new(
+                Severity::Warns,
+                ProblemKind::OtherMaintenance,
+                format!(
+                    "node {}: otherMaintenance: {actor}; rollboot leaves it alone{} and counts it                      against maxNodes while it is out",
+                    n.name,
+                    if n.flagged() {
+                        " although it is flagged"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        })
+        .collect();
+    if !config.concurrency.count_cordoned {
+        let cordoned: Vec<String> = cluster
+            .nodes
+            .iter()
+            .filter(outside)
+            .filter(|n| n.unschedulable && n.cordoned_by.is_none() && n.other_actor.is_none())
+            .map(|n| n.name.clone())
+            .collect();
+        if !cordoned.is_empty() {
+            out.push(PlanProblem {
+                nodes: cordoned.clone(),
+                ..PlanProblem::new(
+                    Severity::Warns,
+                    ProblemKind::CordonedByOthers,
+                    format!(
+                        "{} node(s) cordoned by someone else, not counted against maxNodes                          (concurrency.countCordoned is false): {}",
+                        cordoned.len(),
+                        cordoned.join(", ")
+                    ),
+                )
+            });
+        }
+    }
+    out
 }
 
 /// One problem naming the nodes that get no maintenance opening within the look-ahead

@@ -241,6 +241,7 @@ impl<'a> Replay<'a> {
     fn start(&mut self, t: DateTime<Utc>) {
         let nodes: Vec<&NodeView> = self.views.iter().collect();
         let snap = decide::Snapshot {
+            maintained: &decide::NOT_MAINTAINED,
             headroom: None,
             nodes: &nodes,
             in_flight: &self.entries,

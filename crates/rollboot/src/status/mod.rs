@@ -262,6 +262,10 @@ pub struct NodeStatus {
     /// A failed node rollboot left cordoned: it takes one of `maxNodes`' slots (and of its
     /// group's) until an operator clears it or `failures.returnToService` uncordons it.
     pub holds_slot: bool,
+    /// Another actor taking the node out of service (`otherMaintenance`): rollboot leaves it
+    /// alone, and counts it against `maxNodes` while it is out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_maintenance: Option<String>,
     /// The `rollboot.dev/quarantined` label's cause: the drain was held and the node stays
     /// cordoned with its pods until `rollboot retry`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -534,6 +538,7 @@ fn node_statuses(
             n.flagged()
                 || n.state.is_some_and(|s| s != NodeState::Done)
                 || entries.contains_key(&n.name)
+                || (n.other_actor.is_some() && n.unschedulable)
         })
         .map(|n| NodeStatus {
             name: n.name.clone(),
@@ -560,6 +565,7 @@ fn node_statuses(
                 .clone()
                 .filter(|_| n.state == Some(NodeState::Failed)),
             holds_slot: decide::holds_a_slot(n) && !entries.contains_key(&n.name),
+            other_maintenance: n.other_actor.clone(),
             quarantined: n.quarantined.clone(),
             resting_until: (n.flagged() && !entries.contains_key(&n.name))
                 .then(|| decide::resting_until(n, config, now))
@@ -686,6 +692,7 @@ fn blockers(
 ) -> Vec<String> {
     let every_node: Vec<&NodeView> = snap.nodes.iter().collect();
     let decide_snapshot = decide::Snapshot {
+        maintained: &decide::NOT_MAINTAINED,
         headroom: None,
         nodes: &every_node,
         in_flight: entries,
@@ -779,6 +786,7 @@ pub async fn fetch_with(
             None => break,
         }
     }
+    crate::node_maintenance::mark(client, &mut nodes).await;
     Ok(ClusterState {
         leader,
         lock,

@@ -206,6 +206,9 @@ fn nodes(out: &mut String, nodes: &[NodeStatus]) {
             if n.holds_slot {
                 note.push("holds a maxNodes slot".to_string());
             }
+            if let Some(actor) = &n.other_maintenance {
+                note.push(format!("otherMaintenance: {actor}"));
+            }
             if let Some(t) = n.resting_until {
                 note.push(format!(
                     "rebooted recently: may start from {} (nodes.minRebootInterval)",

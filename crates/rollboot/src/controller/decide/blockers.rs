@@ -168,13 +168,58 @@ pub fn blockers(s: &Snapshot<'_>, config: &Config, now: DateTime<Utc>) -> Vec<Bl
     out
 }
 
-/// A node rollboot may start: flagged, selected, not excluded, not failed, not being deleted.
+/// A node rollboot may start: flagged, selected, not excluded, not failed, not being deleted,
+/// and no other actor taking it out as its Node shows ([`NodeView::other_actor`]; a
+/// NodeMaintenance, read apart, is the snapshot's: see [`other_maintenance`]).
 pub fn is_candidate(n: &NodeView, config: &Config) -> bool {
     n.flagged()
         && !n.excluded
         && !n.deleting
         && n.state != Some(NodeState::Failed)
+        && n.other_actor.is_none()
         && config.node_selector().matches(&n.labels)
+}
+
+/// The other actor taking node `n` out of service, in words: its Node says so (a taint, a
+/// maintenance condition another writer set), or a NodeMaintenance names it.
+pub fn other_maintenance<'s>(n: &'s NodeView, s: &'s Snapshot<'_>) -> Option<&'s str> {
+    n.other_actor
+        .as_deref()
+        .or_else(|| s.maintained.get(&n.name).map(String::as_str))
+}
+
+/// Why a node outside the lock is out of service, and so holds one of `maxNodes`' slots (and
+/// of its group's) for the nodes rollboot plans to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutOfService {
+    /// Failed, and left cordoned by rollboot ([`holds_a_slot`]).
+    Failed,
+    /// Its host shuts down by itself (`shutdown-requested`): it is going down anyway, and
+    /// takes a slot from the moment rollboot knows, drained or not.
+    ShuttingDown,
+    /// Another actor takes it out (the autoscaler, Karpenter, node-maintenance-operator, an
+    /// out-of-service taint, a maintenance condition another writer set).
+    OtherMaintenance(String),
+    /// Cordoned by someone else, counted under `concurrency.countCordoned`.
+    Cordoned,
+}
+
+/// Why `n` (not in the lock) holds a slot, if it does ([`OutOfService`]).
+pub fn out_of_service(n: &NodeView, s: &Snapshot<'_>, config: &Config) -> Option<OutOfService> {
+    if n.deleting || s.in_flight.contains_key(&n.name) {
+        return None;
+    }
+    if holds_a_slot(n) {
+        Some(OutOfService::Failed)
+    } else if n.shutdown_requested {
+        Some(OutOfService::ShuttingDown)
+    } else if let Some(actor) = other_maintenance(n, s) {
+        Some(OutOfService::OtherMaintenance(actor.to_string()))
+    } else if config.concurrency.count_cordoned && n.unschedulable {
+        Some(OutOfService::Cordoned)
+    } else {
+        None
+    }
 }
 
 /// When a node rollboot rebooted less than `nodes.minRebootInterval` ago may start again;
@@ -212,15 +257,17 @@ pub fn holds_a_slot(n: &NodeView) -> bool {
     n.state == Some(NodeState::Failed) && n.unschedulable && n.cordoned_by.is_some() && !n.deleting
 }
 
-/// The failed nodes that [`holds_a_slot`] and are not in the lock (a node is failed, then
-/// freed from the lock).
-pub(super) fn failed_holding<'a, 's>(
+/// The nodes outside the lock that hold a slot ([`out_of_service`]): failed nodes rollboot
+/// left cordoned, hosts shutting down by themselves, nodes other actors take out, and under
+/// `concurrency.countCordoned` every node cordoned.
+pub(super) fn out_holding<'a, 's>(
     s: &'s Snapshot<'a>,
+    config: &'s Config,
 ) -> impl Iterator<Item = &'a NodeView> + 's {
     s.nodes
         .iter()
         .copied()
-        .filter(|n| holds_a_slot(n) && !s.in_flight.contains_key(&n.name))
+        .filter(|n| out_of_service(n, s, config).is_some())
 }
 
 /// The failed nodes `failures.returnToService` uncordons now: each [`holds_a_slot`], is out

@@ -20,9 +20,11 @@
 //! - `start`: the start of new nodes in a pass, from the Nodes to the plan ([`start()`]);
 //! - `step`: where a node in flight stands ([`position`]) and its next step ([`next_step`]);
 //! - `rebuild`: the in-flight record rebuilt from the Nodes ([`rebuild()`]);
+//! - `conditions`: KEP-5683's maintenance conditions a node should carry ([`conditions_due`]);
 //! - `warnings`: what is said of a Node's malformed annotations ([`annotation_warnings`]).
 
 mod blockers;
+mod conditions;
 mod pick;
 mod rebuild;
 mod shutdown;
@@ -42,9 +44,11 @@ use crate::lock::LockEntry;
 use crate::node::{NodeState, NodeView};
 
 pub use blockers::{
-    after_failure, blockers, holds_a_slot, is_candidate, look_again, next_rested, resting,
-    resting_until, returning_to_service, Blocker, CLEAR_FAILED,
+    after_failure, blockers, holds_a_slot, is_candidate, look_again, next_rested,
+    other_maintenance, out_of_service, resting, resting_until, returning_to_service, Blocker,
+    OutOfService, CLEAR_FAILED,
 };
+pub use conditions::{conditions_due, publishing, ConditionWrite};
 pub use pick::{
     budget_aware, draining, fleetlock_limits, group_of, looked_at, pick, pick_among, pick_detail,
     reads_per_pass, scan_window, sort_candidates, stale_passed_over, Picked,
@@ -81,6 +85,9 @@ pub fn undated_requests<'a>(nodes: impl IntoIterator<Item = &'a NodeView>) -> Ve
 pub fn needs_a_look(n: &NodeView, config: &Config) -> bool {
     n.flagged()
         || n.shutdown_requested
+        || n.other_actor.is_some()
+        || publishing(n)
+        || (config.concurrency.count_cordoned && n.unschedulable)
         || n.passed_over.is_some()
         || !n.ready
         || n.state == Some(NodeState::Failed)
@@ -111,4 +118,10 @@ pub struct Snapshot<'a> {
     /// What the budget-aware pick knows (the budgets of the nodes it looks at, and of those in
     /// flight); `None`: nodes are taken in order only.
     pub headroom: Option<&'a Headroom>,
+    /// The nodes a NodeMaintenance (medik8s' node-maintenance-operator) takes out, each with
+    /// the actor in words; [`NOT_MAINTAINED`] where none was read.
+    pub maintained: &'a BTreeMap<String, String>,
 }
+
+/// No node named by a NodeMaintenance: the kind is not installed, or was not read.
+pub static NOT_MAINTAINED: BTreeMap<String, String> = BTreeMap::new();

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use super::blockers::{failed_holding, is_candidate, resting_until};
+use super::blockers::{is_candidate, other_maintenance, out_holding, resting_until};
 use super::Snapshot;
 use crate::budgets::{BudgetHold, Claims, Headroom};
 use crate::config::{Config, NodeOrder};
@@ -59,7 +59,7 @@ pub fn budget_aware(config: &Config) -> bool {
 /// (the pass reads their pods). Empty when no slot is free.
 pub fn looked_at<'a>(s: &Snapshot<'a>, config: &Config) -> (usize, Vec<&'a NodeView>) {
     let max = config.concurrency.max_nodes as usize;
-    let busy = s.in_flight.len() + failed_holding(s).count();
+    let busy = s.in_flight.len() + out_holding(s, config).count();
     if busy >= max {
         return (0, Vec::new());
     }
@@ -73,6 +73,7 @@ pub fn looked_at<'a>(s: &Snapshot<'a>, config: &Config) -> (usize, Vec<&'a NodeV
         .filter(|n| {
             !started.contains(n.name.as_str())
                 && is_candidate(n, config)
+                && other_maintenance(n, s).is_none()
                 && resting_until(n, config, s.now).is_none()
         })
         .collect();
@@ -181,7 +182,7 @@ impl<'c> Slots<'c> {
                     (None, None) => slots.anywhere += 1,
                 }
             }
-            for n in failed_holding(s) {
+            for n in out_holding(s, config) {
                 slots.count(label_group(n, key));
             }
         }

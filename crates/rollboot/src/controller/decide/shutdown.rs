@@ -123,7 +123,8 @@ pub fn shutdown_room(s: &Snapshot<'_>, config: &Config) -> usize {
 /// The nodes whose host shuts down by itself (`shutdown-requested`) and that are not in
 /// flight: started at once, whatever the windows, the blockers and `maxNodes` (they count in
 /// it for the others), since the shutdown happens anyway, within [`shutdown_room`] (oldest
-/// request first). Not a node excluded, outside `nodes.selector`, failed or being deleted.
+/// request first). Not a node excluded, outside `nodes.selector`, failed or being deleted, nor
+/// one another actor takes out (it drains its nodes itself).
 pub fn shutting_down<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView> {
     let mut v: Vec<&NodeView> = s
         .nodes
@@ -131,6 +132,8 @@ pub fn shutting_down<'a>(s: &Snapshot<'a>, config: &Config) -> Vec<&'a NodeView>
         .copied()
         .filter(|n| n.shutdown_requested && !s.in_flight.contains_key(&n.name))
         .filter(|n| !n.excluded && !n.deleting && n.state != Some(NodeState::Failed))
+        // Another actor's shutdown (Karpenter's, the autoscaler's) is that actor's to drain.
+        .filter(|n| super::other_maintenance(n, s).is_none())
         .filter(|n| config.node_selector().matches(&n.labels))
         .collect();
     v.sort_by(|a, b| (a.shutdown_requested_at, &a.name).cmp(&(b.shutdown_requested_at, &b.name)));

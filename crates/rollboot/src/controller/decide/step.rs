@@ -406,7 +406,7 @@ pub fn next_step(
     let out_until =
         entry.since + config.drain.timeout.to_chrono() + config.reboot.timeout.to_chrono();
     let Some(n) = node.filter(|n| !n.deleting) else {
-        return gone_step(node.is_some(), out_until, config, now);
+        return gone_step(node.is_some());
     };
     let position = position(n, entry);
     if position == Position::StartOver && n.state.is_none() && !n.flagged() && !n.shutdown_requested
@@ -462,33 +462,31 @@ pub fn next_step(
 }
 
 /// The step of a node in the lock whose Node is being deleted (`deleting`) or is gone: its slot
-/// is held until `out_until`, the longest its host can be out in its cycle, then freed.
-fn gone_step(
-    deleting: bool,
-    out_until: DateTime<Utc>,
-    config: &Config,
-    now: DateTime<Utc>,
-) -> Step {
-    // A Node deleted mid-cycle says nothing of its host, which may be down in the reboot
-    // asked of it and register its Node again NotReady: freeing the slot at once let
-    // another node start beside it (the chaos campaign, seed 616: 3 out with maxNodes 2).
-    let gone = if deleting {
-        "is being deleted"
-    } else {
-        "was deleted from the cluster"
-    };
-    if now < out_until {
-        Step::Hold {
-            until: out_until,
-            why: format!(
-                "the node {gone} while in maintenance; its host may still be draining or rebooting"
-            ),
+/// is freed at once.
+fn gone_step(deleting: bool) -> Step {
+    // Deleted mid-cycle, by whoever (cluster-autoscaler and Karpenter delete a drained node
+    // that looks empty to them; an operator): the node is gone from the cluster, and waiting
+    // for it to come back held a slot, and the rollout, for up to the reboot timeout, for a
+    // host that usually never comes back. Its slot is freed at once, said as a Warning and a
+    // notification. A host that does come back registers a new Node: NotReady, it blocks new
+    // starts (`blockers.maxUnreadyNodes`), and still flagged, it takes its turn again.
+    Step::Free(GoneMidCycle { deleting }.to_string())
+}
+
+/// Why a node's slot was freed: its Node was deleted in the middle of its cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoneMidCycle {
+    /// Being deleted (a finalizer holds it), rather than gone.
+    pub deleting: bool,
+}
+
+impl std::fmt::Display for GoneMidCycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.deleting {
+            f.write_str("its Node is being deleted in the middle of its cycle")
+        } else {
+            f.write_str("its Node was deleted from the cluster in the middle of its cycle")
         }
-    } else {
-        Step::Free(format!(
-            "the node {gone} and was not registered again within the drain and reboot timeouts ({} + {}) of its start",
-            config.drain.timeout, config.reboot.timeout
-        ))
     }
 }
 

@@ -15,7 +15,7 @@ use super::views::views;
 use crate::controller::context::Ctx;
 use crate::controller::decide;
 use crate::controller::error::Error;
-use crate::controller::writes::patch_node;
+use crate::controller::writes::{patch_node, write_status};
 use crate::lock::LockRecord;
 use crate::node::{self as proto, NodeView};
 
@@ -25,6 +25,57 @@ pub(super) async fn run(ctx: &Ctx, record: &LockRecord, now: DateTime<Utc>) {
     prefer_no_schedule(ctx, &views(ctx, record).nodes()).await;
     return_to_service(ctx, &views(ctx, record).nodes(), record).await;
     clear_passed_over(ctx, &views(ctx, record).nodes(), record).await;
+    publish_conditions(ctx, &views(ctx, record).nodes(), now).await;
+}
+
+/// Writes the maintenance conditions each node should carry and does not
+/// ([`decide::conditions_due`]) on its status, in one patch per node fenced by the version it
+/// was decided from; a refused write is decided again on the next pass.
+async fn publish_conditions(ctx: &Ctx, views: &[&NodeView], now: DateTime<Utc>) {
+    if !ctx.config.nodes.publish_conditions {
+        return;
+    }
+    let next_opening = ctx.config.windows.as_ref().and_then(|_| {
+        ctx.config
+            .schedule()
+            .openings(now, 1)
+            .first()
+            .map(|o| o.start)
+    });
+    for view in views {
+        let due = decide::conditions_due(view, &ctx.config, next_opening);
+        if due.is_empty() {
+            continue;
+        }
+        let conditions: Vec<proto::ConditionPatch<'_>> = due
+            .iter()
+            .map(|c| proto::ConditionPatch {
+                kind: c.kind,
+                status: c.status,
+                reason: c.reason,
+                message: &c.message,
+                // Kept while the status stays: only the reason or the message changed.
+                transition: view
+                    .maintenance_condition(c.kind)
+                    .filter(|old| old.status == c.status)
+                    .and_then(|old| old.since)
+                    .unwrap_or(now),
+            })
+            .collect();
+        let patch = proto::conditions_patch(&conditions, now);
+        let kinds: Vec<String> = due
+            .iter()
+            .map(|c| format!("{}={}", c.kind, if c.status { "True" } else { "False" }))
+            .collect();
+        async {
+            match write_status(ctx, view, patch).await {
+                Ok(()) => tracing::debug!(conditions = ?kinds, "maintenance conditions written"),
+                Err(e) => tracing::info!(error = %e, "maintenance conditions not written; deciding again on the next pass"),
+            }
+        }
+        .instrument(span(view))
+        .await;
+    }
 }
 
 /// Removes the `passed-over` records of nodes no longer waiting ([`decide::stale_passed_over`]);
@@ -103,7 +154,9 @@ async fn prefer_no_schedule(ctx: &Ctx, views: &[&NodeView]) {
 /// decided from (a refused one is decided again on the next pass).
 async fn return_to_service(ctx: &Ctx, views: &[&NodeView], record: &LockRecord) {
     for view in decide::returning_to_service(views, &record.entries, &ctx.config) {
-        let p = proto::patch(&[(proto::CORDONED_BY, None)], Some(false));
+        let mut ann = vec![(proto::CORDONED_BY, None)];
+        ann.extend(proto::unprotect_keys(&view.protected));
+        let p = proto::patch(&ann, Some(false));
         async {
             match patch_node(ctx, view, "returning it to service", p).await {
                 Ok(_) => {

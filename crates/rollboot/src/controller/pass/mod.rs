@@ -193,7 +193,14 @@ impl Leading {
         let record = ctx.cache.lock_now();
         let pass = views(ctx, &record);
         let looked = pass.nodes();
+        // Read only while a node waits: what a NodeMaintenance says changes nothing else.
+        let maintained = if looked.iter().any(|n| n.flagged()) {
+            ctx.cache.maintained.current(&ctx.services.client).await
+        } else {
+            std::collections::BTreeMap::new()
+        };
         let snap = Snapshot {
+            maintained: &maintained,
             headroom: None,
             nodes: &looked,
             in_flight: &record.entries,

@@ -28,6 +28,12 @@ pub(in crate::controller) async fn cordon(
         ));
     }
     ann.push((proto::FAILURE_REASON, None));
+    // Drained, the node looks empty to cluster-autoscaler and Karpenter: kept from them until
+    // the uncordon (only what is not there already is written, and recorded as rollboot's).
+    ann.extend(proto::protect_keys(
+        &ctx.config.nodes.protect.keys(),
+        &view.other_annotations,
+    ));
     // Started: no longer passed over.
     ann.push((proto::PASSED_OVER, None));
     // A cycle starts clean: no token, boot ID or health gate of an earlier one (or of a
@@ -65,15 +71,12 @@ pub(in crate::controller) async fn cordon(
     Ok(())
 }
 
-/// Uncordons `view`'s node (rollboot cordoned it), forgetting `cordoned-by` in the same write.
+/// Uncordons `view`'s node (rollboot cordoned it), forgetting `cordoned-by` and removing the
+/// protections rollboot wrote in the same write.
 pub(in crate::controller) async fn uncordon(ctx: &Ctx, view: &NodeView) -> Result<(), Error> {
-    patch_node(
-        ctx,
-        view,
-        "uncordoning",
-        proto::patch(&[(proto::CORDONED_BY, None)], Some(false)),
-    )
-    .await?;
+    let mut ann = vec![(proto::CORDONED_BY, None)];
+    ann.extend(proto::unprotect_keys(&view.protected));
+    patch_node(ctx, view, "uncordoning", proto::patch(&ann, Some(false))).await?;
     tracing::info!(state = "verifying", "uncordoned");
     ctx.wake.notify_one();
     Ok(())

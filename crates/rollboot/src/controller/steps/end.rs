@@ -123,6 +123,9 @@ fn done_annotations(
     for k in proto::TOKEN_KEYS.iter().chain(&[proto::FLEETLOCK]) {
         ann.push((k, None));
     }
+    // rollboot no longer holds the node: what it wrote to keep other actors off it goes (the
+    // uncordon took it already, unless an operator's cordon stays).
+    ann.extend(proto::unprotect_keys(&view.protected));
     // The shutdown this cycle drained for is over (the host is back on a new boot): its request
     // goes with it, as the flags do, unless the agent wrote a newer one since the hand-off.
     if view
@@ -184,6 +187,8 @@ pub(in crate::controller) async fn release(
     if ours {
         ann.push((proto::CORDONED_BY, None));
     }
+    // rollboot no longer holds the node, however it was cordoned.
+    ann.extend(proto::unprotect_keys(&view.protected));
     // A shutdown request that no shutdown followed is answered: left there, it would start a
     // cycle again at once. (A request the agent wrote after this view makes the write conflict,
     // and the cycle is decided again from it.)
@@ -287,19 +292,19 @@ pub(super) async fn free_slot(ctx: &Ctx, view: &NodeView, reason: String) -> Res
     free(ctx, &view.name).await
 }
 
-/// Frees the slot in the lock of node `name`, which has no Node left, for `reason`: said in a
-/// warning Event too.
+/// Frees the slot in the lock of node `name`, whose Node is gone or being deleted, for
+/// `reason`: said as a Warning on the rollout (the lock's Lease) and on the Node, and told.
 pub(super) async fn free_gone(ctx: &Ctx, name: &str, reason: String) -> Result<(), Error> {
-    tracing::info!(reason = %reason, "freeing its slot in the maintenance lock");
+    tracing::warn!(reason = %reason, "freeing its slot in the maintenance lock");
+    let note = format!("node {name} is in the maintenance lock but {reason}; its slot is freed");
     ctx.services
         .events
-        .publish(
-            name,
-            true,
-            "LockEntryFreed",
-            format!("node {name} is in the maintenance lock but {reason}; its slot is freed"),
-        )
+        .publish_lease(&ctx.config.lock.name, true, "NodeGone", note.clone());
+    ctx.services
+        .events
+        .publish(name, true, "LockEntryFreed", note)
         .await;
+    ctx.services.observe.gone(name, &reason, Utc::now());
     free(ctx, name).await
 }
 

@@ -69,6 +69,7 @@ pub(super) async fn run_step(
         Step::Fail(reason) => end::fail(ctx, view, reason).await?,
         Step::FailHook { phase, reason } => end::fail_hook(ctx, view, phase, reason).await?,
         Step::Hook { phase, action } => hooks::step(ctx, view, phase, action, tasks).await?,
+        Step::Free(reason) if view.deleting => end::free_gone(ctx, &view.name, reason).await?,
         Step::Free(reason) => end::free_slot(ctx, view, reason).await?,
         // The watch brings the taint's arrival (a new pass); the bound is the fallback.
         Step::Settle { until } => return Ok(Some(until)),

@@ -243,6 +243,7 @@ pub(super) async fn mark_verifying(ctx: &Ctx, view: &NodeView) -> Result<(), Err
     let mut ann = proto::state_annotations(NodeState::Verifying, Utc::now());
     if ours {
         ann.push((proto::CORDONED_BY, None));
+        ann.extend(proto::unprotect_keys(&view.protected));
     }
     patch_node(
         ctx,

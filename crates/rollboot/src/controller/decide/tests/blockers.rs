@@ -202,6 +202,7 @@ fn unready_nodes_and_a_foreign_lock_holder_block() {
     let none = BTreeMap::new();
     let blocking = [("app=backup".to_string(), 2)];
     let s = Snapshot {
+        maintained: &crate::controller::decide::NOT_MAINTAINED,
         headroom: None,
         nodes: &nodes.iter().collect::<Vec<_>>(),
         in_flight: &none,

@@ -2,6 +2,7 @@
 //! they share and the tests of what the facade itself holds.
 
 mod blockers;
+mod others;
 mod pick;
 mod rebuild;
 mod shutdown;
@@ -49,6 +50,7 @@ fn snapshot<'a>(nodes: &'a [NodeView], in_flight: &'a BTreeMap<String, LockEntry
     // A test's few views, by reference as a pass hands them over (leaked: a test's worth).
     let nodes: &'a [&'a NodeView] = Vec::leak(nodes.iter().collect());
     Snapshot {
+        maintained: &super::NOT_MAINTAINED,
         headroom: None,
         nodes,
         in_flight,
@@ -229,6 +231,7 @@ fn a_pass_over_the_nodes_that_need_a_look_and_those_in_the_lock_decides_as_over_
             .filter(|v| needs_a_look(v, &config) || in_flight.contains_key(&v.name))
             .collect();
         let snap = |nodes| Snapshot {
+            maintained: &super::NOT_MAINTAINED,
             headroom: None,
             nodes,
             in_flight: &in_flight,

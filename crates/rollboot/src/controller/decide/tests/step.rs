@@ -218,27 +218,16 @@ fn a_finished_node_frees_its_slot() {
 }
 
 #[test]
-fn a_deleted_node_keeps_its_slot_while_its_host_may_be_out() {
-    // Drain 6m + reboot 4m: the host may be out until 00:10 of a cycle started at 00:00.
+fn a_node_deleted_mid_cycle_frees_its_slot_at_once() {
+    // Deleted by the autoscaler, Karpenter or an operator: never waited on for the timeouts.
     let c = cfg("{drain: {timeout: 6m}, reboot: {timeout: 4m}}");
     let e = entry("2026-01-01T00:00:00Z");
-    let end = t("2026-01-01T00:10:00Z");
-    let during = t("2026-01-01T00:09:59Z");
+    let early = t("2026-01-01T00:00:30Z");
     assert_eq!(
-        next_step(None, &e, &c, during),
-        Step::Hold {
-            until: end,
-            why: "the node was deleted from the cluster while in maintenance; its host may still be draining or rebooting".into()
-        }
+        next_step(None, &e, &c, early),
+        Step::Free("its Node was deleted from the cluster in the middle of its cycle".into())
     );
-    match next_step(None, &e, &c, end) {
-        Step::Free(why) => assert!(
-            why.contains("was not registered again within the drain and reboot timeouts (6m + 4m)"),
-            "{why}"
-        ),
-        other => panic!("{other:?}"),
-    }
-    // Being deleted (a finalizer holds it): the same.
+    // Being deleted (a finalizer holds it): the same, at once.
     let deleting = NodeView {
         deleting: true,
         unschedulable: true,
@@ -248,13 +237,10 @@ fn a_deleted_node_keeps_its_slot_while_its_host_may_be_out() {
             "2026-01-01T00:01:00Z",
         )
     };
-    assert!(
-        matches!(next_step(Some(&deleting), &e, &c, during), Step::Hold { until, .. } if until == end)
+    assert_eq!(
+        next_step(Some(&deleting), &e, &c, early),
+        Step::Free("its Node is being deleted in the middle of its cycle".into())
     );
-    assert!(matches!(
-        next_step(Some(&deleting), &e, &c, end),
-        Step::Free(_)
-    ));
 }
 
 #[test]
