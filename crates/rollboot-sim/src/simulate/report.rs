@@ -156,6 +156,7 @@ pub fn held_for_good(
         return None;
     }
     let snap = decide::Snapshot {
+        maintained: &decide::NOT_MAINTAINED,
         headroom: None,
         nodes: &every,
         in_flight: &none,
