@@ -625,6 +625,16 @@ fn the_controller_may_do_exactly_what_the_controller_code_calls() {
         ("", "", "nodes", "list", ""),
         ("", "", "nodes", "watch", ""),
         ("", "", "nodes", "patch", ""),
+        // KEP-5683's maintenance conditions (node_writer.rs, write_status).
+        ("", "", "nodes/status", "patch", ""),
+        // Another actor's maintenance (node_maintenance.rs, read).
+        (
+            "",
+            "nodemaintenance.medik8s.io",
+            "nodemaintenances",
+            "list",
+            "",
+        ),
         ("", "", "pods", "list", ""),
         ("", "", "pods", "watch", ""),
         ("", "", "pods/eviction", "create", ""),

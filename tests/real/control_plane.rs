@@ -59,6 +59,8 @@
 //! 20 a FleetLock host: pre-reboot granted only once drained and handed off, steady-state once
 //!   verified (the protocol's client of `crates/rollboot-testkit/src/fleetlock_client.rs`, through a standby
 //!   replica).
+//! 26 another actor's maintenance (`others`): a NodeMaintenance keeps rollboot off its node; the
+//!   conditions rollboot writes end False, and none is written over the admin's.
 //! 21 a shutdown nobody coordinated, the agent's logind inhibitor on a fake logind
 //!   (`shutdown`): cancelled mid-drain, released; carried through, the lock let go once
 //!   drained, the node verified after the host's own reboot.
@@ -85,6 +87,8 @@
 //!   a slot given back mid-reboot, shutdown requests with no shutdown behind them.
 //! - [`volumes`]: issue 24's phase: a StatefulSet with ReadWriteOnce CSI volumes, the node of one
 //!   of its pods drained and rebooted only once the pod's VolumeAttachment is gone.
+//! - [`others`]: another actor's maintenance (a NodeMaintenance, its CRD from
+//!   `nodemaintenance-crd.yaml`) and the maintenance conditions rollboot publishes.
 //!
 //! None of this may talk to anything but the loopback control plane it started, nor change the
 //! recipe's files: the suite runs the recipe, except `fake-kubelet.py` and `rollboot-config.sh`,
@@ -94,6 +98,7 @@ mod audit;
 mod cluster;
 mod faults;
 mod observe;
+mod others;
 mod report;
 mod security;
 mod setup;
@@ -409,6 +414,12 @@ impl<'a> Suite<'a> {
             blocked,
             "shutdown requests with no shutdown",
             s.shutdown_requests(report)
+        );
+        phase!(
+            report,
+            blocked,
+            "another actor's maintenance, and the conditions rollboot publishes",
+            s.other_actors(report)
         );
         let t = Instant::now();
         let exited = cluster.exited();
@@ -2239,7 +2250,7 @@ impl<'a> Suite<'a> {
 }
 
 /// Every check, by number, with what it promises.
-const CHECKS: [(&str, &str); 32] = [
+const CHECKS: [(&str, &str); 33] = [
     ("1", "every flagged node rebooted exactly once and ends `done`; nothing left cordoned"),
     ("2", "a node is uncordoned only after the not-ready/unreachable taints are gone"),
     ("3", "the PodDisruptionBudget is never broken: never fewer than 7 of 8 web pods healthy"),
@@ -2271,6 +2282,7 @@ const CHECKS: [(&str, &str); 32] = [
     ("23", "the controller's servers are bounded: a 64 KiB FleetLock body answered 413, and headers trickled one byte a second disconnected within 30 s on the FleetLock port and on /metrics (issue 47, hole 2)"),
     ("24", "a FleetLock host gives its slot back one second into its own 25 s reboot: the node is never uncordoned while NotReady and ends done on its new boot, one reboot (issue 47, hole 4)"),
     ("25", "three agents write shutdown-requested on their own Nodes with no shutdown behind it: never more than maxNodes + maxShutdownDrains (2) cordoned at once, each ends cancelled (done, uncordoned, request removed), no reboot, none failed (issue 47, hole 4)"),
+    ("26", "a NodeMaintenance (its CRD installed from the published schema) names a flagged node: rollboot leaves it alone and `rollboot status` says otherMaintenance; deleted, the node reboots and its DrainInProgress, Drained and MaintenanceInProgress end rollboot's and False; a node whose maintenance conditions are all the admin's reboots with no status write of rollboot's on it (audit log) and its conditions unchanged (issue 49)"),
     ("17", "the lock and leader Leases deleted while a node's host is down for its acknowledged token: the node reboots once and ends `done`; the Leases come back and the nodes after it go on"),
 ];
 

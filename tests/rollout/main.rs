@@ -15,6 +15,7 @@ mod holes;
 mod hooks;
 mod notifications;
 mod on_kube;
+mod others;
 mod shutdown;
 mod silences;
 mod slow_rollout;

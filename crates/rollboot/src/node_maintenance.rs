@@ -101,8 +101,11 @@ pub const ABSENT_FOR: Duration = Duration::from_secs(60);
 /// [`FRESH_FOR`] ([`ABSENT_FOR`] while the kind is not installed).
 #[derive(Default)]
 pub struct MaintainedCache {
-    last: Mutex<Option<(Instant, Option<BTreeMap<String, String>>)>>,
+    last: Mutex<Option<Listed>>,
 }
+
+/// One list's answer: when it was read, and the nodes taken out (`None`: not installed).
+type Listed = (Instant, Option<BTreeMap<String, String>>);
 
 impl MaintainedCache {
     /// The nodes NodeMaintenance objects take out, as last read, reading again through

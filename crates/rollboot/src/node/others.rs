@@ -14,7 +14,6 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::NodeCondition;
 
 use super::keys::*;
-use super::view::TaintView;
 use crate::time;
 
 /// One of KEP-5683's maintenance conditions on a Node, as found.
@@ -59,7 +58,10 @@ impl MaintenanceCondition {
 /// maintenance conditions say one is: cluster-autoscaler or Karpenter removing it, medik8s'
 /// node-maintenance-operator keeping it in maintenance, an operator marking it out of service,
 /// or a `DrainInProgress` / `MaintenanceInProgress` condition True that rollboot did not write.
-pub fn other_actor(taints: &[TaintView], conditions: &[MaintenanceCondition]) -> Option<String> {
+pub fn other_actor<'t>(
+    taint_keys: impl IntoIterator<Item = &'t str> + Clone,
+    conditions: &[MaintenanceCondition],
+) -> Option<String> {
     let by_taint = [
         (
             TAINT_TO_BE_DELETED,
@@ -80,7 +82,7 @@ pub fn other_actor(taints: &[TaintView], conditions: &[MaintenanceCondition]) ->
     ];
     if let Some((_, actor)) = by_taint
         .iter()
-        .find(|(key, _)| taints.iter().any(|t| t.key == *key))
+        .find(|(key, _)| taint_keys.clone().into_iter().any(|t| t == *key))
     {
         return Some((*actor).to_string());
     }
@@ -148,14 +150,6 @@ pub fn parse_protected(value: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn taint(key: &str) -> TaintView {
-        TaintView {
-            key: key.into(),
-            effect: "NoSchedule".into(),
-            ..Default::default()
-        }
-    }
-
     fn condition(kind: &str, status: bool, message: &str) -> MaintenanceCondition {
         MaintenanceCondition {
             kind: kind.into(),
@@ -175,26 +169,26 @@ mod tests {
             (TAINT_MEDIK8S_DRAIN, "node-maintenance-operator"),
             (TAINT_OUT_OF_SERVICE, "out-of-service"),
         ] {
-            let found = other_actor(&[taint("unrelated"), taint(key)], &[]).unwrap();
+            let found = other_actor(["unrelated", key], &[]).unwrap();
             assert!(found.starts_with(actor), "{key}: {found}");
         }
-        assert_eq!(other_actor(&[taint(TAINT_UNSCHEDULABLE)], &[]), None);
+        assert_eq!(other_actor([TAINT_UNSCHEDULABLE], &[]), None);
     }
 
     #[test]
     fn only_a_true_foreign_drain_or_maintenance_condition_counts() {
         let foreign = condition(CONDITION_DRAIN_IN_PROGRESS, true, "drained by the admin");
-        assert!(other_actor(&[], &[foreign])
+        assert!(other_actor([], &[foreign])
             .unwrap()
             .contains("DrainInProgress"));
         let foreign = condition(CONDITION_MAINTENANCE_IN_PROGRESS, true, "fw upgrade");
-        assert!(other_actor(&[], std::slice::from_ref(&foreign)).is_some());
+        assert!(other_actor([], std::slice::from_ref(&foreign)).is_some());
         let ours = condition(CONDITION_DRAIN_IN_PROGRESS, true, "rollboot: draining");
-        assert_eq!(other_actor(&[], &[ours]), None);
+        assert_eq!(other_actor([], &[ours]), None);
         let off = condition(CONDITION_DRAIN_IN_PROGRESS, false, "done");
-        assert_eq!(other_actor(&[], &[off]), None);
+        assert_eq!(other_actor([], &[off]), None);
         let planned = condition(CONDITION_MAINTENANCE_PLANNED, true, "next week");
-        assert_eq!(other_actor(&[], &[planned]), None);
+        assert_eq!(other_actor([], &[planned]), None);
     }
 
     #[test]

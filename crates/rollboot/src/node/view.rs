@@ -450,7 +450,10 @@ impl NodeView {
             .filter_map(MaintenanceCondition::of)
             .collect();
         NodeView {
-            other_actor: other_actor(&taints, &maintenance_conditions),
+            other_actor: other_actor(
+                taints.iter().map(|t| t.key.as_str()),
+                &maintenance_conditions,
+            ),
             maintenance_conditions,
             protected: ann
                 .get(PROTECTED)

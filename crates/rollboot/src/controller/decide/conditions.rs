@@ -30,7 +30,7 @@ pub struct ConditionWrite {
 }
 
 /// What a condition should say, before it is compared with the Node.
-type Wanted = (&'static str, bool, &'static str, String);
+type Wish = (&'static str, bool, &'static str, String);
 
 /// The maintenance conditions node `n` should carry and does not, as rollboot publishes them
 /// (`nodes.publishConditions`): `MaintenancePlanned` True while it is flagged and waits under
@@ -67,7 +67,7 @@ pub fn conditions_due(
 }
 
 /// What each condition should say of `n` now; a type absent from the list is left as it is.
-fn wanted(n: &NodeView, config: &Config, next_opening: Option<DateTime<Utc>>) -> Vec<Wanted> {
+fn wanted(n: &NodeView, config: &Config, next_opening: Option<DateTime<Utc>>) -> Vec<Wish> {
     let say = |kind, status, reason, text: String| {
         (
             kind,
@@ -107,7 +107,7 @@ fn wanted(n: &NodeView, config: &Config, next_opening: Option<DateTime<Utc>>) ->
                 Some(NodeState::Done) => ("MaintenanceDone", "rebooted and healthy again"),
                 _ => ("MaintenanceCancelled", "no reboot is planned any more"),
             };
-            let mut out: Vec<Wanted> = MAINTENANCE_CONDITIONS
+            let mut out: Vec<Wish> = MAINTENANCE_CONDITIONS
                 .iter()
                 .map(|kind| say(kind, false, reason, text.to_string()))
                 .collect();

@@ -10,7 +10,10 @@ fn tainted(mut n: NodeView, key: &str) -> NodeView {
         effect: "NoSchedule".into(),
         ..Default::default()
     });
-    n.other_actor = proto::other_actor(&n.taints, &n.maintenance_conditions);
+    n.other_actor = proto::other_actor(
+        n.taints.iter().map(|t| t.key.as_str()),
+        &n.maintenance_conditions,
+    );
     n
 }
 
@@ -60,14 +63,20 @@ fn a_foreign_drain_condition_takes_the_node_out_and_ours_does_not() {
     };
     let mut a = flagged("a", "2026-01-01T00:00:00Z", &[]);
     a.maintenance_conditions = vec![condition("drained for a NIC swap")];
-    a.other_actor = proto::other_actor(&a.taints, &a.maintenance_conditions);
+    a.other_actor = proto::other_actor(
+        a.taints.iter().map(|t| t.key.as_str()),
+        &a.maintenance_conditions,
+    );
     let b = flagged("b", "2026-01-02T00:00:00Z", &[]);
     let nodes = vec![a, b];
     // maxNodes 1, taken by a's other actor: nothing starts.
     assert!(pick(&snapshot(&nodes, &none), &c).is_empty());
     let mut ours = flagged("a", "2026-01-01T00:00:00Z", &[]);
     ours.maintenance_conditions = vec![condition("rollboot: draining for a reboot")];
-    ours.other_actor = proto::other_actor(&ours.taints, &ours.maintenance_conditions);
+    ours.other_actor = proto::other_actor(
+        ours.taints.iter().map(|t| t.key.as_str()),
+        &ours.maintenance_conditions,
+    );
     let nodes = vec![ours];
     assert_eq!(names(pick(&snapshot(&nodes, &none), &c)), ["a"]);
 }
