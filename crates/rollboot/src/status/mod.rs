@@ -872,6 +872,38 @@ mod tests {
     }
 
     #[test]
+    fn a_node_another_actor_takes_out_says_which_in_json_and_text() {
+        let c = cfg("{}");
+        let now = t("2026-01-01T02:00:00Z");
+        let mut taken = NodeView::from_node(&annotate(
+            node("a-taken", &[]),
+            REBOOT_REQUIRED,
+            "2026-01-01T00:00:00Z",
+        ));
+        taken.other_actor = Some("karpenter (taint karpenter.sh/disrupted)".into());
+        let snap = ClusterState {
+            leader: None,
+            lock: None,
+            nodes: vec![taken],
+        };
+        let s = build(&c, &snap, now);
+        assert_eq!(
+            s.nodes[0].other_maintenance.as_deref(),
+            Some("karpenter (taint karpenter.sh/disrupted)")
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["nodes"][0]["otherMaintenance"],
+            "karpenter (taint karpenter.sh/disrupted)"
+        );
+        let txt = s.text();
+        assert!(
+            txt.contains("otherMaintenance: karpenter (taint karpenter.sh/disrupted)"),
+            "{txt}"
+        );
+    }
+
+    #[test]
     fn a_failed_node_halts_and_every_interesting_node_is_listed() {
         let c = cfg("leader: {leaseDuration: 15s}");
         let now = t("2026-01-01T02:00:00Z");
