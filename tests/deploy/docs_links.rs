@@ -93,7 +93,10 @@ fn anchors_are_made_as_github_makes_them() {
         slug("Why the agent is privileged, and how much"),
         "why-the-agent-is-privileged-and-how-much"
     );
-    assert_eq!(slug("1. Build `rollboot` -- fast"), "1-build-rollboot----fast");
+    assert_eq!(
+        slug("1. Build `rollboot` -- fast"),
+        "1-build-rollboot----fast"
+    );
     assert_eq!(
         slug("The [simulator](simulator.md) and snake_case"),
         "the-simulator-and-snake_case"
