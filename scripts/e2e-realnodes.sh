@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 bin=${1:-${ROLLBOOT_REALNODES_BIN:-}}
 rootfs=${2:-${ROLLBOOT_REALNODES_ROOTFS:-}}
 if [ -z "$bin" ] || [ -z "$rootfs" ]; then
-    echo "usage: scripts/e2e-realnodes.sh BIN_DIR ROOTFS_DIR (README, 'End-to-end on real nodes')" >&2
+    echo "usage: scripts/e2e-realnodes.sh BIN_DIR ROOTFS_DIR (docs/development.md, 'End-to-end on real nodes')" >&2
     exit 2
 fi
 [ "$(id -u)" = 0 ] || { echo "scripts/e2e-realnodes.sh: the real nodes need root" >&2; exit 2; }

@@ -3,7 +3,7 @@
 //! Owns what the user sees on the terminal: one function per subcommand, which calls the
 //! library and prints the report it builds with [`render`] (text or JSON from the same value).
 //! Decisions and the reports' contents live in the library modules; this module must never
-//! lay a report out itself. Exit codes, the same for every subcommand (README, "Exit codes"):
+//! lay a report out itself. Exit codes, the same for every subcommand (docs/operating.md, "Exit codes"):
 //! 0 success; 1 a runtime or cluster error (naming the API server and the object); 2 an
 //! invalid config; 3 refused or blocked (`plan`: the rollout would be blocked or fail a node;
 //! `pause`, `resume`, `retry`: the command refused, saying why); 64 a usage error (the command

@@ -1,6 +1,6 @@
 //! One command line (issue 25): every subcommand's `--help` walked from `rollboot --help`, each
 //! cluster subcommand offering `--kubeconfig` and `--context`, each report `-o`/`--output`,
-//! each `--config` (but `migrate`, which writes one); the exit codes the README's table gives (64 a usage error, 2 an invalid
+//! each `--config` (but `migrate`, which writes one); the exit codes docs/operating.md's table gives (64 a usage error, 2 an invalid
 //! config, 3 refused, 1 a cluster error); and the operator controls' JSON with the same keys in
 //! every outcome, run against a simulated cluster named only by `--kubeconfig` and `--context`
 //! (its file's current context points where nothing listens, and `KUBECONFIG` at no file).

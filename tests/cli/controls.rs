@@ -468,7 +468,7 @@ async fn requests_go_in_request_order_and_a_hand_written_now_takes_its_turn_when
     gap().await;
     s.run(&["request", "node-0000"]).await;
     gap().await;
-    // By hand, as the README used to say: `kubectl annotate node N rollboot.dev/reboot-requested=now`.
+    // By hand, as docs/operating.md says: `kubectl annotate node N rollboot.dev/reboot-requested=now`.
     s.h.patch_node(
         "node-0001",
         serde_json::json!({"metadata": {"annotations": {proto::REBOOT_REQUESTED: "now"}}}),

@@ -7,9 +7,9 @@
 //!   [`MAX_FILE_LINES`] lines without its tests;
 //! - no two product types (struct, enum, trait, union, type alias at a module's top level)
 //!   share a name: a re-export is no definition;
-//! - the README's layout table matches the tree: every module of the product crate's root has
-//!   a row, every path a row names exists, and every file or directory its description names
-//!   (`x.rs`, `x/`) is found under the row's directory.
+//! - the layout table of [`LAYOUT_DOC`] matches the tree: every module of the product crate's
+//!   root has a row, every path a row names exists, and every file or directory its description
+//!   names (`x.rs`, `x/`) is found under the row's directory.
 //!
 //! "Product" is the product crate (`crates/rollboot/src`) without its test code (a
 //! `#[cfg(test)]` item, or a module declared under one). The lines of a function run from its
@@ -31,6 +31,8 @@ const MAX_FN_LINES: usize = 100;
 const MAX_FILE_LINES: usize = 1000;
 /// The product crate's sources and root.
 const PRODUCT: (&str, &str) = ("crates/rollboot/src", "lib.rs");
+/// The page whose `## Layout` table says what each path of the workspace owns.
+const LAYOUT_DOC: &str = "docs/architecture.md";
 
 // ---------------------------------------------------------------------------------------------
 // The checks.
@@ -154,10 +156,11 @@ fn no_two_product_types_share_a_name() {
 }
 
 #[test]
-fn the_readme_layout_matches_the_tree() {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
-    let rows = layout_rows(&readme);
-    assert!(!rows.is_empty(), "README.md: no `## Layout` table");
+fn the_layout_table_matches_the_tree() {
+    let doc = std::fs::read_to_string(workspace().join(LAYOUT_DOC))
+        .unwrap_or_else(|e| panic!("{LAYOUT_DOC}: {e}"));
+    let rows = layout_rows(&doc);
+    assert!(!rows.is_empty(), "{LAYOUT_DOC}: no `## Layout` table");
     let mut report = Vec::new();
     for row in &rows {
         for path in &row.paths {
@@ -195,7 +198,7 @@ fn the_readme_layout_matches_the_tree() {
     }
     assert!(
         report.is_empty(),
-        "README.md's layout table and the tree differ:\n{}",
+        "{LAYOUT_DOC}'s layout table and the tree differ:\n{}",
         report.join("\n")
     );
 }
@@ -295,7 +298,7 @@ fn product_files(dir: &str, root: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// One row of the README's layout table: its first cell as written, the paths it names
+/// One row of the layout table of [`LAYOUT_DOC`]: its first cell as written, the paths it names
 /// (relative to the workspace; a row indented under a crate's row is in that crate's `src/`),
 /// and the files and directories its description names.
 struct LayoutRow {
@@ -305,11 +308,11 @@ struct LayoutRow {
 }
 
 /// The rows of the table under `## Layout`, up to the next heading.
-fn layout_rows(readme: &str) -> Vec<LayoutRow> {
-    let Some(start) = readme.find("\n## Layout") else {
+fn layout_rows(doc: &str) -> Vec<LayoutRow> {
+    let Some(start) = doc.find("\n## Layout") else {
         return Vec::new();
     };
-    let section = &readme[start + 1..];
+    let section = &doc[start + 1..];
     let end = section[3..].find("\n## ").map_or(section.len(), |e| e + 3);
     let mut rows = Vec::new();
     let mut crate_dir = String::new();

@@ -66,8 +66,8 @@
 //!   drained, the node verified after the host's own reboot.
 //!
 //! Without `ROLLBOOT_REALCLUSTER_BIN` it prints one line and passes (see `setup`).
-//! `scripts/e2e-realcluster.sh` runs it; the README's "End-to-end on a real control plane"
-//! says how to build the plane.
+//! `scripts/e2e-realcluster.sh` runs it; docs/development.md, "End-to-end on a real
+//! control plane", says how to build the plane.
 //!
 //! Its helpers, the modules below:
 //! - [`setup`]: where the control plane binaries, the recipe and `deploy/` are, from the

@@ -39,7 +39,7 @@
 //! - 8 the Helm chart: the same objects, agents Ready, one reboot through to done.
 //!
 //! Without `ROLLBOOT_REALNODES_BIN` it prints one line and passes. `scripts/e2e-realnodes.sh`
-//! runs it; the README's "End-to-end on real nodes" says how to build the recipe.
+//! runs it; docs/development.md, "End-to-end on real nodes", says how to build the recipe.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -178,7 +178,7 @@ impl PhaseHooks {
     }
 }
 
-/// One HTTP webhook: a JSON POST (see the README for the body).
+/// One HTTP webhook: a JSON POST (docs/hooks-and-notifications.md gives the body).
 #[derive(Debug, Deserialize, Serialize, Clone, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Webhook {

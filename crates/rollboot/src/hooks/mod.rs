@@ -96,7 +96,7 @@ impl Record {
     }
 }
 
-/// The JSON body POSTed to a webhook (the README documents it).
+/// The JSON body POSTed to a webhook (docs/hooks-and-notifications.md documents it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Body {
