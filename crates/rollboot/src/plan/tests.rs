@@ -565,6 +565,84 @@ fn a_failed_node_rollboot_left_cordoned_is_named_as_holding_a_slot() {
     assert_eq!(held.severity, Severity::Warns);
 }
 
+#[test]
+fn nodes_other_actors_take_out_and_nodes_cordoned_by_others_are_said() {
+    let taken = NodeView {
+        other_actor: Some("cluster-autoscaler (taint ToBeDeletedByClusterAutoscaler)".into()),
+        ..flagged("t", "2026-01-01T00:00:00Z")
+    };
+    let by_hand = NodeView {
+        unschedulable: true,
+        ..NodeView::from_node(&node("h", &[]))
+    };
+    let cluster = Cluster {
+        nodes: vec![flagged("a", "2026-01-01T00:00:00Z"), taken, by_hand],
+        ..Default::default()
+    };
+    let now = t("2026-01-02T00:00:00Z");
+    let kinds = |p: &Plan| -> Vec<(ProblemKind, Severity, Option<String>)> {
+        p.problems
+            .iter()
+            .filter(|x| {
+                matches!(
+                    x.kind,
+                    ProblemKind::OtherMaintenance | ProblemKind::CordonedByOthers
+                )
+            })
+            .map(|x| (x.kind, x.severity, x.node.clone()))
+            .collect()
+    };
+    let p = build(
+        &cluster,
+        &cfg("concurrency: {maxNodes: 2}"),
+        &Options::default(),
+        now,
+    );
+    assert_eq!(
+        kinds(&p),
+        [
+            (
+                ProblemKind::OtherMaintenance,
+                Severity::Warns,
+                Some("t".into())
+            ),
+            (ProblemKind::CordonedByOthers, Severity::Warns, None),
+        ]
+    );
+    let other = &p
+        .problems
+        .iter()
+        .find(|x| x.kind == ProblemKind::OtherMaintenance)
+        .unwrap();
+    assert!(
+        other
+            .message
+            .contains("otherMaintenance: cluster-autoscaler"),
+        "{}",
+        other.message
+    );
+    // t is never planned; a takes the slot t leaves.
+    assert_eq!(
+        p.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    // Counted, the cordon is no news: no warning about it.
+    let p = build(
+        &cluster,
+        &cfg("concurrency: {maxNodes: 3, countCordoned: true}"),
+        &Options::default(),
+        now,
+    );
+    assert_eq!(
+        kinds(&p),
+        [(
+            ProblemKind::OtherMaintenance,
+            Severity::Warns,
+            Some("t".into())
+        )]
+    );
+}
+
 /// `pod` with a claim `data-NAME`.
 fn stateful_pod(name: &str, node: &str) -> Pod {
     let mut p = pod("db", name, node, Some("StatefulSet"), json!({"app": "db"}));
