@@ -55,7 +55,7 @@ pub use pick::{
 };
 pub use rebuild::rebuild;
 pub use shutdown::{
-    abandoned, overtaken, shutdown_not_followed, shutdown_room, shutting_down,
+    abandoned, over_max_nodes, overtaken, shutdown_not_followed, shutdown_room, shutting_down,
     undrained_at_hand_off,
 };
 pub use start::{start, Blocked, BudgetReads, Pick, Queued, Start, StartPlan, Starting, Then};

@@ -120,6 +120,14 @@ pub fn shutdown_room(s: &Snapshot<'_>, config: &Config) -> usize {
     cap.saturating_sub(s.in_flight.len())
 }
 
+/// How many nodes are out (in flight, and out of service outside the lock: hosts shutting down
+/// by themselves among them), when that is more than `maxNodes`: a shutdown arrived while the
+/// limit was already reached, the only way nodes out go over it. `None` within the limit.
+pub fn over_max_nodes(s: &Snapshot<'_>, config: &Config) -> Option<usize> {
+    let out = s.in_flight.len() + super::blockers::out_holding(s, config).count();
+    (out > config.concurrency.max_nodes as usize).then_some(out)
+}
+
 /// The nodes whose host shuts down by itself (`shutdown-requested`) and that are not in
 /// flight: started at once, whatever the windows, the blockers and `maxNodes` (they count in
 /// it for the others), since the shutdown happens anyway, within [`shutdown_room`] (oldest

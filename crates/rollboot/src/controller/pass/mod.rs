@@ -220,6 +220,20 @@ impl Leading {
                     let span = tracing::error_span!("start", node = s.node.name.as_str());
                     span.in_scope(|| tracing::warn!(requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now"));
                 }
+                if let Some(out) = decide::over_max_nodes(&snap, &ctx.config) {
+                    let note = format!(
+                        "{out} nodes out, over maxNodes {}: host(s) of {} shut down by themselves while the limit was already reached",
+                        ctx.config.concurrency.max_nodes,
+                        urgent.iter().map(|s| s.node.name.as_str()).collect::<Vec<_>>().join(", ")
+                    );
+                    tracing::warn!(out, "{note}");
+                    ctx.services.events.publish_lease(
+                        &ctx.config.lock.name,
+                        true,
+                        "OverMaxNodes",
+                        note,
+                    );
+                }
                 let picked = urgent.iter().map(Starting::slot).collect();
                 drop(pass);
                 // The others are decided on the next pass (woken by `start`), with these in

@@ -137,6 +137,12 @@ fn a_host_shutting_down_takes_a_slot_from_the_moment_it_is_known() {
     assert!(pick(&s, &c).is_empty());
     let two = cfg("concurrency: {maxNodes: 2}");
     assert_eq!(names(pick(&s, &two)), ["a"]);
+    // Within the limit: not over it.
+    assert_eq!(over_max_nodes(&s, &c), None);
+    // The limit already reached by a node in flight when the shutdown arrives: over, and said.
+    let lock: BTreeMap<String, LockEntry> =
+        [("a".to_string(), entry("2026-01-04T00:00:00Z"))].into();
+    assert_eq!(over_max_nodes(&snapshot(&nodes, &lock), &c), Some(2));
 }
 
 #[test]
