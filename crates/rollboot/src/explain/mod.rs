@@ -82,8 +82,8 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
-    /// The code as in the JSON.
-    pub fn as_str(self) -> String {
+    /// The stable code, as in the JSON.
+    pub fn code(self) -> String {
         serde_json::to_value(self)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

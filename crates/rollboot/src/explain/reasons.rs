@@ -110,7 +110,8 @@ pub(super) fn all(f: &Facts<'_>) -> Vec<ExplainReason> {
     out
 }
 
-/// What the node's own state says: failed (and quarantined), not flagged, excluded.
+/// What the node's own state says: failed (and quarantined), not flagged, excluded. Another
+/// actor taking the node out (`otherMaintenance`) is such a fact, and is said here too.
 fn own(f: &Facts<'_>) -> Vec<ExplainReason> {
     let n = f.node;
     let mut out = Vec::new();

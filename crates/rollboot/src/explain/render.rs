@@ -32,7 +32,7 @@ impl Render for Explanation {
             } else {
                 format!(" [{}]", when.join(", "))
             };
-            let _ = writeln!(out, "  {}: {}{when}", r.code.as_str(), r.message);
+            let _ = writeln!(out, "  {}: {}{when}", r.code.code(), r.message);
         }
         let _ = writeln!(out, "starts: {}", starts(self));
         for n in &self.not_checked {
