@@ -161,6 +161,24 @@ pub enum Command {
         #[arg(long)]
         prometheus_url: Option<String>,
     },
+    /// Say why a node is not rebooting now, and when it will: every reason that holds it, each
+    /// with a stable code, as the controller's own decisions say.
+    ///
+    /// Reads the cluster with the current kubeconfig (get and list only). Exit 0 when the node
+    /// is eligible now or in flight, 3 when something holds it, 1 when there is no such node or
+    /// the cluster cannot be read, 2 for an invalid config.
+    Explain {
+        /// The node.
+        node: String,
+        /// The YAML config file (the controller's).
+        #[arg(long)]
+        config: PathBuf,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
     /// Run the real controller and agents against an embedded simulated cluster.
     #[cfg(feature = "simulate")]
     Simulate(Box<SimulateArgs>),

@@ -6,10 +6,12 @@
 //! lay a report out itself. Exit codes, the same for every subcommand (docs/operating.md, "Exit codes"):
 //! 0 success; 1 a runtime or cluster error (naming the API server and the object); 2 an
 //! invalid config; 3 refused or blocked (`plan`: the rollout would be blocked or fail a node;
-//! `pause`, `resume`, `retry`: the command refused, saying why); 64 a usage error (the command
+//! `explain`: something holds the node; `pause`, `resume`, `retry`: the command refused, saying
+//! why); 64 a usage error (the command
 //! line itself, as sysexits' EX_USAGE).
 
 mod args;
+mod explain;
 mod logs;
 
 use std::io::Write;
@@ -113,6 +115,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 output,
             )
         }
+        Command::Explain {
+            node,
+            config,
+            cluster,
+            output,
+        } => explain::explain(&node, &config, &cluster.into(), output),
         #[cfg(feature = "simulate")]
         Command::Simulate(args) => rollboot_sim::simulate::main((*args).into()),
         Command::Migrate {
@@ -244,6 +252,7 @@ fn quiet(command: &Command) -> bool {
         command,
         Command::Status { .. }
             | Command::Plan { .. }
+            | Command::Explain { .. }
             | Command::Pause { .. }
             | Command::Resume { .. }
             | Command::Retry { .. }

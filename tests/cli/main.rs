@@ -6,6 +6,7 @@ mod check_config;
 mod config_validation;
 mod consistency;
 mod controls;
+mod explain;
 mod migrate_kured;
 mod plan;
 mod processes;

@@ -25,6 +25,8 @@
 //! - [`migrate`]: `rollboot migrate`, another tool's settings (kured's) as a rollboot config;
 //! - [`status`]: `rollboot status`, the operator's read-only view of a rollout;
 //! - [`plan`]: `rollboot plan`, what a rollout would do, when, and what would block it;
+//! - [`explain`]: `rollboot explain NODE`, why a node is not rebooting now and when it will, as
+//!   the controller's own decisions say;
 //! - [`controls`]: the operator's controls (`pause`, `resume`, `retry`, `request`);
 //! - [`metrics`]: the controller's Prometheus metrics and health endpoints;
 //! - [`serve`]: bounded HTTP serving (body size, deadlines, a cap on connections) for every
@@ -45,6 +47,7 @@ pub mod controller;
 pub mod controls;
 pub mod drain;
 pub mod events;
+pub mod explain;
 pub mod fleetlock;
 pub mod hooks;
 pub mod lease;

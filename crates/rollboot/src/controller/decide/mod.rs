@@ -14,7 +14,7 @@
 //! - `blockers`: what keeps any node from starting ([`Blocker`], [`blockers()`]), and what keeps
 //!   one node from starting or holds a slot (candidates, `minRebootInterval`, failed nodes);
 //! - `pick`: which waiting nodes start, in order, within the slots, the groups and the budgets
-//!   ([`pick_among`]);
+//!   ([`pick_among`]), and what had no room for a node it left ([`no_room`]);
 //! - `shutdown`: the cycles of hosts that go down by themselves (their own shutdown, a FleetLock
 //!   host's reboot): which start at once, and why such a cycle ends without a reboot;
 //! - `start`: the start of new nodes in a pass, from the Nodes to the plan ([`start()`]);
@@ -50,8 +50,8 @@ pub use blockers::{
 };
 pub use conditions::{conditions_due, publishing, ConditionWrite};
 pub use pick::{
-    budget_aware, draining, fleetlock_limits, group_of, looked_at, pick, pick_among, pick_detail,
-    reads_per_pass, scan_window, sort_candidates, stale_passed_over, Picked,
+    budget_aware, draining, fleetlock_limits, group_of, looked_at, no_room, pick, pick_among,
+    pick_detail, reads_per_pass, scan_window, sort_candidates, stale_passed_over, NoRoom, Picked,
 };
 pub use rebuild::rebuild;
 pub use shutdown::{

@@ -138,6 +138,43 @@ pub fn pick_among<'a>(
     picking.fill(held_back, unread)
 }
 
+/// What has no room for a waiting node the pick left ([`no_room`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoRoom {
+    /// Every slot of `maxNodes` is taken.
+    Slots,
+    /// Its group under `concurrency.groupBy` (the label's value) has `maxNodesPerGroup` nodes.
+    Group(String),
+    /// Its FleetLock group (named) has the `maxNodes` it declares.
+    FleetLockGroup(String),
+}
+
+/// Why [`pick_among`] left `n`, a waiting node it neither took nor passed over, once it took
+/// `picked` from `s`: what has no room for it, as the pick's own count of the slots and the
+/// groups stands after its last take. A node is left when the slots, or its groups, were full
+/// at its turn, and they only fill as the pick goes. Empty when everything has room (`n` was
+/// taken or passed over, or is no candidate). `rollboot explain` asks it; the pick never does.
+pub fn no_room(
+    s: &Snapshot<'_>,
+    config: &Config,
+    picked: &[&NodeView],
+    n: &NodeView,
+) -> Vec<NoRoom> {
+    let max = config.concurrency.max_nodes as usize;
+    let busy = s.in_flight.len() + failed_holding(s).count();
+    let mut slots = Slots::new(s, config, max.saturating_sub(busy));
+    for p in picked {
+        slots.take(p);
+    }
+    let mut out = Vec::new();
+    if slots.full() {
+        out.push(NoRoom::Slots);
+    }
+    out.extend(slots.label_group_full(n).map(NoRoom::Group));
+    out.extend(slots.fleetlock_group_full(n).map(NoRoom::FleetLockGroup));
+    out
+}
+
 /// The slots and the groups' counts the pick takes nodes into: the nodes in flight, the failed
 /// nodes that hold a slot, and the nodes taken so far.
 struct Slots<'c> {
@@ -220,16 +257,20 @@ impl<'c> Slots<'c> {
 
     /// Whether `n` fits within its label group's limit and its FleetLock group's.
     fn fits(&self, n: &NodeView) -> bool {
-        let in_group = match self.group {
-            Some((key, limit)) => {
-                self.counted(&label_group(n, key)) + self.anywhere < limit as usize
-            }
-            None => true,
-        };
-        in_group
-            && self
-                .fl_group(n)
-                .is_none_or(|g| self.counted(&fl_key(&g)) < self.fl_limits[g.as_str()] as usize)
+        self.label_group_full(n).is_none() && self.fleetlock_group_full(n).is_none()
+    }
+
+    /// `n`'s group under `concurrency.groupBy` when that group has its limit.
+    fn label_group_full(&self, n: &NodeView) -> Option<String> {
+        let (key, limit) = self.group?;
+        let g = label_group(n, key);
+        (self.counted(&g) + self.anywhere >= limit as usize).then_some(g)
+    }
+
+    /// `n`'s FleetLock group when that group has the `maxNodes` it declares.
+    fn fleetlock_group_full(&self, n: &NodeView) -> Option<String> {
+        let g = self.fl_group(n)?;
+        (self.counted(&fl_key(&g)) >= self.fl_limits[g.as_str()] as usize).then_some(g)
     }
 
     /// `n` takes a slot, and counts in its groups.
