@@ -283,6 +283,24 @@ async fn excluded_names_the_label() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_maintenance_names_the_actor() {
+    let w = World::start(2, "").await;
+    w.patch(
+        "node-0000",
+        json!({"spec": {"taints": [{"key": proto::TAINT_KARPENTER_DISRUPTED, "effect": "NoSchedule"}]},
+            "metadata": {"annotations": {proto::REBOOT_REQUIRED: FLAG_1}}}),
+    )
+    .await;
+    let (codes, v) = w.held("node-0000").await;
+    assert!(codes.contains(&"otherMaintenance".to_string()), "{codes:?}");
+    assert!(
+        message(&v, "otherMaintenance").contains("karpenter.sh/disrupted"),
+        "{v}"
+    );
+    w.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn window_closed_says_the_next_opening() {
     let (from, to) = (
         Utc::now() - TimeDelta::hours(1),

@@ -55,9 +55,10 @@ pub enum ReasonCode {
     Failed,
     /// Its drain was held and `drain.whenBlocked` quarantined it.
     Quarantined,
-    // Another actor taking the node out of service (the cluster autoscaler, Karpenter, the
-    // node-maintenance-operator) goes here, as `OtherMaintenance`: a fact of the node itself,
-    // said before what holds every node.
+    /// Another actor takes the node out of service (the cluster autoscaler, Karpenter,
+    /// node-maintenance-operator, an out-of-service taint, a maintenance condition another
+    /// writer set): rollboot leaves it alone, and it holds a slot while it is out.
+    OtherMaintenance,
     /// No maintenance window is open, or a blackout is in force: until the next opening.
     WindowClosed,
     /// An operator paused rollboot (`rollboot pause`): by whom, why, since when.

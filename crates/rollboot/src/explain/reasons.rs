@@ -142,6 +142,14 @@ fn own(f: &Facts<'_>) -> Vec<ExplainReason> {
             ).since(n.state_since));
         }
     }
+    if let Some(actor) = &n.other_actor {
+        out.push(ExplainReason::new(
+            ReasonCode::OtherMaintenance,
+            format!(
+                "otherMaintenance: {actor}: rollboot leaves the node alone while another actor takes it out, and counts it against maxNodes"
+            ),
+        ));
+    }
     if !n.flagged() && !n.shutdown_requested {
         out.push(ExplainReason::new(
             ReasonCode::NotFlagged,
