@@ -30,7 +30,8 @@ pub fn markdown(schema: &Value, regenerate: &str) -> String {
          <!-- Generated from the config types (their JSON Schema) by {regenerate}; do not edit. -->\n\n\
          {}\n\n\
          Durations are written as {}\n\n\
-         A key whose default is *none* is unset unless written; *required* keys must be \
+         Sections and keys are in alphabetical order. A key whose default is *none* is unset \
+         unless written; *required* keys must be \
          written when their section is. The JSON Schema of the file is \
          `config/rollboot.schema.json` (`rollboot config schema`); `rollboot check-config FILE` \
          also checks the values (cron expressions, time zones, selectors).\n",
