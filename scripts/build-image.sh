@@ -33,7 +33,7 @@ if [ -z "${BINARY:-}" ]; then
   # Packed relative relocations, as deploy/Dockerfile builds it (smaller resident agent).
   RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-Wl,-z,pack-relative-relocs" \
     cargo build --profile "$profile" --locked --no-default-features --bin rollboot >&2
-  BINARY=target/$profile/rollboot
+  BINARY=${CARGO_TARGET_DIR:-target}/$profile/rollboot
 fi
 for tool in ldd python3; do
   command -v "$tool" >/dev/null || { echo "build-image.sh: $tool is needed" >&2; exit 1; }

@@ -32,7 +32,7 @@ if [ -z "${BINARY:-}" ]; then
   # Packed relative relocations, as deploy/Dockerfile builds it.
   RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-Wl,-z,pack-relative-relocs" \
     cargo build --profile "$profile" --locked --no-default-features --bin rollboot >&2
-  BINARY=target/$profile/rollboot
+  BINARY=${CARGO_TARGET_DIR:-target}/$profile/rollboot
 fi
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 case "$(uname -m)" in
