@@ -8,7 +8,8 @@
 # one layer: the binary built without the simulator (`--no-default-features`), the shared
 # libraries it links (as `ldd` resolves them on this machine, glibc's loader included), the
 # CA certificates (/etc/ssl/certs/ca-certificates.crt), /etc/passwd and /etc/group with root
-# and `nonroot` (65532), and /tmp. The agent's adds nsenter (util-linux) and its libraries: the
+# and `nonroot` (65532), /tmp, and the man pages the binary writes of itself (`rollboot man`,
+# in /usr/share/man/man1). The agent's adds nsenter (util-linux) and its libraries: the
 # default `reboot.command` enters PID 1's mount namespace with it. The controller runs as
 # 65532:65532, the agent as root (deploy/agent.yaml says why).
 #
@@ -32,7 +33,7 @@ if [ -z "${BINARY:-}" ]; then
   # Packed relative relocations, as deploy/Dockerfile builds it (smaller resident agent).
   RUSTFLAGS="${RUSTFLAGS:-} -C link-arg=-Wl,-z,pack-relative-relocs" \
     cargo build --profile "$profile" --locked --no-default-features --bin rollboot >&2
-  BINARY=target/$profile/rollboot
+  BINARY=${CARGO_TARGET_DIR:-target}/$profile/rollboot
 fi
 for tool in ldd python3; do
   command -v "$tool" >/dev/null || { echo "build-image.sh: $tool is needed" >&2; exit 1; }
@@ -42,14 +43,18 @@ if [ -z "$nsenter" ]; then
   echo "build-image.sh: nsenter (Debian package util-linux) is needed for the agent's image" >&2
   exit 1
 fi
+# The man pages, from the binary that goes in (so they describe it, without `simulate`).
+man_dir=$(mktemp -d)
+trap 'rm -rf "$man_dir"' EXIT
+"$BINARY" man --out "$man_dir" >/dev/null
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 mkdir -p "$out"
-python3 - "$BINARY" "$nsenter" "$out" "$version" "$revision" "$epoch" <<'PY'
+python3 - "$BINARY" "$nsenter" "$out" "$version" "$revision" "$epoch" "$man_dir" <<'PY'
 import gzip, hashlib, io, json, os, re, subprocess, sys, tarfile, time
 
-binary, nsenter, out, version, revision, epoch = sys.argv[1:7]
+binary, nsenter, out, version, revision, epoch, man_dir = sys.argv[1:8]
 epoch = int(epoch)
 
 def libraries(path):
@@ -113,6 +118,8 @@ def image(name, file, role, user, extra):
              "/etc/ssl/certs/ca-certificates.crt": ("/etc/ssl/certs/ca-certificates.crt",)}
     for lib in libraries(binary):
         files[lib] = (os.path.realpath(lib),)
+    for page in os.listdir(man_dir):
+        files["/usr/share/man/man1/" + page] = (os.path.join(man_dir, page),)
     for path in extra:
         files[path] = (path,)
         for lib in libraries(path):

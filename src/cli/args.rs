@@ -261,6 +261,51 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Print the completion script of a shell for rollboot.
+    ///
+    /// bash: `rollboot completions bash > /etc/bash_completion.d/rollboot` (or `source <(rollboot
+    /// completions bash)` in ~/.bashrc); zsh: `rollboot completions zsh > _rollboot` in a
+    /// directory of `$fpath`; fish: `rollboot completions fish >
+    /// ~/.config/fish/completions/rollboot.fish`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages: rollboot(1) and one per subcommand (rollboot-status(1), ...).
+    ///
+    /// Prints the path of each page written. `man -l DIR/rollboot.1` reads one in place.
+    Man {
+        /// The directory to write them into (created when missing).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+    },
+    /// The config file's JSON Schema (`check-config` validates a file).
+    Config {
+        /// What to print.
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+    /// Write the generated references (config.md from the config types, commands.md from this
+    /// command line) into a directory: how docs/reference/ is made.
+    #[command(hide = true)]
+    Docs {
+        /// The directory (created when missing).
+        #[arg(long, value_name = "DIR", default_value = "docs/reference")]
+        out: PathBuf,
+    },
+}
+
+/// What `rollboot config` prints.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the config file's JSON Schema (draft 2020-12), derived from the types the
+    /// config is parsed into: an editor with the YAML language server checks a file as it is
+    /// typed when its first line is `# yaml-language-server: $schema=PATH`.
+    ///
+    /// The schema checks keys, types and defaults; `rollboot check-config` also checks
+    /// values (cron expressions, time zones, selectors).
+    Schema,
 }
 
 /// The tools `rollboot migrate` reads.

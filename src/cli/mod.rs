@@ -11,6 +11,8 @@
 //! line itself, as sysexits' EX_USAGE).
 
 mod args;
+mod completions;
+mod docs;
 mod explain;
 mod logs;
 
@@ -21,7 +23,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 
-pub use args::{Cli, Command, LogFormat, MigrateFrom, Output};
+pub use args::{Cli, Command, ConfigCommand, LogFormat, MigrateFrom, Output};
 
 use rollboot::client::Target;
 use rollboot::config::check::{Checked, Invalid};
@@ -41,19 +43,33 @@ pub const EXIT_REFUSED: u8 = 3;
 /// Exit code of a command line that does not parse (sysexits' EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
 
+/// The file name that makes the binary a kubectl plugin: kubectl runs `kubectl-rollboot` from
+/// the PATH for `kubectl rollboot ...`, with that path as argv[0].
+pub const PLUGIN_FILE_NAME: &str = "kubectl-rollboot";
+
 /// Parses the command line: `--help` and `--version` print and exit 0; a command line that
 /// does not parse prints clap's message and exits [`EXIT_USAGE`] (clap's own 2 is the code of
-/// an invalid config here).
+/// an invalid config here). Run as [`PLUGIN_FILE_NAME`] (a link to the binary), its usage
+/// lines say `kubectl rollboot`, as the user typed it.
 pub fn parse() -> Result<Cli, ExitCode> {
     use clap::error::ErrorKind;
-    use clap::Parser;
-    Cli::try_parse().map_err(|e| {
-        let _ = e.print();
-        match e.kind() {
-            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
-            _ => ExitCode::from(EXIT_USAGE),
-        }
-    })
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let argv0 = std::env::args_os().next();
+    if argv0.as_deref().map(Path::new).and_then(Path::file_name) == Some(PLUGIN_FILE_NAME.as_ref())
+    {
+        command = command.bin_name("kubectl rollboot");
+    }
+    command
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|m| Cli::from_arg_matches(&m).map_err(|e| e.format(&mut command)))
+        .map_err(|e| {
+            let _ = e.print();
+            match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(EXIT_USAGE),
+            }
+        })
 }
 
 /// Runs the parsed command line and returns the process exit code.
@@ -175,6 +191,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 output,
             )
         }
+        Command::Completions { shell } => completions::print(shell),
+        Command::Man { out } => docs::man(&out),
+        Command::Config {
+            what: ConfigCommand::Schema,
+        } => docs::print_schema(),
+        Command::Docs { out } => docs::write_references(&out),
     }
 }
 

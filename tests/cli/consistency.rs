@@ -1,7 +1,9 @@
 //! One command line (issue 25): every subcommand's `--help` walked from `rollboot --help`, each
 //! cluster subcommand offering `--kubeconfig` and `--context`, each report `-o`/`--output`,
-//! each `--config` (but `migrate`, which writes one); the exit codes docs/operating.md's table gives (64 a usage error, 2 an invalid
-//! config, 3 refused, 1 a cluster error); and the operator controls' JSON with the same keys in
+//! each `--config` (but `migrate`, which writes one, and the offline ones, which print what the
+//! binary knows: completions, man pages, the config's schema); the exit codes docs/operating.md's
+//! table gives (64 a usage error, 2 an invalid config, 3 refused, 1 a cluster error); and the
+//! operator controls' JSON with the same keys in
 //! every outcome, run against a simulated cluster named only by `--kubeconfig` and `--context`
 //! (its file's current context points where nothing listens, and `KUBECONFIG` at no file).
 
@@ -40,6 +42,9 @@ const REPORTS: &[&str] = &[
     "retry",
     "request",
 ];
+/// Subcommands that read neither a cluster nor a config: what they print comes from the binary
+/// itself (completion scripts, man pages, the config's schema).
+const OFFLINE: &[&str] = &["completions", "man", "config"];
 /// The keys of every operator control's JSON, whatever its outcome.
 const CONTROL_KEYS: &[&str] = &["command", "message", "notes", "object", "outcome"];
 
@@ -87,7 +92,7 @@ fn subcommands() -> Vec<String> {
 #[test]
 fn every_subcommand_offers_the_same_options() {
     let subs = subcommands();
-    for want in CLUSTER.iter().chain(REPORTS) {
+    for want in CLUSTER.iter().chain(REPORTS).chain(OFFLINE) {
         assert!(subs.iter().any(|s| s == want), "{want} not in {subs:?}");
     }
     for sub in &subs {
@@ -101,6 +106,12 @@ fn every_subcommand_offers_the_same_options() {
                 help.contains("-o, --output <OUTPUT>") && help.contains("--flags"),
                 "{help}"
             );
+            continue;
+        }
+        if OFFLINE.contains(&sub.as_str()) {
+            for opt in ["--config", "--kubeconfig", "--context"] {
+                assert!(!help.contains(opt), "{sub} offers {opt}:\n{help}");
+            }
             continue;
         }
         assert!(help.contains("--config"), "{sub} has no --config:\n{help}");
@@ -133,6 +144,10 @@ fn a_command_line_that_does_not_parse_exits_64_and_an_invalid_config_2() {
         &["nonsense"],
         &[],
         &["plan", "--config", "x.yaml", "--output", "yaml"],
+        &["completions"],
+        &["completions", "tcsh"],
+        &["config"],
+        &["config", "nonsense"],
     ] {
         let (code, _, err) = run(args);
         assert_eq!(code, 64, "{args:?}: {err}");

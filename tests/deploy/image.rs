@@ -4,7 +4,7 @@
 //! size checked, the image config's entrypoint, user and labels; then its one layer is
 //! unpacked and the binary run in a chroot of it (`rollboot --version`, `rollboot agent
 //! --help`; the agent's `nsenter --version`), so a library the image lacks fails here. Each
-//! archive must stay under 25 MB.
+//! carries the man pages of its binary; each archive must stay under 25 MB.
 //!
 //! Needs root for chroot(2); elsewhere it says so in one line and checks the rest.
 
@@ -158,6 +158,19 @@ fn check(archive: &Path, name: &str, role: &str, user: &str, work: &Path) -> Pat
             .len()
             > 1000
     );
+    // The man pages of the binary in it: a page per subcommand, none for the simulator.
+    let man = rootfs.join("usr/share/man/man1");
+    for page in [
+        "rollboot.1",
+        "rollboot-agent.1",
+        "rollboot-controller.1",
+        "rollboot-status.1",
+    ] {
+        let roff =
+            std::fs::read_to_string(man.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(roff.contains(".SH SYNOPSIS"), "{page}");
+    }
+    assert!(!man.join("rollboot-simulate.1").exists());
     rootfs
 }
 

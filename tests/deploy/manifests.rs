@@ -1147,6 +1147,18 @@ fn the_dockerfile_builds_a_nonroot_controller_and_an_agent_stage() {
             "an image build with the simulator in it: {b}"
         );
     }
+    // Both images carry the man pages the builder's binary writes of itself.
+    assert!(
+        builds
+            .iter()
+            .any(|b| b.contains("rollboot man --out /src/man/man1")),
+        "no man pages written in the builder"
+    );
+    let man_copies = instructions(&text)
+        .iter()
+        .filter(|(op, args)| op == "COPY" && args.ends_with(" /usr/share/man/man1/"))
+        .count();
+    assert_eq!(man_copies, 2, "each image copies the man pages");
     assert_eq!(
         users["controller"], "65532:65532",
         "the controller image runs as non-root"

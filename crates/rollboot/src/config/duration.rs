@@ -152,6 +152,22 @@ impl<'de> Deserialize<'de> for Duration {
     }
 }
 
+/// A string of numbers with units, never negative: the validator rejects a negative
+/// duration in every key, so an editor may as well.
+impl schemars::JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^\\s*([0-9]+(ms|s|m|h|d))+\\s*$",
+            "description": "A duration: a number with a unit (ms, s, m, h, d), or several combined: `30s`, `90m`, `4h`, `1h30m`.",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

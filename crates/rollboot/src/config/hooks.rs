@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::notifications::SecretRef;
@@ -17,7 +18,7 @@ use super::ProblemSink;
 
 /// Hooks at the phases of a node's cycle. Default: none; a phase with nothing configured
 /// costs no write and no wait.
-#[derive(Debug, Default, Deserialize, Serialize, Clone, PartialEq)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Hooks {
     /// The node is cordoned, nothing is evicted yet.
@@ -105,7 +106,7 @@ impl Hooks {
 /// What happens at one phase, in this order: labels and taints are written (with the phase's
 /// record), fire-and-forget webhooks are sent, gate annotations are waited for, then each
 /// blocking webhook is asked in turn until it says yes.
-#[derive(Debug, Deserialize, Serialize, Clone, PartialEq)]
+#[derive(Debug, Deserialize, Serialize, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct PhaseHooks {
     /// HTTP webhooks called at this phase.
@@ -179,7 +180,7 @@ impl PhaseHooks {
 }
 
 /// One HTTP webhook: a JSON POST (docs/hooks-and-notifications.md gives the body).
-#[derive(Debug, Deserialize, Serialize, Clone, PartialEq)]
+#[derive(Debug, Deserialize, Serialize, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Webhook {
     /// A name, unique within the phase: the key of its record on the Node and in logs.
@@ -233,7 +234,7 @@ impl Webhook {
 }
 
 /// A taint to put on the Node.
-#[derive(Debug, Deserialize, Serialize, Clone, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Serialize, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaintSpec {
     /// The taint's key.

@@ -6,7 +6,8 @@
 //! never touch the cluster or the clock: it turns bytes into a [`Config`] or into a list of
 //! [`Problem`]s, and every later part takes its settings from here. Reading is [`load_file`]
 //! and [`parse_str`], the rules per section `validate`, and `rollboot check-config`'s report
-//! on a file [`check`].
+//! on a file [`check`]. The same types give the file's JSON Schema ([`schema`]) and its
+//! reference page ([`reference`]).
 //!
 //! `config/rollboot.yaml` is the commented reference; a test checks it loads and that its
 //! values equal these defaults, so the two cannot drift apart.
@@ -16,6 +17,8 @@ mod duration;
 pub mod hooks;
 mod load;
 pub mod notifications;
+pub mod reference;
+pub mod schema;
 mod validate;
 
 pub use duration::{Duration, DurationError};
@@ -23,6 +26,7 @@ pub use hooks::{Hooks, Phase};
 pub use load::{load_file, parse_str, ConfigError, Problem, MAX_CONFIG_BYTES};
 pub use notifications::Notifications;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::selector::Selector;
@@ -30,7 +34,7 @@ use crate::windows::Schedule;
 
 /// Every setting of rollboot. Build it with [`load_file`] or [`parse_str`], which validate;
 /// `Config::default()` is the configuration of an empty mapping (`{}`).
-#[derive(Debug, Default, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Config {
     /// When new reboots may start. Absent: always. Present: a non-empty list.
@@ -38,6 +42,7 @@ pub struct Config {
         deserialize_with = "present_list",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(with = "Vec<WindowConfig>", length(min = 1))]
     pub windows: Option<Vec<WindowConfig>>,
     /// Instants during which nothing new starts, even inside a window.
     pub blackouts: Vec<BlackoutConfig>,
@@ -76,7 +81,7 @@ pub struct Config {
 
 /// `fleetlock`: the FleetLock server. Every replica listens; only the leader decides (the
 /// others forward to it).
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FleetLock {
     /// Address every replica listens on, `host:port` (such as `0.0.0.0:8086`).
@@ -97,7 +102,8 @@ pub struct FleetLock {
     pub trusted_proxies: Vec<String>,
     /// A token file that proves a replica to the others when it forwards a request to the
     /// leader: a projected ServiceAccount token of the controller's account with audience
-    /// [`FleetLock::FORWARD_AUDIENCE`], checked by the leader with a TokenReview.
+    /// `rollboot.dev/fleetlock-forward` (`FleetLock::FORWARD_AUDIENCE`), checked by the leader
+    /// with a TokenReview.
     #[serde(default = "FleetLock::default_forward_token_file")]
     pub forward_token_file: std::path::PathBuf,
 }
@@ -136,7 +142,7 @@ impl FleetLock {
 }
 
 /// One FleetLock group: exactly one of `groupBy` and `maxNodes`.
-#[derive(Debug, Default, Deserialize, Serialize, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FleetLockGroup {
     /// The value of the `concurrency.groupBy` label the host's Node must carry.
@@ -148,7 +154,7 @@ pub struct FleetLockGroup {
 }
 
 /// One maintenance window: a cron start, a length, a zone.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WindowConfig {
     /// Standard 5-field cron expression for the window's start (`0 2 * * mon-fri`).
@@ -161,14 +167,16 @@ pub struct WindowConfig {
 }
 
 /// A span of time `[from, to)` during which nothing new starts.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlackoutConfig {
     /// RFC 3339 instant, inclusive.
     #[serde(deserialize_with = "rfc3339")]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub from: chrono::DateTime<chrono::FixedOffset>,
     /// RFC 3339 instant, exclusive.
     #[serde(deserialize_with = "rfc3339")]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub to: chrono::DateTime<chrono::FixedOffset>,
 }
 
@@ -204,7 +212,7 @@ fn rfc3339<'de, D: serde::Deserializer<'de>>(
 }
 
 /// Limits on nodes in maintenance at once.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Concurrency {
     /// Nodes in flight at once, cluster-wide. Default 1.
@@ -249,7 +257,7 @@ impl Default for Concurrency {
 }
 
 /// Which nodes are candidates, and what rollboot shows other actors of the nodes it holds.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Nodes {
     /// Label selector of the nodes rollboot may reboot. Default: all nodes.
@@ -284,7 +292,7 @@ impl Default for Nodes {
 
 /// The protections rollboot writes on a node from its cordon to its uncordon. rollboot
 /// removes only those it wrote: one already on the node is left as found.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Protect {
     /// `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`. Default true.
@@ -317,7 +325,7 @@ impl Protect {
 }
 
 /// Order in which flagged nodes are taken.
-#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeOrder {
     /// The node flagged longest ago first (the default).
@@ -328,7 +336,7 @@ pub enum NodeOrder {
 }
 
 /// Drain settings, with `kubectl drain` meanings.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Drain {
     /// Longest a drain may take before the node fails. Default 15m.
@@ -363,7 +371,7 @@ pub struct Drain {
     /// now; `never`: the budget can never allow one).
     pub when_blocked: WhenBlocked,
     /// The order pods leave in: rules, the first that matches a pod giving its group and
-    /// behaviour. Empty: the default order (see [`OrderRule`]).
+    /// behaviour. Empty: the default order (see `drain.order[]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub order: Vec<OrderRule>,
     /// Waiting for the drained pods' volumes to detach before the reboot.
@@ -401,7 +409,7 @@ impl Default for Drain {
 /// pods without volumes to detach, a group per priority, lowest first; then pods with such
 /// volumes, one at a time, lowest priority first; then the same two steps for the
 /// `system-cluster-critical` and `system-node-critical` pods (priority 2000000000 and up).
-#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OrderRule {
     /// Label selector of the pods. Absent: any.
@@ -475,7 +483,7 @@ impl OrderRule {
 }
 
 /// What a drain does with the pods of a `drain.order` rule.
-#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Behavior {
     /// Evict them (the default).
@@ -489,7 +497,7 @@ pub enum Behavior {
 }
 
 /// `drain.volumes`: the wait for the drained pods' volumes to leave the node.
-#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Volumes {
     /// Before the reboot is asked (and before the next group of `drain.order`), wait until no
@@ -553,7 +561,7 @@ impl std::fmt::Display for BlockCause {
 }
 
 /// What a drain does about a held eviction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum BlockPolicy {
     /// Ask again until `drain.timeout`.
@@ -567,7 +575,7 @@ pub enum BlockPolicy {
 }
 
 /// `drain.whenBlocked`: a policy per cause.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct WhenBlocked {
     /// A budget at 0 now. Default `wait`.
@@ -615,7 +623,7 @@ impl WhenBlocked {
 }
 
 /// How the agent learns a reboot is needed and how it reboots.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Reboot {
     /// Longest from the reboot request until the node is back with a new boot ID and Ready. Default 15m.
@@ -712,7 +720,7 @@ impl Reboot {
 }
 
 /// How the agent reboots the host.
-#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RebootMethod {
     /// Run `reboot.command`.
@@ -723,7 +731,7 @@ pub enum RebootMethod {
 }
 
 /// What must be healthy again after a node returns, before the next one starts.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HealthGate {
     /// Longest to wait for the budgets of the drained pods to be healthy again. Default 10m.
@@ -739,7 +747,7 @@ impl Default for HealthGate {
 }
 
 /// Conditions that keep new reboots from starting (in-flight nodes always finish).
-#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Blockers {
     /// While any pod matches one of these label selectors, nothing new starts. Default: none.
@@ -756,8 +764,9 @@ pub struct Blockers {
     pub alertmanager: Option<AlertmanagerBlocker>,
 }
 
-/// `blockers.alertmanager`.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+/// `blockers.alertmanager`: an Alertmanager whose active alerts keep new reboots from
+/// starting.
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertmanagerBlocker {
     /// Base URL, `http://` or `https://` (`http://alertmanager.monitoring:9093`).
@@ -772,7 +781,7 @@ pub struct AlertmanagerBlocker {
 }
 
 /// `silences`: silences rollboot holds while a node is in maintenance.
-#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Silences {
     /// An Alertmanager silence per node, made before its drain and expired when its cycle
@@ -781,8 +790,9 @@ pub struct Silences {
     pub alertmanager: Option<AlertmanagerSilences>,
 }
 
-/// `silences.alertmanager`.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+/// `silences.alertmanager`: the Alertmanager in which rollboot silences a node's alerts while
+/// it is in maintenance.
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertmanagerSilences {
     /// Base URL, `http://` or `https://`.
@@ -809,7 +819,7 @@ fn default_silence_extra() -> Duration {
 }
 
 /// A Prometheus server whose alerts block new reboots.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Prometheus {
     /// Base URL, `http://` or `https://`.
@@ -823,7 +833,7 @@ pub struct Prometheus {
 }
 
 /// The maintenance lock Lease.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Lock {
     /// Namespace of the Lease. Default `rollboot-system`.
@@ -842,7 +852,7 @@ impl Default for Lock {
 }
 
 /// Leader election, with client-go's timings as defaults.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Leader {
     /// Namespace of the Lease. Default `rollboot-system`.
@@ -870,7 +880,7 @@ impl Default for Leader {
 }
 
 /// What failures do to the rollout.
-#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[derive(Debug, Default, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Failures {
     /// Failed nodes tolerated before nothing new starts. Default 0: one failure halts the rollout.

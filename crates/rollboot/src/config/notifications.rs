@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Duration;
@@ -18,7 +19,7 @@ use super::ProblemSink;
 
 /// Notifications about the rollout, sent off the controller's step path (never holding a
 /// reboot). Default: no sink, nothing is sent.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Notifications {
     /// Where notifications go. Default: none.
@@ -51,7 +52,7 @@ impl Default for Notifications {
 }
 
 /// One destination of notifications.
-#[derive(Debug, Deserialize, Serialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Sink {
     /// A name for logs and the `sink` label of the metrics (unique).
@@ -69,9 +70,11 @@ pub struct Sink {
     pub events: Option<Vec<NotifyEvent>>,
     /// Present only to refuse a URL written into the config with a message saying why.
     #[serde(default, skip_serializing)]
+    #[schemars(skip)]
     pub url: Option<yaml_serde::Value>,
     /// Present only to refuse a token written into the config with a message saying why.
     #[serde(default, skip_serializing)]
+    #[schemars(skip)]
     pub token: Option<yaml_serde::Value>,
 }
 
@@ -83,7 +86,7 @@ impl Sink {
 }
 
 /// The kind of endpoint.
-#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SinkKind {
     /// Any HTTP endpoint: a JSON body with the event, its fields and the text.
@@ -107,8 +110,9 @@ impl SinkKind {
 
 /// Where a secret value is read from: exactly one of an environment variable of the controller
 /// (set from a Secret with `env[].valueFrom.secretKeyRef`) or a file (a mounted Secret).
-#[derive(Debug, Deserialize, Serialize, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Serialize, Clone, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1, "maxProperties" = 1))]
 pub struct SecretRef {
     /// An environment variable's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,7 +133,9 @@ impl fmt::Display for SecretRef {
 }
 
 /// What a notification is about.
-#[derive(Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Deserialize, Serialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum NotifyEvent {
     /// The first node of a rollout started.
@@ -215,29 +221,30 @@ impl NotifyEvent {
 /// `notifications.cluster` is set, else empty) and `{time}` (RFC 3339, UTC).
 pub const COMMON_PLACEHOLDERS: [&str; 3] = ["event", "cluster", "time"];
 
-/// Message templates, one optional text per event.
-#[derive(Debug, Deserialize, Serialize, Clone, Default, PartialEq, Eq)]
+/// Message templates, one optional text per event. Every template may also use `{event}`,
+/// `{cluster}` and `{time}`; `{{` and `}}` are literal braces.
+#[derive(Debug, Deserialize, Serialize, Clone, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Templates {
-    /// `rolloutStarted`.
+    /// `rolloutStarted`'s text, with `{node}` and `{pending}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout_started: Option<String>,
-    /// `nodeDone`.
+    /// `nodeDone`'s text, with `{node}` and `{duration}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_done: Option<String>,
-    /// `nodeFailed`.
+    /// `nodeFailed`'s text, with `{node}` and `{reason}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_failed: Option<String>,
-    /// `nodeGone`.
+    /// `nodeGone`'s text, with `{node}` and `{reason}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_gone: Option<String>,
-    /// `rolloutHalted`.
+    /// `rolloutHalted`'s text, with `{node}`, `{reason}`, `{failed}` and `{maxFailures}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout_halted: Option<String>,
-    /// `blocked`.
+    /// `blocked`'s text, with `{blockers}`, `{blockedFor}` and `{pending}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked: Option<String>,
-    /// `windowOpened`.
+    /// `windowOpened`'s text, with `{pending}` and `{windowEnd}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_opened: Option<String>,
 }

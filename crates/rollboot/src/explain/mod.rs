@@ -206,7 +206,9 @@ pub fn explain(
     let record = LockRecord::from_lease(cluster.lock.clone());
     let ours = crate::lock::lock_owner(config);
     let nodes: Vec<&NodeView> = cluster.nodes.iter().collect();
+    // A NodeMaintenance is already on each view it names (`other_actor`, by the read).
     let snap = Snapshot {
+        maintained: &decide::NOT_MAINTAINED,
         headroom: None,
         nodes: &nodes,
         in_flight: &record.entries,

@@ -161,7 +161,7 @@ pub fn no_room(
     n: &NodeView,
 ) -> Vec<NoRoom> {
     let max = config.concurrency.max_nodes as usize;
-    let busy = s.in_flight.len() + failed_holding(s).count();
+    let busy = s.in_flight.len() + out_holding(s, config).count();
     let mut slots = Slots::new(s, config, max.saturating_sub(busy));
     for p in picked {
         slots.take(p);
