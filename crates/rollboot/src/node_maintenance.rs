@@ -90,15 +90,13 @@ pub async fn mark(client: &kube::Client, nodes: &mut [crate::node::NodeView]) {
     }
 }
 
-/// How long a list of NodeMaintenance objects is used before it is read again. The operator
-/// taints a node within moments of its object's creation, and the Node watch sees the taint:
-/// the list only covers that moment, so a few seconds' age is harmless.
+/// How long a list of NodeMaintenance objects is used for a pass's decisions before it is read
+/// again (the answer "not installed" too: a CRD may be installed at any time). The nodes a
+/// pass starts are checked against a list read right before ([`MaintainedCache::fresh`]).
 pub const FRESH_FOR: Duration = Duration::from_secs(5);
-/// How long the answer "not installed" is believed before the kind is asked for again.
-pub const ABSENT_FOR: Duration = Duration::from_secs(60);
 
 /// The controller's latest list of NodeMaintenance objects, read again when older than
-/// [`FRESH_FOR`] ([`ABSENT_FOR`] while the kind is not installed).
+/// [`FRESH_FOR`].
 #[derive(Default)]
 pub struct MaintainedCache {
     last: Mutex<Option<Listed>>,
@@ -113,10 +111,32 @@ impl MaintainedCache {
     /// is safer than none, and the operator's taint covers a node once in maintenance.
     pub async fn current(&self, client: &kube::Client) -> BTreeMap<String, String> {
         let stale = match &*self.last.lock().expect("maintained") {
-            Some((at, Some(map))) if at.elapsed() < FRESH_FOR => return map.clone(),
-            Some((at, None)) if at.elapsed() < ABSENT_FOR => return BTreeMap::new(),
+            Some((at, found)) if at.elapsed() < FRESH_FOR => {
+                return found.clone().unwrap_or_default()
+            }
             last => last.as_ref().and_then(|(_, m)| m.clone()),
         };
+        self.read_again(client, stale).await
+    }
+
+    /// The nodes NodeMaintenance objects take out now: read through `client` whatever the age
+    /// of the last list (before nodes are started).
+    pub async fn fresh(&self, client: &kube::Client) -> BTreeMap<String, String> {
+        let last = self
+            .last
+            .lock()
+            .expect("maintained")
+            .as_ref()
+            .and_then(|(_, m)| m.clone());
+        self.read_again(client, last).await
+    }
+
+    /// Reads the list again, keeping it; on a failed read, `stale`.
+    async fn read_again(
+        &self,
+        client: &kube::Client,
+        stale: Option<BTreeMap<String, String>>,
+    ) -> BTreeMap<String, String> {
         match read(client).await {
             Ok(found) => {
                 *self.last.lock().expect("maintained") = Some((Instant::now(), found.clone()));

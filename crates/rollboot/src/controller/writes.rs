@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 
 use super::context::Ctx;
+use super::decide;
 use super::error::Error;
 use crate::lock::{self, LockEntry, LockError, LockRecord};
 use crate::node::{NodeState, NodeView};
@@ -37,10 +38,28 @@ pub(super) async fn patch_node(
         ctx.services.client.clone(),
         Writer::Controller(ctx.leadership.clone()),
     );
-    let n = match writer
-        .write(node, Fence::At(&view.resource_version), what, patch)
-        .await
-    {
+    // The maintenance conditions of the state this patch writes go first, fenced by the same
+    // version: the state write then follows that version, changed only by rollboot's own
+    // status write. Written after it, they bumped the Node's version under the agent's fenced
+    // ack and the next step's write (each a 409 the real-cluster suite flags).
+    let fence = match conditions_first(ctx, &writer, view, &patch).await {
+        Ok(Some(written)) => written,
+        Ok(None) => view.resource_version.clone(),
+        Err(NodeWriteError::Conflict { .. }) => {
+            return Err(Error::Conflict {
+                node: node.into(),
+                what: "writing its maintenance conditions".into(),
+                rv: view.resource_version.clone(),
+            })
+        }
+        Err(NodeWriteError::NotLeader(e)) => return Err(Error::NotLeader(e)),
+        Err(e) => {
+            // The conditions are a courtesy to other tools: the step goes on without them.
+            tracing::warn!(error = %e, "maintenance conditions not written");
+            view.resource_version.clone()
+        }
+    };
+    let n = match writer.write(node, Fence::At(&fence), what, patch).await {
         Ok(n) => n,
         Err(NodeWriteError::Conflict { .. }) => {
             tracing::info!(
@@ -80,6 +99,60 @@ pub(super) async fn patch_node(
         .expect("written cache")
         .insert(node.into(), n.clone());
     Ok(n)
+}
+
+/// Writes the maintenance conditions the state written by `patch` calls for (none: `None`), on
+/// condition that the Node is still at `view`'s version; the version it is at after that write.
+async fn conditions_first(
+    ctx: &Ctx,
+    writer: &NodeWriter,
+    view: &NodeView,
+    patch: &serde_json::Value,
+) -> Result<Option<String>, NodeWriteError> {
+    if !ctx.config.nodes.publish_conditions {
+        return Ok(None);
+    }
+    let Some(after) = decide::after_state_write(view, &patch["metadata"]["annotations"]) else {
+        return Ok(None);
+    };
+    let due = decide::conditions_due(&after, &ctx.config, None);
+    if due.is_empty() {
+        return Ok(None);
+    }
+    let status = conditions_patch(view, &due, Utc::now());
+    let n = writer
+        .write_status(
+            &view.name,
+            Fence::At(&view.resource_version),
+            "writing its maintenance conditions",
+            status,
+        )
+        .await?;
+    Ok(n.metadata.resource_version)
+}
+
+/// The status patch that writes `due` on `view`'s Node at `now`: a condition whose status
+/// stays keeps its `lastTransitionTime`.
+pub(super) fn conditions_patch(
+    view: &NodeView,
+    due: &[decide::ConditionWrite],
+    now: DateTime<Utc>,
+) -> serde_json::Value {
+    let conditions: Vec<crate::node::ConditionPatch<'_>> = due
+        .iter()
+        .map(|c| crate::node::ConditionPatch {
+            kind: c.kind,
+            status: c.status,
+            reason: c.reason,
+            message: &c.message,
+            transition: view
+                .maintenance_condition(c.kind)
+                .filter(|old| old.status == c.status)
+                .and_then(|old| old.since)
+                .unwrap_or(now),
+        })
+        .collect();
+    crate::node::conditions_patch(&conditions, now)
 }
 
 /// Patches a Node's status (its maintenance conditions) as the leader, on condition that it

@@ -131,6 +131,23 @@ fn wanted(n: &NodeView, config: &Config, next_opening: Option<DateTime<Utc>>) ->
     }
 }
 
+/// The node as a state write would leave it, for the conditions to write with it: `n` with
+/// the `state` that `annotations` (a merge patch's `metadata.annotations`) set, and without the
+/// flags it removes. `None` when the patch writes no state.
+pub fn after_state_write(n: &NodeView, annotations: &serde_json::Value) -> Option<NodeView> {
+    let state: NodeState = annotations
+        .get(crate::node::STATE)?
+        .as_str()?
+        .parse()
+        .ok()?;
+    let removed = |key: &str| annotations.get(key).is_some_and(serde_json::Value::is_null);
+    let mut after = n.clone();
+    after.state = Some(state);
+    after.reboot_required &= !removed(crate::node::REBOOT_REQUIRED);
+    after.reboot_requested &= !removed(crate::node::REBOOT_REQUESTED);
+    Some(after)
+}
+
 /// Whether `n` carries a maintenance condition of rollboot's that is True: the pass looks at
 /// it until it is set False.
 pub fn publishing(n: &NodeView) -> bool {

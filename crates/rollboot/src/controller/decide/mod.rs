@@ -48,7 +48,7 @@ pub use blockers::{
     other_maintenance, out_of_service, resting, resting_until, returning_to_service, Blocker,
     OutOfService, CLEAR_FAILED,
 };
-pub use conditions::{conditions_due, publishing, ConditionWrite};
+pub use conditions::{after_state_write, conditions_due, publishing, ConditionWrite};
 pub use pick::{
     budget_aware, draining, fleetlock_limits, group_of, looked_at, no_room, pick, pick_among,
     pick_detail, reads_per_pass, scan_window, sort_candidates, stale_passed_over, NoRoom, Picked,

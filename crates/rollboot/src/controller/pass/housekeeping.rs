@@ -15,7 +15,7 @@ use super::views::views;
 use crate::controller::context::Ctx;
 use crate::controller::decide;
 use crate::controller::error::Error;
-use crate::controller::writes::{patch_node, write_status};
+use crate::controller::writes::{conditions_patch, patch_node, write_status};
 use crate::lock::LockRecord;
 use crate::node::{self as proto, NodeView};
 
@@ -25,13 +25,21 @@ pub(super) async fn run(ctx: &Ctx, record: &LockRecord, now: DateTime<Utc>) {
     prefer_no_schedule(ctx, &views(ctx, record).nodes()).await;
     return_to_service(ctx, &views(ctx, record).nodes(), record).await;
     clear_passed_over(ctx, &views(ctx, record).nodes(), record).await;
-    publish_conditions(ctx, &views(ctx, record).nodes(), now).await;
+    publish_conditions(ctx, &views(ctx, record).nodes(), record, now).await;
 }
 
-/// Writes the maintenance conditions each node should carry and does not
-/// ([`decide::conditions_due`]) on its status, in one patch per node fenced by the version it
-/// was decided from; a refused write is decided again on the next pass.
-async fn publish_conditions(ctx: &Ctx, views: &[&NodeView], now: DateTime<Utc>) {
+/// Writes the maintenance conditions each node outside the lock should carry and does not
+/// ([`decide::conditions_due`]: `MaintenancePlanned` while it waits, or what a write missed) on
+/// its status, in one patch per node fenced by the version it was decided from; a refused
+/// write is decided again on the next pass. A node in flight has them written with each of its
+/// state writes ([`crate::controller::writes::patch_node`]): written apart, they bumped its
+/// Node's version under its next fenced write.
+async fn publish_conditions(
+    ctx: &Ctx,
+    views: &[&NodeView],
+    record: &LockRecord,
+    now: DateTime<Utc>,
+) {
     if !ctx.config.nodes.publish_conditions {
         return;
     }
@@ -42,27 +50,15 @@ async fn publish_conditions(ctx: &Ctx, views: &[&NodeView], now: DateTime<Utc>) 
             .first()
             .map(|o| o.start)
     });
-    for view in views {
+    for view in views
+        .iter()
+        .filter(|v| !record.entries.contains_key(&v.name))
+    {
         let due = decide::conditions_due(view, &ctx.config, next_opening);
         if due.is_empty() {
             continue;
         }
-        let conditions: Vec<proto::ConditionPatch<'_>> = due
-            .iter()
-            .map(|c| proto::ConditionPatch {
-                kind: c.kind,
-                status: c.status,
-                reason: c.reason,
-                message: &c.message,
-                // Kept while the status stays: only the reason or the message changed.
-                transition: view
-                    .maintenance_condition(c.kind)
-                    .filter(|old| old.status == c.status)
-                    .and_then(|old| old.since)
-                    .unwrap_or(now),
-            })
-            .collect();
-        let patch = proto::conditions_patch(&conditions, now);
+        let patch = conditions_patch(view, &due, now);
         let kinds: Vec<String> = due
             .iter()
             .map(|c| format!("{}={}", c.kind, if c.status { "True" } else { "False" }))

@@ -291,7 +291,26 @@ impl Leading {
         }
         // The picked nodes take their slots first: the passed-over records are a write (and
         // an Event) per node whose holding budget changed, and a slot waiting on them is idle.
-        start(ctx, plan.start.iter().map(Starting::slot).collect(), now).await?;
+        // The list the pick saw may be a few seconds old: a node a NodeMaintenance named since
+        // is not started (its slot is filled on the next pass).
+        let fresh = ctx.cache.maintained.fresh(&ctx.services.client).await;
+        let picked = plan
+            .start
+            .iter()
+            .filter(|s| {
+                let named = fresh.get(&s.node.name);
+                if let Some(actor) = named {
+                    tracing::info!(
+                        node = s.node.name.as_str(),
+                        actor = actor.as_str(),
+                        "not started: another actor takes it out"
+                    );
+                }
+                named.is_none()
+            })
+            .map(Starting::slot)
+            .collect();
+        start(ctx, picked, now).await?;
         for (n, held) in &plan.passed_over {
             passed_over(ctx, n, held, now).await;
         }
