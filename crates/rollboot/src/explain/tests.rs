@@ -124,6 +124,7 @@ fn agrees(g: &Gathered, config: &Config) -> BTreeMap<String, Explanation> {
         .collect();
     let (alerts, _) = reasons::alerts(g);
     let base = Snapshot {
+        maintained: &decide::NOT_MAINTAINED,
         headroom: None,
         nodes: &nodes,
         in_flight: &record.entries,
