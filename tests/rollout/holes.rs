@@ -729,13 +729,14 @@ async fn a_lock_write_after_its_lease_was_deleted_is_gone_and_recreates_nothing(
     cluster.shutdown().await;
 }
 
-/// Found by the chaos campaign (seed 616): a Node deleted while its host was down in its
-/// reboot freed its slot at once; the next node started, the host registered its Node again
-/// NotReady, and 3 nodes were out with maxNodes 2. The slot stays taken until the Node is
-/// back and Ready, and the node registered again (without the flag: its sentinel went with
-/// the reboot) is not rebooted a second time.
+/// A Node deleted while its host reboots (by the autoscaler, Karpenter, an operator) frees its
+/// slot at once, said as a Warning on the rollout (`NodeGone` on the lock's Lease): the next
+/// node starts without waiting for `reboot.timeout`. (The chaos campaign's seed 616 once had
+/// the slot kept until the Node came back; other actors delete nodes for good, and the rollout
+/// waited the whole reboot timeout for them.) A host that registers its Node again is not
+/// rebooted a second time: its flag went with the reboot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_deleted_while_its_host_reboots_keeps_its_slot_until_it_is_back() {
+async fn a_node_deleted_while_its_host_reboots_frees_its_slot_at_once() {
     log();
     let (h, flagged) = slow_rollout::slow_rollout_of_two().await;
     let (first, second) = (&flagged[0], &flagged[1]);
@@ -751,12 +752,22 @@ async fn a_node_deleted_while_its_host_reboots_keeps_its_slot_until_it_is_back()
     let nodes: Api<Node> = Api::all(h.client.clone());
     let mut node = nodes.get(first).await.unwrap();
     nodes.delete(first, &Default::default()).await.unwrap();
-    // Its host is down and its Node gone: nothing else starts (3 s: the reboot takes 1.5 s).
+    // Its Node gone: its slot is freed at once, and the next node starts.
     let started = |ns: &[NodeView]| ns.iter().any(|n| n.name == *second && n.state.is_some());
     assert!(
-        !h.wait_for(Duration::from_secs(3), started).await.unwrap(),
-        "{second} started while {first} was deleted mid-reboot"
+        h.wait_for(Duration::from_secs(5), started).await.unwrap(),
+        "{second} did not start after {first} was deleted mid-reboot"
     );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(h.client.clone(), "rollboot-system");
+    let gone = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some("NodeGone") && e.type_.as_deref() == Some("Warning"));
+    assert!(gone, "no NodeGone Warning on the rollout");
     // The kubelet registers the Node again: a new object, nothing of rollboot's on it.
     node.metadata = kube::api::ObjectMeta {
         name: node.metadata.name.take(),
@@ -775,12 +786,6 @@ async fn a_node_deleted_while_its_host_reboots_keeps_its_slot_until_it_is_back()
     assert_eq!(h.reboots(second), 1);
     let back = h.node(first).await.unwrap();
     assert!(!back.unschedulable && !back.flagged(), "{back:?}");
-    let inv = h.cluster.invariants();
-    assert!(
-        inv.max_nodes_unavailable <= 1,
-        "{} nodes out at once, at most 1 allowed",
-        inv.max_nodes_unavailable
-    );
     h.shutdown().await;
 }
 

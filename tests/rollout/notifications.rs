@@ -499,11 +499,11 @@ fn a_url_or_token_in_the_config_and_bad_sinks_are_errors_naming_the_key() {
     assert_eq!(url.line, Some(5));
     // An unknown event name is a structural error naming the key and the known names.
     let e = rollboot::config::parse_str(
-        "notifications: {sinks: [{name: a, type: slack, urlFrom: {env: X}, events: [nodeGone]}]}",
+        "notifications: {sinks: [{name: a, type: slack, urlFrom: {env: X}, events: [nodeVanished]}]}",
     )
     .unwrap_err();
     assert!(
-        e[0].message.contains("nodeGone") && e[0].message.contains("rolloutHalted"),
+        e[0].message.contains("nodeVanished") && e[0].message.contains("rolloutHalted"),
         "{e:?}"
     );
 }

@@ -216,24 +216,7 @@ impl Leading {
         }
         let queued = match first.then {
             Then::Shutdowns(urgent) => {
-                for s in &urgent {
-                    let span = tracing::error_span!("start", node = s.node.name.as_str());
-                    span.in_scope(|| tracing::warn!(requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now"));
-                }
-                if let Some(out) = decide::over_max_nodes(&snap, &ctx.config) {
-                    let note = format!(
-                        "{out} nodes out, over maxNodes {}: host(s) of {} shut down by themselves while the limit was already reached",
-                        ctx.config.concurrency.max_nodes,
-                        urgent.iter().map(|s| s.node.name.as_str()).collect::<Vec<_>>().join(", ")
-                    );
-                    tracing::warn!(out, "{note}");
-                    ctx.services.events.publish_lease(
-                        &ctx.config.lock.name,
-                        true,
-                        "OverMaxNodes",
-                        note,
-                    );
-                }
+                shutdowns_now(ctx, &snap, &urgent);
                 let picked = urgent.iter().map(Starting::slot).collect();
                 drop(pass);
                 // The others are decided on the next pass (woken by `start`), with these in
@@ -291,25 +274,7 @@ impl Leading {
         }
         // The picked nodes take their slots first: the passed-over records are a write (and
         // an Event) per node whose holding budget changed, and a slot waiting on them is idle.
-        // The list the pick saw may be a few seconds old: a node a NodeMaintenance named since
-        // is not started (its slot is filled on the next pass).
-        let fresh = ctx.cache.maintained.fresh(&ctx.services.client).await;
-        let picked = plan
-            .start
-            .iter()
-            .filter(|s| {
-                let named = fresh.get(&s.node.name);
-                if let Some(actor) = named {
-                    tracing::info!(
-                        node = s.node.name.as_str(),
-                        actor = actor.as_str(),
-                        "not started: another actor takes it out"
-                    );
-                }
-                named.is_none()
-            })
-            .map(Starting::slot)
-            .collect();
+        let picked = not_maintained_now(ctx, &plan.start).await;
         start(ctx, picked, now).await?;
         for (n, held) in &plan.passed_over {
             passed_over(ctx, n, held, now).await;
@@ -378,6 +343,53 @@ async fn start(
         ctx.services.observe.started(name, now);
     }
     Ok(())
+}
+
+/// Says the hosts shutting down by themselves that start now (`urgent`), and when they take
+/// the nodes out over `maxNodes` (the limit was already reached: a warning, and an
+/// `OverMaxNodes` Event on the lock).
+fn shutdowns_now(ctx: &Ctx, snap: &Snapshot<'_>, urgent: &[Starting<'_>]) {
+    for s in urgent {
+        let span = tracing::error_span!("start", node = s.node.name.as_str());
+        span.in_scope(|| tracing::warn!(requested = ?s.node.shutdown_requested_at, "its host shuts down by itself: draining it now"));
+    }
+    if let Some(out) = decide::over_max_nodes(snap, &ctx.config) {
+        let names: Vec<&str> = urgent.iter().map(|s| s.node.name.as_str()).collect();
+        let note = format!(
+            "{out} nodes out, over maxNodes {}: host(s) of {} shut down by themselves while the limit was already reached",
+            ctx.config.concurrency.max_nodes,
+            names.join(", ")
+        );
+        tracing::warn!(out, "{note}");
+        ctx.services
+            .events
+            .publish_lease(&ctx.config.lock.name, true, "OverMaxNodes", note);
+    }
+}
+
+/// The slots of `starting` but those a NodeMaintenance names now: the list the pick saw may
+/// be a few seconds old, so it is read again right before the start (a node left out gets its
+/// turn on a later pass).
+async fn not_maintained_now(ctx: &Ctx, starting: &[Starting<'_>]) -> Vec<(String, Option<String>)> {
+    if starting.is_empty() {
+        return Vec::new();
+    }
+    let fresh = ctx.cache.maintained.fresh(&ctx.services.client).await;
+    starting
+        .iter()
+        .filter(|s| match fresh.get(&s.node.name) {
+            Some(actor) => {
+                tracing::info!(
+                    node = s.node.name.as_str(),
+                    actor = actor.as_str(),
+                    "not started: another actor takes it out"
+                );
+                false
+            }
+            None => true,
+        })
+        .map(Starting::slot)
+        .collect()
 }
 
 /// `next` becomes `t` when `t` is sooner.
