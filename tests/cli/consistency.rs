@@ -1,6 +1,7 @@
 //! One command line (issue 25): every subcommand's `--help` walked from `rollboot --help`, each
 //! cluster subcommand offering `--kubeconfig` and `--context`, each report `-o`/`--output`,
-//! each `--config` (but `migrate`, which writes one); the exit codes the README's table gives (64 a usage error, 2 an invalid
+//! each `--config` (but `migrate`, which writes one), and the operator's commands without one,
+//! from the cluster's ConfigMap (`--config-map`); the exit codes the README's table gives (64 a usage error, 2 an invalid
 //! config, 3 refused, 1 a cluster error); and the operator controls' JSON with the same keys in
 //! every outcome, run against a simulated cluster named only by `--kubeconfig` and `--context`
 //! (its file's current context points where nothing listens, and `KUBECONFIG` at no file).
@@ -27,6 +28,9 @@ const CLUSTER: &[&str] = &[
     "retry",
     "request",
 ];
+/// Subcommands whose `--config` is optional: without it they read the controller's config from
+/// the cluster's ConfigMap (`--config-map NAMESPACE/NAME`, default the controller's).
+const FROM_CLUSTER: &[&str] = &["status", "plan", "pause", "resume", "retry", "request"];
 /// Subcommands that print a report.
 const REPORTS: &[&str] = &[
     "check-config",
@@ -102,6 +106,24 @@ fn every_subcommand_offers_the_same_options() {
             continue;
         }
         assert!(help.contains("--config"), "{sub} has no --config:\n{help}");
+        let usage = help
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap_or_default();
+        if FROM_CLUSTER.contains(&sub.as_str()) {
+            assert!(
+                help.contains("--config <FILE>")
+                    && help.contains("--config-map <NAMESPACE/NAME>")
+                    && help.contains("[default: rollboot-system/rollboot-config]")
+                    && !usage.contains("--config"),
+                "{sub}: --config optional, else --config-map:\n{help}"
+            );
+        } else {
+            assert!(
+                !help.contains("--config-map"),
+                "{sub} has --config-map: add it to FROM_CLUSTER\n{help}"
+            );
+        }
         if CLUSTER.contains(&sub.as_str()) {
             for opt in ["--kubeconfig <FILE>", "--context <NAME>"] {
                 assert!(help.contains(opt), "{sub} has no {opt}:\n{help}");
@@ -249,6 +271,21 @@ async fn the_controls_json_has_the_same_keys_in_every_outcome_on_the_named_clust
             &kube::api::PostParams::default(),
             &serde_json::from_value(serde_json::json!({"metadata": {"name": "rollboot-system"}}))
                 .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // Without --config, the controls read the controller's ConfigMap.
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "rollboot-system");
+    config_maps
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "rollboot-config"},
+                "data": {"rollboot.yaml": "concurrency: {maxNodes: 1}\n"},
+            }))
+            .unwrap(),
         )
         .await
         .unwrap();

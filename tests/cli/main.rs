@@ -3,6 +3,7 @@
 //! and `rollboot migrate kured`.
 
 mod check_config;
+mod config_source;
 mod config_validation;
 mod consistency;
 mod controls;
@@ -12,4 +13,5 @@ mod processes;
 mod run;
 mod simulate;
 mod status;
+mod status_watch;
 mod windows;
