@@ -61,6 +61,25 @@ impl From<ClusterArgs> for rollboot::client::Target {
     }
 }
 
+/// Where an operator's command takes the controller's config from: `--config FILE`, else the
+/// cluster's ConfigMap (`--config-map`); see `cli/source.rs`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ConfigArgs {
+    /// The YAML config file (the controller's). Default: the ConfigMap of --config-map, read
+    /// from the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Without --config: the ConfigMap holding the controller's config under the key
+    /// `rollboot.yaml` (get on it needed).
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value_t,
+        conflicts_with = "config"
+    )]
+    pub config_map: rollboot::cluster_config::ConfigMapRef,
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -114,17 +133,27 @@ pub enum Command {
     },
     /// Show the rollout: leader, maintenance lock, flagged/in-flight/failed nodes, schedule.
     ///
-    /// Reads the cluster with the current kubeconfig (get and list only). Exit 0 normally,
-    /// 1 when the cluster cannot be read, 2 for an invalid config.
+    /// Reads the cluster with the current kubeconfig (get and list only; list and watch with
+    /// --watch). Exit 0 normally, 1 when the cluster cannot be read, 2 for an invalid config.
     Status {
-        /// The YAML config file (the controller's: Lease names, windows, failures).
-        #[arg(long)]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
-        /// Output format.
+        /// Output format (with --watch, json: one object per change, one per line).
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
         output: Output,
+        /// Follow the rollout through watches until Ctrl-C: on a terminal, a frame redrawn at
+        /// each change (the nodes in flight, their state and since when, done/total with a
+        /// progress bar, the failures); otherwise one line per change. done/total counts the
+        /// nodes waiting, in flight or failed at some moment since the watch began.
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: stop once nothing moves without an operator (no node waits or is in
+        /// flight, or the rollout is halted on failures with none in flight): exit 0 when no
+        /// node failed, 3 when one did.
+        #[arg(long, requires = "watch")]
+        until_done: bool,
     },
     /// Predict the rollout: which nodes, in which order and when, what each drain evicts, and
     /// every pod, budget or cluster condition that would block it or fail a node.
@@ -133,9 +162,8 @@ pub enum Command {
     /// rollout would proceed, 3 when something would block or fail it, 1 when the cluster
     /// cannot be read, 2 for an invalid config.
     Plan {
-        /// The YAML config file (the controller's).
-        #[arg(long)]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Plan a rollout of every node the selector matches, not only the flagged ones.
@@ -170,9 +198,8 @@ pub enum Command {
     Explain {
         /// The node.
         node: String,
-        /// The YAML config file (the controller's).
-        #[arg(long)]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Output format.
@@ -193,9 +220,8 @@ pub enum Command {
     /// Nothing new starts while paused; the nodes in flight finish their cycle. Exit 0 paused
     /// (or already), 1 cluster error, 2 invalid config, 3 refused (another tool holds the lock).
     Pause {
-        /// The YAML config file (the controller's: the lock Lease's name).
-        #[arg(long)]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Why, shown by `rollboot status`.
@@ -213,9 +239,8 @@ pub enum Command {
     /// Exit 0 resumed (or not paused), 1 cluster error, 2 invalid config, 3 refused: the lock is
     /// held by rollboot's controller or another tool (`--force` releases it anyway).
     Resume {
-        /// The YAML config file (the controller's).
-        #[arg(long)]
-        config: PathBuf,
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Release the lock whoever holds it (the nodes it records in flight are kept).
@@ -233,10 +258,10 @@ pub enum Command {
     Retry {
         /// The node.
         node: String,
-        /// The controller's config: its lock and leader Leases, read to say whether anything
-        /// stands in the way (default: the default names).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        // The controller's config: its lock and leader Leases, read to say whether anything
+        // stands in the way.
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Output format.
@@ -249,9 +274,9 @@ pub enum Command {
     Request {
         /// The node.
         node: String,
-        /// The controller's config (as for `retry`).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        // The controller's config (as for `retry`).
+        #[command(flatten)]
+        config: ConfigArgs,
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Why, shown by `rollboot status`.

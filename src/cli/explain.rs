@@ -2,34 +2,28 @@
 //! holds it) and when it would start; exit 0 eligible or in flight, 3 held, 1 no such node or a
 //! cluster error, 2 an invalid config.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use chrono::Utc;
 use rollboot::client::Target;
 
-use super::{
-    cluster_error, current_thread_runtime, load_or_report, one_shot_config, print, Output,
-    EXIT_INVALID_CONFIG,
-};
+use super::{cluster_error, current_thread_runtime, print, Output};
 
 /// Exit code of `rollboot explain` when something holds the node.
 pub const EXIT_HELD: u8 = 3;
 
-/// Reads the cluster with `target` and explains `node` under the config of `file`.
+/// Reads the cluster with `target` and explains `node` under the config `config` names (a file,
+/// or the cluster's ConfigMap).
 pub fn explain(
     node: &str,
-    file: &Path,
+    config: &super::ConfigArgs,
     target: &Target,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let Some(config) = load_or_report(file)? else {
-        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-    };
     current_thread_runtime()?.block_on(async {
-        let kube_config = match one_shot_config(target, "explain").await {
+        let (config, kube_config) = match config.load(target, "explain").await {
             Ok(c) => c,
-            Err(e) => return Ok(cluster_error(e)),
+            Err(code) => return Ok(code),
         };
         let gathered = match rollboot::explain::read::fetch(kube_config, &config).await {
             Ok(g) => g,

@@ -7,14 +7,17 @@
 //! 0 success; 1 a runtime or cluster error (naming the API server and the object); 2 an
 //! invalid config; 3 refused or blocked (`plan`: the rollout would be blocked or fail a node;
 //! `explain`: something holds the node; `pause`, `resume`, `retry`: the command refused, saying
-//! why); 64 a usage error (the command
-//! line itself, as sysexits' EX_USAGE).
+//! why; `status --watch --until-done`: a node failed); 64 a usage error (the command line
+//! itself, as sysexits' EX_USAGE). The operator's commands take their config from a file or the
+//! cluster (`source.rs`).
 
 mod args;
 mod completions;
 mod docs;
 mod explain;
 mod logs;
+mod source;
+mod watch;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -23,7 +26,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 
-pub use args::{Cli, Command, ConfigCommand, LogFormat, MigrateFrom, Output};
+pub use args::{Cli, Command, ConfigArgs, ConfigCommand, LogFormat, MigrateFrom, Output};
 
 use rollboot::client::Target;
 use rollboot::config::check::{Checked, Invalid};
@@ -39,6 +42,9 @@ pub const EXIT_WOULD_NOT_PROCEED: u8 = 3;
 
 /// Exit code of the operator's controls when they refuse (the message says why).
 pub const EXIT_REFUSED: u8 = 3;
+
+/// Exit code of `rollboot status --watch --until-done` when a node of the rollout failed.
+pub const EXIT_NODE_FAILED: u8 = 3;
 
 /// Exit code of a command line that does not parse (sysexits' EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
@@ -106,7 +112,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             cluster,
             output,
-        } => status(&config, &cluster.into(), output),
+            watch,
+            until_done,
+        } => status(
+            &config,
+            &cluster.into(),
+            output,
+            watch.then_some(until_done),
+        ),
         Command::Plan {
             config,
             cluster,
@@ -165,32 +178,28 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             config,
             cluster,
             output,
-        } => {
-            let Some(config) = load_optional(config.as_deref())? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            control(Control::Retry { config, node }, &cluster.into(), output)
-        }
+        } => control(
+            &config,
+            |config| Control::Retry { config, node },
+            &cluster.into(),
+            output,
+        ),
         Command::Request {
             node,
             config,
             cluster,
             reason,
             output,
-        } => {
-            let Some(config) = load_optional(config.as_deref())? else {
-                return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-            };
-            control(
-                Control::Request {
-                    config,
-                    node,
-                    reason,
-                },
-                &cluster.into(),
-                output,
-            )
-        }
+        } => control(
+            &config,
+            |config| Control::Request {
+                config,
+                node,
+                reason,
+            },
+            &cluster.into(),
+            output,
+        ),
         Command::Completions { shell } => completions::print(shell),
         Command::Man { out } => docs::man(&out),
         Command::Config {
@@ -252,14 +261,6 @@ fn migrate_kured(
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The config of `file` (its problems said on stderr, `None`), or the defaults without one.
-fn load_optional(file: Option<&Path>) -> anyhow::Result<Option<Config>> {
-    match file {
-        Some(f) => load_or_report(f),
-        None => Ok(Some(Config::default())),
-    }
 }
 
 /// Whether a command logs warnings only (unless RUST_LOG says otherwise): those that print a
@@ -432,16 +433,22 @@ fn agent(
     })
 }
 
-/// `rollboot status`: reads the cluster and prints the report.
-fn status(file: &Path, target: &Target, output: Output) -> anyhow::Result<ExitCode> {
-    let Some(config) = load_or_report(file)? else {
-        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-    };
+/// `rollboot status`: reads the cluster and prints the report; with `watch` (`Some(until
+/// done)`), follows it.
+fn status(
+    config: &ConfigArgs,
+    target: &Target,
+    output: Output,
+    watch: Option<bool>,
+) -> anyhow::Result<ExitCode> {
     current_thread_runtime()?.block_on(async {
-        let kube_config = match one_shot_config(target, "status").await {
+        let (config, kube_config) = match config.load(target, "status").await {
             Ok(c) => c,
-            Err(e) => return Ok(cluster_error(e)),
+            Err(code) => return Ok(code),
         };
+        if let Some(until_done) = watch {
+            return watch::status(config, kube_config, output, until_done).await;
+        }
         let snapshot = match rollboot::status::fetch(kube_config, &config).await {
             Ok(s) => s,
             Err(e) => return Ok(cluster_error(e)),
@@ -456,20 +463,17 @@ fn status(file: &Path, target: &Target, output: Output) -> anyhow::Result<ExitCo
 
 /// `rollboot plan`: reads the cluster and prints the plan; exit 3 when it would not proceed.
 fn plan(
-    file: &Path,
+    config: &ConfigArgs,
     target: &Target,
     opts: rollboot::plan::Options,
     at: Option<DateTime<Utc>>,
     prometheus_url: Option<&str>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let Some(config) = load_or_report(file)? else {
-        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-    };
     current_thread_runtime()?.block_on(async {
-        let kube_config = match one_shot_config(target, "plan").await {
+        let (config, kube_config) = match config.load(target, "plan").await {
             Ok(c) => c,
-            Err(e) => return Ok(cluster_error(e)),
+            Err(code) => return Ok(code),
         };
         let cluster = match rollboot::plan::read::fetch(kube_config, &config, prometheus_url).await
         {
@@ -491,22 +495,20 @@ fn plan(
 
 /// `rollboot pause`: by `--by`, else the user's name.
 fn pause(
-    file: &Path,
+    config: &ConfigArgs,
     target: &Target,
     by: Option<String>,
     reason: Option<String>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let Some(config) = load_or_report(file)? else {
-        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-    };
     let who = by.unwrap_or_else(|| {
         std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
             .unwrap_or_else(|_| "operator".into())
     });
     control(
-        Control::Pause {
+        config,
+        |config| Control::Pause {
             config,
             who,
             reason,
@@ -517,22 +519,36 @@ fn pause(
 }
 
 /// `rollboot resume`.
-fn resume(file: &Path, target: &Target, force: bool, output: Output) -> anyhow::Result<ExitCode> {
-    let Some(config) = load_or_report(file)? else {
-        return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-    };
-    control(Control::Resume { config, force }, target, output)
+fn resume(
+    config: &ConfigArgs,
+    target: &Target,
+    force: bool,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    control(
+        config,
+        |config| Control::Resume { config, force },
+        target,
+        output,
+    )
 }
 
-/// Runs one of the operator's controls with the current kubeconfig, as `rollboot/<version>
-/// (operator)`, and prints its report: exit 0 done, 1 cluster error, 3 refused (the failure's
-/// JSON on stdout with `--output json`, and its line on stderr either way).
-fn control(c: Control, target: &Target, output: Output) -> anyhow::Result<ExitCode> {
+/// Runs one of the operator's controls, `make` given the config, with the current kubeconfig,
+/// as `rollboot/<version> (operator)`, and prints its report: exit 0 done, 1 cluster error, 3
+/// refused (the failure's JSON on stdout with `--output json`, and its line on stderr either
+/// way).
+fn control(
+    config: &ConfigArgs,
+    make: impl FnOnce(Config) -> Control,
+    target: &Target,
+    output: Output,
+) -> anyhow::Result<ExitCode> {
     current_thread_runtime()?.block_on(async move {
-        let kube_config = match one_shot_config(target, "operator").await {
+        let (config, kube_config) = match config.load(target, "operator").await {
             Ok(c) => c,
-            Err(e) => return Ok(cluster_error(e)),
+            Err(code) => return Ok(code),
         };
+        let c = make(config);
         let server = kube_config.cluster_url.to_string();
         let client = match kube::Client::try_from(kube_config) {
             Ok(c) => c,

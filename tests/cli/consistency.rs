@@ -1,7 +1,8 @@
 //! One command line (issue 25): every subcommand's `--help` walked from `rollboot --help`, each
 //! cluster subcommand offering `--kubeconfig` and `--context`, each report `-o`/`--output`,
 //! each `--config` (but `migrate`, which writes one, and the offline ones, which print what the
-//! binary knows: completions, man pages, the config's schema); the exit codes docs/operating.md's
+//! binary knows: completions, man pages, the config's schema), and the operator's commands
+//! without one, from the cluster's ConfigMap (`--config-map`); the exit codes docs/operating.md's
 //! table gives (64 a usage error, 2 an invalid config, 3 refused, 1 a cluster error); and the
 //! operator controls' JSON with the same keys in
 //! every outcome, run against a simulated cluster named only by `--kubeconfig` and `--context`
@@ -29,6 +30,11 @@ const CLUSTER: &[&str] = &[
     "resume",
     "retry",
     "request",
+];
+/// Subcommands whose `--config` is optional: without it they read the controller's config from
+/// the cluster's ConfigMap (`--config-map NAMESPACE/NAME`, default the controller's).
+const FROM_CLUSTER: &[&str] = &[
+    "status", "plan", "explain", "pause", "resume", "retry", "request",
 ];
 /// Subcommands that print a report.
 const REPORTS: &[&str] = &[
@@ -115,6 +121,24 @@ fn every_subcommand_offers_the_same_options() {
             continue;
         }
         assert!(help.contains("--config"), "{sub} has no --config:\n{help}");
+        let usage = help
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap_or_default();
+        if FROM_CLUSTER.contains(&sub.as_str()) {
+            assert!(
+                help.contains("--config <FILE>")
+                    && help.contains("--config-map <NAMESPACE/NAME>")
+                    && help.contains("[default: rollboot-system/rollboot-config]")
+                    && !usage.contains("--config"),
+                "{sub}: --config optional, else --config-map:\n{help}"
+            );
+        } else {
+            assert!(
+                !help.contains("--config-map"),
+                "{sub} has --config-map: add it to FROM_CLUSTER\n{help}"
+            );
+        }
         if CLUSTER.contains(&sub.as_str()) {
             for opt in ["--kubeconfig <FILE>", "--context <NAME>"] {
                 assert!(help.contains(opt), "{sub} has no {opt}:\n{help}");
@@ -268,6 +292,21 @@ async fn the_controls_json_has_the_same_keys_in_every_outcome_on_the_named_clust
             &kube::api::PostParams::default(),
             &serde_json::from_value(serde_json::json!({"metadata": {"name": "rollboot-system"}}))
                 .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // Without --config, the controls read the controller's ConfigMap.
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "rollboot-system");
+    config_maps
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "rollboot-config"},
+                "data": {"rollboot.yaml": "concurrency: {maxNodes: 1}\n"},
+            }))
+            .unwrap(),
         )
         .await
         .unwrap();

@@ -38,10 +38,23 @@ struct Setup {
 }
 
 /// A cluster of `sc`, rollboot's config `overrides` (on the simulator's) also written to a file
-/// for the CLI, and a kubeconfig for the CLI (identity `operator-cli`).
+/// for the CLI and, as an install keeps it, to the ConfigMap `rollboot-system/rollboot-config`
+/// (the commands given no `--config` read it), and a kubeconfig for the CLI (identity
+/// `operator-cli`).
 async fn setup(sc: Scenario, overrides: &str) -> Setup {
     log();
     let h = Harness::start(sc, sim_config(overrides).unwrap())
+        .await
+        .unwrap();
+    let config_map = serde_json::json!({
+        "metadata": {"name": "rollboot-config"},
+        "data": {"rollboot.yaml": overrides},
+    });
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(h.client.clone(), "rollboot-system")
+        .create(
+            &Default::default(),
+            &serde_json::from_value(config_map).unwrap(),
+        )
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();

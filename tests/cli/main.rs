@@ -5,6 +5,7 @@
 
 mod check_config;
 mod completions;
+mod config_source;
 mod config_validation;
 mod consistency;
 mod controls;
@@ -18,4 +19,5 @@ mod run;
 mod schema;
 mod simulate;
 mod status;
+mod status_watch;
 mod windows;

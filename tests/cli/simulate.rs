@@ -276,6 +276,23 @@ async fn serve_rollout_serves_a_rollout_a_client_can_watch() {
     );
     let st: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(st["maintenance"]["allowedNow"], true, "{st}");
+    // The same config is the served cluster's ConfigMap: status needs no --config.
+    let from_cluster = Command::new(env!("CARGO_BIN_EXE_rollboot"))
+        .args(["status", "-o", "json", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        from_cluster.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_cluster.stderr)
+    );
+    let again: serde_json::Value = serde_json::from_slice(&from_cluster.stdout).unwrap();
+    for key in ["lock", "leader"] {
+        assert_eq!(again[key]["lease"], st[key]["lease"], "{again}");
+    }
+    assert_eq!(again["maintenance"]["allowedNow"], true, "{again}");
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await

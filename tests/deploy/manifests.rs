@@ -168,10 +168,12 @@ fn parses_as_its_type(v: &Value) -> Result<(), String> {
 #[test]
 fn every_kustomize_and_helm_object_parses_as_its_kubernetes_type_with_no_unknown_field() {
     let optional = docs(&read("deploy/optional/force-delete-rbac.yaml"), "optional");
+    let operator = docs(&read("deploy/optional/operator-rbac.yaml"), "operator");
     let all: Vec<Value> = kustomize()
         .into_iter()
         .chain(helm_golden())
         .chain(optional)
+        .chain(operator)
         .collect();
     let problems: Vec<String> = all
         .iter()
@@ -550,7 +552,11 @@ fn expect(rows: &[(&str, &str, &str, &str, &str)]) -> BTreeSet<Grant> {
 
 #[test]
 fn no_rule_uses_a_wildcard_or_reaches_secrets_or_escalates() {
-    let optional = docs(&read("deploy/optional/force-delete-rbac.yaml"), "optional");
+    let mut optional = docs(&read("deploy/optional/force-delete-rbac.yaml"), "optional");
+    optional.extend(docs(
+        &read("deploy/optional/operator-rbac.yaml"),
+        "operator",
+    ));
     for o in kustomize().iter().chain(&helm_golden()).chain(&optional) {
         let rules: Vec<PolicyRule> = match s(o, "/kind") {
             "ClusterRole" => {
@@ -1548,6 +1554,33 @@ fn the_committed_helm_render_is_the_charts_current_render_and_lints_clean() {
         "re-run deploy/helm/render.py --write"
     );
     helm_render(&["--lint"]);
+}
+
+/// The chart's `rbac.operator.create` renders the objects of deploy/optional/operator-rbac.yaml
+/// (whose grants tests/deploy/rbac_drift.rs checks against the commands), and only with it.
+#[test]
+fn the_helm_operator_role_is_deploy_optional_operator_rbac() {
+    let want = by_key(&docs(
+        &read("deploy/optional/operator-rbac.yaml"),
+        "operator",
+    ));
+    assert_eq!(want.len(), 4, "a ClusterRole, a Role and their bindings");
+    assert!(helm_golden().iter().all(|o| !want.contains_key(&key(o))));
+    let Some(text) = helm_render(&["--values", r#"{"rbac": {"operator": {"create": true}}}"#])
+    else {
+        return;
+    };
+    let rendered = by_key(&docs(&text, "helm render with the operator role"));
+    for (k, v) in &want {
+        let got = rendered
+            .get(k)
+            .unwrap_or_else(|| panic!("{k:?} not rendered"));
+        assert_eq!(
+            first_difference(v, got, String::new()),
+            None,
+            "{k:?} differs"
+        );
+    }
 }
 
 #[test]

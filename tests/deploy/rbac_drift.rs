@@ -9,7 +9,9 @@
 //! `drain.order` rule selecting namespaces (their labels read). An operator pauses twice and one node is
 //! rebooted twice, so the Events about the lock and about a Node repeat (kube's recorder then
 //! PATCHes them into a series) and the `patch` of Events is among those calls too. `deploy/optional/force-delete-rbac.yaml` is opt-in
-//! and not part of the base, so it is not loaded here.
+//! and not part of the base, so it is not loaded here. The optional operators' role
+//! (`deploy/optional/operator-rbac.yaml`) is checked the same way, with every command an
+//! operator runs.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -253,5 +255,203 @@ async fn fleetlock_forwards_are_checked_with_the_one_grant_of_deploy_optional_fl
     for g in &optional {
         assert!(used.iter().any(|u| u.to_string() == *g), "{g} never used");
     }
+    h.shutdown().await;
+}
+
+/// A process of the binary, killed when the test ends, whatever its outcome: a failed
+/// assertion must leave no process running, nor the runtime waiting on a read of its output.
+struct Watching(std::process::Child);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs the `rollboot` binary against `kubeconfig`: (exit code, stdout, stderr).
+async fn rollboot(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rollboot"));
+    cmd.args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("RUST_LOG");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// The operators' role, `deploy/optional/operator-rbac.yaml`: every command an operator runs
+/// (status, `status --watch`, plan, pause, resume, request, retry), as a member of its group
+/// and without a config file (the controller's ConfigMap is read), is (a) never forbidden and
+/// (b) uses every grant of the role. The world has volumes (plan lists claims, volumes and CSI
+/// drivers) and the config a drain.order rule selecting namespaces (plan lists them); the first
+/// pause creates the lock and the resume replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_role_lets_every_command_run_and_each_grant_is_used() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use rollboot::node::{REBOOT_REQUESTED, STATE, STATE_SINCE};
+    use std::io::{BufRead, Read};
+    let sc = Scenario {
+        nodes: 3,
+        pods_per_node: 2,
+        stateful_sets: 1,
+        stateful_volumes: true,
+        ..Scenario::default()
+    };
+    let h = Harness::start(sc, sim_config("").unwrap()).await.unwrap();
+    let operator = Identity {
+        user: "alice".into(),
+        groups: vec!["rollboot-operators".into(), "system:authenticated".into()],
+        node: None,
+    };
+    let rbac = Rbac::from_yaml(&[&read("deploy/optional/operator-rbac.yaml")]).unwrap();
+    let enforced = h.cluster.enforce(Enforcement {
+        identities: HashMap::from([("operator".to_string(), operator.clone())]),
+        rbac: Some(rbac),
+        admission: None,
+    });
+    let namespaces: kube::Api<Namespace> = kube::Api::all(h.client.clone());
+    if namespaces
+        .get_opt("rollboot-system")
+        .await
+        .unwrap()
+        .is_none()
+    {
+        let ns =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "rollboot-system"}}));
+        namespaces
+            .create(&Default::default(), &ns.unwrap())
+            .await
+            .unwrap();
+    }
+    let config_maps: kube::Api<ConfigMap> =
+        kube::Api::namespaced(h.client.clone(), "rollboot-system");
+    let cm = serde_json::json!({
+        "metadata": {"name": "rollboot-config"},
+        "data": {"rollboot.yaml":
+            "drain: {order: [{namespaceSelector: 'kubernetes.io/metadata.name=kube-system', order: 5}]}\n"},
+    });
+    config_maps
+        .create(&Default::default(), &serde_json::from_value(cm).unwrap())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    h.cluster.write_kubeconfig(&kc, "operator").unwrap();
+
+    for (args, codes) in [
+        (&["status"][..], &[0][..]),
+        (&["plan"], &[0, 3]),
+        (&["explain", "node-0000"], &[0, 3]),
+        (&["pause", "--reason", "drill"], &[0]),
+        (&["resume"], &[0]),
+        (&["request", "node-0000"], &[0]),
+    ] {
+        let (code, out, err) = rollboot(&kc, args).await;
+        assert!(codes.contains(&code), "{args:?}: {code}\n{out}{err}");
+    }
+    h.patch_node(
+        "node-0001",
+        serde_json::json!({"metadata": {"annotations": {
+            STATE: "failed", STATE_SINCE: "2026-01-01T00:00:00Z"}}}),
+    )
+    .await
+    .unwrap();
+    let (code, out, err) = rollboot(&kc, &["retry", "node-0001"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+
+    // status --watch until node-0000, requested, is done (as the controller would write it).
+    let mut child = Watching(
+        std::process::Command::new(env!("CARGO_BIN_EXE_rollboot"))
+            .args(["status", "--watch", "--until-done"])
+            .env("KUBECONFIG", &kc)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let mut stderr = child.0.stderr.take().unwrap();
+    let (reader, first) = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || {
+            let mut r = std::io::BufReader::new(stdout);
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            (r, line)
+        }),
+    )
+    .await
+    .expect("status --watch said nothing within 30 s")
+    .unwrap();
+    assert!(first.contains(" node-0000 flagged, waiting"), "{first}");
+    // Listed; each watcher then starts its watch: wait for the three before the change, which
+    // would otherwise end the watch before a Lease's watch was asked for.
+    let watching = |used: &BTreeSet<rollboot_sim::sim::rbac::Grant>| {
+        [
+            ("nodes", ""),
+            ("leases", "rollboot-leader"),
+            ("leases", "rollboot-lock"),
+        ]
+        .iter()
+        .all(|(resource, name)| {
+            used.iter()
+                .any(|g| g.verb == "watch" && g.resource == *resource && g.resource_name == *name)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !watching(&enforced.rbac.as_ref().unwrap().used()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "status --watch did not watch the Nodes and both Leases within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.patch_node(
+        "node-0000",
+        serde_json::json!({"metadata": {"annotations": {
+            REBOOT_REQUESTED: null, STATE: "done", STATE_SINCE: "2026-01-01T00:00:00Z"}}}),
+    )
+    .await
+    .unwrap();
+    let (rest, err) = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || {
+            let (mut reader, mut rest, mut err) = (reader, String::new(), String::new());
+            reader.read_to_string(&mut rest).unwrap();
+            stderr.read_to_string(&mut err).unwrap();
+            (rest, err)
+        }),
+    )
+    .await
+    .expect("status --watch --until-done did not end")
+    .unwrap();
+    let code = child.0.wait().unwrap().code();
+    assert_eq!(code, Some(0), "{first}{rest}{err}");
+
+    let rbac = enforced.rbac.as_ref().unwrap();
+    let denied = rbac.denied();
+    assert!(
+        denied.is_empty(),
+        "forbidden by deploy/optional/operator-rbac.yaml: {denied:#?}"
+    );
+    let used = rbac.used();
+    let unused: Vec<String> = rbac
+        .grants_of(&operator)
+        .difference(&used)
+        .map(|g| g.to_string())
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "granted by deploy/optional/operator-rbac.yaml but used by no command: {unused:#?}"
+    );
     h.shutdown().await;
 }

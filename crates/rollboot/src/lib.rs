@@ -4,6 +4,8 @@
 //! system (see `DESIGN.md` in the project's shared notes):
 //! - [`config`]: the config file, its defaults and its strict validation;
 //! - [`reload`]: the config file watched while a process runs on it;
+//! - [`cluster_config`]: the config read from the cluster's ConfigMap (the operator's commands
+//!   without a config file);
 //! - [`windows`]: when maintenance may start (cron windows, time zones, blackouts), pure;
 //! - [`selector`]: Kubernetes label selectors, pure;
 //! - [`node`]: the Node annotation protocol and a pure view of a Node;
@@ -42,6 +44,7 @@
 pub mod agent;
 pub mod budgets;
 pub mod client;
+pub mod cluster_config;
 pub mod config;
 pub mod controller;
 pub mod controls;

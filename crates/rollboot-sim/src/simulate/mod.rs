@@ -1220,6 +1220,27 @@ pub async fn rollout(
     Ok(rollout_with(scenario, None, config, opts).await?.0)
 }
 
+/// Puts `text` where the controller's config is kept in a cluster, the ConfigMap
+/// `rollboot-system/rollboot-config` (key `rollboot.yaml`), creating its namespace if need be.
+async fn publish_config(client: &kube::Client, text: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use rollboot::cluster_config::{DEFAULT_NAME, DEFAULT_NAMESPACE, KEY};
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(DEFAULT_NAMESPACE).await?.is_none() {
+        let ns =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": DEFAULT_NAMESPACE}}))?;
+        namespaces.create(&Default::default(), &ns).await?;
+    }
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": DEFAULT_NAME, "namespace": DEFAULT_NAMESPACE},
+        "data": {KEY: text},
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), DEFAULT_NAMESPACE)
+        .create(&Default::default(), &cm)
+        .await?;
+    Ok(())
+}
+
 /// What a run observed besides its [`Report`], for the rehearsal's part of the report.
 #[derive(Debug, Default)]
 pub struct Extra {
@@ -1259,21 +1280,24 @@ pub async fn rollout_with(
             "# The config `rollboot simulate --serve --rollout` runs its controllers and agents with\n# (durations as run): for `rollboot status --config` and `plan --config` against it.\n{}",
             yaml_serde::to_string(&*h.config)?
         );
-        std::fs::write(&s.config_out, text).map_err(|e| {
+        std::fs::write(&s.config_out, &text).map_err(|e| {
             anyhow::anyhow!(
                 "writing the effective config to {}: {e}",
                 s.config_out.display()
             )
         })?;
+        // And where a cluster keeps it, so the operator's commands need no --config.
+        publish_config(&h.client, &text).await?;
         h.cluster.write_kubeconfig(&s.kubeconfig_out, &s.token)?;
         eprintln!(
-            "simulated cluster at {}, rollout running; kubeconfig: {}, config: {}\n  watch it: kubectl --kubeconfig {} get nodes -w\n  or:       rollboot status --kubeconfig {} --config {}",
+            "simulated cluster at {}, rollout running; kubeconfig: {}, config: {} (and ConfigMap {}/{})\n  watch it: kubectl --kubeconfig {} get nodes -w\n  or:       rollboot status --watch --kubeconfig {}",
             h.cluster.base_url(),
             s.kubeconfig_out.display(),
             s.config_out.display(),
+            rollboot::cluster_config::DEFAULT_NAMESPACE,
+            rollboot::cluster_config::DEFAULT_NAME,
             s.kubeconfig_out.display(),
             s.kubeconfig_out.display(),
-            s.config_out.display(),
         );
     }
     if let Some(n) = opts

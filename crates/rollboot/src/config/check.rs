@@ -196,7 +196,10 @@ impl Render for Checked<'_> {
 impl Render for Invalid<'_> {
     /// What the loader says of the file (see [`super::ConfigError::Invalid`]).
     fn text(&self) -> String {
-        format!("{}\n", super::load::invalid(self.file, self.errors))
+        format!(
+            "{}\n",
+            super::load::invalid(self.file.display(), self.errors)
+        )
     }
 }
 

@@ -60,7 +60,7 @@ pub enum ConfigError {
         file: PathBuf,
     },
     /// The file's content is not a valid config.
-    #[error("{}", invalid(file, problems))]
+    #[error("{}", invalid(file.display(), problems))]
     Invalid {
         /// The file.
         file: PathBuf,
@@ -79,14 +79,15 @@ impl ConfigError {
     }
 }
 
-/// What is said of an invalid file: its name, then each problem on a line of its own.
-pub(super) fn invalid(file: &Path, problems: &[Problem]) -> String {
+/// What is said of an invalid config: where it was read (a file's name, a ConfigMap and its
+/// key), then each problem on a line of its own.
+pub(crate) fn invalid(source: impl fmt::Display, problems: &[Problem]) -> String {
     let list = problems
         .iter()
         .map(|p| format!("  {p}"))
         .collect::<Vec<_>>()
         .join("\n");
-    format!("{}: invalid config:\n{list}", file.display())
+    format!("{source}: invalid config:\n{list}")
 }
 
 /// Reads, parses and validates a config file.

@@ -23,6 +23,7 @@ mod validate;
 
 pub use duration::{Duration, DurationError};
 pub use hooks::{Hooks, Phase};
+pub(crate) use load::invalid;
 pub use load::{load_file, parse_str, ConfigError, Problem, MAX_CONFIG_BYTES};
 pub use notifications::Notifications;
 

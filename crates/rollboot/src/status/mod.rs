@@ -4,9 +4,12 @@
 //! Owns the [`Status`] report built from a [`ClusterState`] (pure: the caller passes `now`), a
 //! function per section; its text form (`render`: [`crate::render::Render`]) and JSON form (its
 //! serialization); and [`fetch`], the only I/O: one get of each Lease and a paged list of the
-//! Nodes. It must never write to the cluster.
+//! Nodes. It must never write to the cluster. `--watch` follows the same objects through
+//! watches ([`watch`]) and shows each change as the rollout's progress ([`progress`]).
 
+pub mod progress;
 mod render;
+pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 
