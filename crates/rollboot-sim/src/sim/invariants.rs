@@ -676,6 +676,24 @@ impl Invariants {
             .collect()
     }
 
+    /// Notes that `node`'s host went down by itself (a shutdown nobody planned, see
+    /// [`Cause::Shutdown`]): one that rollboot never heard of (no `shutdown-requested`: its
+    /// agent took it for rollboot's own reboot, or had no time to write) takes the node out
+    /// there and then, past the limit when the others out already reach it.
+    pub fn host_down_by_itself(&self, node: &str) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        let Some(o) = s.nodes.get(node).cloned() else {
+            return;
+        };
+        if s.capacity.is_none() || !NodesOut::list_of(&s, node, &o).is_empty() {
+            return;
+        }
+        let at = timestamp(Utc::now());
+        let over = Self::at_limit(&s, node, &o, now, false, &at);
+        s.report.over_capacity_by_shutdown.extend(over);
+    }
+
     /// Notes a NodeMaintenance event: `node` is its `spec.nodeName`; `active` when it exists
     /// and its phase is not Succeeded. Its node counts as out from then; one that begins on a
     /// node not out before is judged against the limit as another actor's maintenance.
@@ -714,5 +732,50 @@ impl Invariants {
     /// A snapshot.
     pub fn report(&self) -> InvariantReport {
         self.lock().report.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, rollboot: bool) -> Index {
+        let ann = if rollboot {
+            json!({"rollboot.dev/cordoned-by": "controller-0"})
+        } else {
+            json!({})
+        };
+        Index::of(&json!({"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "annotations": ann},
+            "spec": {"unschedulable": rollboot}}))
+    }
+
+    #[test]
+    fn a_host_down_unannounced_at_the_limit_is_recorded_and_one_with_room_is_not() {
+        let inv = Invariants::default();
+        inv.watch_capacity(Capacity {
+            max_nodes: 1,
+            ..Default::default()
+        });
+        for n in ["a", "b", "c"] {
+            inv.node_out(&node(n, false), false);
+        }
+        inv.host_down_by_itself("a");
+        assert!(inv.report().over_capacity_by_shutdown.is_empty(), "room");
+        inv.node_out(&node("b", true), false);
+        inv.host_down_by_itself("c");
+        // rollboot's own node going down is no arrival.
+        inv.host_down_by_itself("b");
+        let r = inv.report();
+        assert_eq!(r.over_capacity_by_shutdown.len(), 1);
+        assert_eq!(r.over_capacity_by_shutdown[0].node, "c");
+        assert_eq!(r.over_capacity_by_shutdown[0].nodes_out, ["b (rollboot)"]);
+        assert_eq!(r.planned_starts_over_capacity, 0);
+        assert!(r.clean());
+        // The key the report and the campaign read.
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["plannedStartsOverCapacity"], 0);
+        assert!(v["overCapacityByShutdown"].is_array());
     }
 }

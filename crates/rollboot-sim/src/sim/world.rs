@@ -2024,6 +2024,7 @@ impl Runner {
             Msg::RebootDown(node, down) => {
                 let up = down + self.sc.scaled(self.sc.reboot_time);
                 let cause = if self.shared.invariants.take_shutting_down(&node) {
+                    self.shared.invariants.host_down_by_itself(&node);
                     Cause::Shutdown
                 } else {
                     Cause::Reboot

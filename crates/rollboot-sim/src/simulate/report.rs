@@ -1703,6 +1703,43 @@ mod tests {
     }
 
     #[test]
+    fn only_a_shutdown_or_another_actor_arriving_at_the_limit_excuses_nodes_out_past_it() {
+        use crate::sim::invariants::OverCapacity;
+        let cfg = rollboot::config::parse_str("{}").unwrap();
+        let over = |node: &str| OverCapacity {
+            node: node.into(),
+            at: "2026-01-01T00:00:00Z".into(),
+            limit: "maxNodes 1".into(),
+            group: None,
+            nodes_out: vec!["a (rollboot)".into()],
+        };
+        // Two out and two cordoned by rollboot (the shutdown's own cycle) with maxNodes 1: a
+        // shutdown that came with room is no excuse any more.
+        let inv = crate::sim::InvariantReport {
+            max_nodes_unavailable: 2,
+            max_cordoned_by_rollboot: 2,
+            ..Default::default()
+        };
+        assert_eq!(capacity_breaks(&inv, &[], &[], &cfg).len(), 2);
+        // One that arrived at the limit is.
+        let inv = crate::sim::InvariantReport {
+            over_capacity_by_shutdown: vec![over("b"), over("b")],
+            ..inv
+        };
+        assert!(capacity_breaks(&inv, &[], &[], &cfg).is_empty());
+        // Another actor's arrival excuses the nodes out, not rollboot's own cordons.
+        let inv = crate::sim::InvariantReport {
+            over_capacity_by_shutdown: vec![],
+            over_capacity_by_other_maintenance: vec![over("c")],
+            ..inv
+        };
+        assert_eq!(
+            capacity_breaks(&inv, &[], &[], &cfg),
+            ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
+        );
+    }
+
+    #[test]
     fn a_run_is_decided_only_when_nothing_is_in_flight() {
         let flagged = set(&["a", "b"]);
         let none = BTreeSet::new();
