@@ -204,6 +204,20 @@ impl NodesOut {
         now: Instant,
         settled: bool,
     ) -> Vec<String> {
+        NodesOut::named(s, except, group, now, settled)
+            .into_iter()
+            .map(|(name, why)| format!("{name} ({why})"))
+            .collect()
+    }
+
+    /// [`NodesOut::list`] as (name, why).
+    fn named(
+        s: &State,
+        except: &str,
+        group: Option<&str>,
+        now: Instant,
+        settled: bool,
+    ) -> Vec<(String, String)> {
         let count_cordoned = s.capacity.as_ref().is_some_and(|c| c.count_cordoned);
         let seen = |t: Option<Instant>| {
             t.is_some_and(|t| !settled || now.saturating_duration_since(t) >= SEEN_AFTER)
@@ -232,7 +246,7 @@ impl NodesOut {
                 why.push("cordoned".to_string());
             }
             if !why.is_empty() {
-                out.push(format!("{name} ({})", why.join("; ")));
+                out.push((name.clone(), why.join("; ")));
             }
         }
         out
@@ -627,6 +641,7 @@ impl Invariants {
                 s.report.planned_starts_over_capacity += 1;
                 s.report.planned_starts_over_capacity_instances.push(o);
             }
+            Self::late_arrivals(s, name, next, now, &at);
         }
         // A shutdown or another actor's maintenance that takes out a node not out before.
         if out_before {
@@ -638,6 +653,49 @@ impl Invariants {
         } else if prev.signals_since.is_none() && next.signals_since.is_some() {
             let over = Self::at_limit(s, name, next, now, false, &at);
             s.report.over_capacity_by_other_maintenance.extend(over);
+        }
+    }
+
+    /// At a planned start within the limits as rollboot could see them: the nodes out it could
+    /// not have seen yet (younger than [`SEEN_AFTER`]) that take the nodes out past a limit
+    /// with this start. From rollboot's side they arrived once the limit was reached, as a
+    /// shutdown or another actor's maintenance that begins after the start: recorded so.
+    fn late_arrivals(s: &mut State, name: &str, node: &NodeOut, now: Instant, at: &str) {
+        let Some(c) = s.capacity.clone() else {
+            return;
+        };
+        let mut limits = vec![(format!("maxNodes {}", c.max_nodes), None, c.max_nodes)];
+        if let (Some((_, m)), Some(g)) = (&c.per_group, node.group.clone()) {
+            limits.push((format!("maxNodesPerGroup {m} in {g}"), Some(g), *m));
+        }
+        for (limit, group, max) in limits {
+            let seen = NodesOut::named(s, name, group.as_deref(), now, true);
+            let all = NodesOut::named(s, name, group.as_deref(), now, false);
+            if seen.len() >= max || all.len() < max {
+                continue;
+            }
+            let mut nodes_out: Vec<String> =
+                seen.iter().map(|(n, why)| format!("{n} ({why})")).collect();
+            nodes_out.push(format!("{name} (rollboot)"));
+            for (late, _) in all.iter().filter(|(n, _)| seen.iter().all(|(m, _)| m != n)) {
+                let shutdown = s
+                    .nodes
+                    .get(late)
+                    .and_then(|o| o.shutdown)
+                    .is_some_and(|t| now.saturating_duration_since(t) < SEEN_AFTER);
+                let o = OverCapacity {
+                    node: late.clone(),
+                    at: at.to_string(),
+                    limit: limit.clone(),
+                    group: group.clone(),
+                    nodes_out: nodes_out.clone(),
+                };
+                if shutdown {
+                    s.report.over_capacity_by_shutdown.push(o);
+                } else {
+                    s.report.over_capacity_by_other_maintenance.push(o);
+                }
+            }
         }
     }
 
@@ -773,6 +831,18 @@ mod tests {
         assert_eq!(r.over_capacity_by_shutdown[0].nodes_out, ["b (rollboot)"]);
         assert_eq!(r.planned_starts_over_capacity, 0);
         assert!(r.clean());
+        // A shutdown rollboot could not have seen yet, then a start that fills the slot it
+        // left: from rollboot's side, the shutdown arrived at the limit.
+        inv.node_out(&node("b", false), false);
+        let mut d = node("d", false);
+        d.signals.as_mut().unwrap().shutdown_requested = true;
+        inv.node_out(&d, false);
+        inv.node_out(&node("a", true), false);
+        let r = inv.report();
+        assert_eq!(r.planned_starts_over_capacity, 0);
+        assert_eq!(r.over_capacity_by_shutdown.len(), 2, "{r:?}");
+        assert_eq!(r.over_capacity_by_shutdown[1].node, "d");
+        assert_eq!(r.over_capacity_by_shutdown[1].nodes_out, ["a (rollboot)"]);
         // The key the report and the campaign read.
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["plannedStartsOverCapacity"], 0);

@@ -475,12 +475,17 @@ async fn a_planned_start_with_the_nodes_out_at_the_limit_is_counted_a_shutdown_c
         max_nodes: 1,
         ..Default::default()
     });
-    // A shutdown arrives with room; rollboot starts a node a moment after: it could not know.
+    // A shutdown arrives with room; rollboot starts a node a moment after: it could not know,
+    // and for it the shutdown arrived with the limit reached (recorded, no break).
     patched(&c, "node-0004", &shutdown_requested()).await;
+    assert!(c.invariants().over_capacity_by_shutdown.is_empty(), "room");
     patched(&c, "node-0000", &rollboot_cordon(false)).await;
     let inv = c.invariants();
     assert_eq!(inv.planned_starts_over_capacity, 0, "{inv:?}");
-    assert!(inv.over_capacity_by_shutdown.is_empty());
+    let s = &inv.over_capacity_by_shutdown;
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0].node, "node-0004");
+    assert_eq!(s[0].nodes_out, ["node-0000 (rollboot)"]);
     // Once seen, the shutdown holds the slot: a start then is over capacity (with node-0000
     // let go first, the shutdown alone fills maxNodes 1).
     patched(&c, "node-0000", &rollboot_uncordon()).await;
@@ -504,10 +509,10 @@ async fn a_planned_start_with_the_nodes_out_at_the_limit_is_counted_a_shutdown_c
     let inv = c.invariants();
     assert_eq!(inv.planned_starts_over_capacity, 1);
     let s = &inv.over_capacity_by_shutdown;
-    assert_eq!(s.len(), 1, "{s:?}");
-    assert_eq!(s[0].node, "node-0002");
+    assert_eq!(s.len(), 2, "{s:?}");
+    assert_eq!(s[1].node, "node-0002");
     assert_eq!(
-        s[0].nodes_out,
+        s[1].nodes_out,
         ["node-0001 (rollboot)", "node-0004 (rollboot; shutdown)"]
     );
     c.shutdown().await;
