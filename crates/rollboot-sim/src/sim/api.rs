@@ -313,6 +313,11 @@ fn make_update(kind: Kind, old: &Entry, new: Value, target: Target) -> Result<Ma
         Target::Status => {
             let mut m = old_v.clone();
             m["status"] = new["status"].take();
+            if kind == Kind::Node {
+                // nodeStatusStrategy resets only the spec: the metadata of a nodes/status write
+                // (labels, annotations) is stored with its status, unlike other kinds'.
+                m["metadata"] = new["metadata"].take();
+            }
             strategy::prepare_status_update(kind, &mut m, &old_v);
             m
         }
@@ -367,6 +372,8 @@ fn make_update(kind: Kind, old: &Entry, new: Value, target: Target) -> Result<Ma
         let mut errs = strategy::validate_spec(kind, &merged);
         errs.extend(strategy::validate_update(kind, &merged, &old_v));
         errors::check(kind, &name, &errs)?;
+    } else {
+        errors::check(kind, &name, &strategy::validate_status(kind, &merged))?;
     }
     if kind.bumps_generation() && merged["spec"] != old_v["spec"] {
         let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;

@@ -174,8 +174,9 @@ impl ApiError {
     /// 400 for a body that does not decode as `kind`'s type (golden 65).
     pub fn undecodable(kind: Kind, err: impl std::fmt::Display) -> ApiError {
         let k = kind.kind_name();
+        let v = kind.version();
         ApiError::bad_request(format!(
-            "{k} in version \"v1\" cannot be handled as a {k}: {err}"
+            "{k} in version \"{v}\" cannot be handled as a {k}: {err}"
         ))
     }
 
@@ -254,6 +255,16 @@ impl ApiError {
             "415: Unsupported Media Type",
         )
         .with_details(json!({}))
+    }
+
+    /// 415 UnsupportedMediaType for a strategic merge patch of a custom resource (no Go type
+    /// declares its lists' merge keys): the patch types its handler takes, without details.
+    pub fn unsupported_patch_of_custom_resource() -> ApiError {
+        ApiError::new(
+            415,
+            Some("UnsupportedMediaType"),
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )
     }
 
     /// 415 UnsupportedMediaType for a create or update body in a format the server does not

@@ -86,6 +86,41 @@ pub enum Fault {
         /// Detach time, simulated seconds.
         detach_seconds: f64,
     },
+    /// Another actor takes a node out for the fault's length: a NodeMaintenance for it
+    /// (medik8s' operator drains it; deleted when the fault ends: the scenario gets the CRD),
+    /// or the autoscaler's `ToBeDeletedByClusterAutoscaler` or Karpenter's
+    /// `karpenter.sh/disrupted` taint, put on and taken off again (the node is not deleted).
+    /// Its node: the fault's `node`, else one that is in no rollboot cycle then (no state, or
+    /// `done`), the `pick`-th of them in name order, modulo their number.
+    #[serde(rename_all = "camelCase")]
+    OtherMaintenance {
+        /// Which actor.
+        by: Actor,
+        /// Which of the nodes out of any cycle, when the fault names no node.
+        #[serde(default)]
+        pick: u32,
+    },
+}
+
+/// The actor of an `otherMaintenance` fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Actor {
+    /// A medik8s NodeMaintenance.
+    NodeMaintenance,
+    /// cluster-autoscaler's `ToBeDeletedByClusterAutoscaler` taint.
+    ClusterAutoscaler,
+    /// Karpenter's `karpenter.sh/disrupted` taint.
+    Karpenter,
+}
+
+impl Actor {
+    /// Every actor, in the order a draw picks from.
+    pub const ALL: [Actor; 3] = [
+        Actor::NodeMaintenance,
+        Actor::ClusterAutoscaler,
+        Actor::Karpenter,
+    ];
 }
 
 impl Fault {
@@ -109,6 +144,7 @@ impl Fault {
             Fault::DenyEvictions => "denyEvictions",
             Fault::SlowPods { .. } => "slowPods",
             Fault::SlowDetach { .. } => "slowDetach",
+            Fault::OtherMaintenance { .. } => "otherMaintenance",
         }
     }
 
@@ -122,6 +158,7 @@ impl Fault {
                 | Fault::HostFails
                 | Fault::DeleteNode
                 | Fault::HostShutdown
+                | Fault::OtherMaintenance { .. }
         )
     }
 
@@ -213,6 +250,19 @@ impl FaultSchedule {
         }
     }
 
+    /// Whether a fault of the schedule creates a NodeMaintenance (its CRD must be installed).
+    pub fn needs_node_maintenance(&self) -> bool {
+        self.faults.iter().any(|f| {
+            matches!(
+                f.fault,
+                Fault::OtherMaintenance {
+                    by: Actor::NodeMaintenance,
+                    ..
+                }
+            )
+        })
+    }
+
     /// Errors naming the fault (by index) and the field.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.stop_after.is_finite() && self.stop_after >= 0.0) {
@@ -291,7 +341,7 @@ fn draw_one(rng: &mut StdRng) -> TimedFault {
     let state = |rng: &mut StdRng, among: &[&str]| {
         Some(among[rng.random_range(0..among.len())].to_string())
     };
-    let (fault, for_seconds, when_state) = match rng.random_range(0..15) {
+    let (fault, for_seconds, when_state) = match rng.random_range(0..16) {
         0 => (
             Fault::ApiErrors {
                 error_rate: secs(rng, 0.1, 0.5),
@@ -347,11 +397,19 @@ fn draw_one(rng: &mut StdRng) -> TimedFault {
             secs(rng, 1.0, 5.0),
             state(rng, &["draining"]),
         ),
-        _ => (
+        14 => (
             Fault::SlowPods {
                 start_delay: secs(rng, 100.0, 500.0),
             },
             secs(rng, 2.0, 6.0),
+            None,
+        ),
+        _ => (
+            Fault::OtherMaintenance {
+                by: Actor::ALL[rng.random_range(0..Actor::ALL.len())],
+                pick: rng.random_range(0..1000),
+            },
+            secs(rng, 2.0, 8.0),
             None,
         ),
     };
@@ -362,6 +420,21 @@ fn draw_one(rng: &mut StdRng) -> TimedFault {
         for_seconds,
         fault,
     }
+}
+
+/// The node an `otherMaintenance` fault without a node takes: the `pick`-th, modulo their
+/// number, of the nodes in no rollboot cycle (no state, or `done`); none when every node is in
+/// one (the fault waits).
+fn out_of_cycles(nodes: &[(String, Option<String>)], fault: &Fault) -> Option<String> {
+    let Fault::OtherMaintenance { pick, .. } = fault else {
+        return None;
+    };
+    let free: Vec<&String> = nodes
+        .iter()
+        .filter(|(_, s)| s.as_deref().is_none_or(|s| s == "done"))
+        .map(|(n, _)| n)
+        .collect();
+    (!free.is_empty()).then(|| free[*pick as usize % free.len()].clone())
 }
 
 /// What to do now.
@@ -452,6 +525,9 @@ impl Player {
                             .then(|| n.clone()),
                         (Some(s), None) => in_state(s),
                         (None, Some(n)) => Some(n.clone()),
+                        (None, None) if matches!(f.fault, Fault::OtherMaintenance { .. }) => {
+                            out_of_cycles(nodes, &f.fault)
+                        }
                         (None, None) if f.fault.targets_a_node() => nodes
                             .iter()
                             .find(|(_, s)| s.as_deref().is_some_and(|s| STATES.contains(&s)))
@@ -590,7 +666,7 @@ mod tests {
                 seen.insert(f.fault.name());
             }
         }
-        assert_eq!(seen.len(), 15, "{seen:?}");
+        assert_eq!(seen.len(), 16, "{seen:?}");
     }
 
     #[test]
@@ -692,6 +768,46 @@ mod tests {
         assert_eq!(p.api_faults(), FaultConfig::default());
         assert!(p.over(5.0));
         assert_eq!(p.played()[1].began, None);
+    }
+
+    #[test]
+    fn another_actors_maintenance_takes_a_node_in_no_cycle_and_waits_for_one() {
+        let fault = Fault::OtherMaintenance {
+            by: Actor::Karpenter,
+            pick: 3,
+        };
+        let mut p = Player::new(FaultSchedule {
+            seed: None,
+            stop_after: 20.0,
+            faults: vec![TimedFault {
+                at: 0.0,
+                when_state: None,
+                node: None,
+                for_seconds: 2.0,
+                fault: fault.clone(),
+            }],
+        });
+        let busy = nodes(&[("a", Some("draining")), ("b", Some("failed"))]);
+        assert!(p.tick(0.0, &busy).is_empty(), "no node out of any cycle");
+        let some = nodes(&[
+            ("a", Some("draining")),
+            ("b", None),
+            ("c", Some("done")),
+            ("d", Some("rebooting")),
+        ]);
+        // The free ones are b and c: pick 3 is c.
+        assert_eq!(
+            p.tick(1.0, &some),
+            vec![Step::Begin {
+                index: 0,
+                fault,
+                target: Some("c".into())
+            }]
+        );
+        let y = "stopAfter: 5\nfaults: [{at: 1, node: node-0001, forSeconds: 2, fault: {otherMaintenance: {by: nodeMaintenance}}}]";
+        let s: FaultSchedule = yaml_serde::from_str(y).unwrap();
+        assert!(s.needs_node_maintenance());
+        assert!(!FaultSchedule::draw(1).faults.is_empty());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The small parsed view the store keeps beside each object ([`Index`]), so that selectors,
 //! budgets, the world and the invariant watch never reparse JSON: names, labels, placement,
-//! readiness, owner, a budget's parsed selector, an Event's field-selector values, a workload's
+//! readiness, a Node's signals of the actors taking it out, owner, a budget's parsed selector, an Event's field-selector values, a workload's
 //! counts; the store key of an object; and the field selectors each kind supports.
 //!
 //! Above the kinds and the Event form (whose field-selector values it keeps), below the store,
@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::errors::ApiError;
 use super::events::Fields;
 use super::kinds::Kind;
+use super::signals::NodeSignals;
 
 /// The small parsed view kept beside each stored object, so selectors never reparse JSON.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -69,6 +70,10 @@ pub struct Index {
     /// The PersistentVolume a claim is bound to (`spec.volumeName`), or a VolumeAttachment's
     /// (`spec.source.persistentVolumeName`).
     pub volume: Option<String>,
+    /// What a Node says of the actors that take it out (shutdown, other actors' taints and
+    /// conditions, protections): the invariant watch and the simulated actors read it on
+    /// every Node event. None for other kinds.
+    pub signals: Option<Box<NodeSignals>>,
 }
 
 /// The numbers of a workload controller the world and the budgets read.
@@ -193,6 +198,7 @@ impl Index {
                 Some("VolumeAttachment") => s(&value["spec"]["source"]["persistentVolumeName"]),
                 _ => None,
             },
+            signals: (value["kind"] == "Node").then(|| Box::new(NodeSignals::of(value))),
         }
     }
 
@@ -206,6 +212,9 @@ impl Index {
         if kind == Kind::Node {
             self.boot_id = s(&status["nodeInfo"]["bootID"]);
             self.machine_id = s(&status["nodeInfo"]["machineID"]);
+            if let Some(sig) = self.signals.as_mut() {
+                sig.set_status(status);
+            }
         }
         if let Some(w) = self.workload.as_mut() {
             w.counts = Workload::counts_of(status);

@@ -5,15 +5,22 @@
 //! request token, reboots of nodes not cordoned or not drained, nodes out at once per group,
 //! and nodes uncordoned while the node-lifecycle controller still counted them as not ready,
 //! reboots asked while volumes of evicted pods were still attached, how long pods waited on a
-//! Multi-Attach error, and how long budgets held evictions (for the rehearsal's report). It must never influence the cluster: it only observes.
+//! Multi-Attach error, and how long budgets held evictions (for the rehearsal's report). With
+//! the limits of [`Invariants::watch_capacity`], it also judges each planned start (rollboot's
+//! cordon of a node whose cycle is not for its host's own shutdown) against the nodes out then
+//! ([`NodesOut`]: rollboot's, hosts shutting down by themselves, other actors' maintenance,
+//! and with `countCordoned` every cordon), records the starts made under another actor's
+//! maintenance, and the moments a shutdown or another actor took the nodes out past the
+//! limit. It must never influence the cluster: it only observes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde::Serialize;
 
+use super::index::Index;
 use super::meta::timestamp;
 
 /// Who asked for a pod's disruption, for the invariant watch.
@@ -86,6 +93,164 @@ pub struct InvariantReport {
     /// controller): simulated seconds from the first time the controller found it held until it
     /// was attached to their node.
     pub multi_attach_wait_seconds: MultiAttachWait,
+    /// Planned starts (rollboot's cordon of a node whose cycle is not for its host's own
+    /// shutdown) made while the nodes out were already at `maxNodes` (or `maxNodesPerGroup`
+    /// in the node's group): must be 0. See [`NodesOut`].
+    pub planned_starts_over_capacity: usize,
+    /// Each of those starts, with the nodes out then.
+    pub planned_starts_over_capacity_instances: Vec<OverCapacity>,
+    /// The moments a host's own shutdown took the nodes out past the limit: it arrived while
+    /// the limit was already reached (allowed; rollboot drains such a host at once).
+    pub over_capacity_by_shutdown: Vec<OverCapacity>,
+    /// The same for another actor's maintenance (a deletion taint, a NodeMaintenance) that
+    /// began while the limit was already reached.
+    pub over_capacity_by_other_maintenance: Vec<OverCapacity>,
+    /// rollboot cordoned a node that carried another actor's signal then (a taint of
+    /// [`super::signals::OTHER_TAINTS`], a maintenance condition not its own, or a
+    /// NodeMaintenance not Succeeded for it): a break.
+    pub starts_under_other_maintenance: Vec<StartUnderOtherMaintenance>,
+}
+
+/// One moment the nodes out reached past a limit, or a start made at it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OverCapacity {
+    /// The node that started (or began shutting down, or went into another's maintenance).
+    pub node: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// The limit: `maxNodes N`, or `maxNodesPerGroup N in GROUP`.
+    pub limit: String,
+    /// The group, for a group's limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The other nodes out then, each `name (why)`.
+    pub nodes_out: Vec<String>,
+}
+
+/// A cordon by rollboot of a node another actor was taking out.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StartUnderOtherMaintenance {
+    /// The node.
+    pub node: String,
+    /// When (RFC 3339).
+    pub at: String,
+    /// The signals it carried: taint keys, `condition:TYPE`, `NodeMaintenance NAME`.
+    pub signals: Vec<String>,
+}
+
+/// The limits the nodes out are held to (rollboot's `concurrency` section).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capacity {
+    /// `maxNodes`.
+    pub max_nodes: usize,
+    /// `groupBy` and `maxNodesPerGroup`, when set.
+    pub per_group: Option<(String, usize)>,
+    /// `countCordoned`: every cordoned node counts as out.
+    pub count_cordoned: bool,
+}
+
+/// How long a signal rollboot did not write (a host's `shutdown-requested`, another actor's
+/// taint, condition or NodeMaintenance, a cordon under `countCordoned`) must have been there,
+/// in real time, before a planned start for it to count as out against that start: rollboot
+/// cannot know of a write made a moment before its own (its view of the Nodes trails the
+/// store by a watch event). Its own cordons count at once.
+pub const SEEN_AFTER: Duration = Duration::from_secs(1);
+
+/// What the watch knows of one Node for the nodes out: why it is out, and since when.
+#[derive(Clone, Debug, Default)]
+struct NodeOut {
+    /// Cordoned by rollboot (`cordoned-by` with `spec.unschedulable`).
+    rollboot: bool,
+    /// rollboot's cycle is for its host's own shutdown.
+    cycle_for_shutdown: bool,
+    /// Cordoned by anyone, since.
+    cordoned: Option<Instant>,
+    /// `shutdown-requested` present, since.
+    shutdown: Option<Instant>,
+    /// Other actors' signals on the Node itself, and since when there has been one.
+    signals: Vec<String>,
+    signals_since: Option<Instant>,
+    /// Its value of the group label.
+    group: Option<String>,
+}
+
+/// The nodes out at an instant, by [`Capacity`]'s rule, for the records. Pure.
+pub struct NodesOut;
+
+impl NodesOut {
+    /// Why `name`, as `o` says, is out now (nothing when it is not), whatever its age.
+    fn list_of(s: &State, name: &str, o: &NodeOut) -> Vec<String> {
+        let mut one = State {
+            capacity: s.capacity.clone(),
+            ..State::default()
+        };
+        one.nodes.insert(name.to_string(), o.clone());
+        if let Some(m) = s.maintenances.get(name) {
+            one.maintenances.insert(name.to_string(), m.clone());
+        }
+        NodesOut::list(&one, "", None, Instant::now(), false)
+    }
+
+    /// The nodes other than `except` out at `now` (in `group` when given), each `name (why)`:
+    /// cordoned by rollboot, shutting down by themselves, under another actor's maintenance,
+    /// or (with `count_cordoned`) cordoned by anyone. With `settled`, what rollboot did not
+    /// write counts only once it has been there [`SEEN_AFTER`].
+    fn list(
+        s: &State,
+        except: &str,
+        group: Option<&str>,
+        now: Instant,
+        settled: bool,
+    ) -> Vec<String> {
+        NodesOut::named(s, except, group, now, settled)
+            .into_iter()
+            .map(|(name, why)| format!("{name} ({why})"))
+            .collect()
+    }
+
+    /// [`NodesOut::list`] as (name, why).
+    fn named(
+        s: &State,
+        except: &str,
+        group: Option<&str>,
+        now: Instant,
+        settled: bool,
+    ) -> Vec<(String, String)> {
+        let count_cordoned = s.capacity.as_ref().is_some_and(|c| c.count_cordoned);
+        let seen = |t: Option<Instant>| {
+            t.is_some_and(|t| !settled || now.saturating_duration_since(t) >= SEEN_AFTER)
+        };
+        let mut out = Vec::new();
+        for (name, o) in &s.nodes {
+            if name == except || group.is_some_and(|g| o.group.as_deref() != Some(g)) {
+                continue;
+            }
+            let mut why = Vec::new();
+            if o.rollboot {
+                why.push("rollboot".to_string());
+            }
+            if seen(o.shutdown) {
+                why.push("shutdown".to_string());
+            }
+            if seen(o.signals_since) {
+                why.push(format!("otherMaintenance: {}", o.signals.join(", ")));
+            }
+            for (nm, since) in s.maintenances.get(name).into_iter().flatten() {
+                if seen(Some(*since)) {
+                    why.push(format!("otherMaintenance: NodeMaintenance {nm}"));
+                }
+            }
+            if count_cordoned && seen(o.cordoned) && why.is_empty() {
+                why.push("cordoned".to_string());
+            }
+            if !why.is_empty() {
+                out.push((name.clone(), why.join("; ")));
+            }
+        }
+        out
+    }
 }
 
 /// A reboot asked while volumes of pods evicted from the node were still attached to it.
@@ -132,7 +297,9 @@ pub struct UnsafeReboot {
 impl InvariantReport {
     /// True when no invariant was broken.
     pub fn clean(&self) -> bool {
-        self.pdb_violations.is_empty()
+        self.planned_starts_over_capacity == 0
+            && self.starts_under_other_maintenance.is_empty()
+            && self.pdb_violations.is_empty()
             && self.repeated_reboots.is_empty()
             && self.uncordoned_while_not_ready.is_empty()
             && self.unsafe_reboots.is_empty()
@@ -156,6 +323,12 @@ struct State {
     open_holds: BTreeMap<String, usize>,
     /// Open Multi-Attach waits by pod uid: when the first Event was recorded.
     multi_attach: BTreeMap<String, Instant>,
+    /// The limits of [`Invariants::watch_capacity`].
+    capacity: Option<Capacity>,
+    /// Every Node, for the nodes out.
+    nodes: BTreeMap<String, NodeOut>,
+    /// NodeMaintenances not Succeeded, per node: (name, since).
+    maintenances: BTreeMap<String, Vec<(String, Instant)>>,
 }
 
 /// How long a budget held one pod's eviction: from the first 429 to the eviction admitted (or
@@ -393,8 +566,286 @@ impl Invariants {
             .collect()
     }
 
+    /// Judges the nodes out against `capacity` from now on (see [`NodesOut`]).
+    pub fn watch_capacity(&self, capacity: Capacity) {
+        let mut s = self.lock();
+        if let Some((key, _)) = &capacity.per_group {
+            // The Nodes seen so far get their group on their next event; a run sets this
+            // before anything starts.
+            s.group_label.get_or_insert_with(|| key.clone());
+        }
+        s.capacity = Some(capacity);
+    }
+
+    /// Notes a Node event (its index after it; `gone` for a deletion), for the nodes out:
+    /// a planned start is judged against the nodes out then, a shutdown or another actor's
+    /// maintenance that begins against the limit.
+    pub fn node_out(&self, idx: &Index, gone: bool) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        let name = idx.name.as_str();
+        if gone {
+            s.nodes.remove(name);
+            return;
+        }
+        let prev = s.nodes.get(name).cloned().unwrap_or_default();
+        let sig = idx.signals.as_deref().cloned().unwrap_or_default();
+        let signals = sig.others();
+        let since = |on: bool, was: Option<Instant>| on.then(|| was.unwrap_or(now));
+        let key = s
+            .capacity
+            .as_ref()
+            .and_then(|c| c.per_group.as_ref().map(|g| g.0.clone()));
+        let next = NodeOut {
+            rollboot: idx.cordoned_by_rollboot,
+            cycle_for_shutdown: sig.cycle_for_shutdown,
+            cordoned: since(idx.unschedulable, prev.cordoned),
+            shutdown: since(sig.shutdown_requested, prev.shutdown),
+            signals_since: since(!signals.is_empty(), prev.signals_since),
+            signals,
+            group: key.and_then(|k| idx.labels.get(&k).cloned()),
+        };
+        if s.capacity.is_some() {
+            Self::judge(&mut s, name, &prev, &next, now);
+        }
+        s.nodes.insert(name.to_string(), next);
+    }
+
+    /// The records of one Node change, from `prev` to `next`.
+    fn judge(s: &mut State, name: &str, prev: &NodeOut, next: &NodeOut, now: Instant) {
+        let at = timestamp(Utc::now());
+        let out_before = !NodesOut::list_of(s, name, prev).is_empty();
+        if !prev.rollboot && next.rollboot && !next.cycle_for_shutdown {
+            let mut signals: Vec<String> = Vec::new();
+            if prev
+                .signals_since
+                .is_some_and(|t| now.saturating_duration_since(t) >= SEEN_AFTER)
+            {
+                signals.extend(prev.signals.iter().cloned());
+            }
+            for (nm, t) in s.maintenances.get(name).into_iter().flatten() {
+                if now.saturating_duration_since(*t) >= SEEN_AFTER {
+                    signals.push(format!("NodeMaintenance {nm}"));
+                }
+            }
+            if !signals.is_empty() {
+                s.report
+                    .starts_under_other_maintenance
+                    .push(StartUnderOtherMaintenance {
+                        node: name.to_string(),
+                        at: at.clone(),
+                        signals,
+                    });
+            }
+            for o in Self::at_limit(s, name, next, now, true, &at) {
+                s.report.planned_starts_over_capacity += 1;
+                s.report.planned_starts_over_capacity_instances.push(o);
+            }
+            Self::late_arrivals(s, name, next, now, &at);
+        }
+        // A shutdown or another actor's maintenance that takes out a node not out before.
+        if out_before {
+            return;
+        }
+        if prev.shutdown.is_none() && next.shutdown.is_some() {
+            let over = Self::at_limit(s, name, next, now, false, &at);
+            s.report.over_capacity_by_shutdown.extend(over);
+        } else if prev.signals_since.is_none() && next.signals_since.is_some() {
+            let over = Self::at_limit(s, name, next, now, false, &at);
+            s.report.over_capacity_by_other_maintenance.extend(over);
+        }
+    }
+
+    /// At a planned start within the limits as rollboot could see them: the nodes out it could
+    /// not have seen yet (younger than [`SEEN_AFTER`]) that take the nodes out past a limit
+    /// with this start. From rollboot's side they arrived once the limit was reached, as a
+    /// shutdown or another actor's maintenance that begins after the start: recorded so.
+    fn late_arrivals(s: &mut State, name: &str, node: &NodeOut, now: Instant, at: &str) {
+        let Some(c) = s.capacity.clone() else {
+            return;
+        };
+        let mut limits = vec![(format!("maxNodes {}", c.max_nodes), None, c.max_nodes)];
+        if let (Some((_, m)), Some(g)) = (&c.per_group, node.group.clone()) {
+            limits.push((format!("maxNodesPerGroup {m} in {g}"), Some(g), *m));
+        }
+        for (limit, group, max) in limits {
+            let seen = NodesOut::named(s, name, group.as_deref(), now, true);
+            let all = NodesOut::named(s, name, group.as_deref(), now, false);
+            if seen.len() >= max || all.len() < max {
+                continue;
+            }
+            let mut nodes_out: Vec<String> =
+                seen.iter().map(|(n, why)| format!("{n} ({why})")).collect();
+            nodes_out.push(format!("{name} (rollboot)"));
+            for (late, _) in all.iter().filter(|(n, _)| seen.iter().all(|(m, _)| m != n)) {
+                let shutdown = s
+                    .nodes
+                    .get(late)
+                    .and_then(|o| o.shutdown)
+                    .is_some_and(|t| now.saturating_duration_since(t) < SEEN_AFTER);
+                let o = OverCapacity {
+                    node: late.clone(),
+                    at: at.to_string(),
+                    limit: limit.clone(),
+                    group: group.clone(),
+                    nodes_out: nodes_out.clone(),
+                };
+                if shutdown {
+                    s.report.over_capacity_by_shutdown.push(o);
+                } else {
+                    s.report.over_capacity_by_other_maintenance.push(o);
+                }
+            }
+        }
+    }
+
+    /// The limits (overall, and in `node`'s group) that the other nodes out already reach.
+    fn at_limit(
+        s: &State,
+        name: &str,
+        node: &NodeOut,
+        now: Instant,
+        settled: bool,
+        at: &str,
+    ) -> Vec<OverCapacity> {
+        let Some(c) = &s.capacity else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        let all = NodesOut::list(s, name, None, now, settled);
+        if all.len() >= c.max_nodes {
+            found.push((format!("maxNodes {}", c.max_nodes), None, all));
+        }
+        if let (Some((_, m)), Some(g)) = (&c.per_group, node.group.as_deref()) {
+            let there = NodesOut::list(s, name, Some(g), now, settled);
+            if there.len() >= *m {
+                found.push((format!("maxNodesPerGroup {m} in {g}"), Some(g), there));
+            }
+        }
+        found
+            .into_iter()
+            .map(|(limit, group, nodes_out)| OverCapacity {
+                node: name.to_string(),
+                at: at.to_string(),
+                limit,
+                group: group.map(str::to_string),
+                nodes_out,
+            })
+            .collect()
+    }
+
+    /// Notes that `node`'s host went down by itself (a shutdown nobody planned, see
+    /// [`Cause::Shutdown`]): one that rollboot never heard of (no `shutdown-requested`: its
+    /// agent took it for rollboot's own reboot, or had no time to write) takes the node out
+    /// there and then, past the limit when the others out already reach it.
+    pub fn host_down_by_itself(&self, node: &str) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        let Some(o) = s.nodes.get(node).cloned() else {
+            return;
+        };
+        if s.capacity.is_none() || !NodesOut::list_of(&s, node, &o).is_empty() {
+            return;
+        }
+        let at = timestamp(Utc::now());
+        let over = Self::at_limit(&s, node, &o, now, false, &at);
+        s.report.over_capacity_by_shutdown.extend(over);
+    }
+
+    /// Notes a NodeMaintenance event: `node` is its `spec.nodeName`; `active` when it exists
+    /// and its phase is not Succeeded. Its node counts as out from then; one that begins on a
+    /// node not out before is judged against the limit as another actor's maintenance.
+    pub fn node_maintenance(&self, name: &str, node: Option<&str>, active: bool) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        for list in s.maintenances.values_mut() {
+            list.retain(|(n, _)| n != name || active);
+        }
+        s.maintenances.retain(|_, l| !l.is_empty());
+        let Some(node) = node.filter(|_| active) else {
+            return;
+        };
+        let already = s
+            .maintenances
+            .get(node)
+            .is_some_and(|l| l.iter().any(|(n, _)| n == name));
+        if already {
+            return;
+        }
+        let state = s.nodes.get(node).cloned();
+        let out_before = state
+            .as_ref()
+            .is_some_and(|o| !NodesOut::list_of(&s, node, o).is_empty());
+        if let (Some(o), false, true) = (&state, out_before, s.capacity.is_some()) {
+            let at = timestamp(Utc::now());
+            let over = Self::at_limit(&s, node, o, now, false, &at);
+            s.report.over_capacity_by_other_maintenance.extend(over);
+        }
+        s.maintenances
+            .entry(node.to_string())
+            .or_default()
+            .push((name.to_string(), now));
+    }
+
     /// A snapshot.
     pub fn report(&self) -> InvariantReport {
         self.lock().report.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, rollboot: bool) -> Index {
+        let ann = if rollboot {
+            json!({"rollboot.dev/cordoned-by": "controller-0"})
+        } else {
+            json!({})
+        };
+        Index::of(&json!({"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "annotations": ann},
+            "spec": {"unschedulable": rollboot}}))
+    }
+
+    #[test]
+    fn a_host_down_unannounced_at_the_limit_is_recorded_and_one_with_room_is_not() {
+        let inv = Invariants::default();
+        inv.watch_capacity(Capacity {
+            max_nodes: 1,
+            ..Default::default()
+        });
+        for n in ["a", "b", "c"] {
+            inv.node_out(&node(n, false), false);
+        }
+        inv.host_down_by_itself("a");
+        assert!(inv.report().over_capacity_by_shutdown.is_empty(), "room");
+        inv.node_out(&node("b", true), false);
+        inv.host_down_by_itself("c");
+        // rollboot's own node going down is no arrival.
+        inv.host_down_by_itself("b");
+        let r = inv.report();
+        assert_eq!(r.over_capacity_by_shutdown.len(), 1);
+        assert_eq!(r.over_capacity_by_shutdown[0].node, "c");
+        assert_eq!(r.over_capacity_by_shutdown[0].nodes_out, ["b (rollboot)"]);
+        assert_eq!(r.planned_starts_over_capacity, 0);
+        assert!(r.clean());
+        // A shutdown rollboot could not have seen yet, then a start that fills the slot it
+        // left: from rollboot's side, the shutdown arrived at the limit.
+        inv.node_out(&node("b", false), false);
+        let mut d = node("d", false);
+        d.signals.as_mut().unwrap().shutdown_requested = true;
+        inv.node_out(&d, false);
+        inv.node_out(&node("a", true), false);
+        let r = inv.report();
+        assert_eq!(r.planned_starts_over_capacity, 0);
+        assert_eq!(r.over_capacity_by_shutdown.len(), 2, "{r:?}");
+        assert_eq!(r.over_capacity_by_shutdown[1].node, "d");
+        assert_eq!(r.over_capacity_by_shutdown[1].nodes_out, ["a (rollboot)"]);
+        // The key the report and the campaign read.
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["plannedStartsOverCapacity"], 0);
+        assert!(v["overCapacityByShutdown"].is_array());
     }
 }

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::crd;
 use super::quantity::{Quantity, QuantityError};
 use super::validation::NameRule;
 
@@ -96,11 +97,14 @@ pub enum Kind {
     /// storage.k8s.io/v1 volumeattachments (the world's attach/detach controller and CSI
     /// attacher write them)
     VolumeAttachment,
+    /// nodemaintenance.medik8s.io/v1beta1 nodemaintenances: a custom resource, served only
+    /// while its CRD is installed (`crd.rs`), kept as JSON (no k8s-openapi type)
+    NodeMaintenance,
 }
 
 impl Kind {
     /// Every served kind.
-    pub const ALL: [Kind; 26] = [
+    pub const ALL: [Kind; 27] = [
         Kind::Node,
         Kind::Pod,
         Kind::Namespace,
@@ -127,6 +131,7 @@ impl Kind {
         Kind::StorageClass,
         Kind::CsiDriver,
         Kind::VolumeAttachment,
+        Kind::NodeMaintenance,
     ];
 
     /// The served API groups ("" for core), each with version v1.
@@ -166,7 +171,23 @@ impl Kind {
             Kind::ValidatingAdmissionPolicy | Kind::ValidatingAdmissionPolicyBinding => {
                 "admissionregistration.k8s.io"
             }
+            Kind::NodeMaintenance => crd::GROUP,
         }
+    }
+
+    /// The served version: v1, but for the custom resource's.
+    pub fn version(self) -> &'static str {
+        match self {
+            Kind::NodeMaintenance => crd::VERSION,
+            _ => "v1",
+        }
+    }
+
+    /// Whether `group`/`version` is one of the built-in groups (each served at v1) or the
+    /// custom resource's (served only while installed: `server.rs` checks).
+    pub fn serves(group: &str, version: &str) -> bool {
+        (version == "v1" && Kind::GROUPS.contains(&group))
+            || (group == crd::GROUP && version == crd::VERSION)
     }
 
     /// `apiVersion` of objects of this kind.
@@ -180,6 +201,7 @@ impl Kind {
             "scheduling.k8s.io" => "scheduling.k8s.io/v1",
             "admissionregistration.k8s.io" => "admissionregistration.k8s.io/v1",
             "storage.k8s.io" => "storage.k8s.io/v1",
+            crd::GROUP => crd::API_VERSION,
             _ => "apps/v1",
         }
     }
@@ -212,6 +234,7 @@ impl Kind {
             Kind::StorageClass => "storageclasses",
             Kind::CsiDriver => "csidrivers",
             Kind::VolumeAttachment => "volumeattachments",
+            Kind::NodeMaintenance => "nodemaintenances",
         }
     }
 
@@ -243,6 +266,7 @@ impl Kind {
             Kind::StorageClass => "StorageClass",
             Kind::CsiDriver => "CSIDriver",
             Kind::VolumeAttachment => "VolumeAttachment",
+            Kind::NodeMaintenance => "NodeMaintenance",
         }
     }
 
@@ -300,6 +324,7 @@ impl Kind {
                 | Kind::StorageClass
                 | Kind::CsiDriver
                 | Kind::VolumeAttachment
+                | Kind::NodeMaintenance
         )
     }
 
@@ -318,7 +343,8 @@ impl Kind {
             Kind::Pdb
             | Kind::PersistentVolume
             | Kind::PersistentVolumeClaim
-            | Kind::VolumeAttachment => &["status"],
+            | Kind::VolumeAttachment
+            | Kind::NodeMaintenance => &["status"],
             _ => &[],
         }
     }
@@ -340,6 +366,7 @@ impl Kind {
                 | Kind::PersistentVolume
                 | Kind::PersistentVolumeClaim
                 | Kind::VolumeAttachment
+                | Kind::NodeMaintenance
         )
     }
 
@@ -356,6 +383,7 @@ impl Kind {
                 | Kind::PriorityClass
                 | Kind::ValidatingAdmissionPolicy
                 | Kind::ValidatingAdmissionPolicyBinding
+                | Kind::NodeMaintenance
         )
     }
 
@@ -409,6 +437,8 @@ impl Kind {
             Kind::StorageClass => roundtrip::<a::storage::v1::StorageClass>(self, value),
             Kind::CsiDriver => roundtrip::<a::storage::v1::CSIDriver>(self, value),
             Kind::VolumeAttachment => roundtrip::<a::storage::v1::VolumeAttachment>(self, value),
+            // Unstructured, as kube-apiserver keeps a custom resource: pruned by its schema.
+            Kind::NodeMaintenance => crd::prune(value).map_err(|e| DecodeError::new(self, e)),
         }
     }
 

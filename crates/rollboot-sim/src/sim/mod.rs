@@ -52,9 +52,19 @@
 //! controller tries a deleter plugin and may mark them Failed). The world's attach/detach
 //! controller deletes a VolumeAttachment of an attach-required driver that no pod wants even
 //! where it did not create it (the real one leaves one made by another after its start).
+//!
+//! One custom resource, medik8s' NodeMaintenance (`crd.rs`), is served once the scenario (or
+//! [`Cluster::install_node_maintenance`]) installs its CRD, checked by its schema and kept as
+//! JSON; before, its group answers as an unknown group does. No CustomResourceDefinition
+//! objects are served (`apiextensions.k8s.io` is not a group here). The other actors that take
+//! nodes out (its operator, an autoscaler) are `actors.rs`'s; the names they write on Nodes,
+//! `signals.rs`'s. A nodes/status write stores the metadata it carries with the status, as
+//! kube-apiserver's node status strategy does (other kinds' status writes keep only status).
 
+pub mod actors;
 pub mod admission;
 pub mod api;
+pub mod crd;
 pub mod errors;
 pub mod events;
 pub mod fault_schedule;
@@ -74,6 +84,7 @@ pub mod rbac;
 pub mod scenario;
 pub mod serve;
 pub mod server;
+pub mod signals;
 pub mod snapshot;
 pub mod stats;
 pub mod store;
@@ -275,6 +286,7 @@ impl Cluster {
             bookmark_interval: opts.bookmark_interval,
             enforcement: Default::default(),
             policies: Default::default(),
+            crds: Default::default(),
         });
         let rng = match snapshot {
             Some(snap) => snapshot::load(&shared, snap, scenario.seed),
@@ -282,7 +294,18 @@ impl Cluster {
         };
         let listener = TcpListener::bind(opts.addr).await?;
         let addr = listener.local_addr()?;
-        let (world, world_task) = world::start(shared.clone(), scenario, rng);
+        // A schedule that creates NodeMaintenances gets their CRD, whatever the scenario says.
+        let needed = scenario
+            .faults
+            .as_ref()
+            .is_some_and(|f| f.needs_node_maintenance());
+        let asked = scenario
+            .node_maintenance
+            .as_ref()
+            .is_some_and(|n| n.installed);
+        shared.crds.set_node_maintenance(asked || needed);
+        let (world, world_task) = world::start(shared.clone(), scenario.clone(), rng);
+        let actors_task = actors::start(shared.clone(), world.clone(), &scenario);
         let (stop, stopped) = oneshot::channel::<()>();
         let app = server::router(shared.clone());
         let ol = OutageListener {
@@ -301,7 +324,7 @@ impl Cluster {
             shared,
             addr,
             world,
-            tasks: vec![world_task, server_task],
+            tasks: vec![world_task, actors_task, server_task],
             stop: Some(stop),
         })
     }
@@ -426,6 +449,18 @@ impl Cluster {
     /// Counts nodes out at once per value of the node label `key` as well.
     pub fn watch_groups(&self, key: &str) {
         self.shared.invariants.watch_groups(key);
+    }
+
+    /// Judges every planned start against `capacity` from now on
+    /// ([`invariants::NodesOut`]).
+    pub fn watch_capacity(&self, capacity: invariants::Capacity) {
+        self.shared.invariants.watch_capacity(capacity);
+    }
+
+    /// Installs (or removes) the NodeMaintenance CRD: its group is served, and listed in
+    /// discovery, only while it is installed.
+    pub fn install_node_maintenance(&self, installed: bool) {
+        self.shared.crds.set_node_maintenance(installed);
     }
 
     /// Refuses connections for `d` ("API server down").

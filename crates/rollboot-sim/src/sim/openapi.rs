@@ -10,27 +10,37 @@
 //! the simulator validates a written object by decoding it into its k8s-openapi type
 //! (`kinds.rs`; `fieldValidation=Strict` refuses fields that type does not know, other values
 //! drop them silently), not against a schema. `dryRun` is not declared: the server refuses it.
-//! `/openapi/v2` is not served (404). It must never describe a path `server.rs` does not route.
+//! `/openapi/v2` is not served (404). The NodeMaintenance custom resource's group-version is
+//! described only while its CRD is installed (`crd.rs`). It must never describe a path
+//! `server.rs` does not route.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
+use super::crd;
 use super::kinds::Kind;
 
-/// The body of `GET path` under `/openapi/v3`, if served.
-pub fn document(path: &str) -> Option<&'static str> {
+/// The body of `GET path` under `/openapi/v3`, if served; with `crd`, the installed custom
+/// resource's group-version too (kube-apiserver publishes a CRD's once it is established).
+pub fn document(path: &str, crd: bool) -> Option<&'static str> {
     static DOCS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
-    DOCS.get_or_init(build)
-        .get(path.trim_end_matches('/'))
-        .map(String::as_str)
+    static WITH_CRD: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+    let docs = if crd {
+        WITH_CRD.get_or_init(|| build(true))
+    } else {
+        DOCS.get_or_init(|| build(false))
+    };
+    docs.get(path.trim_end_matches('/')).map(String::as_str)
 }
 
-/// `api/v1` or `apis/{group}/v1`: the group-version's key in the root document.
+/// `api/v1` or `apis/{group}/{version}`: the group-version's key in the root document.
 fn gv_path(group: &str) -> String {
     if group.is_empty() {
         "api/v1".into()
+    } else if group == crd::GROUP {
+        format!("apis/{}", crd::API_VERSION)
     } else {
         format!("apis/{group}/v1")
     }
@@ -45,10 +55,11 @@ fn hash(text: &str) -> String {
     format!("{h:016X}")
 }
 
-fn build() -> BTreeMap<String, String> {
+fn build(with_crd: bool) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut root = serde_json::Map::new();
-    for group in Kind::GROUPS {
+    let crd_group = with_crd.then_some(crd::GROUP);
+    for group in Kind::GROUPS.into_iter().chain(crd_group) {
         let doc = group_version(group).to_string();
         let key = gv_path(group);
         root.insert(
@@ -80,7 +91,8 @@ fn operation_id(verb: &str, kind: Kind, namespaced: bool, suffix: &str) -> Strin
             .collect(),
     };
     let ns = if namespaced { "Namespaced" } else { "" };
-    format!("{verb}{group}V1{ns}{}{suffix}", kind.kind_name())
+    let version = kind.version().replacen('v', "V", 1);
+    format!("{verb}{group}{version}{ns}{}{suffix}", kind.kind_name())
 }
 
 fn query(name: &str, typ: &str, description: &str) -> Value {
@@ -123,13 +135,13 @@ fn list_params() -> Vec<Value> {
 }
 
 fn gvk(kind: Kind) -> Value {
-    json!({"group": kind.group(), "version": "v1", "kind": kind.kind_name()})
+    json!({"group": kind.group(), "version": kind.version(), "kind": kind.kind_name()})
 }
 
 fn op(kind: Kind, action: &str, id: String, description: String, params: Vec<Value>) -> Value {
     let ok = if action == "post" { "201" } else { "200" };
     let mut o = json!({
-        "tags": [format!("{}_v1", if kind.group().is_empty() { "core".to_string() } else { kind.group().replace('.', "_") })],
+        "tags": [format!("{}_{}", if kind.group().is_empty() { "core".to_string() } else { kind.group().replace('.', "_") }, kind.version())],
         "description": description,
         "operationId": id,
         "responses": {ok: {"description": "OK"}, "401": {"description": "Unauthorized"}},
@@ -140,7 +152,13 @@ fn op(kind: Kind, action: &str, id: String, description: String, params: Vec<Val
         o["parameters"] = Value::Array(params);
     }
     if matches!(action, "post" | "put" | "patch") {
-        let types: &[&str] = if action == "patch" {
+        let types: &[&str] = if action == "patch" && kind == Kind::NodeMaintenance {
+            // A custom resource takes no strategic merge patch.
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+            ]
+        } else if action == "patch" {
             // No apply-patch+yaml: server-side apply is answered 415.
             &[
                 "application/json-patch+json",

@@ -89,6 +89,44 @@ pub struct Scenario {
     /// here by hand, or drawn by `--chaos SEED`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<super::fault_schedule::FaultSchedule>,
+    /// medik8s' NodeMaintenance CRD (`nodemaintenance.medik8s.io/v1beta1`,
+    /// `nodemaintenances`, cluster-scoped): `nodeMaintenance: {installed: true}` serves it
+    /// (absent, or `installed: false`: its group answers 404 as an unknown group does), and
+    /// with `operator: true` (the default) a simulated node-maintenance-operator acts on each
+    /// NodeMaintenance (see `actors.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_maintenance: Option<NodeMaintenance>,
+    /// An autoscaler that deletes empty cordoned nodes: `autoscaler: {scaleDownEmptyAfter:
+    /// SECONDS}` (see `actors.rs`): a node cordoned and empty (no pod but DaemonSet and mirror
+    /// pods) that long, unprotected (no `cluster-autoscaler.kubernetes.io/scale-down-disabled`
+    /// nor `karpenter.sh/do-not-disrupt` `"true"`), is tainted `ToBeDeletedByClusterAutoscaler`
+    /// and its host deleted for good.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<Autoscaler>,
+}
+
+/// The scenario's `nodeMaintenance`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeMaintenance {
+    /// The CRD is installed (default true).
+    #[serde(default = "yes")]
+    pub installed: bool,
+    /// The simulated node-maintenance-operator acts on the NodeMaintenances (default true).
+    #[serde(default = "yes")]
+    pub operator: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The scenario's `autoscaler`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Autoscaler {
+    /// Simulated seconds a node must stay cordoned and empty before it is scaled down.
+    pub scale_down_empty_after: f64,
 }
 
 impl Default for Scenario {
@@ -123,6 +161,8 @@ impl Default for Scenario {
             node_addresses: None,
             inhibit_delay_seconds: 300.0,
             faults: None,
+            node_maintenance: None,
+            autoscaler: None,
         }
     }
 }
@@ -226,6 +266,12 @@ impl Scenario {
             (
                 self.time_factor.is_finite() && self.time_factor > 0.0,
                 "timeFactor: a number of real seconds per simulated second > 0",
+            ),
+            (
+                self.autoscaler
+                    .as_ref()
+                    .is_none_or(|a| secs(a.scale_down_empty_after)),
+                "autoscaler.scaleDownEmptyAfter: a number of seconds >= 0",
             ),
         ];
         if let Some((_, why)) = checks.iter().find(|(ok, _)| !ok) {

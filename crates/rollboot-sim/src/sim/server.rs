@@ -51,6 +51,8 @@ pub struct Shared {
     pub enforcement: std::sync::OnceLock<Arc<super::rbac::Enforcement>>,
     /// The admission policies and bindings of the store, compiled.
     pub policies: super::admission::Stored,
+    /// The CustomResourceDefinitions installed (their kinds are served only then).
+    pub crds: super::crd::Crds,
 }
 
 /// The router serving the API.
@@ -102,6 +104,22 @@ fn discovery(path: &str) -> Option<&'static str> {
     })
 }
 
+/// The discovery documents an installed CRD changes or adds.
+fn crd_discovery(sh: &Shared, path: &str) -> Option<String> {
+    if !sh.crds.node_maintenance() {
+        return None;
+    }
+    let version = format!("/apis/{}", super::crd::API_VERSION);
+    match path {
+        "/apis" => Some(super::crd::with_group(include_str!("discovery/apis.json"))),
+        p if p == version => Some(super::crd::resource_list()),
+        p if p.strip_prefix("/apis/") == Some(super::crd::GROUP) => {
+            Some(super::crd::group_document())
+        }
+        _ => None,
+    }
+}
+
 /// A parsed resource path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
@@ -120,7 +138,7 @@ pub fn parse_path(path: &str) -> Result<Route, ApiError> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, rest) = match segs.as_slice() {
         ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", g, "v1", rest @ ..] if !g.is_empty() && Kind::GROUPS.contains(g) => (*g, rest),
+        ["apis", g, v, rest @ ..] if !g.is_empty() && Kind::serves(g, v) => (*g, rest),
         _ => return Err(ApiError::page_not_found()),
     };
     let find = |plural: &str| Kind::from_path(group, plural).ok_or_else(ApiError::unknown_resource);
@@ -187,7 +205,18 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         .unwrap_or("anonymous")
         .to_string();
     let path = req.uri().path().to_string();
+    let crd_path = path
+        .strip_prefix("/apis/")
+        .and_then(|p| p.split('/').next())
+        == Some(super::crd::GROUP);
+    if crd_path && !sh.crds.node_maintenance() {
+        // No such group until its CRD is installed (golden 87).
+        return ApiError::page_not_found().into_response();
+    }
     if req.method() == Method::GET {
+        if let Some(doc) = crd_discovery(&sh, &path) {
+            return json_response(StatusCode::OK, doc);
+        }
         if let Some(doc) = discovery(&path) {
             return json_response(StatusCode::OK, doc);
         }
@@ -197,7 +226,7 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         }
     }
     if path.starts_with("/openapi/") {
-        return match super::openapi::document(&path) {
+        return match super::openapi::document(&path, sh.crds.node_maintenance()) {
             Some(doc) if req.method() == Method::GET => json_response(StatusCode::OK, doc),
             _ => ApiError::unknown_resource().into_response(),
         };
@@ -713,6 +742,9 @@ fn dispatch(
         }
         "patch" => {
             let typ = PatchType::from_content_type(content_type)?;
+            if typ == PatchType::Strategic && kind == Kind::NodeMaintenance {
+                return Err(ApiError::unsupported_patch_of_custom_resource());
+            }
             if strict {
                 if let Some(old) = sh.store.get(kind, &key_of(ns, name)) {
                     kind.check_strict(&super::patch::apply(

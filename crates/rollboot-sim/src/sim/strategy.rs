@@ -11,6 +11,7 @@ use chrono::Utc;
 use serde_json::{json, Value};
 
 use super::admission;
+use super::crd;
 use super::kinds::Kind;
 use super::meta::timestamp;
 use super::validation::FieldError;
@@ -28,6 +29,16 @@ pub fn validate_spec(kind: Kind, v: &Value) -> Vec<FieldError> {
         | Kind::PersistentVolumeClaim
         | Kind::CsiDriver
         | Kind::VolumeAttachment => volume_strategy::validate(kind, v),
+        Kind::NodeMaintenance => crd::validate(v),
+        _ => Vec::new(),
+    }
+}
+
+/// The checks of a status update: a custom resource's schema holds for its status too (other
+/// kinds' status is not validated, see `sim`).
+pub fn validate_status(kind: Kind, v: &Value) -> Vec<FieldError> {
+    match kind {
+        Kind::NodeMaintenance => crd::validate(v),
         _ => Vec::new(),
     }
 }
@@ -73,6 +84,8 @@ pub fn apply_defaults(kind: Kind, v: &mut Value) {
 pub fn default_fields(kind: Kind, v: &mut Value) {
     match kind {
         Kind::Pod => default_pod(v),
+        // A custom resource's schema defaults.
+        Kind::NodeMaintenance => crd::default(v),
         // SetDefaults_PersistentVolume, _PersistentVolumeClaim(Spec), _StorageClass, _CSIDriver
         // (SELinuxMountReadWriteOncePod is on by default in v1.36).
         Kind::PersistentVolume => {

@@ -1,6 +1,9 @@
 //! The world: the parts of a cluster that are not the API server. Kubelets, the scheduler, the
 //! ReplicaSet, StatefulSet and DaemonSet controllers, the disruption controller, and simulated reboots.
 //!
+//! A host may go away for good ([`World::remove_host`], an autoscaler's scale-down): its Node
+//! and pods are deleted and its kubelet writes nothing more.
+//!
 //! Built from a [`Scenario`], then driven by one task reacting to the store's change stream
 //! (no polling) and to its own timers (pod start, grace period expiry, reboot phases), all
 //! scaled by the scenario's time factor. It writes through the same store as API clients. It
@@ -77,6 +80,8 @@ const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 pub struct World {
     shared: Arc<Shared>,
     tx: mpsc::UnboundedSender<Msg>,
+    /// Hosts gone for good ([`World::remove_host`]).
+    gone: Arc<std::sync::Mutex<BTreeSet<String>>>,
 }
 
 impl World {
@@ -175,6 +180,35 @@ impl World {
                 .invariants
                 .reboot_with_attached_volumes(node, vols.into_iter().collect());
         }
+    }
+
+    /// `node`'s host goes away for good (a cloud instance deleted by an autoscaler): its Node
+    /// is deleted, and its pods with it (the pod GC's part: a DaemonSet's are not made again),
+    /// its kubelet writes nothing more, and no Node of that name is ever Ready again. Its
+    /// agent is the harness's to stop ([`World::gone_hosts`]).
+    pub fn remove_host(&self, node: &str) {
+        self.gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node.to_string());
+        let mut inner = self.shared.store.lock();
+        let opts = api::DeleteOptions::default();
+        let _ = api::delete(&mut inner, Kind::Node, "", node, &opts, None, None);
+        let pods: Vec<String> = inner.pods_on(node).map(|p| p.idx.key()).collect();
+        let force = api::DeleteOptions {
+            grace: Some(0),
+            ..Default::default()
+        };
+        for key in pods {
+            if let Some((ns, name)) = key.split_once('/') {
+                let _ = api::delete(&mut inner, Kind::Pod, ns, name, &force, None, None);
+            }
+        }
+    }
+
+    /// The hosts gone for good so far.
+    pub fn gone_hosts(&self) -> BTreeSet<String> {
+        self.gone.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Pods take `secs` simulated seconds from binding to Ready from now on.
@@ -1058,6 +1092,8 @@ fn takes_pods(n: &Index) -> bool {
 
 struct Runner {
     shared: Arc<Shared>,
+    /// Hosts gone for good: their kubelet writes nothing.
+    gone: Arc<std::sync::Mutex<BTreeSet<String>>>,
     sc: Scenario,
     rng: SmallRng,
     tx: mpsc::UnboundedSender<Msg>,
@@ -1121,9 +1157,11 @@ pub fn start(
     let world = World {
         shared: shared.clone(),
         tx: tx.clone(),
+        gone: Arc::default(),
     };
     let mut r = Runner {
         shared,
+        gone: world.gone.clone(),
         sc,
         rng,
         tx,
@@ -1190,6 +1228,14 @@ impl Runner {
         for n in inner.range(Kind::Node, None, None) {
             let fits = takes_pods(&n.idx) && !self.rebooting.contains(&n.idx.name);
             self.loads.set_fits(&n.idx.name, fits);
+            self.shared.invariants.node_out(&n.idx, false);
+        }
+        for m in inner.range(Kind::NodeMaintenance, None, None) {
+            let active = m.idx.phase.as_deref() != Some("Succeeded");
+            let node = m.idx.node_name.as_deref();
+            self.shared
+                .invariants
+                .node_maintenance(&m.idx.name, node, active);
         }
         let pods: Vec<Arc<Index>> = inner
             .range(Kind::Pod, None, None)
@@ -1324,6 +1370,9 @@ impl Runner {
                         idx.cordoned_by_rollboot,
                     );
                 }
+                self.shared
+                    .invariants
+                    .node_out(idx, ev.typ == EventType::Deleted);
                 let fits = ev.typ != EventType::Deleted
                     && takes_pods(idx)
                     && !self.rebooting.contains(&idx.name);
@@ -1371,6 +1420,15 @@ impl Runner {
                     }
                     None => self.unbound_claims_look = ev.typ != EventType::Deleted,
                 }
+            }
+            Kind::NodeMaintenance => {
+                let active =
+                    ev.typ != EventType::Deleted && idx.phase.as_deref() != Some("Succeeded");
+                self.shared.invariants.node_maintenance(
+                    &idx.name,
+                    idx.node_name.as_deref(),
+                    active,
+                );
             }
             Kind::VolumeAttachment => {
                 let before = ev.prev.as_ref().and_then(|p| p.volume.clone());
@@ -1731,6 +1789,13 @@ impl Runner {
         }
     }
 
+    fn host_gone(&self, node: &str) -> bool {
+        self.gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(node)
+    }
+
     fn later(&self, d: std::time::Duration, msg: Msg) {
         self.later_at(Instant::now() + d, msg);
     }
@@ -1959,6 +2024,7 @@ impl Runner {
             Msg::RebootDown(node, down) => {
                 let up = down + self.sc.scaled(self.sc.reboot_time);
                 let cause = if self.shared.invariants.take_shutting_down(&node) {
+                    self.shared.invariants.host_down_by_itself(&node);
                     Cause::Shutdown
                 } else {
                     Cause::Reboot
@@ -2012,6 +2078,9 @@ impl Runner {
                 if v != n.value() {
                     inner.put(Kind::Node, v);
                 }
+            }
+            Msg::RebootUp(node, _) if self.host_gone(&node) => {
+                self.rebooting.remove(&node);
             }
             Msg::RebootUp(node, up) => {
                 self.rebooting.remove(&node);
@@ -2307,8 +2376,11 @@ impl Runner {
     /// boot ID, whatever the creator wrote.
     fn kubelet_registers(&mut self, node: &str) {
         // Only hosts the world rebooted: a Node created by hand (kubectl, a test) is left as
-        // written.
+        // written. A host gone for good has no kubelet.
         if !self.rebooting.contains(node) && !self.host_boot.contains_key(node) {
+            return;
+        }
+        if self.host_gone(node) {
             return;
         }
         let ready = !self.rebooting.contains(node);

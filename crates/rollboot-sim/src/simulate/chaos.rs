@@ -14,14 +14,15 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::Harness;
-use crate::sim::fault_schedule::{Fault, FaultSchedule, Played, Player, Step};
-use crate::sim::{FaultConfig, Scenario};
+use crate::sim::fault_schedule::{Actor, Fault, FaultSchedule, Played, Player, Step};
+use crate::sim::{crd, signals, FaultConfig, Scenario};
 use rollboot::node::NodeView;
 
 /// The timeouts of a chaos run: short enough that a host fault fails its node in seconds, long
@@ -107,6 +108,14 @@ pub fn setup(seed: u64) -> Setup {
             });
         schedule.faults.sort_by(|a, b| a.at.total_cmp(&b.at));
     }
+    // An `otherMaintenance` by a NodeMaintenance needs its CRD (and the operator with it).
+    let node_maintenance =
+        schedule
+            .needs_node_maintenance()
+            .then_some(crate::sim::scenario::NodeMaintenance {
+                installed: true,
+                operator: true,
+            });
     let mut o = format!(
         "{CHAOS_CONFIG}concurrency: {{maxNodes: {max_nodes}{}}}\nfailures: {{maxFailures: {max_failures}, returnToService: {return_to_service}}}\n",
         if grouped {
@@ -131,6 +140,7 @@ pub fn setup(seed: u64) -> Setup {
             fleetlock_hosts,
             // 30 s of real time: a drain fits, as it does once InhibitDelayMaxSec is raised.
             inhibit_delay_seconds: 3000.0,
+            node_maintenance,
             ..Scenario::default()
         },
         config_overrides: o,
@@ -196,6 +206,17 @@ pub struct Chaos {
     denials: usize,
     start_delay: f64,
     detach_seconds: f64,
+    /// What each `otherMaintenance` put on its node: a NodeMaintenance (its name) or a taint
+    /// (its key), to take off when it ends.
+    maintained: BTreeMap<usize, Maintained>,
+}
+
+/// What an `otherMaintenance` fault put on its node.
+enum Maintained {
+    /// The NodeMaintenance of this name.
+    NodeMaintenance(String),
+    /// The taint of this key.
+    Taint(&'static str),
 }
 
 impl Chaos {
@@ -212,6 +233,7 @@ impl Chaos {
             denials: 0,
             start_delay: scenario.start_delay,
             detach_seconds: scenario.detach_seconds,
+            maintained: BTreeMap::new(),
         }
     }
 
@@ -362,6 +384,11 @@ impl Chaos {
             (Fault::SlowDetach { detach_seconds }, _) => {
                 t.cluster().world().set_detach_delay(*detach_seconds)
             }
+            (Fault::OtherMaintenance { by, .. }, Some(n)) => {
+                if let Some(m) = other_maintenance(client, index, *by, n).await {
+                    self.maintained.insert(index, m);
+                }
+            }
             (f, _) if f.needs_processes() => match t {
                 Target::Harness(h) => self.begin_in_processes(h, index, f, target, length),
                 Target::Served { .. } => tracing::warn!(
@@ -471,6 +498,11 @@ impl Chaos {
                     let p = json!({"spec": {"maxUnavailable": mu}});
                     let (pp, patch) = (PatchParams::default(), Patch::Merge(&p));
                     let _ = retry("unblock a budget", || api.patch(&name, &pp, &patch)).await;
+                }
+            }
+            Fault::OtherMaintenance { .. } => {
+                if let (Some(m), Some(n)) = (self.maintained.remove(&index), target) {
+                    end_other_maintenance(client, m, n).await;
                 }
             }
             Fault::SlowPods { .. } => t.cluster().world().set_start_delay(self.start_delay),
@@ -586,6 +618,108 @@ where
             }
         }
     }
+}
+
+/// The NodeMaintenances' API, through `client`.
+fn node_maintenances(client: kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(crd::GROUP, crd::VERSION, "NodeMaintenance");
+    Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(&gvk, "nodemaintenances"),
+    )
+}
+
+/// Another actor takes `node` out: a NodeMaintenance created, or a deletion taint put on.
+async fn other_maintenance(
+    client: kube::Client,
+    index: usize,
+    by: Actor,
+    node: &str,
+) -> Option<Maintained> {
+    match by {
+        Actor::NodeMaintenance => {
+            let name = format!("chaos-{index}-{node}");
+            let object = crd::node_maintenance(&name, node, "chaos: otherMaintenance");
+            let object: DynamicObject = serde_json::from_value(object).ok()?;
+            let api = node_maintenances(client);
+            let pp = PostParams::default();
+            retry("create a NodeMaintenance", || api.create(&pp, &object)).await?;
+            Some(Maintained::NodeMaintenance(name))
+        }
+        Actor::ClusterAutoscaler | Actor::Karpenter => {
+            let (key, value) = match by {
+                Actor::ClusterAutoscaler => (
+                    signals::TO_BE_DELETED,
+                    Some(chrono::Utc::now().timestamp().to_string()),
+                ),
+                _ => (signals::KARPENTER_DISRUPTED, None),
+            };
+            set_taint(client, node, key, value, true)
+                .await
+                .then_some(Maintained::Taint(key))
+        }
+    }
+}
+
+/// The maintenance of [`other_maintenance`] ends: its NodeMaintenance deleted, or its taint
+/// taken off.
+async fn end_other_maintenance(client: kube::Client, m: Maintained, node: &str) {
+    match m {
+        Maintained::NodeMaintenance(name) => {
+            let api = node_maintenances(client);
+            let dp = DeleteParams::default();
+            let _ = retry("delete the NodeMaintenance", || async {
+                match api.delete(&name, &dp).await {
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    r => r.map(|_| ()),
+                }
+            })
+            .await;
+        }
+        Maintained::Taint(key) => {
+            set_taint(client, node, key, None, false).await;
+        }
+    }
+}
+
+/// Puts the `NoSchedule` taint `key` on `node` (`on`), or takes it off, in a merge patch of
+/// the taints as read, conditional on the version read (again from a fresh read on a
+/// conflict, as a controller would). Whether it was written (or already so).
+async fn set_taint(
+    client: kube::Client,
+    node: &str,
+    key: &'static str,
+    value: Option<String>,
+    on: bool,
+) -> bool {
+    let api: Api<Node> = Api::all(client);
+    for _ in 0..10 {
+        let Some(n) = retry("read the node to taint", || api.get(node)).await else {
+            return false;
+        };
+        let mut v = serde_json::to_value(&n).unwrap_or_default();
+        if on {
+            crate::sim::actors::add_taint(&mut v, key, value.clone());
+        } else {
+            crate::sim::actors::remove_taint(&mut v, key);
+        }
+        let taints = v["spec"]["taints"].clone();
+        if serde_json::to_value(n.spec.as_ref().and_then(|s| s.taints.as_ref())).unwrap_or_default()
+            == taints
+        {
+            return true;
+        }
+        let p = json!({"metadata": {"resourceVersion": n.metadata.resource_version},
+            "spec": {"taints": taints}});
+        let (pp, patch) = (PatchParams::default(), Patch::Merge(&p));
+        if retry("taint the node", || api.patch(node, &pp, &patch))
+            .await
+            .is_some()
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The name of `denyEvictions`' policy and binding.

@@ -736,6 +736,23 @@ impl Harness {
         }
     }
 
+    /// Stops what ran on the hosts gone for good since the last call (their agent, their
+    /// Zincati; their sentinel is no one's any more) and returns every host gone so far.
+    pub fn hosts_gone(&mut self) -> BTreeSet<String> {
+        let gone = self.cluster.world().gone_hosts();
+        for n in &gone {
+            if let Some(t) = self.agents.remove(n) {
+                t.abort();
+            }
+            if let Some(t) = self.zincatis.remove(n) {
+                t.abort();
+            }
+            self.host.sentinel.lock().expect("sentinel").remove(n);
+            self.fleetlock.pending.lock().expect("pending").remove(n);
+        }
+        gone
+    }
+
     /// Hosts with an update staged or a sentinel that says "reboot needed".
     pub fn pending(&self) -> BTreeSet<String> {
         let mut p = self.host.sentinel.lock().expect("sentinel").clone();
@@ -1313,6 +1330,7 @@ pub async fn rollout_with(
     if let Some((key, _)) = h.config.group_limit() {
         h.cluster.watch_groups(key);
     }
+    h.cluster.watch_capacity(capacity_of(&h.config));
     let names: Vec<String> = match snapshot {
         None => h.node_names().await?,
         Some(_) => {
@@ -1378,9 +1396,14 @@ pub async fn rollout_with(
     let mut faults_over = chaos.is_none();
     let max_failures = h.config.failures.max_failures;
     let mut holds_looked = Instant::now();
+    // Flagged nodes whose host is gone for good (an autoscaler deleted it) leave the rollout.
+    let mut live = flagged.clone();
     loop {
         let t = start.elapsed();
         let nodes = watch.nodes();
+        for n in h.hosts_gone() {
+            live.remove(&n);
+        }
         if let Some(c) = chaos.as_mut() {
             c.tick(&mut chaos::Target::Harness(&mut h), t.as_secs_f64(), &nodes)
                 .await;
@@ -1413,12 +1436,12 @@ pub async fn rollout_with(
                 .keys()
                 .cloned()
                 .collect();
-            if let Some(d) = report::decided(&nodes, &flagged, &pending, &rebooted, max_failures)
-                .or_else(|| report::held_for_good(&nodes, &flagged, &h.config))
+            if let Some(d) = report::decided(&nodes, &live, &pending, &rebooted, max_failures)
+                .or_else(|| report::held_for_good(&nodes, &live, &h.config))
             {
                 decision = Some((t, d));
             } else if past_bound {
-                let why = report::stuck_reason(&nodes, &flagged, &pending, &rebooted, &bound);
+                let why = report::stuck_reason(&nodes, &live, &pending, &rebooted, &bound);
                 decision = Some((t, (Outcome::Stuck, why)));
             }
         }
@@ -1493,7 +1516,7 @@ pub async fn rollout_with(
         rollout_cpu,
         store_lock,
     };
-    let r = report::report(&h, &flagged, seen).await?;
+    let r = report::report(&h, &live, seen).await?;
     if opts.serve.is_some() {
         eprint!("{}", r.text());
         let stopped = crate::sim::serve::stop_signal()?;
@@ -1522,6 +1545,22 @@ pub async fn rollout_with(
     };
     h.shutdown().await;
     Ok((r, extra))
+}
+
+/// The limits the invariant watch holds the nodes out to: the config's `concurrency`.
+/// `countCordoned` is read from the config as serialized, so that it is taken once the config
+/// has it and is false until then.
+pub fn capacity_of(config: &Config) -> crate::sim::invariants::Capacity {
+    let count_cordoned = serde_json::to_value(config)
+        .ok()
+        .is_some_and(|v| v["concurrency"]["countCordoned"] == true);
+    crate::sim::invariants::Capacity {
+        max_nodes: config.concurrency.max_nodes as usize,
+        per_group: config
+            .group_limit()
+            .map(|(k, m)| (k.to_string(), m as usize)),
+        count_cordoned,
+    }
 }
 
 /// How often a run looks whether a budget that can never allow a disruption holds a drain.

@@ -427,6 +427,23 @@ pub struct Report {
     pub max_cordoned_by_rollboot: usize,
     /// Per group (`concurrency.groupBy`), the same: never above `maxNodesPerGroup`.
     pub max_cordoned_by_rollboot_by_group: BTreeMap<String, usize>,
+    /// Planned starts (rollboot's cordon of a node whose cycle is not for its host's own
+    /// shutdown) made while the nodes out (rollboot's, hosts shutting down by themselves, other
+    /// actors' maintenance, and with `concurrency.countCordoned` every cordon) were already at
+    /// `maxNodes`, or `maxNodesPerGroup` in the node's group: must be 0, or it is a break.
+    pub planned_starts_over_capacity: usize,
+    /// Each of them, with the nodes out then.
+    pub planned_starts_over_capacity_instances: Vec<crate::sim::invariants::OverCapacity>,
+    /// When a host's own shutdown arrived while the nodes out were already at the limit,
+    /// taking them past it (allowed: rollboot drains such a host at once).
+    pub over_capacity_by_shutdown: Vec<crate::sim::invariants::OverCapacity>,
+    /// The same for another actor's maintenance (a deletion taint, a NodeMaintenance).
+    pub over_capacity_by_other_maintenance: Vec<crate::sim::invariants::OverCapacity>,
+    /// Cordons by rollboot of a node another actor was taking out then: breaks.
+    pub starts_under_other_maintenance: Vec<crate::sim::invariants::StartUnderOtherMaintenance>,
+    /// Hosts gone for good during the run (the scenario's `autoscaler` deleted them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts_gone: Vec<String>,
     /// Reboots of a node that was schedulable or still ran pods the drain evicts.
     pub unsafe_reboots: Vec<String>,
     /// Reboots asked while a volume of a pod evicted from the node was still attached to it
@@ -649,6 +666,36 @@ impl Report {
                 String::new()
             }
         );
+        let _ = writeln!(
+            s,
+            "  planned starts over capacity {}",
+            self.planned_starts_over_capacity
+        );
+        for (what, list) in [
+            ("by a shutdown", &self.over_capacity_by_shutdown),
+            ("by another actor", &self.over_capacity_by_other_maintenance),
+        ] {
+            for o in list {
+                let _ = writeln!(
+                    s,
+                    "  over capacity {what}  {} at {} ({}; out then: {})",
+                    o.node,
+                    o.at,
+                    o.limit,
+                    o.nodes_out.join(", ")
+                );
+            }
+        }
+        if !self.starts_under_other_maintenance.is_empty() {
+            let _ = writeln!(
+                s,
+                "  starts under another actor's maintenance {}",
+                self.starts_under_other_maintenance.len()
+            );
+        }
+        if !self.hosts_gone.is_empty() {
+            let _ = writeln!(s, "  hosts gone for good      {:?}", self.hosts_gone);
+        }
         let _ = writeln!(
             s,
             "  reboots with volumes attached {}",
@@ -1204,15 +1251,25 @@ pub async fn report(
         .as_ref()
         .map(|s| s.records.lock().expect("records").clone())
         .unwrap_or_default();
-    let shut_down: std::collections::BTreeSet<&str> =
-        unplanned.iter().map(|u| u.node.as_str()).collect();
-    breaks.extend(capacity_breaks(
-        &inv,
-        &nodes,
-        &failed,
-        config,
-        shut_down.len(),
-    ));
+    breaks.extend(capacity_breaks(&inv, &nodes, &failed, config));
+    for o in &inv.planned_starts_over_capacity_instances {
+        breaks.push(format!(
+            "planned start over capacity: {} cordoned at {} with {} already out ({}): {}",
+            o.node,
+            o.at,
+            o.nodes_out.len(),
+            o.limit,
+            o.nodes_out.join(", ")
+        ));
+    }
+    for u in &inv.starts_under_other_maintenance {
+        breaks.push(format!(
+            "start under another actor's maintenance: {} cordoned at {} while it carried {}",
+            u.node,
+            u.at,
+            u.signals.join(", ")
+        ));
+    }
     let reboots_with_attached_volumes: Vec<String> = inv
         .reboots_with_attached_volumes
         .iter()
@@ -1389,6 +1446,12 @@ pub async fn report(
         max_nodes_per_group: group_limit,
         max_cordoned_by_rollboot: inv.max_cordoned_by_rollboot,
         max_cordoned_by_rollboot_by_group: inv.max_cordoned_by_rollboot_by_group,
+        planned_starts_over_capacity: inv.planned_starts_over_capacity,
+        planned_starts_over_capacity_instances: inv.planned_starts_over_capacity_instances,
+        over_capacity_by_shutdown: inv.over_capacity_by_shutdown,
+        over_capacity_by_other_maintenance: inv.over_capacity_by_other_maintenance,
+        starts_under_other_maintenance: inv.starts_under_other_maintenance,
+        hosts_gone: h.cluster.world().gone_hosts().into_iter().collect(),
         unsafe_reboots,
         reboots_with_attached_volumes,
         multi_attach_wait_seconds: inv.multi_attach_wait_seconds.clone(),
@@ -1404,62 +1467,92 @@ pub async fn report(
 }
 
 /// The breaks of the limits on nodes out at once: the nodes cordoned or NotReady may exceed
-/// `maxNodes` (and `maxNodesPerGroup`) only by the failed nodes, while those rollboot cordoned
-/// (in flight, or failed and left cordoned by it) may never exceed them; but for `shut_down`,
-/// the hosts that shut down by themselves, which rollboot drains whatever the limit (they are
-/// out anyway). Pure.
+/// `maxNodes` (and `maxNodesPerGroup`) only by the failed nodes and by the nodes a host's own
+/// shutdown or another actor's maintenance took out while the limit was already reached
+/// (`overCapacityByShutdown`, `overCapacityByOtherMaintenance`), while those rollboot cordoned
+/// (in flight, or failed and left cordoned by it) may exceed them only by those shutdowns
+/// (rollboot drains such a host at once). A shutdown that arrived with room takes a slot: it
+/// is no excuse. Pure.
 pub fn capacity_breaks(
     inv: &crate::sim::InvariantReport,
     nodes: &[NodeView],
     failed: &[String],
     config: &Config,
-    shut_down: usize,
 ) -> Vec<String> {
-    let max_nodes = config.concurrency.max_nodes + shut_down as u32;
+    // The nodes taken past a limit, in one group (`Some`) or overall (`None`).
+    let past = |records: &[&[crate::sim::invariants::OverCapacity]], group: Option<&str>| {
+        records
+            .iter()
+            .flat_map(|r| r.iter())
+            .filter(|o| o.group.as_deref() == group)
+            .map(|o| o.node.as_str())
+            .collect::<BTreeSet<&str>>()
+            .len()
+    };
+    let (shutdowns, others) = (
+        &inv.over_capacity_by_shutdown[..],
+        &inv.over_capacity_by_other_maintenance[..],
+    );
+    let max_nodes = config.concurrency.max_nodes as usize;
     let mut breaks = Vec::new();
     // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
     // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
     // at the end are every node that had failed at any moment.
-    if inv.max_nodes_unavailable > max_nodes as usize + failed.len() {
+    let over = past(&[shutdowns, others], None);
+    if inv.max_nodes_unavailable > max_nodes + failed.len() + over {
         breaks.push(format!(
-            "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed",
+            "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed{}",
             inv.max_nodes_unavailable,
-            failed.len()
+            failed.len(),
+            excused(over)
         ));
     }
     if let Some((key, m)) = config.group_limit() {
-        let m = m + shut_down as u32;
         for (g, n) in &inv.max_nodes_unavailable_by_group {
             let failed_here = nodes
                 .iter()
                 .filter(|v| v.state == Some(NodeState::Failed) && v.labels.get(key) == Some(g))
                 .count();
-            if *n > m as usize + failed_here {
+            let over = past(&[shutdowns, others], Some(g));
+            if *n > m as usize + failed_here + over {
                 breaks.push(format!(
-                    "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there"
+                    "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there{}",
+                    excused(over)
                 ));
             }
         }
     }
     // Unlike the nodes out at once above, those rollboot cordoned (in flight, or failed and
     // still cordoned by it) are held to the limits themselves: a failed node takes a slot.
-    if inv.max_cordoned_by_rollboot > max_nodes as usize {
+    let over = past(&[shutdowns], None);
+    if inv.max_cordoned_by_rollboot > max_nodes + over {
         breaks.push(format!(
-            "{} nodes cordoned by rollboot at once, more than maxNodes {max_nodes}",
-            inv.max_cordoned_by_rollboot
+            "{} nodes cordoned by rollboot at once, more than maxNodes {max_nodes}{}",
+            inv.max_cordoned_by_rollboot,
+            excused(over)
         ));
     }
     if let Some((_, m)) = config.group_limit() {
-        let m = m + shut_down as u32;
         for (g, n) in &inv.max_cordoned_by_rollboot_by_group {
-            if *n > m as usize {
+            let over = past(&[shutdowns], Some(g));
+            if *n > m as usize + over {
                 breaks.push(format!(
-                    "{n} nodes of group {g} cordoned by rollboot at once, more than maxNodesPerGroup {m}"
+                    "{n} nodes of group {g} cordoned by rollboot at once, more than maxNodesPerGroup {m}{}",
+                    excused(over)
                 ));
             }
         }
     }
     breaks
+}
+
+/// What a capacity break's sentence adds for the nodes taken past the limit by others.
+fn excused(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" plus the {n} taken out past the limit by a shutdown or another actor")
+    }
 }
 
 #[cfg(test)]
@@ -1581,20 +1674,19 @@ mod tests {
             max_cordoned_by_rollboot: 1,
             ..Default::default()
         };
-        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 0).is_empty());
+        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}")).is_empty());
         // The failed one still cordoned by rollboot beside one in flight: a break.
         let inv = crate::sim::InvariantReport {
             max_cordoned_by_rollboot: 2,
             ..inv
         };
-        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 0);
+        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"));
         assert_eq!(
             b,
             ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
         );
         assert!(
-            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}"), 0)
-                .is_empty()
+            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}")).is_empty()
         );
         // Per group.
         let zones = cfg("concurrency: {maxNodes: 3, groupBy: zone, maxNodesPerGroup: 1}");
@@ -1606,8 +1698,45 @@ mod tests {
             ..inv
         };
         assert_eq!(
-            capacity_breaks(&inv, &nodes, &failed, &zones, 0),
+            capacity_breaks(&inv, &nodes, &failed, &zones),
             ["2 nodes of group a cordoned by rollboot at once, more than maxNodesPerGroup 1"]
+        );
+    }
+
+    #[test]
+    fn only_a_shutdown_or_another_actor_arriving_at_the_limit_excuses_nodes_out_past_it() {
+        use crate::sim::invariants::OverCapacity;
+        let cfg = rollboot::config::parse_str("{}").unwrap();
+        let over = |node: &str| OverCapacity {
+            node: node.into(),
+            at: "2026-01-01T00:00:00Z".into(),
+            limit: "maxNodes 1".into(),
+            group: None,
+            nodes_out: vec!["a (rollboot)".into()],
+        };
+        // Two out and two cordoned by rollboot (the shutdown's own cycle) with maxNodes 1: a
+        // shutdown that came with room is no excuse any more.
+        let inv = crate::sim::InvariantReport {
+            max_nodes_unavailable: 2,
+            max_cordoned_by_rollboot: 2,
+            ..Default::default()
+        };
+        assert_eq!(capacity_breaks(&inv, &[], &[], &cfg).len(), 2);
+        // One that arrived at the limit is.
+        let inv = crate::sim::InvariantReport {
+            over_capacity_by_shutdown: vec![over("b"), over("b")],
+            ..inv
+        };
+        assert!(capacity_breaks(&inv, &[], &[], &cfg).is_empty());
+        // Another actor's arrival excuses the nodes out, not rollboot's own cordons.
+        let inv = crate::sim::InvariantReport {
+            over_capacity_by_shutdown: vec![],
+            over_capacity_by_other_maintenance: vec![over("c")],
+            ..inv
+        };
+        assert_eq!(
+            capacity_breaks(&inv, &[], &[], &cfg),
+            ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
         );
     }
 

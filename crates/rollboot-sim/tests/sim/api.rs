@@ -1003,6 +1003,8 @@ async fn statefulsets_are_served_like_kube_apiserver() {
 #[tokio::test]
 async fn discovery_and_openapi_v3_list_exactly_the_served_kinds() {
     let cluster = Cluster::start(small()).await.unwrap();
+    // Every kind: the custom resource's with its CRD installed.
+    cluster.install_node_maintenance(true);
     let c = &cluster;
     let (code, root) = get(c, "/openapi/v3").await;
     assert_eq!(code, 200);
@@ -1075,6 +1077,12 @@ async fn discovery_and_openapi_v3_list_exactly_the_served_kinds() {
         }
     }
     assert_eq!(served, rollboot_sim::sim::kinds::Kind::ALL.len());
+    cluster.install_node_maintenance(false);
+    let (code, root) = get(c, "/openapi/v3").await;
+    assert_eq!(code, 200);
+    assert!(root["paths"]
+        .get("apis/nodemaintenance.medik8s.io/v1beta1")
+        .is_none());
     let (code, _) = get(c, "/openapi/v2").await;
     assert_eq!(code, 404);
     cluster.shutdown().await;

@@ -1,0 +1,161 @@
+//! The names the other actors that take nodes out of service write on a Node, as the simulator
+//! reads and writes them (cluster-autoscaler, Karpenter, medik8s' node-maintenance-operator,
+//! the out-of-service taint, KEP-5683's maintenance conditions), and the keys rollboot writes to
+//! be left alone by them and to say which conditions are its own.
+//!
+//! Owns the strings and the pure reading of a Node's JSON into [`NodeSignals`]; the index keeps
+//! one per Node, the invariant watch and the simulated actors (`actors.rs`) read it. Pure: it
+//! must never touch the store or talk HTTP. The product has its own copy of these names
+//! (they are the third parties' and rollboot's protocol, not the simulator's).
+
+use serde_json::Value;
+
+/// cluster-autoscaler's taint on a node it is deleting (value: unix seconds, `NoSchedule`).
+pub const TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
+/// Karpenter's taint on a node it is disrupting (`NoSchedule`).
+pub const KARPENTER_DISRUPTED: &str = "karpenter.sh/disrupted";
+/// node-maintenance-operator's taint on a node it drains (`NoSchedule`).
+pub const MEDIK8S_DRAIN: &str = "medik8s.io/drain";
+/// The taint an operator puts on a node that is out of service (`NoExecute`).
+pub const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+/// The taints that say another actor is taking the node out.
+pub const OTHER_TAINTS: [&str; 4] = [
+    TO_BE_DELETED,
+    KARPENTER_DISRUPTED,
+    MEDIK8S_DRAIN,
+    OUT_OF_SERVICE,
+];
+/// KEP-5683's conditions that say a node is being taken out, when True and not rollboot's.
+pub const OTHER_CONDITIONS: [&str; 2] = ["DrainInProgress", "MaintenanceInProgress"];
+
+/// cluster-autoscaler's opt-out of scale-down (`"true"`).
+pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+/// Karpenter's opt-out of disruption (`"true"`).
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// rollboot's record of the condition types it writes (comma-separated).
+pub const ROLLBOOT_CONDITIONS: &str = "rollboot.dev/conditions";
+
+/// What a Node says of the actors that take it out, beyond its cordon.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSignals {
+    /// `rollboot.dev/shutdown-requested` is present: its host is shutting down by itself.
+    pub shutdown_requested: bool,
+    /// `rollboot.dev/cycle-for: shutdown`: rollboot's cycle is for such a shutdown.
+    pub cycle_for_shutdown: bool,
+    /// The keys of [`OTHER_TAINTS`] it carries.
+    pub taints: Vec<String>,
+    /// The types of [`OTHER_CONDITIONS`] that are True on it.
+    pub conditions: Vec<String>,
+    /// The condition types rollboot says it wrote ([`ROLLBOOT_CONDITIONS`]).
+    pub rollboot_conditions: Vec<String>,
+    /// It carries [`SCALE_DOWN_DISABLED`] or [`DO_NOT_DISRUPT`] `"true"`.
+    pub protected: bool,
+}
+
+impl NodeSignals {
+    /// Reads a Node.
+    pub fn of(node: &Value) -> NodeSignals {
+        let ann = &node["metadata"]["annotations"];
+        let taints = node["spec"]["taints"]
+            .as_array()
+            .map(|ts| {
+                let mut keys: Vec<String> = ts
+                    .iter()
+                    .filter_map(|t| t["key"].as_str())
+                    .filter(|k| OTHER_TAINTS.contains(k))
+                    .map(str::to_string)
+                    .collect();
+                keys.dedup();
+                keys
+            })
+            .unwrap_or_default();
+        let rollboot_conditions = ann[ROLLBOOT_CONDITIONS]
+            .as_str()
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        NodeSignals {
+            shutdown_requested: !ann[rollboot::node::SHUTDOWN_REQUESTED].is_null(),
+            cycle_for_shutdown: ann[rollboot::node::CYCLE_FOR]
+                == rollboot::node::CYCLE_FOR_SHUTDOWN,
+            taints,
+            conditions: true_conditions(&node["status"]),
+            rollboot_conditions,
+            protected: ann[SCALE_DOWN_DISABLED] == "true" || ann[DO_NOT_DISRUPT] == "true",
+        }
+    }
+
+    /// Reads the conditions of a new `status` (a status write spliced into the stored bytes).
+    pub fn set_status(&mut self, status: &Value) {
+        self.conditions = true_conditions(status);
+    }
+
+    /// The other actors' signals on the node: its taints, and the conditions True that rollboot
+    /// does not say are its own (`condition:TYPE`).
+    pub fn others(&self) -> Vec<String> {
+        let mut out = self.taints.clone();
+        out.extend(
+            self.conditions
+                .iter()
+                .filter(|c| !self.rollboot_conditions.contains(c))
+                .map(|c| format!("condition:{c}")),
+        );
+        out
+    }
+}
+
+fn true_conditions(status: &Value) -> Vec<String> {
+    status["conditions"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter(|c| c["status"] == "True")
+                .filter_map(|c| c["type"].as_str())
+                .filter(|t| OTHER_CONDITIONS.contains(t))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_nodes_signals_are_its_other_taints_and_the_conditions_rollboot_does_not_own() {
+        let n = json!({
+            "metadata": {"annotations": {
+                "rollboot.dev/conditions": "DrainInProgress",
+                "karpenter.sh/do-not-disrupt": "true",
+                "rollboot.dev/shutdown-requested": "2026-01-01T00:00:00.000Z",
+            }},
+            "spec": {"taints": [
+                {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+            ]},
+            "status": {"conditions": [
+                {"type": "DrainInProgress", "status": "True"},
+                {"type": "MaintenanceInProgress", "status": "True"},
+                {"type": "Drained", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ]},
+        });
+        let s = NodeSignals::of(&n);
+        assert!(s.protected && s.shutdown_requested && !s.cycle_for_shutdown);
+        assert_eq!(
+            s.others(),
+            [
+                "ToBeDeletedByClusterAutoscaler",
+                "condition:MaintenanceInProgress"
+            ]
+        );
+        assert_eq!(NodeSignals::of(&json!({})), NodeSignals::default());
+    }
+}
