@@ -118,6 +118,11 @@ async fn a_rollout_under_the_deploy_rbac_is_never_forbidden_and_uses_every_grant
         pods_per_node: 4,
         stateful_sets: 1,
         stateful_volumes: true,
+        // The controller lists NodeMaintenances while a node waits (list nodemaintenances).
+        node_maintenance: Some(rollboot_sim::sim::scenario::NodeMaintenance {
+            installed: true,
+            operator: false,
+        }),
         ..Scenario::default()
     };
     // A drain.order rule that selects namespaces (get namespaces); the StatefulSet's volumes

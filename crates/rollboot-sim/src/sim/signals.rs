@@ -32,8 +32,6 @@ pub const OTHER_CONDITIONS: [&str; 2] = ["DrainInProgress", "MaintenanceInProgre
 pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
 /// Karpenter's opt-out of disruption (`"true"`).
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
-/// rollboot's record of the condition types it writes (comma-separated).
-pub const ROLLBOOT_CONDITIONS: &str = "rollboot.dev/conditions";
 
 /// What a Node says of the actors that take it out, beyond its cordon.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,10 +42,9 @@ pub struct NodeSignals {
     pub cycle_for_shutdown: bool,
     /// The keys of [`OTHER_TAINTS`] it carries.
     pub taints: Vec<String>,
-    /// The types of [`OTHER_CONDITIONS`] that are True on it.
+    /// The types of [`OTHER_CONDITIONS`] that are True on it and that rollboot did not write
+    /// (their message does not begin with rollboot's prefix, as the product tells its own).
     pub conditions: Vec<String>,
-    /// The condition types rollboot says it wrote ([`ROLLBOOT_CONDITIONS`]).
-    pub rollboot_conditions: Vec<String>,
     /// It carries [`SCALE_DOWN_DISABLED`] or [`DO_NOT_DISRUPT`] `"true"`.
     pub protected: bool,
 }
@@ -69,23 +66,12 @@ impl NodeSignals {
                 keys
             })
             .unwrap_or_default();
-        let rollboot_conditions = ann[ROLLBOOT_CONDITIONS]
-            .as_str()
-            .map(|s| {
-                s.split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
         NodeSignals {
             shutdown_requested: !ann[rollboot::node::SHUTDOWN_REQUESTED].is_null(),
             cycle_for_shutdown: ann[rollboot::node::CYCLE_FOR]
                 == rollboot::node::CYCLE_FOR_SHUTDOWN,
             taints,
             conditions: true_conditions(&node["status"]),
-            rollboot_conditions,
             protected: ann[SCALE_DOWN_DISABLED] == "true" || ann[DO_NOT_DISRUPT] == "true",
         }
     }
@@ -99,12 +85,7 @@ impl NodeSignals {
     /// does not say are its own (`condition:TYPE`).
     pub fn others(&self) -> Vec<String> {
         let mut out = self.taints.clone();
-        out.extend(
-            self.conditions
-                .iter()
-                .filter(|c| !self.rollboot_conditions.contains(c))
-                .map(|c| format!("condition:{c}")),
-        );
+        out.extend(self.conditions.iter().map(|c| format!("condition:{c}")));
         out
     }
 }
@@ -115,6 +96,12 @@ fn true_conditions(status: &Value) -> Vec<String> {
         .map(|cs| {
             cs.iter()
                 .filter(|c| c["status"] == "True")
+                .filter(|c| {
+                    !c["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .starts_with(rollboot::node::CONDITION_MESSAGE_PREFIX)
+                })
                 .filter_map(|c| c["type"].as_str())
                 .filter(|t| OTHER_CONDITIONS.contains(t))
                 .map(str::to_string)
@@ -132,7 +119,6 @@ mod tests {
     fn a_nodes_signals_are_its_other_taints_and_the_conditions_rollboot_does_not_own() {
         let n = json!({
             "metadata": {"annotations": {
-                "rollboot.dev/conditions": "DrainInProgress",
                 "karpenter.sh/do-not-disrupt": "true",
                 "rollboot.dev/shutdown-requested": "2026-01-01T00:00:00.000Z",
             }},
@@ -141,7 +127,7 @@ mod tests {
                 {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
             ]},
             "status": {"conditions": [
-                {"type": "DrainInProgress", "status": "True"},
+                {"type": "DrainInProgress", "status": "True", "message": "rollboot: draining for a reboot"},
                 {"type": "MaintenanceInProgress", "status": "True"},
                 {"type": "Drained", "status": "True"},
                 {"type": "Ready", "status": "True"},

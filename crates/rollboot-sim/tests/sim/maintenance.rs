@@ -583,8 +583,9 @@ async fn rollboot_cordoning_a_node_another_actor_is_taking_out_is_a_break() {
     )
     .await;
     assert_eq!(code, 200, "{body}");
+    // rollboot's own: its message begins with rollboot's prefix.
     let mut own = condition("MaintenanceInProgress");
-    own["metadata"] = json!({"annotations": {"rollboot.dev/conditions": "MaintenanceInProgress"}});
+    own["status"]["conditions"][0]["message"] = json!("rollboot: rebooting");
     let (code, body) = strategic(&c, "/api/v1/nodes/node-0003/status", &own).await;
     assert_eq!(code, 200, "{body}");
     settle().await;
