@@ -36,23 +36,9 @@ pub(super) struct Facts<'a> {
     pub(super) now: DateTime<Utc>,
 }
 
-/// For each `blockers.podSelectors` selector (as written), the pods that match it.
+/// For each `blockers.podSelectors` selector (as written), the pods that match it: `plan`'s.
 pub(super) fn blocking_pods(cluster: &Cluster, config: &Config) -> Vec<(String, Vec<String>)> {
-    config
-        .blockers
-        .pod_selectors
-        .iter()
-        .zip(config.blocking_pod_selectors())
-        .map(|(text, sel)| {
-            let pods = cluster
-                .pods
-                .iter()
-                .filter(|p| sel.matches(p.metadata.labels.as_ref().unwrap_or(&Default::default())))
-                .map(|p| crate::drain::PodRef::of(p).to_string())
-                .collect();
-            (text.clone(), pods)
-        })
-        .collect()
+    crate::plan::blocking_pods(cluster, config)
 }
 
 /// Prometheus's and Alertmanager's answers as the blockers a pass hands over; what could not

@@ -13,6 +13,7 @@
 mod estimate;
 mod preview;
 mod problems;
+pub(crate) use problems::blocking_pods;
 pub mod read;
 pub mod render;
 pub mod schedule;

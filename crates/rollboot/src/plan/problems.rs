@@ -14,17 +14,11 @@ use crate::controller::decide::{self, Blocker};
 use crate::lock::LockRecord;
 use crate::node::NodeView;
 
-/// The cluster-wide blockers, as [`decide::blockers`] computes them (a closed window is not
-/// one here: the schedule waits for the next opening), with the pods each blocking selector
-/// matches.
-pub(super) fn cluster_blockers(
-    cluster: &Cluster,
-    record: &LockRecord,
-    foreign: Option<&str>,
-    config: &Config,
-    now: DateTime<Utc>,
-) -> Vec<PlanProblem> {
-    let matching: Vec<(String, Vec<String>)> = config
+/// For each `blockers.podSelectors` selector (as written), the pods of `cluster` that match it
+/// (`namespace/name`): what the controller's blocker counts, named (`plan` and `explain` say
+/// them).
+pub(crate) fn blocking_pods(cluster: &Cluster, config: &Config) -> Vec<(String, Vec<String>)> {
+    config
         .blockers
         .pod_selectors
         .iter()
@@ -38,7 +32,20 @@ pub(super) fn cluster_blockers(
                 .collect();
             (text.clone(), pods)
         })
-        .collect();
+        .collect()
+}
+
+/// The cluster-wide blockers, as [`decide::blockers`] computes them (a closed window is not
+/// one here: the schedule waits for the next opening), with the pods each blocking selector
+/// matches.
+pub(super) fn cluster_blockers(
+    cluster: &Cluster,
+    record: &LockRecord,
+    foreign: Option<&str>,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> Vec<PlanProblem> {
+    let matching = blocking_pods(cluster, config);
     let counts: Vec<(String, usize)> = matching
         .iter()
         .map(|(s, pods)| (s.clone(), pods.len()))
