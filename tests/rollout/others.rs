@@ -190,3 +190,157 @@ async fn with_protection_off_nothing_is_written_and_count_cordoned_holds_the_slo
     );
     h.shutdown().await;
 }
+
+/// What marks node 0 as taken out by another actor, for [`each_signal_keeps_rollboot_off`].
+async fn signal(h: &Harness, node: &str, which: &str) {
+    let taint =
+        |key: &str, effect: &str| json!({"spec": {"taints": [{"key": key, "effect": effect}]}});
+    match which {
+        "nodeMaintenance" => {
+            use kube::api::{ApiResource, DynamicObject, PostParams};
+            use kube::core::GroupVersionKind;
+            use rollboot::node_maintenance::{GROUP, KIND, PLURAL, VERSION};
+            let ar = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(GROUP, VERSION, KIND),
+                PLURAL,
+            );
+            let api: Api<DynamicObject> = Api::all_with(h.client.clone(), &ar);
+            let mut nm = DynamicObject::new("nm-0", &ar);
+            nm.data = json!({"spec": {"nodeName": node, "reason": "test"}});
+            api.create(&PostParams::default(), &nm).await.unwrap();
+        }
+        "condition" => {
+            let api: Api<Node> = Api::all(h.client.clone());
+            let at = rollboot::time::annotation(chrono::Utc::now());
+            let body = json!({"status": {"conditions": [{"type": proto::CONDITION_MAINTENANCE_IN_PROGRESS,
+                "status": "True", "reason": "Firmware", "message": "the admin updates its firmware",
+                "lastTransitionTime": at, "lastHeartbeatTime": at}]}});
+            api.patch_status(node, &PatchParams::default(), &Patch::Strategic(&body))
+                .await
+                .unwrap();
+        }
+        proto::TAINT_OUT_OF_SERVICE => patch(h, node, taint(which, "NoExecute")).await,
+        key => patch(h, node, taint(key, "NoSchedule")).await,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_signal_keeps_rollboot_off_and_holds_a_slot() {
+    for which in [
+        proto::TAINT_TO_BE_DELETED,
+        proto::TAINT_KARPENTER_DISRUPTED,
+        proto::TAINT_MEDIK8S_DRAIN,
+        proto::TAINT_OUT_OF_SERVICE,
+        "condition",
+        "nodeMaintenance",
+    ] {
+        log();
+        let sc = Scenario {
+            nodes: 3,
+            pods_per_node: 1,
+            // The kind installed, its operator not: the object alone must keep rollboot off.
+            node_maintenance: Some(rollboot_sim::sim::scenario::NodeMaintenance {
+                installed: true,
+                operator: false,
+            }),
+            ..Scenario::default()
+        };
+        let config = sim_config("nodes: {order: name}\nconcurrency: {maxNodes: 2}\n").unwrap();
+        let mut h = Harness::start(sc, config).await.unwrap();
+        let names = h.node_names().await.unwrap();
+        signal(&h, &names[0], which).await;
+        h.start_rollout_flagged(&names).await.unwrap();
+        // node 0 holds a slot: the other two go one at a time, and node 0 never starts.
+        let mut most = 0;
+        let ended = h
+            .wait_for(Duration::from_secs(60), |ns| {
+                most = most.max(ns.iter().filter(|n| n.cordoned_by.is_some()).count());
+                done(ns, &names[1..])
+            })
+            .await
+            .unwrap();
+        assert!(ended, "{which}: {:?}", h.nodes().await.unwrap());
+        let v = h.node(&names[0]).await.unwrap();
+        assert_eq!(v.state, None, "{which}: node 0 was started");
+        assert!(v.cordoned_by.is_none(), "{which}");
+        assert_eq!(
+            most, 1,
+            "{which}: the other actor's node did not hold a slot"
+        );
+        h.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaler_deletes_an_unprotected_drained_node_and_the_rollout_goes_on() {
+    log();
+    let sc = Scenario {
+        nodes: 5,
+        pods_per_node: 1,
+        autoscaler: Some(serde_json::from_value(json!({"scaleDownEmptyAfter": 1})).unwrap()),
+        ..Scenario::default()
+    };
+    // Protection off, and a settle after the drain: the drained node sits empty and cordoned
+    // long enough for the autoscaler to take it mid-cycle.
+    let config = sim_config(
+        "nodes: {order: name, protect: {scaleDownDisabled: false, doNotDisrupt: false}}\ndrain: {settle: 20s}\nconcurrency: {maxNodes: 1}\n",
+    )
+    .unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    h.start_rollout_flagged(&names).await.unwrap();
+    let mut gone = BTreeSet::new();
+    let start = std::time::Instant::now();
+    while gone.is_empty() && start.elapsed() < Duration::from_secs(60) {
+        gone = h.hosts_gone();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!gone.is_empty(), "the autoscaler took no node");
+    // The slot of the node deleted mid-cycle is freed at once: a node still there starts.
+    // (Each drained node is as empty to the autoscaler: the later ones may go too, and the
+    // last ones' pods have nowhere to go, so the rollout's end is not the promise here.)
+    let started = h
+        .wait_for(Duration::from_secs(10), |ns| {
+            ns.iter()
+                .any(|n| !gone.contains(&n.name) && n.state.is_some())
+        })
+        .await
+        .unwrap();
+    assert!(
+        started,
+        "no node started after {gone:?} was deleted mid-cycle"
+    );
+    let lock: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(h.client.clone(), "rollboot-system");
+    let record =
+        rollboot::lock::LockRecord::from_lease(lock.get_opt("rollboot-lock").await.unwrap());
+    for g in &gone {
+        assert!(!record.entries.contains_key(g), "{g} still holds a slot");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaler_leaves_a_protected_node_alone() {
+    log();
+    let sc = Scenario {
+        nodes: 2,
+        pods_per_node: 1,
+        autoscaler: Some(serde_json::from_value(json!({"scaleDownEmptyAfter": 1})).unwrap()),
+        ..Scenario::default()
+    };
+    let config = sim_config("nodes: {order: name}\ndrain: {settle: 20s}\n").unwrap();
+    let mut h = Harness::start(sc, config).await.unwrap();
+    let names = h.node_names().await.unwrap();
+    h.start_rollout_flagged(&names).await.unwrap();
+    let ended = h
+        .wait_for(Duration::from_secs(90), |ns| done(ns, &names))
+        .await
+        .unwrap();
+    assert!(ended, "{:?}", h.nodes().await.unwrap());
+    assert!(
+        h.hosts_gone().is_empty(),
+        "the autoscaler deleted a protected node"
+    );
+    h.shutdown().await;
+}

@@ -1204,9 +1204,12 @@ pub async fn report(
         .filter(|(n, _)| !shutdowns_of.contains_key(n))
         .map(|(n, at)| format!("{n} at {}", rollboot::time::annotation(*at)))
         .collect();
+    // A node another actor keeps cordoned (a NodeMaintenance still there when the run was
+    // decided) is that actor's.
     let cordoned_at_end: Vec<String> = nodes
         .iter()
         .filter(|n| n.unschedulable && n.state != Some(NodeState::Failed))
+        .filter(|n| n.other_actor.is_none())
         .map(|n| n.name.clone())
         .collect();
     let unsafe_reboots: Vec<String> = inv
