@@ -1254,7 +1254,18 @@ pub async fn report(
         .as_ref()
         .map(|s| s.records.lock().expect("records").clone())
         .unwrap_or_default();
-    breaks.extend(capacity_breaks(&inv, &nodes, &failed, config));
+    // A Node deleted in the middle of its cycle frees its slot at once (its host is no longer
+    // rollboot's to count); registered again NotReady, it is out beside the node started in
+    // its place. Each host a `deleteNode` fault struck may so be out past the limit.
+    let deleted = seen.faults.as_ref().map_or(0, |f| {
+        f.played
+            .iter()
+            .filter(|p| p.began.is_some() && p.fault == "deleteNode")
+            .filter_map(|p| p.target.as_deref())
+            .collect::<BTreeSet<&str>>()
+            .len()
+    });
+    breaks.extend(capacity_breaks(&inv, &nodes, &failed, config, deleted));
     for o in &inv.planned_starts_over_capacity_instances {
         breaks.push(format!(
             "planned start over capacity: {} cordoned at {} with {} already out ({}): {}",
@@ -1481,6 +1492,7 @@ pub fn capacity_breaks(
     nodes: &[NodeView],
     failed: &[String],
     config: &Config,
+    deleted: usize,
 ) -> Vec<String> {
     // The nodes taken past a limit, in one group (`Some`) or overall (`None`).
     let past = |records: &[&[crate::sim::invariants::OverCapacity]], group: Option<&str>| {
@@ -1501,7 +1513,7 @@ pub fn capacity_breaks(
     // A failed node stays cordoned, for an operator, and `maxFailures` lets the rollout go
     // on: it is out besides the `maxNodes` in flight. Nodes never fail back, so those failed
     // at the end are every node that had failed at any moment.
-    let over = past(&[shutdowns, others], None);
+    let over = past(&[shutdowns, others], None) + deleted;
     if inv.max_nodes_unavailable > max_nodes + failed.len() + over {
         breaks.push(format!(
             "{} nodes out at once, more than maxNodes {max_nodes} plus the {} failed{}",
@@ -1516,7 +1528,7 @@ pub fn capacity_breaks(
                 .iter()
                 .filter(|v| v.state == Some(NodeState::Failed) && v.labels.get(key) == Some(g))
                 .count();
-            let over = past(&[shutdowns, others], Some(g));
+            let over = past(&[shutdowns, others], Some(g)) + deleted;
             if *n > m as usize + failed_here + over {
                 breaks.push(format!(
                     "{n} nodes of group {g} out at once, more than maxNodesPerGroup {m} plus the {failed_here} failed there{}",
@@ -1677,19 +1689,26 @@ mod tests {
             max_cordoned_by_rollboot: 1,
             ..Default::default()
         };
-        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}")).is_empty());
+        assert!(capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 0).is_empty());
         // The failed one still cordoned by rollboot beside one in flight: a break.
         let inv = crate::sim::InvariantReport {
             max_cordoned_by_rollboot: 2,
             ..inv
         };
-        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"));
+        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 0);
+        assert_eq!(
+            b,
+            ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
+        );
+        // A host whose Node was deleted mid-cycle does not excuse rollboot's own cordons.
+        let b = capacity_breaks(&inv, &nodes, &failed, &cfg("{}"), 1);
         assert_eq!(
             b,
             ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
         );
         assert!(
-            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}")).is_empty()
+            capacity_breaks(&inv, &nodes, &failed, &cfg("concurrency: {maxNodes: 2}"), 0)
+                .is_empty()
         );
         // Per group.
         let zones = cfg("concurrency: {maxNodes: 3, groupBy: zone, maxNodesPerGroup: 1}");
@@ -1701,7 +1720,7 @@ mod tests {
             ..inv
         };
         assert_eq!(
-            capacity_breaks(&inv, &nodes, &failed, &zones),
+            capacity_breaks(&inv, &nodes, &failed, &zones, 0),
             ["2 nodes of group a cordoned by rollboot at once, more than maxNodesPerGroup 1"]
         );
     }
@@ -1724,13 +1743,13 @@ mod tests {
             max_cordoned_by_rollboot: 2,
             ..Default::default()
         };
-        assert_eq!(capacity_breaks(&inv, &[], &[], &cfg).len(), 2);
+        assert_eq!(capacity_breaks(&inv, &[], &[], &cfg, 0).len(), 2);
         // One that arrived at the limit is.
         let inv = crate::sim::InvariantReport {
             over_capacity_by_shutdown: vec![over("b"), over("b")],
             ..inv
         };
-        assert!(capacity_breaks(&inv, &[], &[], &cfg).is_empty());
+        assert!(capacity_breaks(&inv, &[], &[], &cfg, 0).is_empty());
         // Another actor's arrival excuses the nodes out, not rollboot's own cordons.
         let inv = crate::sim::InvariantReport {
             over_capacity_by_shutdown: vec![],
@@ -1738,9 +1757,18 @@ mod tests {
             ..inv
         };
         assert_eq!(
-            capacity_breaks(&inv, &[], &[], &cfg),
+            capacity_breaks(&inv, &[], &[], &cfg, 0),
             ["2 nodes cordoned by rollboot at once, more than maxNodes 1"]
         );
+        // Two out, one cordoned by rollboot: out past the limit is a break, unless a host whose
+        // Node was deleted mid-cycle (its slot freed at once) came back beside the next node.
+        let inv = crate::sim::InvariantReport {
+            max_nodes_unavailable: 2,
+            max_cordoned_by_rollboot: 1,
+            ..Default::default()
+        };
+        assert_eq!(capacity_breaks(&inv, &[], &[], &cfg, 0).len(), 1);
+        assert!(capacity_breaks(&inv, &[], &[], &cfg, 1).is_empty());
     }
 
     #[test]
