@@ -5,19 +5,16 @@
 //!
 //! Owns the strings and the pure reading of a Node's JSON into [`NodeSignals`]; the index keeps
 //! one per Node, the invariant watch and the simulated actors (`actors.rs`) read it. Pure: it
-//! must never touch the store or talk HTTP. The product has its own copy of these names
-//! (they are the third parties' and rollboot's protocol, not the simulator's).
+//! must never touch the store or talk HTTP. The names themselves are the product's
+//! (`rollboot::node`): one spelling of the third parties' and rollboot's protocol.
 
 use serde_json::Value;
 
-/// cluster-autoscaler's taint on a node it is deleting (value: unix seconds, `NoSchedule`).
-pub const TO_BE_DELETED: &str = "ToBeDeletedByClusterAutoscaler";
-/// Karpenter's taint on a node it is disrupting (`NoSchedule`).
-pub const KARPENTER_DISRUPTED: &str = "karpenter.sh/disrupted";
-/// node-maintenance-operator's taint on a node it drains (`NoSchedule`).
-pub const MEDIK8S_DRAIN: &str = "medik8s.io/drain";
-/// The taint an operator puts on a node that is out of service (`NoExecute`).
-pub const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
+pub use rollboot::node::{
+    DO_NOT_DISRUPT, SCALE_DOWN_DISABLED, TAINT_KARPENTER_DISRUPTED as KARPENTER_DISRUPTED,
+    TAINT_MEDIK8S_DRAIN as MEDIK8S_DRAIN, TAINT_OUT_OF_SERVICE as OUT_OF_SERVICE,
+    TAINT_TO_BE_DELETED as TO_BE_DELETED,
+};
 /// The taints that say another actor is taking the node out.
 pub const OTHER_TAINTS: [&str; 4] = [
     TO_BE_DELETED,
@@ -26,12 +23,10 @@ pub const OTHER_TAINTS: [&str; 4] = [
     OUT_OF_SERVICE,
 ];
 /// KEP-5683's conditions that say a node is being taken out, when True and not rollboot's.
-pub const OTHER_CONDITIONS: [&str; 2] = ["DrainInProgress", "MaintenanceInProgress"];
-
-/// cluster-autoscaler's opt-out of scale-down (`"true"`).
-pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
-/// Karpenter's opt-out of disruption (`"true"`).
-pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub const OTHER_CONDITIONS: [&str; 2] = [
+    rollboot::node::CONDITION_DRAIN_IN_PROGRESS,
+    rollboot::node::CONDITION_MAINTENANCE_IN_PROGRESS,
+];
 
 /// What a Node says of the actors that take it out, beyond its cordon.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -120,15 +120,25 @@ async fn conditions_first(
         return Ok(None);
     }
     let status = conditions_patch(view, &due, Utc::now());
-    let n = writer
+    let n = send_conditions(writer, view, status).await?;
+    Ok(n.metadata.resource_version)
+}
+
+/// Sends `patch` (built by [`conditions_patch`]) to `view`'s Node's status through `writer`,
+/// fenced by the version `view` was parsed from.
+async fn send_conditions(
+    writer: &NodeWriter,
+    view: &NodeView,
+    patch: serde_json::Value,
+) -> Result<Node, NodeWriteError> {
+    writer
         .write_status(
             &view.name,
             Fence::At(&view.resource_version),
             "writing its maintenance conditions",
-            status,
+            patch,
         )
-        .await?;
-    Ok(n.metadata.resource_version)
+        .await
 }
 
 /// The status patch that writes `due` on `view`'s Node at `now`: a condition whose status
@@ -167,14 +177,7 @@ pub(super) async fn write_status(
         ctx.services.client.clone(),
         Writer::Controller(ctx.leadership.clone()),
     );
-    let n = writer
-        .write_status(
-            &view.name,
-            Fence::At(&view.resource_version),
-            "writing its maintenance conditions",
-            patch,
-        )
-        .await?;
+    let n = send_conditions(&writer, view, patch).await?;
     let keep = ctx.config.hooks.gate_keys();
     ctx.cache
         .written

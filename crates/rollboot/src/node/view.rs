@@ -433,14 +433,12 @@ impl NodeView {
     /// The fields of [`NodeView::from_node`] that say what other actors do with the node, and
     /// what rollboot wrote to show itself to them.
     fn others(node: &Node, ann: &BTreeMap<String, String>) -> NodeView {
-        let taints: Vec<TaintView> = node
+        // The keys only: `from_node` keeps the taints themselves.
+        let taints = node
             .spec
             .as_ref()
             .and_then(|s| s.taints.as_deref())
-            .unwrap_or(&[])
-            .iter()
-            .map(TaintView::of)
-            .collect();
+            .unwrap_or(&[]);
         let maintenance_conditions: Vec<MaintenanceCondition> = node
             .status
             .as_ref()
