@@ -1,5 +1,6 @@
-//! Chaos on demand: the CI slice of the seeded campaign (`scripts/chaos-campaign.sh` runs the
-//! 1,000), and the replay of a schedule from the command line and from a scenario's `faults:`.
+//! Chaos on demand: the CI slice of the seeded campaign (the first 20 seeds and those that once
+//! broke; `scripts/chaos-campaign.sh` runs the 1,000), and the replay of a schedule from the
+//! command line and from a scenario's `faults:`.
 //!
 //! Each seed runs the real controller (2 replicas) and agents under the faults the seed draws;
 //! once the faults stop, the rollout must be decided (finished, or halted by `maxFailures`)
@@ -24,11 +25,19 @@ fn log() {
 /// Seeds run at once: a run mostly waits on its simulated clock.
 const AT_ONCE: usize = 5;
 
+/// Seeds of the 1,000-seed campaign that once broke an invariant, each kept in the slice once
+/// its cause was fixed: 212 (a StatefulSet pod made again under the name of one still waiting
+/// to start never started: the simulated kubelet's start timer was the name's, and two health
+/// gates failed), 680 (a FleetLock host's `steady-state`, held up 15 s by a paused leader,
+/// counted it as holding its slot after rollboot had ended its cycle and granted the next).
+const ONCE_BROKEN: [u64; 2] = [212, 680];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twenty_seeds_keep_every_invariant_and_are_decided() {
+async fn the_ci_slice_of_seeds_keeps_every_invariant_and_is_decided() {
     log();
     let started = Instant::now();
-    let seeds: Vec<u64> = (1..=20).collect();
+    let seeds: Vec<u64> = (1..=20).chain(ONCE_BROKEN).collect();
+    let count = seeds.len();
     let mut rows = Vec::new();
     let mut broken = Vec::new();
     // A window of AT_ONCE runs: a seed starts as soon as one ends, so a slow seed holds one
@@ -73,7 +82,7 @@ async fn twenty_seeds_keep_every_invariant_and_are_decided() {
     }
     rows.sort();
     eprintln!(
-        "{}\n20 seeds in {:.0} s",
+        "{}\n{count} seeds in {:.0} s",
         rows.join("\n"),
         started.elapsed().as_secs_f64()
     );

@@ -252,6 +252,18 @@ impl World {
             .clone()
     }
 
+    /// The cycle state rollboot last wrote on `node`'s Node, and since when (none before its
+    /// first cycle, or while its Node is gone).
+    pub fn rollboot_state(
+        &self,
+        node: &str,
+    ) -> Option<(rollboot::node::NodeState, chrono::DateTime<Utc>)> {
+        let e = self.shared.store.get(Kind::Node, node)?;
+        let n: k8s_openapi::api::core::v1::Node = serde_json::from_slice(&e.bytes).ok()?;
+        let v = rollboot::node::NodeView::from_node(&n);
+        Some((v.state?, v.state_since?))
+    }
+
     /// The InternalIP the Node of `node` reports: its host's own address.
     pub fn internal_ip(&self, node: &str) -> Option<std::net::IpAddr> {
         let e = self.shared.store.get(Kind::Node, node)?;
@@ -1628,7 +1640,10 @@ impl Runner {
             let mut v = e.value();
             v["metadata"]["finalizers"] = json!([volumes::attacher_finalizer(&info.driver)]);
             let e = inner.put(Kind::VolumeAttachment, v);
-            let key = (format!("va/{}", e.idx.name), "attach".to_string());
+            let key = (
+                format!("va/{}", e.idx.name),
+                format!("attach {}", e.idx.uid),
+            );
             if self.timers.insert(key) {
                 self.later(
                     self.sc.scaled(self.sc.attach_seconds),
@@ -1709,7 +1724,12 @@ impl Runner {
     fn pod_changed(&mut self, p: &Index) {
         let key = p.key();
         if p.deleting {
-            if self.timers.insert((key.clone(), "remove".into())) {
+            // Timers are per pod, not per name: a StatefulSet's pod made again under the name
+            // of one whose timer is still armed gets its own.
+            if self
+                .timers
+                .insert((key.clone(), format!("remove {}", p.uid)))
+            {
                 let grace = p.deletion_grace.unwrap_or(0);
                 let exit = (grace as f64).min(self.sc.pod_exit_seconds.unwrap_or(f64::MAX));
                 self.later(self.sc.scaled(exit), Msg::Remove(key, p.uid.clone()));
@@ -1724,7 +1744,11 @@ impl Runner {
                     .store
                     .get(Kind::Node, node)
                     .is_some_and(|n| n.idx.ready);
-                if node_ready && self.timers.insert((key.clone(), "start".into())) {
+                if node_ready
+                    && self
+                        .timers
+                        .insert((key.clone(), format!("start {}", p.uid)))
+                {
                     self.later(
                         self.sc.scaled(self.sc.start_delay),
                         Msg::Start(key, p.uid.clone()),
@@ -2004,13 +2028,13 @@ impl Runner {
     fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Start(key, uid) => {
-                self.timers.remove(&(key.clone(), "start".into()));
+                self.timers.remove(&(key.clone(), format!("start {uid}")));
                 self.start_pod(key, uid);
             }
             Msg::Attach(name, uid) => self.attached(&name, &uid),
             Msg::Detach(name, downs) => self.detached(&name, downs),
             Msg::Remove(key, uid) => {
-                self.timers.remove(&(key.clone(), "remove".into()));
+                self.timers.remove(&(key.clone(), format!("remove {uid}")));
                 self.remove_pod(&key, &uid);
             }
             Msg::StartDelay(secs) => self.sc.start_delay = secs,
@@ -2187,7 +2211,8 @@ impl Runner {
     /// The CSI attacher attached a VolumeAttachment: the controller lists the volume in the
     /// Node's `volumesAttached`, and the node's pods waiting for it start.
     fn attached(&mut self, name: &str, uid: &str) {
-        self.timers.remove(&(format!("va/{name}"), "attach".into()));
+        self.timers
+            .remove(&(format!("va/{name}"), format!("attach {uid}")));
         let mut inner = self.shared.store.lock();
         let Some(va) = inner.get(Kind::VolumeAttachment, name).cloned() else {
             return;

@@ -222,6 +222,16 @@ impl SimReboot {
         self.host.downs(&self.on)
     }
 
+    /// Whether rollboot ended the cycle of `node` (done or failed) at or after `since`: a
+    /// FleetLock host's slot is rollboot's again from then, whether or not its `steady-state`
+    /// got through yet.
+    pub fn cycle_ended_since(&self, node: &str, since: chrono::DateTime<chrono::Utc>) -> bool {
+        use rollboot::node::NodeState;
+        self.world
+            .rollboot_state(node)
+            .is_some_and(|(s, at)| matches!(s, NodeState::Done | NodeState::Failed) && at >= since)
+    }
+
     /// The host of `node` goes down: its sentinel is gone with the boot, the reboot counted,
     /// and the boot it leaves remembered (it is down until its Node reports another).
     fn going_down(&self, node: &str) {

@@ -10,7 +10,7 @@
 //! to the controller replicas in turn (a standby forwards to the leader). It must never reboot
 //! without a 200, and never decide anything for rollboot: it is the host's side only.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,9 +34,11 @@ pub struct FleetLockHosts {
     pub requests: Arc<AtomicU64>,
     /// `pre-reboot` answered 200 for a host that did not hold a slot yet.
     pub granted: Arc<AtomicU64>,
-    /// Hosts holding a slot now: from their first 200 to `pre-reboot` to their 200 to
-    /// `steady-state`.
-    pub held: Arc<Mutex<BTreeSet<String>>>,
+    /// Hosts holding a slot now, with the instant of their grant: from their first 200 to
+    /// `pre-reboot` until rollboot takes the slot back, by its 200 to `steady-state` or by
+    /// ending the node's cycle (a `steady-state` held up by a paused leader may reach a
+    /// replica seconds after the slot went to the next host).
+    pub held: Arc<Mutex<BTreeMap<String, chrono::DateTime<chrono::Utc>>>>,
     /// The most hosts that held a slot at once.
     pub max_held: Arc<AtomicU64>,
     /// Per grant, real seconds from the host's first `pre-reboot` to its 200.
@@ -48,10 +50,13 @@ pub struct FleetLockHosts {
 }
 
 impl FleetLockHosts {
-    fn hold(&self, node: &str, on: bool) {
+    /// `node` takes a slot (`on`), counted against the others that still hold theirs
+    /// (`method` reads their cycles), or gives it back.
+    fn hold(&self, node: &str, on: bool, method: &SimReboot) {
         let mut held = self.held.lock().expect("held");
         if on {
-            held.insert(node.into());
+            held.retain(|h, at| !method.cycle_ended_since(h, *at));
+            held.insert(node.into(), chrono::Utc::now());
             self.max_held
                 .fetch_max(held.len() as u64, Ordering::Relaxed);
         } else {
@@ -151,7 +156,7 @@ pub async fn run(
         while ask(Endpoint::SteadyState).await != 200 {
             tokio::time::sleep(poll).await;
         }
-        hosts.hold(&node, false);
+        hosts.hold(&node, false, &method);
         while !hosts.pending.lock().expect("pending").contains(&node) {
             tokio::time::sleep(poll).await;
         }
@@ -193,7 +198,7 @@ pub async fn run(
                     .expect("waits")
                     .push(asked.elapsed().as_secs_f64());
                 hosts.granted.fetch_add(1, Ordering::Relaxed);
-                hosts.hold(&node, true);
+                hosts.hold(&node, true, &method);
             }
             grants += 1;
             // It reboots at once on 200, as a real host does: waiting for its Node to be

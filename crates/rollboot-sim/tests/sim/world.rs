@@ -365,6 +365,54 @@ async fn replicaset_status_follows_its_pods_through_a_deletion_and_a_replacement
     cluster.shutdown().await;
 }
 
+/// A StatefulSet's pod made again under the name of one that was still waiting to start
+/// starts all the same: the kubelet's start is the pod's, not the name's. (The chaos
+/// campaign's seed 212: a pod deleted while slow to start came back under its name and stayed
+/// Pending for good, and the health gate of two nodes failed on its StatefulSet.)
+#[tokio::test]
+async fn a_statefulset_pod_made_again_while_its_namesake_waited_to_start_starts() {
+    let cluster = Cluster::start(Scenario {
+        stateful_sets: 1,
+        // 1 s (scaled) from binding to Ready: the second pod is deleted within it.
+        start_delay: 100.0,
+        ..small()
+    })
+    .await
+    .unwrap();
+    let c = &cluster;
+    let first = all_pods(c)
+        .await
+        .into_iter()
+        .find(|p| owner_kind(p) == "StatefulSet")
+        .expect("a StatefulSet pod");
+    let path = pod_path(&first);
+    let uid = |p: &Value| p["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    // Made again under the same name, once and then once more before it could start.
+    let mut gone = vec![uid(&first)];
+    for round in 0..2 {
+        let (code, _) = delete(c, &path, 0).await;
+        assert_eq!(code, 200, "round {round}");
+        let next = eventually!(5, "the StatefulSet to make the pod again", {
+            let (code, p) = get(c, &path).await;
+            (code == 200
+                && !gone.contains(&uid(&p))
+                && p["metadata"]["deletionTimestamp"].is_null())
+            .then_some(p)
+        });
+        assert!(
+            !is_ready(&next),
+            "a pod made again starts after its delay: {next}"
+        );
+        gone.push(uid(&next));
+    }
+    let last = gone.last().cloned().unwrap();
+    eventually!(10, "the last pod to start", {
+        let (code, p) = get(c, &path).await;
+        (code == 200 && uid(&p) == last && is_ready(&p)).then_some(())
+    });
+    cluster.shutdown().await;
+}
+
 fn pdb(name: &str, spec: Value) -> Value {
     let mut s = spec;
     s["selector"] = json!({"matchLabels": {"app": "pct"}});
