@@ -155,7 +155,8 @@ pub struct Capacity {
 /// taint, condition or NodeMaintenance, a cordon under `countCordoned`) must have been there,
 /// in real time, before a planned start for it to count as out against that start: rollboot
 /// cannot know of a write made a moment before its own (its view of the Nodes trails the
-/// store by a watch event). Its own cordons count at once.
+/// store by a watch event). Its own cordons count at once. While the API server delays
+/// requests (the chaos fault `slowApi`), more: see [`State::seen_after`].
 pub const SEEN_AFTER: Duration = Duration::from_secs(1);
 
 /// What the watch knows of one Node for the nodes out: why it is out, and since when.
@@ -196,7 +197,7 @@ impl NodesOut {
     /// The nodes other than `except` out at `now` (in `group` when given), each `name (why)`:
     /// cordoned by rollboot, shutting down by themselves, under another actor's maintenance,
     /// or (with `count_cordoned`) cordoned by anyone. With `settled`, what rollboot did not
-    /// write counts only once it has been there [`SEEN_AFTER`].
+    /// write counts only once it has been there [`State::seen_after`].
     fn list(
         s: &State,
         except: &str,
@@ -219,8 +220,9 @@ impl NodesOut {
         settled: bool,
     ) -> Vec<(String, String)> {
         let count_cordoned = s.capacity.as_ref().is_some_and(|c| c.count_cordoned);
+        let after = s.seen_after(now);
         let seen = |t: Option<Instant>| {
-            t.is_some_and(|t| !settled || now.saturating_duration_since(t) >= SEEN_AFTER)
+            t.is_some_and(|t| !settled || now.saturating_duration_since(t) >= after)
         };
         let mut out = Vec::new();
         for (name, o) in &s.nodes {
@@ -329,6 +331,26 @@ struct State {
     nodes: BTreeMap<String, NodeOut>,
     /// NodeMaintenances not Succeeded, per node: (name, since).
     maintenances: BTreeMap<String, Vec<(String, Instant)>>,
+    /// The longest delay the API server put on a request lately, and when it last did.
+    api_delay: Option<(Instant, Duration)>,
+}
+
+impl State {
+    /// How long a write rollboot did not make must have been in the store before one of its
+    /// planned starts for rollboot to have known of it: [`SEEN_AFTER`], plus three times the
+    /// delay the API server puts on requests while it does (and for as long again after): a
+    /// watch of the controller's started again after a cut waits that long for its first
+    /// answer, and a start's two writes (its slot in the lock, then the cordon) as long each,
+    /// the cordon judged when it lands. (The chaos campaign's seed 441: with `slowApi` at
+    /// 742 ms, a start's cordon landed 1.5 s after the pass that decided it.)
+    fn seen_after(&self, now: Instant) -> Duration {
+        match self.api_delay {
+            Some((at, d)) if now.saturating_duration_since(at) <= SEEN_AFTER + 3 * d => {
+                SEEN_AFTER + 3 * d
+            }
+            _ => SEEN_AFTER,
+        }
+    }
 }
 
 /// How long a budget held one pod's eviction: from the first 429 to the eviction admitted (or
@@ -617,14 +639,15 @@ impl Invariants {
         let out_before = !NodesOut::list_of(s, name, prev).is_empty();
         if !prev.rollboot && next.rollboot && !next.cycle_for_shutdown {
             let mut signals: Vec<String> = Vec::new();
+            let after = s.seen_after(now);
             if prev
                 .signals_since
-                .is_some_and(|t| now.saturating_duration_since(t) >= SEEN_AFTER)
+                .is_some_and(|t| now.saturating_duration_since(t) >= after)
             {
                 signals.extend(prev.signals.iter().cloned());
             }
             for (nm, t) in s.maintenances.get(name).into_iter().flatten() {
-                if now.saturating_duration_since(*t) >= SEEN_AFTER {
+                if now.saturating_duration_since(*t) >= after {
                     signals.push(format!("NodeMaintenance {nm}"));
                 }
             }
@@ -657,7 +680,7 @@ impl Invariants {
     }
 
     /// At a planned start within the limits as rollboot could see them: the nodes out it could
-    /// not have seen yet (younger than [`SEEN_AFTER`]) that take the nodes out past a limit
+    /// not have seen yet (younger than [`State::seen_after`]) that take the nodes out past a limit
     /// with this start. From rollboot's side they arrived once the limit was reached, as a
     /// shutdown or another actor's maintenance that begins after the start: recorded so.
     fn late_arrivals(s: &mut State, name: &str, node: &NodeOut, now: Instant, at: &str) {
@@ -682,7 +705,7 @@ impl Invariants {
                     .nodes
                     .get(late)
                     .and_then(|o| o.shutdown)
-                    .is_some_and(|t| now.saturating_duration_since(t) < SEEN_AFTER);
+                    .is_some_and(|t| now.saturating_duration_since(t) < s.seen_after(now));
                 let o = OverCapacity {
                     node: late.clone(),
                     at: at.to_string(),
@@ -787,6 +810,20 @@ impl Invariants {
             .push((name.to_string(), now));
     }
 
+    /// Notes that the API server delayed a request by `d` (the chaos fault `slowApi`): what
+    /// rollboot could know trails the store by more for a while ([`State::seen_after`]).
+    pub fn api_delayed(&self, d: Duration) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        let longest = match s.api_delay {
+            Some((at, was)) if now.saturating_duration_since(at) <= SEEN_AFTER + 3 * was => {
+                was.max(d)
+            }
+            _ => d,
+        };
+        s.api_delay = Some((now, longest));
+    }
+
     /// A snapshot.
     pub fn report(&self) -> InvariantReport {
         self.lock().report.clone()
@@ -847,5 +884,44 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["plannedStartsOverCapacity"], 0);
         assert!(v["overCapacityByShutdown"].is_array());
+    }
+
+    #[test]
+    fn a_start_is_judged_against_what_rollboot_could_see_then_a_slow_api_seeing_less() {
+        // Node "x" has said for 1.5 s that its host shuts down; then rollboot cordons "y" with
+        // maxNodes 1.
+        let start_with = |delay: Option<Duration>| {
+            let inv = Invariants::default();
+            inv.watch_capacity(Capacity {
+                max_nodes: 1,
+                ..Default::default()
+            });
+            inv.node_out(&node("y", false), false);
+            let mut x = node("x", false);
+            x.signals.as_mut().unwrap().shutdown_requested = true;
+            inv.node_out(&x, false);
+            let aged = Instant::now() - Duration::from_millis(1500);
+            inv.lock().nodes.get_mut("x").unwrap().shutdown = Some(aged);
+            if let Some(d) = delay {
+                inv.api_delayed(d);
+            }
+            inv.node_out(&node("y", true), false);
+            inv.report()
+        };
+        // Seen for longer than a watch event takes: the start went past the limit.
+        let r = start_with(None);
+        assert_eq!(r.planned_starts_over_capacity, 1, "{r:?}");
+        assert_eq!(
+            r.planned_starts_over_capacity_instances[0].nodes_out,
+            ["x (shutdown)"]
+        );
+        assert!(!r.clean());
+        // With every request delayed 742 ms, 1.5 s is within the start's own two writes: from
+        // rollboot's side the shutdown arrived at the limit (recorded, not a break).
+        let r = start_with(Some(Duration::from_millis(742)));
+        assert_eq!(r.planned_starts_over_capacity, 0, "{r:?}");
+        assert_eq!(r.over_capacity_by_shutdown.len(), 1, "{r:?}");
+        assert_eq!(r.over_capacity_by_shutdown[0].node, "x");
+        assert!(r.clean());
     }
 }

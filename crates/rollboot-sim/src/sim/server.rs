@@ -378,6 +378,7 @@ async fn serve(
         }
         Fault::Delay(d) => {
             sh.stats.fault();
+            sh.invariants.api_delayed(d);
             tokio::time::sleep(d).await;
         }
     }

@@ -405,6 +405,56 @@ pub fn next_step(
     // drain, then its reboot, each to its timeout.
     let out_until =
         entry.since + config.drain.timeout.to_chrono() + config.reboot.timeout.to_chrono();
+    let step = cycle_step(node, entry, out_until, config, now);
+    match (step, node) {
+        (Step::Release(why), Some(n)) => release_when_up(why, n, out_until, config, now),
+        (step, _) => step,
+    }
+}
+
+/// A cycle that ends without a reboot uncordons its node: never while the node is NotReady or
+/// the node-lifecycle controller still taints it not-ready or unreachable (a pod scheduled
+/// there after the uncordon would not start, or be evicted by the NoExecute taint). It waits
+/// for the node to be up, at most until `out_until`. (The chaos campaign's seed 554: a host's
+/// shutdown drain was cordoned only once the host was back on a new boot, which it then took
+/// for the boot to leave; its agent removed the request, the cycle ended as cancelled, and the
+/// node was uncordoned while still tainted not-ready.)
+fn release_when_up(
+    why: String,
+    n: &NodeView,
+    out_until: DateTime<Utc>,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> Step {
+    if n.ready && !n.not_ready_taint {
+        return Step::Release(why);
+    }
+    let down = if n.ready {
+        "still tainted not-ready or unreachable by the node-lifecycle controller"
+    } else {
+        "not Ready"
+    };
+    if now < out_until {
+        Step::Hold {
+            until: out_until,
+            why: format!("{why}; the node is {down}: uncordoned once it is up"),
+        }
+    } else {
+        Step::Fail(format!(
+            "{why}, but the node stayed {down} past the drain and reboot timeouts ({} + {}) of its start",
+            config.drain.timeout, config.reboot.timeout
+        ))
+    }
+}
+
+/// [`next_step`] but for the wait of a release for its node to be up.
+fn cycle_step(
+    node: Option<&NodeView>,
+    entry: &LockEntry,
+    out_until: DateTime<Utc>,
+    config: &Config,
+    now: DateTime<Utc>,
+) -> Step {
     let Some(n) = node.filter(|n| !n.deleting) else {
         return gone_step(node.is_some());
     };

@@ -145,6 +145,55 @@ fn a_shutdown_request_no_shutdown_follows_ends_cancelled_after_loginds_delay_and
 }
 
 #[test]
+fn a_shutdown_cycle_that_ends_is_never_released_while_its_node_is_down_or_tainted_not_ready() {
+    // The break, as the chaos campaign played it again (seed 554): the leader killed
+    // and a slow API, the shutdown drain's cordon landed once the host was back on a new boot
+    // (taken for the boot to leave), and that boot's agent removed the request: the cycle
+    // ends as cancelled, while the node-lifecycle controller still taints it not-ready.
+    let c = cfg("{}");
+    let e = entry("2026-01-05T00:00:00Z");
+    let mut n = shutdown_draining();
+    n.shutdown_requested = false;
+    n.ready_since = Some(t("2026-01-05T00:00:30Z"));
+    let now = t("2026-01-05T00:01:00Z");
+    match next_step(Some(&n), &e, &c, now) {
+        Step::Release(why) => assert!(why.contains("cancelled"), "{why}"),
+        s => panic!("Ready and untainted: released, {s:?}"),
+    }
+    let mut tainted = n.clone();
+    tainted.not_ready_taint = true;
+    match next_step(Some(&tainted), &e, &c, now) {
+        Step::Hold { until, why } => {
+            assert!(
+                why.contains("cancelled") && why.contains("tainted not-ready"),
+                "{why}"
+            );
+            // At most the cycle's outer bound: its drain and reboot timeouts from its start.
+            assert_eq!(
+                until,
+                e.since + c.drain.timeout.to_chrono() + c.reboot.timeout.to_chrono()
+            );
+        }
+        s => panic!("tainted not-ready: held, {s:?}"),
+    }
+    let mut down = n.clone();
+    down.ready = false;
+    assert!(matches!(
+        next_step(Some(&down), &e, &c, now),
+        Step::Hold { ref why, .. } if why.contains("not Ready")
+    ));
+    // Down past that bound: failed, with both reasons, never uncordoned.
+    let late = e.since + c.drain.timeout.to_chrono() + c.reboot.timeout.to_chrono();
+    match next_step(Some(&down), &e, &c, late) {
+        Step::Fail(why) => assert!(
+            why.contains("cancelled") && why.contains("not Ready"),
+            "{why}"
+        ),
+        s => panic!("{s:?}"),
+    }
+}
+
+#[test]
 fn shutdown_drains_beyond_max_nodes_are_capped_by_max_shutdown_drains() {
     let shutting = |name: &str, at: &str| {
         let mut n = NodeView::from_node(&node(name, &[]));
