@@ -149,6 +149,9 @@ pub struct Capacity {
     pub per_group: Option<(String, usize)>,
     /// `countCordoned`: every cordoned node counts as out.
     pub count_cordoned: bool,
+    /// rollboot's maintenance lock Lease (namespace, name): which node holds a slot since
+    /// when, to tell a cycle that goes on from a start.
+    pub lock: Option<(String, String)>,
 }
 
 /// How long a signal rollboot did not write (a host's `shutdown-requested`, another actor's
@@ -333,6 +336,12 @@ struct State {
     maintenances: BTreeMap<String, Vec<(String, Instant)>>,
     /// The longest delay the API server put on a request lately, and when it last did.
     api_delay: Option<(Instant, Duration)>,
+    /// The nodes in the maintenance lock and since when (the controller's instant).
+    lock_since: BTreeMap<String, chrono::DateTime<Utc>>,
+    /// When each Node was last deleted.
+    deleted_at: BTreeMap<String, chrono::DateTime<Utc>>,
+    /// Nodes whose Node is deleted (not registered again yet) while the lock holds their slot.
+    gone: BTreeSet<String>,
 }
 
 impl State {
@@ -607,9 +616,22 @@ impl Invariants {
         let mut s = self.lock();
         let name = idx.name.as_str();
         if gone {
-            s.nodes.remove(name);
+            s.deleted_at.insert(name.to_string(), Utc::now());
+            // Deleted while its cycle holds a slot in the lock, it holds it still (rollboot
+            // frees it once it sees the deletion): out as rollboot's until the lock lets it go.
+            let held = s.lock_since.contains_key(name);
+            match s.nodes.get_mut(name) {
+                Some(o) if held => {
+                    o.rollboot = true;
+                    s.gone.insert(name.to_string());
+                }
+                _ => {
+                    s.nodes.remove(name);
+                }
+            }
             return;
         }
+        s.gone.remove(name);
         let prev = s.nodes.get(name).cloned().unwrap_or_default();
         let sig = idx.signals.as_deref().cloned().unwrap_or_default();
         let signals = sig.others();
@@ -637,7 +659,15 @@ impl Invariants {
     fn judge(s: &mut State, name: &str, prev: &NodeOut, next: &NodeOut, now: Instant) {
         let at = timestamp(Utc::now());
         let out_before = !NodesOut::list_of(s, name, prev).is_empty();
-        if !prev.rollboot && next.rollboot && !next.cycle_for_shutdown {
+        // A Node deleted and registered again while its cycle held its slot all along (the
+        // controller never freed it: no leader saw the deletion) is cordoned again to go on
+        // with that cycle: not a start (chaos seed 507).
+        let goes_on = s
+            .deleted_at
+            .get(name)
+            .zip(s.lock_since.get(name))
+            .is_some_and(|(deleted, since)| since < deleted);
+        if !prev.rollboot && next.rollboot && !next.cycle_for_shutdown && !goes_on {
             let mut signals: Vec<String> = Vec::new();
             let after = s.seen_after(now);
             if prev
@@ -810,6 +840,41 @@ impl Invariants {
             .push((name.to_string(), now));
     }
 
+    /// Notes a Lease event for `namespace/name`: rollboot's lock (`read` gives it, `None`
+    /// once deleted; read only when it is the lock) says which nodes hold a slot since when.
+    pub fn lease(
+        &self,
+        namespace: &str,
+        name: &str,
+        read: impl FnOnce() -> Option<k8s_openapi::api::coordination::v1::Lease>,
+    ) {
+        let mut s = self.lock();
+        let ours = s
+            .capacity
+            .as_ref()
+            .and_then(|c| c.lock.as_ref())
+            .is_some_and(|(ns, n)| n == name && ns == namespace);
+        if !ours {
+            return;
+        }
+        s.lock_since = rollboot::lock::LockRecord::from_lease(read())
+            .entries
+            .into_iter()
+            .map(|(n, e)| (n, e.since))
+            .collect();
+        // A deleted Node's slot freed: it is out no more.
+        let freed: Vec<String> = s
+            .gone
+            .iter()
+            .filter(|n| !s.lock_since.contains_key(*n))
+            .cloned()
+            .collect();
+        for n in freed {
+            s.gone.remove(&n);
+            s.nodes.remove(&n);
+        }
+    }
+
     /// Notes that the API server delayed a request by `d` (the chaos fault `slowApi`): what
     /// rollboot could know trails the store by more for a while ([`State::seen_after`]).
     pub fn api_delayed(&self, d: Duration) {
@@ -923,5 +988,95 @@ mod tests {
         assert_eq!(r.over_capacity_by_shutdown.len(), 1, "{r:?}");
         assert_eq!(r.over_capacity_by_shutdown[0].node, "x");
         assert!(r.clean());
+    }
+
+    #[test]
+    fn a_node_registered_again_and_cordoned_for_the_cycle_it_held_is_no_start() {
+        // maxNodes 1; "x" has said for long that its host shuts down (rollboot drains it);
+        // "a" held its slot in the lock since `since`, its Node deleted and registered again,
+        // then cordoned by rollboot again.
+        let cordon_again_with = |since: chrono::DateTime<Utc>| {
+            let inv = Invariants::default();
+            inv.watch_capacity(Capacity {
+                max_nodes: 1,
+                lock: Some(("rollboot-system".into(), "rollboot-lock".into())),
+                ..Default::default()
+            });
+            inv.node_out(&node("a", true), false);
+            let mut x = node("x", false);
+            x.signals.as_mut().unwrap().shutdown_requested = true;
+            inv.node_out(&x, false);
+            let aged = Instant::now() - Duration::from_secs(5);
+            inv.lock().nodes.get_mut("x").unwrap().shutdown = Some(aged);
+            let entry =
+                json!({"a": {"state": "draining", "since": since, "leader": "controller-0"}});
+            let lease: k8s_openapi::api::coordination::v1::Lease = serde_json::from_value(json!({
+                "metadata": {"name": "rollboot-lock", "namespace": "rollboot-system",
+                    "annotations": {"rollboot.dev/in-flight": entry.to_string()}},
+                "spec": {"holderIdentity": "rollboot"}}))
+            .unwrap();
+            // Another Lease of that name elsewhere is not the lock.
+            inv.lease("kube-system", "rollboot-lock", || {
+                panic!("read only when it is the lock")
+            });
+            inv.lease("rollboot-system", "rollboot-lock", || Some(lease));
+            inv.node_out(&node("a", false), true);
+            inv.node_out(&node("a", false), false);
+            inv.node_out(&node("a", true), false);
+            inv.report()
+        };
+        // Its slot held from before the deletion: the cycle goes on, nothing starts.
+        let r = cordon_again_with(Utc::now() - chrono::TimeDelta::seconds(10));
+        assert_eq!(r.planned_starts_over_capacity, 0, "{r:?}");
+        // A slot taken after the deletion is a start, judged against the shutdown out.
+        let r = cordon_again_with(Utc::now() + chrono::TimeDelta::seconds(1));
+        assert_eq!(r.planned_starts_over_capacity, 1, "{r:?}");
+    }
+
+    #[test]
+    fn a_deleted_node_whose_cycle_holds_its_slot_is_out_until_the_lock_lets_it_go() {
+        let inv = Invariants::default();
+        inv.watch_capacity(Capacity {
+            max_nodes: 1,
+            lock: Some(("ns".into(), "lock".into())),
+            ..Default::default()
+        });
+        let lock_with = |nodes: &[&str]| {
+            let entries: serde_json::Map<String, serde_json::Value> = nodes
+                .iter()
+                .map(|n| {
+                    let e = json!({"state": "draining", "since": Utc::now(), "leader": "c"});
+                    (n.to_string(), e)
+                })
+                .collect();
+            let v = json!({"metadata": {"name": "lock", "namespace": "ns",
+                "annotations": {"rollboot.dev/in-flight": serde_json::Value::Object(entries).to_string()}}});
+            Some(serde_json::from_value(v).unwrap())
+        };
+        let shutdown = |name: &str| {
+            let mut n = node(name, false);
+            n.signals.as_mut().unwrap().shutdown_requested = true;
+            n
+        };
+        for n in ["y", "z"] {
+            inv.node_out(&node(n, false), false);
+        }
+        inv.node_out(&node("a", true), false);
+        inv.lease("ns", "lock", || lock_with(&["a"]));
+        inv.node_out(&node("a", true), true);
+        // Its slot still held: a shutdown now arrives at the limit.
+        inv.node_out(&shutdown("y"), false);
+        let r = inv.report();
+        assert_eq!(r.over_capacity_by_shutdown.len(), 1, "{r:?}");
+        assert_eq!(r.over_capacity_by_shutdown[0].nodes_out, ["a (rollboot)"]);
+        // Freed: out no more; the next shutdown finds y's only.
+        inv.lease("ns", "lock", || lock_with(&[]));
+        inv.node_out(&node("y", false), false);
+        inv.node_out(&shutdown("z"), false);
+        assert_eq!(
+            inv.report().over_capacity_by_shutdown.len(),
+            1,
+            "room again"
+        );
     }
 }

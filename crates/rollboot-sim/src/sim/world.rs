@@ -1442,6 +1442,11 @@ impl Runner {
                     active,
                 );
             }
+            Kind::Lease => self.shared.invariants.lease(&idx.namespace, &idx.name, || {
+                (ev.typ != EventType::Deleted)
+                    .then(|| serde_json::from_slice(&ev.entry.bytes).ok())
+                    .flatten()
+            }),
             Kind::VolumeAttachment => {
                 let before = ev.prev.as_ref().and_then(|p| p.volume.clone());
                 if let Some(pv) = before {

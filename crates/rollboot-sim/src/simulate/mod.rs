@@ -139,6 +139,9 @@ pub struct Host {
     /// The boot ID each host had when its reboot was asked: the host is down until its Node
     /// reports another one (the simulated kubelet does when the host is up again).
     pub down_from: Arc<Mutex<BTreeMap<String, String>>>,
+    /// The boot ID each host's kubelet last reported on its Node: the host still knows its
+    /// boot while its Node is deleted (a real agent reads it from the host, not the Node).
+    pub last_boot: Arc<Mutex<BTreeMap<String, String>>>,
     /// Per host, its unplanned shutdowns so far: the agent process of that boot ends with each
     /// (see [`Harness::start_agent_on`]).
     shut: Arc<Mutex<BTreeMap<String, tokio::sync::watch::Sender<usize>>>>,
@@ -283,7 +286,19 @@ impl RebootHost for SimReboot {
     /// test at that moment must not take the boot from before for the host's).
     fn boot_id(&self, _node: &str) -> Option<String> {
         let node = self.on.as_str();
-        let reported = self.world.boot_id(node)?;
+        // Its Node deleted for a moment (an autoscaler, the `deleteNode` fault), the host is
+        // on the boot it was on: read as unknown, the agent refused a token and its node
+        // failed (chaos seed 251).
+        let reported = {
+            let mut last = self.host.last_boot.lock().expect("last boot");
+            match self.world.boot_id(node) {
+                Some(b) => {
+                    last.insert(node.to_string(), b.clone());
+                    b
+                }
+                None => last.get(node)?.clone(),
+            }
+        };
         let down = self.host.down_from.lock().expect("down_from");
         (down.get(node) != Some(&reported)).then_some(reported)
     }
@@ -1579,6 +1594,7 @@ pub fn capacity_of(config: &Config) -> crate::sim::invariants::Capacity {
             .group_limit()
             .map(|(k, m)| (k.to_string(), m as usize)),
         count_cordoned,
+        lock: Some((config.lock.namespace.clone(), config.lock.name.clone())),
     }
 }
 

@@ -295,7 +295,8 @@ pub struct Bound {
 
 impl Bound {
     /// Twice the nodes' irreducible time at `maxNodes`, plus two leader leases (a failover),
-    /// one drain, reboot and health-gate timeout each (a node failing late), a minute when
+    /// one drain, reboot (or `readyWithoutRebootFor`, when longer) and health-gate timeout each
+    /// (a node failing late), a minute when
     /// windows are configured (the wait for the next opening), and 10 s.
     pub fn new(scenario: &Scenario, config: &Config, flagged: usize, after_faults: bool) -> Bound {
         let per_node = per_node_seconds(scenario, scenario.grace_seconds as f64)
@@ -303,8 +304,16 @@ impl Bound {
         let max_nodes = config.concurrency.max_nodes.max(1) as f64;
         let nodes = 2.0 * flagged as f64 * per_node / max_nodes;
         let lease = 2.0 * config.leader.lease_duration.to_std().as_secs_f64();
+        // A host that gave its slot back holds it until it has stayed up for
+        // `readyWithoutRebootFor`, which may be longer than the reboot timeout.
         let timeouts = config.drain.timeout.to_std().as_secs_f64()
-            + config.reboot.timeout.to_std().as_secs_f64()
+            + config.reboot.timeout.to_std().as_secs_f64().max(
+                config
+                    .reboot
+                    .ready_without_reboot_for
+                    .to_std()
+                    .as_secs_f64(),
+            )
             + config.health_gate.timeout.to_std().as_secs_f64();
         let windows = if config.windows.is_some() { 60.0 } else { 0.0 };
         Bound {

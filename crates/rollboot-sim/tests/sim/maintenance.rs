@@ -531,6 +531,7 @@ async fn per_group_limits_and_count_cordoned_add_to_the_nodes_out() {
         max_nodes: 3,
         per_group: Some(("topology.kubernetes.io/zone".into(), 1)),
         count_cordoned: true,
+        lock: None,
     });
     // An operator's cordon counts under countCordoned, once seen.
     patched(&c, "node-0000", &json!({"spec": {"unschedulable": true}})).await;

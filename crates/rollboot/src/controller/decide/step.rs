@@ -657,10 +657,14 @@ fn rebooting_step(n: &NodeView, since: DateTime<Utc>, config: &Config, now: Date
             };
             match why {
                 Some(why) if now >= until => return Step::Release(why),
-                // A host's answer (a slot given back, a shutdown cancelled) is said while it waits.
+                // A host's answer (a slot given back, a shutdown cancelled) is said while it waits:
+                // looked at again at the reboot timeout while it is ahead, then when the node
+                // has stayed up long enough (a hold until a deadline already past was a pass
+                // at once, again and again, and no step: chaos seed 816, with
+                // `reboot.timeout` 20s under `readyWithoutRebootFor` 5m).
                 Some(why) if !n.shutdown_requested => {
                     return Step::Hold {
-                        until: until.min(deadline),
+                        until: if now < deadline { until.min(deadline) } else { until },
                         why: format!(
                             "{why}; its cycle ends without a reboot at {} if the node stays Ready on boot {} until then",
                             crate::time::annotation(until),

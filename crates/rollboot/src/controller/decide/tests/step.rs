@@ -813,6 +813,22 @@ fn a_fleetlock_host_that_gives_its_slot_back_before_rebooting_is_released() {
         next_step(Some(&n), &e, &c, t("2026-01-05T00:07:00Z")),
         Step::Release(_)
     ));
+    // With a reboot timeout shorter than that (20s): looked at again at the timeout, then,
+    // past it, held until the node has stayed up long enough, never until an instant already
+    // past (a pass at once, again and again, and the cycle held: chaos seed 816).
+    let short = cfg("reboot: {timeout: 20s}");
+    assert!(matches!(
+        next_step(Some(&n), &e, &short, t("2026-01-05T00:02:10Z")),
+        Step::Hold { until, .. } if until == t("2026-01-05T00:02:20Z")
+    ));
+    assert!(matches!(
+        next_step(Some(&n), &e, &short, t("2026-01-05T00:03:05Z")),
+        Step::Hold { until, .. } if until == t("2026-01-05T00:07:00Z")
+    ));
+    assert!(matches!(
+        next_step(Some(&n), &e, &short, t("2026-01-05T00:07:00Z")),
+        Step::Release(_)
+    ));
     // Never while NotReady, nor after a NotReady since the hand-off: only a new boot (or
     // the reboot timeout) ends it then.
     let mut down = n.clone();
