@@ -233,7 +233,10 @@ impl NodesOut {
                 continue;
             }
             let mut why = Vec::new();
-            if o.rollboot {
+            // rollboot's own: cordoned by it, or holding a slot in its lock (a Node registered
+            // again mid-cycle is not cordoned yet, and its slot is held all the same: chaos
+            // seed 654, a host's shutdown arriving that instant was at the limit).
+            if o.rollboot || s.lock_since.contains_key(name) {
                 why.push("rollboot".to_string());
             }
             if seen(o.shutdown) {
@@ -1069,13 +1072,20 @@ mod tests {
         let r = inv.report();
         assert_eq!(r.over_capacity_by_shutdown.len(), 1, "{r:?}");
         assert_eq!(r.over_capacity_by_shutdown[0].nodes_out, ["a (rollboot)"]);
-        // Freed: out no more; the next shutdown finds y's only.
-        inv.lease("ns", "lock", || lock_with(&[]));
         inv.node_out(&node("y", false), false);
+        // Registered again, not cordoned yet: its slot is held all the same (seed 654).
+        inv.node_out(&node("a", false), false);
         inv.node_out(&shutdown("z"), false);
+        let r = inv.report();
+        assert_eq!(r.over_capacity_by_shutdown.len(), 2, "{r:?}");
+        assert_eq!(r.over_capacity_by_shutdown[1].nodes_out, ["a (rollboot)"]);
+        inv.node_out(&node("z", false), false);
+        // Freed: out no more; the next shutdown has room.
+        inv.lease("ns", "lock", || lock_with(&[]));
+        inv.node_out(&shutdown("y"), false);
         assert_eq!(
             inv.report().over_capacity_by_shutdown.len(),
-            1,
+            2,
             "room again"
         );
     }

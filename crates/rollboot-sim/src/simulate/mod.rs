@@ -608,6 +608,14 @@ impl Harness {
             // reboot is taken for rollboot's own and let go undrained. A process per boot there
             // too makes the agent of the new boot refuse a token left with a garbled ack
             // (`tests/controller/agent_refusals.rs`), a change of the agent's own to make first.
+            //
+            // No agent runs on a host that is down: one started then (a `killAgent` fault that
+            // ends while its host is down in a reboot or a shutdown) starts once it is up. Run
+            // at once, it read no boot ID, refused the cycle's token as for an unknown host,
+            // and its node failed (chaos seed 27).
+            while sim().boot_id(&host).is_none() && hosts.downs(&host) > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             loop {
                 let sentinel = SimSentinel {
                     node: name.clone(),
