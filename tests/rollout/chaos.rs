@@ -26,11 +26,18 @@ fn log() {
 const AT_ONCE: usize = 5;
 
 /// Seeds of the 1,000-seed campaign that once broke an invariant, each kept in the slice once
-/// its cause was fixed: 212 (a StatefulSet pod made again under the name of one still waiting
-/// to start never started: the simulated kubelet's start timer was the name's, and two health
-/// gates failed), 680 (a FleetLock host's `steady-state`, held up 15 s by a paused leader,
-/// counted it as holding its slot after rollboot had ended its cycle and granted the next).
-const ONCE_BROKEN: [u64; 2] = [212, 680];
+/// its cause was fixed:
+/// - 212: a StatefulSet pod made again under the name of one still waiting to start never
+///   started (the simulated kubelet's start timer was the name's), and two health gates failed;
+/// - 554: the leader killed, a host's own shutdown and a slow API: the shutdown drain's cycle
+///   ended as cancelled and uncordoned its node under the not-ready taint (the first
+///   break);
+/// - 654: a Node deleted in the middle of its cycle was registered again at the instant another
+///   host began to shut down: two nodes cordoned by rollboot with `maxNodes: 1`, the shutdown
+///   judged as having had room (the second break);
+/// - 680: a FleetLock host's `steady-state`, held up 15 s by a paused leader, counted it as
+///   holding its slot after rollboot had ended its cycle and granted the next.
+const ONCE_BROKEN: [u64; 4] = [212, 554, 654, 680];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ci_slice_of_seeds_keeps_every_invariant_and_is_decided() {
