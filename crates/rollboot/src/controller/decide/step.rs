@@ -426,25 +426,37 @@ fn release_when_up(
     config: &Config,
     now: DateTime<Utc>,
 ) -> Step {
+    while_down(n, out_until, config, now, &why).unwrap_or(Step::Release(why))
+}
+
+/// While `n` is NotReady, or tainted not-ready or unreachable: held (for `what`) until
+/// `out_until`, the cycle's outer bound, then failed. `None` once it is up.
+fn while_down(
+    n: &NodeView,
+    out_until: DateTime<Utc>,
+    config: &Config,
+    now: DateTime<Utc>,
+    what: &str,
+) -> Option<Step> {
     if n.ready && !n.not_ready_taint {
-        return Step::Release(why);
+        return None;
     }
     let down = if n.ready {
         "still tainted not-ready or unreachable by the node-lifecycle controller"
     } else {
         "not Ready"
     };
-    if now < out_until {
+    Some(if now < out_until {
         Step::Hold {
             until: out_until,
-            why: format!("{why}; the node is {down}: uncordoned once it is up"),
+            why: format!("{what}; the node is {down}: it goes on once it is up"),
         }
     } else {
         Step::Fail(format!(
-            "{why}, but the node stayed {down} past the drain and reboot timeouts ({} + {}) of its start",
+            "{what}, but the node stayed {down} past the drain and reboot timeouts ({} + {}) of its start",
             config.drain.timeout, config.reboot.timeout
         ))
-    }
+    })
 }
 
 /// [`next_step`] but for the wait of a release for its node to be up.
@@ -552,20 +564,16 @@ fn registered_again_step(
     config: &Config,
     now: DateTime<Utc>,
 ) -> Step {
-    if n.ready && !n.not_ready_taint {
-        return Step::Free("the node was registered again, Ready, and asks for no reboot".into());
-    }
-    if now < out_until {
-        Step::Hold {
-            until: out_until,
-            why: "the node was registered again and is not Ready yet".into(),
-        }
-    } else {
-        Step::Fail(format!(
-            "the node was registered again during its cycle and was not Ready within the drain and reboot timeouts ({} + {}) of its start",
-            config.drain.timeout, config.reboot.timeout
-        ))
-    }
+    while_down(
+        n,
+        out_until,
+        config,
+        now,
+        "the node was registered again during its cycle",
+    )
+    .unwrap_or_else(|| {
+        Step::Free("the node was registered again, Ready, and asks for no reboot".into())
+    })
 }
 
 /// The step that ends a cycle (started at `start`) before its reboot, for a node `current`ly

@@ -271,7 +271,10 @@ fn a_node_registered_again_unflagged_is_never_rebooted_twice() {
     assert!(matches!(next_step(Some(&back), &e, &c, now), Step::Free(_)));
     // Never Ready within the timeouts: it fails, which the rollout's maxFailures counts.
     match next_step(Some(&booting), &e, &c, t("2026-01-01T00:10:00Z")) {
-        Step::Fail(why) => assert!(why.contains("was not Ready within"), "{why}"),
+        Step::Fail(why) => assert!(
+            why.contains("registered again") && why.contains("stayed not Ready past"),
+            "{why}"
+        ),
         other => panic!("{other:?}"),
     }
     // Flagged again (its host did not reboot: the sentinel is still there): the cycle
