@@ -216,7 +216,7 @@ pub fn explain(
         blocking_pods: &[],
         now,
     };
-    let pods = reasons::blocking_pods(cluster, config);
+    let pods = crate::plan::blocking_pods(cluster, config);
     let counts: Vec<(String, usize)> = pods.iter().map(|(s, p)| (s.clone(), p.len())).collect();
     let (alerts, not_checked) = reasons::alerts(gathered);
     let decided = decision::decide(&snap, config, cluster, n, &counts, &alerts, now);

@@ -15,7 +15,6 @@ use crate::controller::decide::{self, Blocker, NoRoom, Position, Snapshot, Step}
 use crate::hooks::decide::{self as hooks, Action, Next};
 use crate::lock::{LockEntry, LockRecord};
 use crate::node::{self as proto, NodeState, NodeView};
-use crate::plan::Cluster;
 use crate::render::instant;
 
 /// What the reasons of one node are said from.
@@ -34,11 +33,6 @@ pub(super) struct Facts<'a> {
     pub(super) blocking_pods: &'a [(String, Vec<String>)],
     /// The instant of the decision.
     pub(super) now: DateTime<Utc>,
-}
-
-/// For each `blockers.podSelectors` selector (as written), the pods that match it: `plan`'s.
-pub(super) fn blocking_pods(cluster: &Cluster, config: &Config) -> Vec<(String, Vec<String>)> {
-    crate::plan::blocking_pods(cluster, config)
 }
 
 /// Prometheus's and Alertmanager's answers as the blockers a pass hands over; what could not

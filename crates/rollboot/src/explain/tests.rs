@@ -118,7 +118,7 @@ fn agrees(g: &Gathered, config: &Config) -> BTreeMap<String, Explanation> {
     let record = LockRecord::from_lease(g.cluster.lock.clone());
     let ours = crate::lock::lock_owner(config);
     let nodes: Vec<&NodeView> = g.cluster.nodes.iter().collect();
-    let counts: Vec<(String, usize)> = reasons::blocking_pods(&g.cluster, config)
+    let counts: Vec<(String, usize)> = crate::plan::blocking_pods(&g.cluster, config)
         .into_iter()
         .map(|(s, p)| (s, p.len()))
         .collect();
